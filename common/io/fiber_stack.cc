@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/sanitizer_switch.h"
 
 namespace ferry {
 
@@ -48,7 +49,9 @@ FiberStack& FiberStack::operator=(FiberStack&& other) noexcept {
 FiberStack::~FiberStack() { Release(); }
 
 void FiberStack::Release() {
-  if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
+  if (base_ == nullptr) return;
+  internal::AsanUnpoison(bottom(), usable_bytes());
+  ::munmap(base_, mapped_bytes_);
   base_ = nullptr;
 }
 
@@ -56,6 +59,7 @@ absl::StatusOr<FiberStack> StackPool::Take() {
   if (!free_.empty()) {
     FiberStack stack = std::move(free_.back());
     free_.pop_back();
+    internal::AsanUnpoison(stack.bottom(), stack.usable_bytes());
     return stack;
   }
   return FiberStack::Allocate(stack_bytes_);

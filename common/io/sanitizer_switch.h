@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define FERRY_ASAN 1
 #endif
@@ -24,9 +25,15 @@ inline void AsanStartSwitch(void** fake_stack_save, const void* bottom, size_t s
 inline void AsanFinishSwitch(void* fake_stack_save, const void** old_bottom, size_t* old_size) {
   __sanitizer_finish_switch_fiber(fake_stack_save, old_bottom, old_size);
 }
+// Clears the redzones a finished fiber's frames left on its stack, so memory reused for
+// another fiber (or unmapped and mapped again for something else) starts clean.
+inline void AsanUnpoison(const void* addr, size_t size) {
+  __asan_unpoison_memory_region(addr, size);
+}
 #else
 inline void AsanStartSwitch(void**, const void*, size_t) {}
 inline void AsanFinishSwitch(void*, const void**, size_t*) {}
+inline void AsanUnpoison(const void*, size_t) {}
 #endif
 
 #ifdef FERRY_TSAN

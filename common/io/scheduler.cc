@@ -173,7 +173,6 @@ absl::Status FiberScheduler::Init() {
   // non-blocking one would make the read fail with -EAGAIN.
   wake_fd_.Reset(::eventfd(0, EFD_CLOEXEC));
   if (!wake_fd_.valid()) return absl::ErrnoToStatus(errno, "eventfd for scheduler wake-ups");
-  tsan_main_fiber_ = internal::TsanCurrentFiber();
   return absl::OkStatus();
 }
 
@@ -243,6 +242,9 @@ void FiberScheduler::Loop(bool until_stopped) {
   FERRY_CHECK(!running_ && current_scheduler == nullptr);
   running_ = true;
   current_scheduler = this;
+  // The thread that runs the loop, not the one that created the scheduler, is where
+  // fibers switch back to.
+  tsan_main_fiber_ = internal::TsanCurrentFiber();
   for (;;) {
     TakePosted();
     if (!stopping_ && stop_requested_.load(std::memory_order_acquire)) BeginStop();
