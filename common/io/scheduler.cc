@@ -223,6 +223,7 @@ void FiberScheduler::Post(absl::AnyInvocable<void()> fn) {
     std::lock_guard<std::mutex> lock(posted_mu_);
     posted_.push_back(std::move(fn));
   }
+  posted_pending_.store(true, std::memory_order_release);
   // One eventfd write per sleep is enough: the flag is cleared when the read completes.
   if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) {
     const uint64_t one = 1;
@@ -260,6 +261,8 @@ void FiberScheduler::Loop(bool until_stopped) {
 }
 
 void FiberScheduler::TakePosted() {
+  // Checked every turn, so the common case (nothing posted) takes no lock.
+  if (!posted_pending_.exchange(false, std::memory_order_acq_rel)) return;
   std::vector<absl::AnyInvocable<void()>> posted;
   {
     std::lock_guard<std::mutex> lock(posted_mu_);

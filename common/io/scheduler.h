@@ -239,6 +239,7 @@ class FiberScheduler {
   bool wake_armed_ = false;
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> posted_pending_{false};
   std::mutex posted_mu_;
   std::vector<absl::AnyInvocable<void()>> posted_;  // guarded by posted_mu_
 };
