@@ -1,0 +1,81 @@
+// Reading Spark's sort-shuffle output: one map task's `.data`, `.index` and optional
+// `.checksum.<ALGO>` files.
+//
+//   shuffle_<shuffleId>_<mapId>_0.data             partitions' bytes back to back
+//   shuffle_<shuffleId>_<mapId>_0.index            (partitions + 1) big-endian int64
+//                                                  offsets; partition r is
+//                                                  [offset[r], offset[r+1])
+//   shuffle_<shuffleId>_<mapId>_0.checksum.<ALGO>  one big-endian int64 per partition
+//
+// Everything read from disk is validated before use, and errors name the file and the
+// offending entry. Loading is synchronous file I/O: call it off the data plane's
+// fibers (the control plane does, and caches the result).
+#ifndef FERRY_COMMON_SHUFFLE_FILES_H_
+#define FERRY_COMMON_SHUFFLE_FILES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/checksum.h"
+
+namespace ferry {
+
+// Largest index file Ferry reads: 8 MiB, about a million partitions.
+inline constexpr uint64_t kMaxIndexFileBytes = uint64_t{8} << 20;
+
+std::string DataFileName(int32_t shuffle_id, int64_t map_id);
+std::string IndexFileName(int32_t shuffle_id, int64_t map_id);
+std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm);
+
+// Parses `name` as one of the three file names; returns false for anything else.
+bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* map_id);
+
+// Parses an index file's bytes and checks them against the data file's size: a whole
+// number of int64s, at least two of them, the first 0, never decreasing, the last equal
+// to `data_file_bytes`. `index_path` names the file in errors.
+absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
+                                                 uint64_t data_file_bytes,
+                                                 absl::string_view index_path);
+
+// Parses a checksum file's bytes: exactly `partitions` int64s, each a 32-bit value.
+absl::StatusOr<std::vector<uint32_t>> ParseChecksums(absl::string_view bytes, size_t partitions,
+                                                     absl::string_view checksum_path);
+
+// One map output's index (and checksums, when stored), loaded and validated.
+class MapOutputIndex {
+ public:
+  // Loads the map output from `dir`. NOT_FOUND when its index file is absent (a map
+  // output without an index is not whole: writers rename the index into place last);
+  // DATA_LOSS when a file is malformed or disagrees with the data file. Looks for
+  // checksum files in the order CRC32C, CRC32, ADLER32; none is fine.
+  static absl::StatusOr<MapOutputIndex> Load(const std::string& dir, int32_t shuffle_id,
+                                             int64_t map_id);
+
+  int32_t shuffle_id() const { return shuffle_id_; }
+  int64_t map_id() const { return map_id_; }
+  const std::string& data_path() const { return data_path_; }
+  size_t partitions() const { return offsets_.size() - 1; }
+  uint64_t data_bytes() const { return offsets_.back(); }
+  // Byte range of partitions [start, end) in the data file. Requires
+  // start <= end <= partitions().
+  uint64_t RangeOffset(size_t start) const { return offsets_[start]; }
+  uint64_t RangeLength(size_t start, size_t end) const { return offsets_[end] - offsets_[start]; }
+  ChecksumAlgorithm checksum_algorithm() const { return checksum_algorithm_; }
+  // One per partition when checksum_algorithm() is not kNone; empty otherwise.
+  const std::vector<uint32_t>& checksums() const { return checksums_; }
+
+ private:
+  int32_t shuffle_id_ = 0;
+  int64_t map_id_ = 0;
+  std::string data_path_;
+  std::vector<uint64_t> offsets_;
+  ChecksumAlgorithm checksum_algorithm_ = ChecksumAlgorithm::kNone;
+  std::vector<uint32_t> checksums_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_SHUFFLE_FILES_H_

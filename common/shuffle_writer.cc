@@ -1,0 +1,213 @@
+#include "common/shuffle_writer.h"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/shuffle_files.h"
+
+namespace ferry {
+
+namespace {
+
+std::string RandomSuffix() {
+  uint64_t r = 0;
+  if (::getrandom(&r, sizeof(r), 0) != sizeof(r)) r = static_cast<uint64_t>(::getpid());
+  return absl::StrFormat("%016x", r);
+}
+
+void AppendBigEndian64(std::string& out, uint64_t v) {
+  const uint64_t be = htobe64(v);
+  out.append(reinterpret_cast<const char*>(&be), 8);
+}
+
+absl::Status Fsync(int fd, const std::string& path) {
+  if (::fsync(fd) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> CreateFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
+  return fd;
+}
+
+absl::Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", from, " to ", to));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ShuffleWriter> ShuffleWriter::Create(std::string dir, int32_t shuffle_id,
+                                                    int64_t map_id, ChecksumAlgorithm algorithm) {
+  if (shuffle_id < 0 || map_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shuffle id ", shuffle_id, " and map id ", map_id, " must be >= 0"));
+  }
+  ShuffleWriter w;
+  w.dir_ = std::move(dir);
+  w.shuffle_id_ = shuffle_id;
+  w.map_id_ = map_id;
+  w.algorithm_ = algorithm;
+  w.running_ = Checksum(algorithm);
+  const std::string suffix = absl::StrCat(".", RandomSuffix(), ".tmp");
+  w.data_tmp_ = absl::StrCat(w.dir_, "/.", DataFileName(shuffle_id, map_id), suffix);
+  w.index_tmp_ = absl::StrCat(w.dir_, "/.", IndexFileName(shuffle_id, map_id), suffix);
+  if (algorithm != ChecksumAlgorithm::kNone) {
+    w.checksum_tmp_ =
+        absl::StrCat(w.dir_, "/.", ChecksumFileName(shuffle_id, map_id, algorithm), suffix);
+  }
+  absl::StatusOr<UniqueFd> fd = CreateFile(w.data_tmp_);
+  if (!fd.ok()) return fd.status();
+  w.data_fd_ = *std::move(fd);
+  w.offsets_.push_back(0);
+  return w;
+}
+
+ShuffleWriter::ShuffleWriter(ShuffleWriter&& other) noexcept { *this = std::move(other); }
+
+ShuffleWriter& ShuffleWriter::operator=(ShuffleWriter&& other) noexcept {
+  if (this != &other) {
+    RemoveTemporaries();
+    dir_ = std::move(other.dir_);
+    shuffle_id_ = other.shuffle_id_;
+    map_id_ = other.map_id_;
+    algorithm_ = other.algorithm_;
+    data_fd_ = std::move(other.data_fd_);
+    data_tmp_ = std::exchange(other.data_tmp_, "");
+    index_tmp_ = std::exchange(other.index_tmp_, "");
+    checksum_tmp_ = std::exchange(other.checksum_tmp_, "");
+    data_bytes_ = other.data_bytes_;
+    offsets_ = std::move(other.offsets_);
+    checksums_ = std::move(other.checksums_);
+    current_ = other.current_;
+    running_ = other.running_;
+    committed_ = other.committed_;
+  }
+  return *this;
+}
+
+ShuffleWriter::~ShuffleWriter() { RemoveTemporaries(); }
+
+void ShuffleWriter::RemoveTemporaries() {
+  if (committed_) return;
+  for (const std::string* path : {&data_tmp_, &index_tmp_, &checksum_tmp_}) {
+    if (!path->empty()) ::unlink(path->c_str());
+  }
+  data_tmp_.clear();
+  index_tmp_.clear();
+  checksum_tmp_.clear();
+}
+
+absl::Status ShuffleWriter::WriteFile(int fd, const std::string& path, absl::string_view bytes,
+                                      uint64_t offset) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
+    bytes.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+void ShuffleWriter::EndPartitionsBefore(int32_t reduce_id) {
+  // Closes the current partition and every skipped (empty) one up to `reduce_id`.
+  while (current_ < reduce_id) {
+    offsets_.push_back(data_bytes_);
+    checksums_.push_back(running_.Value());
+    running_ = Checksum(algorithm_);
+    ++current_;
+  }
+}
+
+absl::Status ShuffleWriter::Write(int32_t reduce_id, absl::string_view bytes) {
+  if (committed_ || !data_fd_.valid()) {
+    return absl::FailedPreconditionError("write to a finished ShuffleWriter");
+  }
+  if (reduce_id < current_) {
+    return absl::InvalidArgumentError(absl::StrCat("shuffle ", shuffle_id_, " map ", map_id_,
+                                                   ": reduce id ", reduce_id,
+                                                   " written after ", current_));
+  }
+  EndPartitionsBefore(reduce_id);
+  absl::Status status = WriteFile(data_fd_.get(), data_tmp_, bytes, data_bytes_);
+  if (!status.ok()) {
+    data_fd_.Reset();
+    RemoveTemporaries();
+    return status;
+  }
+  running_.Update(bytes);
+  data_bytes_ += bytes.size();
+  return absl::OkStatus();
+}
+
+absl::Status ShuffleWriter::Commit(int32_t num_partitions) {
+  if (committed_ || !data_fd_.valid()) {
+    return absl::FailedPreconditionError("commit of a finished ShuffleWriter");
+  }
+  if (num_partitions <= current_) {
+    return absl::InvalidArgumentError(absl::StrCat("shuffle ", shuffle_id_, " map ", map_id_,
+                                                   ": ", num_partitions,
+                                                   " partitions, but reduce id ", current_,
+                                                   " was written"));
+  }
+  // Closing every partition leaves num_partitions + 1 offsets, the last one the end.
+  EndPartitionsBefore(num_partitions);
+
+  absl::Status status = [&]() -> absl::Status {
+    absl::Status s = Fsync(data_fd_.get(), data_tmp_);
+    if (!s.ok()) return s;
+    std::string index;
+    for (uint64_t offset : offsets_) AppendBigEndian64(index, offset);
+    absl::StatusOr<UniqueFd> index_fd = CreateFile(index_tmp_);
+    if (!index_fd.ok()) return index_fd.status();
+    if (s = WriteFile(index_fd->get(), index_tmp_, index, 0); !s.ok()) return s;
+    if (s = Fsync(index_fd->get(), index_tmp_); !s.ok()) return s;
+    if (!checksum_tmp_.empty()) {
+      std::string sums;
+      for (uint32_t c : checksums_) AppendBigEndian64(sums, c);
+      absl::StatusOr<UniqueFd> sum_fd = CreateFile(checksum_tmp_);
+      if (!sum_fd.ok()) return sum_fd.status();
+      if (s = WriteFile(sum_fd->get(), checksum_tmp_, sums, 0); !s.ok()) return s;
+      if (s = Fsync(sum_fd->get(), checksum_tmp_); !s.ok()) return s;
+    }
+    // Data and checksum first; the index last, since its presence is what makes the
+    // output whole.
+    if (s = Rename(data_tmp_, absl::StrCat(dir_, "/", DataFileName(shuffle_id_, map_id_)));
+        !s.ok()) {
+      return s;
+    }
+    if (!checksum_tmp_.empty()) {
+      s = Rename(checksum_tmp_,
+                 absl::StrCat(dir_, "/", ChecksumFileName(shuffle_id_, map_id_, algorithm_)));
+      if (!s.ok()) return s;
+    }
+    if (s = Rename(index_tmp_, absl::StrCat(dir_, "/", IndexFileName(shuffle_id_, map_id_)));
+        !s.ok()) {
+      return s;
+    }
+    UniqueFd dir_fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir_));
+    return Fsync(dir_fd.get(), dir_);
+  }();
+  data_fd_.Reset();
+  if (!status.ok()) {
+    RemoveTemporaries();
+    return status;
+  }
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace ferry
