@@ -1,0 +1,26 @@
+#include "common/flag_names.h"
+
+#include <algorithm>
+
+namespace ferry {
+
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers) {
+  std::vector<std::string> args(argv, argv + argc);
+  bool flags_done = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (flags_done || a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
+    if (a == "--") {
+      flags_done = true;
+      continue;
+    }
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+  }
+  pointers->clear();
+  for (std::string& a : args) pointers->push_back(a.data());
+  pointers->push_back(nullptr);
+  return args;
+}
+
+}  // namespace ferry

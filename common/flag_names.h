@@ -1,0 +1,19 @@
+// Lets users spell absl flags with dashes (--data-dir) as well as underscores
+// (--data_dir, absl's own spelling): rewrites the flag-name part of each argument
+// before absl::ParseCommandLine sees it. Values are left untouched.
+#ifndef FERRY_COMMON_FLAG_NAMES_H_
+#define FERRY_COMMON_FLAG_NAMES_H_
+
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+// Returns argv with "--a-b=c" rewritten to "--a_b=c" (up to "=" or the end; a bare
+// "--" ends flag parsing and everything after it is kept as is). The returned strings
+// own the storage `pointers` points into.
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_FLAG_NAMES_H_

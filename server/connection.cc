@@ -1,0 +1,250 @@
+#include "server/connection.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/frame_header.h"
+#include "common/io/ops.h"
+#include "common/pipe.h"
+
+namespace ferry {
+
+namespace {
+
+// What went wrong while serving, and whether the peer can still be told.
+struct Failure {
+  absl::Status status;
+  uint32_t block_index = 0;
+  // False once a header promised bytes that did not all follow, or the socket failed:
+  // the stream is out of frame and the only honest answer is closing it.
+  bool can_send_error = true;
+};
+
+class Connection {
+ public:
+  Connection(UniqueFd socket, const TicketRegistry& tickets, const ConnectionOptions& options)
+      : socket_(std::move(socket)), tickets_(tickets), options_(options) {}
+
+  void Serve();
+
+ private:
+  std::optional<Failure> ServeRequest(const FetchRequest& request);
+  std::optional<Failure> SendBlock(const StreamBlock& block, uint32_t index, uint64_t offset);
+  // Sends `length` bytes of `block` starting at file offset `pos`.
+  absl::Status SpliceBody(const StreamBlock& block, uint64_t pos, uint64_t length);
+  absl::Status CopyBody(const StreamBlock& block, uint64_t pos, uint64_t length);
+  absl::Status PeerError(ssize_t res, absl::string_view what) const;
+  absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
+
+  UniqueFd socket_;
+  const TicketRegistry& tickets_;
+  const ConnectionOptions& options_;
+  std::optional<Pipe> pipe_;           // splice mode, created on first use
+  std::unique_ptr<char[]> buffer_;     // copy mode, created on first use
+};
+
+absl::Status Connection::PeerError(ssize_t res, absl::string_view what) const {
+  if (res == -ETIMEDOUT) {
+    return absl::DeadlineExceededError(absl::StrCat(what, ": peer stalled past ",
+                                                    absl::FormatDuration(options_.io_timeout)));
+  }
+  return absl::ErrnoToStatus(static_cast<int>(-res), what);
+}
+
+void Connection::Serve() {
+  // Requests are bounded in number only by the peer's patience: each one must arrive
+  // within the idle timeout, and a stopping scheduler cancels the wait.
+  for (;;) {
+    char frame[kRequestBytes];
+    const ssize_t n =
+        ReadFull(socket_.get(), frame, sizeof(frame), -1, absl::Now() + options_.idle_timeout);
+    if (n == 0) return;  // the peer closed between requests: a clean end
+    std::optional<Failure> failure;
+    if (n < 0) return;   // idle timeout, reset, or stopping: nobody to tell
+    if (n != static_cast<ssize_t>(sizeof(frame))) {
+      failure = Failure{absl::InvalidArgumentError(absl::StrCat(
+          "connection closed after ", n, " bytes of a ", kRequestBytes, "-byte request"))};
+      failure->can_send_error = false;
+    } else if (absl::StatusOr<FetchRequest> request =
+                   DecodeFetchRequest(absl::string_view(frame, sizeof(frame)));
+               !request.ok()) {
+      failure = Failure{request.status()};
+    } else {
+      failure = ServeRequest(*request);
+    }
+    if (!failure.has_value()) continue;
+    if (failure->can_send_error) {
+      const std::string error = EncodeErrorFrame(failure->status, failure->block_index);
+      (void)SendAll(socket_.get(), error.data(), error.size(), MSG_NOSIGNAL, IoDeadline());
+    }
+    return;
+  }
+}
+
+std::optional<Failure> Connection::ServeRequest(const FetchRequest& request) {
+  absl::StatusOr<std::shared_ptr<const Stream>> stream =
+      tickets_.Find(request.ticket, absl::Now());
+  if (!stream.ok()) return Failure{stream.status(), request.first_block};
+  const std::vector<StreamBlock>& blocks = (*stream)->blocks;
+  const uint64_t end = uint64_t{request.first_block} + request.block_count;
+  if (end > blocks.size()) {
+    return Failure{absl::OutOfRangeError(absl::StrCat(
+                       "blocks [", request.first_block, ", ", end, ") requested; the stream has ",
+                       blocks.size())),
+                   request.first_block};
+  }
+  if (request.first_block_offset > blocks[request.first_block].length) {
+    return Failure{absl::OutOfRangeError(absl::StrCat(
+                       "offset ", request.first_block_offset, " is past the end of block ",
+                       request.first_block, " (", blocks[request.first_block].name, ", ",
+                       blocks[request.first_block].length, " bytes)")),
+                   request.first_block};
+  }
+  for (uint32_t i = request.first_block; i < end; ++i) {
+    const uint64_t offset = i == request.first_block ? request.first_block_offset : 0;
+    if (std::optional<Failure> f = SendBlock(blocks[i], i, offset)) return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t index,
+                                             uint64_t offset) {
+  // A file that shrank since the stream was opened is caught here, before the header
+  // promises bytes the file no longer has.
+  struct stat st;
+  if (::fstat(block.file->fd.get(), &st) != 0) {
+    return Failure{absl::ErrnoToStatus(errno, absl::StrCat("stat ", block.file->path, " for ",
+                                                           block.name)),
+                   index};
+  }
+  if (static_cast<uint64_t>(st.st_size) < block.offset + block.length) {
+    return Failure{absl::DataLossError(absl::StrCat(
+                       block.name, ": data file ", block.file->path, " is now ", st.st_size,
+                       " bytes but the block ends at byte ", block.offset + block.length)),
+                   index};
+  }
+
+  const uint64_t length = block.length - offset;
+  ResponseHeader header;
+  header.kind = FrameKind::kBlock;
+  header.block_index = index;
+  header.offset = offset;
+  header.length = length;
+  if (block.has_checksum) {
+    header.flags = kFlagHasChecksum;
+    header.checksum = block.checksum;
+    header.checksum_algorithm = static_cast<uint8_t>(block.checksum_algorithm);
+  }
+  char bytes[kResponseHeaderBytes];
+  EncodeResponseHeader(header, bytes);
+  // MSG_MORE lets the header share a segment with the payload that follows; a block
+  // with no payload is pushed at once.
+  const int flags = MSG_NOSIGNAL | (length > 0 ? MSG_MORE : 0);
+  const ssize_t sent = SendAll(socket_.get(), bytes, sizeof(bytes), flags, IoDeadline());
+  if (sent < 0) {
+    return Failure{PeerError(sent, absl::StrCat("send header of ", block.name)), index, false};
+  }
+  if (length == 0) return std::nullopt;
+  const uint64_t pos = block.offset + offset;
+  absl::Status status = options_.mode == DataPlaneMode::kSplice ? SpliceBody(block, pos, length)
+                                                                 : CopyBody(block, pos, length);
+  if (!status.ok()) return Failure{std::move(status), index, false};
+  return std::nullopt;
+}
+
+absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint64_t length) {
+  if (!pipe_.has_value()) {
+    absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
+    if (!pipe.ok()) return pipe.status();
+    pipe_ = *std::move(pipe);
+  }
+  const int file = block.file->fd.get();
+  const size_t capacity = pipe_->capacity_bytes();
+  while (length > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, capacity));
+    const bool last = chunk == length;
+    // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the first
+    // leg comes up short the kernel cancels the second, and the loop below moves what
+    // the pipe holds.
+    IoOp in;
+    IoOp out;
+    FiberScheduler::Current()->ReserveSqes(3);
+    PrepSplice(in, file, static_cast<int64_t>(pos), pipe_->write_fd(), -1, chunk,
+               SPLICE_F_MOVE, IOSQE_IO_LINK);
+    PrepSplice(out, pipe_->read_fd(), -1, socket_.get(), -1, chunk,
+               SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), 0, IoDeadline());
+    const int in_res = in.Wait();
+    const int out_res = out.Wait();
+    if (in_res < 0) {
+      pipe_.reset();
+      return absl::ErrnoToStatus(-in_res, absl::StrCat("splice ", block.file->path, " for ",
+                                                       block.name, " into the pipe"));
+    }
+    if (in_res == 0) {
+      pipe_.reset();
+      return absl::DataLossError(absl::StrCat(block.name, ": ", block.file->path,
+                                              " ended early (truncated while being served)"));
+    }
+    if (out_res < 0 && out_res != -ECANCELED) {
+      pipe_.reset();
+      return PeerError(out_res, absl::StrCat("splice ", block.name, " to the peer"));
+    }
+    const size_t moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
+    const size_t in_pipe = static_cast<size_t>(in_res) - moved;
+    if (in_pipe > 0) {
+      const ssize_t drained = SpliceAll(pipe_->read_fd(), -1, socket_.get(), -1, in_pipe,
+                                        SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), IoDeadline());
+      if (drained != static_cast<ssize_t>(in_pipe)) {
+        pipe_.reset();
+        return PeerError(drained < 0 ? drained : -EPIPE,
+                         absl::StrCat("splice ", block.name, " to the peer"));
+      }
+    }
+    pos += static_cast<uint64_t>(in_res);
+    length -= static_cast<uint64_t>(in_res);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64_t length) {
+  if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
+  const int file = block.file->fd.get();
+  while (length > 0) {
+    const size_t chunk =
+        static_cast<size_t>(std::min<uint64_t>(length, options_.copy_buffer_bytes));
+    const ssize_t n = ReadFull(file, buffer_.get(), chunk, static_cast<int64_t>(pos));
+    if (n < 0) {
+      return absl::ErrnoToStatus(static_cast<int>(-n),
+                                 absl::StrCat("read ", block.file->path, " for ", block.name));
+    }
+    if (static_cast<size_t>(n) != chunk) {
+      return absl::DataLossError(absl::StrCat(block.name, ": ", block.file->path,
+                                              " ended early (truncated while being served)"));
+    }
+    const bool last = chunk == length;
+    const ssize_t sent = SendAll(socket_.get(), buffer_.get(), chunk,
+                                 MSG_NOSIGNAL | (last ? 0 : MSG_MORE), IoDeadline());
+    if (sent < 0) return PeerError(sent, absl::StrCat("send ", block.name, " to the peer"));
+    pos += chunk;
+    length -= chunk;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ServeConnection(UniqueFd socket, const TicketRegistry& tickets,
+                     const ConnectionOptions& options) {
+  Connection(std::move(socket), tickets, options).Serve();
+}
+
+}  // namespace ferry

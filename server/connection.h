@@ -1,0 +1,47 @@
+// Serving one data-plane connection, on a fiber.
+//
+// The connection reads 40-byte FETCH requests (pipelined requests wait in the socket
+// buffer), looks the ticket up once per request, and answers each block with a BLOCK
+// header sent on its own (MSG_MORE, so it shares a TCP segment with the payload) and
+// then the payload:
+//   * splice mode: file -> pipe -> socket, the two IORING_OP_SPLICE legs linked in one
+//     submission, a chunk of up to the pipe's capacity per pass; no payload byte enters
+//     user space. The pipe belongs to the connection and dies with it, so a pipe left
+//     holding bytes by an error is never reused.
+//   * copy mode: read the segment into the connection's buffer, then send it.
+// Both modes put identical bytes on the wire.
+//
+// A request that fails validation (bad frame, unknown or expired ticket, block range
+// out of bounds) or a block that cannot be served (its file shrank) gets an ERROR frame,
+// and the connection closes. A peer that goes away or stalls past a deadline is dropped.
+#ifndef FERRY_SERVER_CONNECTION_H_
+#define FERRY_SERVER_CONNECTION_H_
+
+#include <cstddef>
+
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+#include "server/ticket_registry.h"
+
+namespace ferry {
+
+enum class DataPlaneMode { kSplice, kCopy };
+
+struct ConnectionOptions {
+  DataPlaneMode mode = DataPlaneMode::kSplice;
+  size_t pipe_bytes = size_t{1} << 20;
+  size_t copy_buffer_bytes = size_t{1} << 20;
+  // How long a connection may sit without sending a request.
+  absl::Duration idle_timeout = absl::Seconds(120);
+  // Deadline for each send or splice to the peer.
+  absl::Duration io_timeout = absl::Seconds(30);
+};
+
+// Serves `socket` until the peer closes, errs or stalls, or the scheduler stops. Call
+// from a fiber. `tickets` must outlive the call.
+void ServeConnection(UniqueFd socket, const TicketRegistry& tickets,
+                     const ConnectionOptions& options);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_CONNECTION_H_

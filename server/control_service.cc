@@ -1,0 +1,120 @@
+#include "server/control_service.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace ferry {
+
+namespace {
+
+ferry::v1::ChecksumAlgorithm ToProto(ChecksumAlgorithm a) {
+  return static_cast<ferry::v1::ChecksumAlgorithm>(static_cast<int>(a));
+}
+
+absl::StatusOr<Ticket> ParseTicket(const std::string& bytes) {
+  if (bytes.size() != kTicketBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ticket is ", bytes.size(), " bytes, not ", kTicketBytes));
+  }
+  Ticket t;
+  std::copy(bytes.begin(), bytes.end(), t.begin());
+  return t;
+}
+
+}  // namespace
+
+ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
+                               TicketRegistry* tickets)
+    : options_(std::move(options)), store_(store), tickets_(tickets) {
+  if (options_.data_host == "0.0.0.0") options_.data_host.clear();
+}
+
+grpc::Status ControlService::OpenStream(grpc::ServerContext*,
+                                        const ferry::v1::OpenStreamRequest* request,
+                                        ferry::v1::StreamHandle* response) {
+  if (!BlockStore::IsValidAppId(request->app_id())) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "app id '", request->app_id().substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}")));
+  }
+  if (request->blocks_size() == 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("OpenStream names no blocks"));
+  }
+  if (static_cast<size_t>(request->blocks_size()) > options_.max_blocks_per_stream) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("OpenStream names ", request->blocks_size(), " blocks; the limit is ",
+                     options_.max_blocks_per_stream)));
+  }
+  auto stream = std::make_shared<Stream>();
+  stream->app_id = request->app_id();
+  stream->blocks.reserve(static_cast<size_t>(request->blocks_size()));
+  for (const ferry::v1::BlockId& id : request->blocks()) {
+    BlockKey key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
+    absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request->app_id(), key);
+    if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+    ferry::v1::BlockInfo* info = response->add_blocks();
+    *info->mutable_id() = id;
+    info->set_length(resolved->block.length);
+    info->set_checksum_algorithm(ToProto(resolved->checksum_algorithm));
+    for (const PartitionInfo& p : resolved->partitions) {
+      ferry::v1::PartitionChecksum* pc = info->add_partitions();
+      pc->set_length(p.length);
+      pc->set_checksum(p.checksum);
+    }
+    stream->blocks.push_back(std::move(resolved->block));
+  }
+  stream->expires = absl::Now() + options_.ticket_ttl;
+  const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
+  absl::StatusOr<Ticket> ticket = tickets_->Register(std::move(stream));
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_ticket(std::string(ticket->begin(), ticket->end()));
+  response->set_data_host(options_.data_host);
+  response->set_data_port(options_.data_port);
+  response->set_expires_unix_ms(expires_ms);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CloseStream(grpc::ServerContext*,
+                                         const ferry::v1::CloseStreamRequest* request,
+                                         ferry::v1::CloseStreamResponse* response) {
+  absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_was_open(tickets_->Close(*ticket));
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ListShuffles(grpc::ServerContext*,
+                                          const ferry::v1::ListShufflesRequest* request,
+                                          ferry::v1::ListShufflesResponse* response) {
+  absl::StatusOr<std::vector<ShuffleInfo>> shuffles = store_->ListShuffles(request->app_id());
+  if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
+  for (const ShuffleInfo& s : *shuffles) {
+    ferry::v1::ShuffleSummary* summary = response->add_shuffles();
+    summary->set_shuffle_id(s.shuffle_id);
+    for (const MapOutputInfo& m : s.map_outputs) {
+      ferry::v1::MapOutputSummary* out = summary->add_map_outputs();
+      out->set_map_id(m.map_id);
+      out->set_partitions(m.partitions);
+      out->set_data_bytes(m.data_bytes);
+      out->set_checksum_algorithm(ToProto(m.checksum_algorithm));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetServerInfo(grpc::ServerContext*, const ferry::v1::ServerInfoRequest*,
+                                           ferry::v1::ServerInfo* response) {
+  response->set_version(kFerryVersion);
+  response->set_data_host(options_.data_host);
+  response->set_data_port(options_.data_port);
+  response->set_mode(options_.connection.mode == DataPlaneMode::kSplice ? ferry::v1::SPLICE
+                                                                        : ferry::v1::COPY);
+  response->set_data_threads(options_.data_threads);
+  response->set_pipe_bytes(options_.connection.pipe_bytes);
+  response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
+  response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
+  return grpc::Status::OK;
+}
+
+}  // namespace ferry

@@ -1,0 +1,127 @@
+#include "server/data_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
+
+namespace ferry {
+
+namespace {
+
+absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("data-plane host '", host,
+                                                   "' is not an IPv4 address"));
+  }
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
+  const int one = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEPORT on the data plane");
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("bind data plane to ", host, ":", port));
+  }
+  if (::listen(fd.get(), 4096) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", host, ":", port));
+  }
+  return fd;
+}
+
+uint16_t LocalPort(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port) {
+  const size_t colon = address.rfind(':');
+  uint32_t p = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &p) ||
+      p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
+  }
+  *host = std::string(address.substr(0, colon));
+  if (*host == "localhost") *host = "127.0.0.1";
+  *port = static_cast<uint16_t>(p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
+                                                              const TicketRegistry* tickets) {
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
+  }
+  std::unique_ptr<DataServer> server(new DataServer(options, tickets));
+  uint16_t port = options.port;
+  for (int i = 0; i < options.threads; ++i) {
+    // The first listener may take a kernel-chosen port; the others join it.
+    absl::StatusOr<UniqueFd> listener = BindListener(options.host, port);
+    if (!listener.ok()) return listener.status();
+    port = LocalPort(listener->get());
+    server->listeners_.push_back(*std::move(listener));
+    absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
+        FiberScheduler::Create(options.scheduler);
+    if (!scheduler.ok()) return scheduler.status();
+    server->schedulers_.push_back(*std::move(scheduler));
+  }
+  server->port_ = port;
+  for (size_t i = 0; i < server->schedulers_.size(); ++i) {
+    server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
+  }
+  return server;
+}
+
+void DataServer::RunThread(size_t i) {
+  FiberScheduler* scheduler = schedulers_[i].get();
+  const int listener = listeners_[i].get();
+  (void)scheduler->Spawn([this, scheduler, listener] {
+    while (!scheduler->stopping()) {
+      const int fd = Accept(listener);
+      if (fd == -ECANCELED) return;
+      if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+        // Out of descriptors or memory: back off instead of spinning on the error;
+        // pending connections wait in the backlog.
+        (void)Sleep(absl::Milliseconds(10));
+        continue;
+      }
+      if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
+      UniqueFd conn(fd);
+      const int one = 1;
+      ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      accepted_.fetch_add(1, std::memory_order_relaxed);
+      absl::Status spawned = scheduler->Spawn([this, c = std::move(conn)]() mutable {
+        ServeConnection(std::move(c), *tickets_, options_.connection);
+      });
+      // Without a stack the connection cannot be served; its descriptor closed with the
+      // failed closure, which the peer sees as a reset.
+      (void)spawned;
+    }
+  });
+  scheduler->RunUntilStopped();
+}
+
+void DataServer::Stop() {
+  for (auto& s : schedulers_) s->Stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+DataServer::~DataServer() { Stop(); }
+
+}  // namespace ferry

@@ -1,0 +1,69 @@
+// DataServer: the data plane's threads. Each thread runs its own FiberScheduler with
+// its own listening socket on the same address (SO_REUSEPORT), so the kernel spreads
+// connections across threads and nothing on the per-block path is shared. Every
+// accepted connection is served by its own fiber (connection.h).
+#ifndef FERRY_SERVER_DATA_SERVER_H_
+#define FERRY_SERVER_DATA_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/io/scheduler.h"
+#include "common/unique_fd.h"
+#include "server/connection.h"
+#include "server/ticket_registry.h"
+
+namespace ferry {
+
+struct DataServerOptions {
+  // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  int threads = 1;
+  ConnectionOptions connection;
+  SchedulerOptions scheduler;
+};
+
+class DataServer {
+ public:
+  // Binds every thread's listener, then starts the threads. `tickets` must outlive the
+  // server.
+  static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
+                                                           const TicketRegistry* tickets);
+  DataServer(const DataServer&) = delete;
+  DataServer& operator=(const DataServer&) = delete;
+  ~DataServer();
+
+  uint16_t port() const { return port_; }
+  const DataServerOptions& options() const { return options_; }
+  uint64_t connections_accepted() const { return accepted_.load(std::memory_order_relaxed); }
+
+  // Stops accepting, cancels every connection's pending I/O, waits for the threads.
+  // Idempotent.
+  void Stop();
+
+ private:
+  DataServer(const DataServerOptions& options, const TicketRegistry* tickets)
+      : options_(options), tickets_(tickets) {}
+  void RunThread(size_t i);
+
+  DataServerOptions options_;
+  const TicketRegistry* tickets_;
+  uint16_t port_ = 0;
+  std::vector<UniqueFd> listeners_;
+  std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
+  std::vector<std::thread> threads_;
+  std::atomic<uint64_t> accepted_{0};
+};
+
+// Parses "host:port" (IPv4 or "localhost"). INVALID_ARGUMENT otherwise.
+absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_DATA_SERVER_H_

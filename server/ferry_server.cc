@@ -1,0 +1,78 @@
+#include "server/ferry_server.h"
+
+#include <sys/stat.h>
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
+  struct stat st;
+  if (::stat(options.data_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data dir '", options.data_dir, "' is not a directory"));
+  }
+  std::unique_ptr<FerryServer> server(new FerryServer);
+  server->options_ = options;
+  server->store_ = std::make_unique<BlockStore>(
+      BlockStore::Options{.data_dir = options.data_dir, .max_open_files = options.max_open_files});
+  server->tickets_ = std::make_unique<TicketRegistry>();
+
+  DataServerOptions data;
+  if (absl::Status s = ParseHostPort(options.data_address, &data.host, &data.port); !s.ok()) {
+    return s;
+  }
+  data.threads = options.threads;
+  data.connection = options.connection;
+  absl::StatusOr<std::unique_ptr<DataServer>> data_server =
+      DataServer::Start(data, server->tickets_.get());
+  if (!data_server.ok()) return data_server.status();
+  server->data_ = *std::move(data_server);
+
+  ControlServiceOptions control;
+  control.data_host = data.host;
+  control.data_port = server->data_->port();
+  control.data_threads = static_cast<uint32_t>(options.threads);
+  control.connection = options.connection;
+  control.ticket_ttl = options.ticket_ttl;
+  server->service_ =
+      std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get());
+
+  grpc::ServerBuilder builder;
+  int selected_port = 0;
+  builder.AddListeningPort(options.control_address, grpc::InsecureServerCredentials(),
+                           &selected_port);
+  builder.RegisterService(server->service_.get());
+  server->grpc_ = builder.BuildAndStart();
+  if (server->grpc_ == nullptr || selected_port == 0) {
+    server->data_->Stop();
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the control plane on ", options.control_address));
+  }
+  server->control_port_ = static_cast<uint16_t>(selected_port);
+  return server;
+}
+
+std::string FerryServer::control_target() const {
+  std::string host;
+  uint16_t port = 0;
+  if (!ParseHostPort(options_.control_address, &host, &port).ok() || host == "0.0.0.0" ||
+      host.empty() || host == "[::]") {
+    host = "127.0.0.1";
+  }
+  return absl::StrCat(host, ":", control_port_);
+}
+
+void FerryServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  data_->Stop();
+}
+
+FerryServer::~FerryServer() { Shutdown(); }
+
+}  // namespace ferry

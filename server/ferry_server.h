@@ -1,0 +1,64 @@
+// FerryServer: one storage node's whole server, assembled: the BlockStore over the data
+// dir, the TicketRegistry, the data plane (DataServer) and the gRPC control plane.
+// ferry_server's main() runs one; end-to-end tests run one in-process.
+#ifndef FERRY_SERVER_FERRY_SERVER_H_
+#define FERRY_SERVER_FERRY_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/block_store.h"
+#include "server/control_service.h"
+#include "server/data_server.h"
+#include "server/ticket_registry.h"
+
+namespace ferry {
+
+struct FerryServerOptions {
+  std::string data_dir;
+  // host:port for each plane; port 0 picks a free one (see the accessors).
+  std::string control_address = "127.0.0.1:0";
+  std::string data_address = "127.0.0.1:0";
+  int threads = 1;
+  ConnectionOptions connection;
+  size_t max_open_files = 1024;
+  absl::Duration ticket_ttl = absl::Minutes(10);
+};
+
+class FerryServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<FerryServer>> Start(const FerryServerOptions& options);
+  FerryServer(const FerryServer&) = delete;
+  FerryServer& operator=(const FerryServer&) = delete;
+  ~FerryServer();
+
+  // Stops the control plane (in-flight RPCs finish), then the data plane. Idempotent.
+  void Shutdown();
+
+  uint16_t control_port() const { return control_port_; }
+  uint16_t data_port() const { return data_->port(); }
+  // "127.0.0.1:<port>" style address a client can dial for the control plane.
+  std::string control_target() const;
+  TicketRegistry& tickets() { return *tickets_; }
+  BlockStore& store() { return *store_; }
+
+ private:
+  FerryServer() = default;
+
+  FerryServerOptions options_;
+  std::unique_ptr<BlockStore> store_;
+  std::unique_ptr<TicketRegistry> tickets_;
+  std::unique_ptr<DataServer> data_;
+  std::unique_ptr<ControlService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  uint16_t control_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_FERRY_SERVER_H_

@@ -1,0 +1,118 @@
+// ferry_server: serves shuffle blocks from a directory of Spark shuffle files.
+//
+//   ferry_server --data-dir=/var/lib/ferry --control-address=0.0.0.0:7070
+//                --data-address=0.0.0.0:7071 --threads=2 --mode=splice
+//
+// Files live under <data-dir>/<appId>/shuffle_<shuffleId>_<mapId>_0.{data,index,...}.
+// SIGTERM or SIGINT shuts the server down cleanly.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/flag_names.h"
+#include "server/ferry_server.h"
+
+ABSL_FLAG(std::string, data_dir, "", "Directory holding <appId>/ shuffle file folders.");
+ABSL_FLAG(std::string, control_address, "127.0.0.1:7070",
+          "host:port of the gRPC control plane.");
+ABSL_FLAG(std::string, data_address, "127.0.0.1:7071",
+          "IPv4 host:port of the data plane (port 0 picks a free one).");
+ABSL_FLAG(int, threads, 0, "Data-plane threads; 0 means one per core.");
+ABSL_FLAG(std::string, mode, "splice",
+          "Data-plane mode: splice (file -> pipe -> socket, zero copy) or copy (read, then "
+          "send; the baseline).");
+ABSL_FLAG(int64_t, pipe_size, int64_t{1} << 20, "Splice pipe capacity in bytes per connection.");
+ABSL_FLAG(int64_t, copy_buffer_size, int64_t{1} << 20,
+          "Copy-mode buffer in bytes per connection.");
+ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
+ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
+          "Close a data connection that sends no request for this long.");
+ABSL_FLAG(absl::Duration, io_timeout, absl::Seconds(30),
+          "Drop a data connection whose peer accepts no bytes for this long.");
+
+namespace {
+
+int Main() {
+  ferry::FerryServerOptions options;
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (options.data_dir.empty()) {
+    LOG(ERROR) << "--data-dir is required";
+    return 2;
+  }
+  options.control_address = absl::GetFlag(FLAGS_control_address);
+  options.data_address = absl::GetFlag(FLAGS_data_address);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  if (options.threads <= 0) {
+    options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "splice") {
+    options.connection.mode = ferry::DataPlaneMode::kSplice;
+  } else if (mode == "copy") {
+    options.connection.mode = ferry::DataPlaneMode::kCopy;
+  } else {
+    LOG(ERROR) << "--mode must be splice or copy, not '" << mode << "'";
+    return 2;
+  }
+  const int64_t pipe_size = absl::GetFlag(FLAGS_pipe_size);
+  const int64_t copy_size = absl::GetFlag(FLAGS_copy_buffer_size);
+  if (pipe_size < 4096 || copy_size < 4096 || pipe_size > (int64_t{1} << 30) ||
+      copy_size > (int64_t{1} << 30)) {
+    LOG(ERROR) << "--pipe-size and --copy-buffer-size must be between 4 KiB and 1 GiB";
+    return 2;
+  }
+  options.connection.pipe_bytes = static_cast<size_t>(pipe_size);
+  options.connection.copy_buffer_bytes = static_cast<size_t>(copy_size);
+  options.connection.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
+  options.connection.io_timeout = absl::GetFlag(FLAGS_io_timeout);
+  options.max_open_files = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_files)));
+  options.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
+
+  // Block the shutdown signals before any thread starts, so every thread inherits the
+  // mask and sigwait() below is the only place they arrive.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server = ferry::FerryServer::Start(options);
+  if (!server.ok()) {
+    LOG(ERROR) << "ferry_server: " << server.status();
+    return 1;
+  }
+  LOG(INFO) << "ferry_server " << ferry::kFerryVersion << " serving " << options.data_dir
+            << ": control plane on port " << (*server)->control_port() << " ("
+            << options.control_address << "), data plane on port " << (*server)->data_port()
+            << " (" << options.data_address << "), " << options.threads << " threads, mode "
+            << mode;
+  int signal = 0;
+  sigwait(&signals, &signal);
+  LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
+  (*server)->Shutdown();
+  LOG(INFO) << "ferry_server: stopped";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Serves shuffle blocks over a gRPC control plane and a "
+                               "zero-copy data plane.");
+  std::vector<char*> pointers;
+  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
+  absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  return Main();
+}
