@@ -1,0 +1,131 @@
+#include "client/block_sink.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
+#include "common/unique_fd.h"
+
+namespace ferry {
+
+namespace {
+
+constexpr size_t kScratchBytes = size_t{1} << 20;
+
+absl::Status ReceiveError(ssize_t res, uint64_t got, uint64_t length, const std::string& name) {
+  if (res == 0) {
+    return absl::UnavailableError(absl::StrCat(name, ": connection closed after ", got, " of ",
+                                               length, " bytes"));
+  }
+  if (res == -ETIMEDOUT) {
+    return absl::DeadlineExceededError(absl::StrCat(name, ": timed out after ", got, " of ",
+                                                    length, " bytes"));
+  }
+  return absl::ErrnoToStatus(static_cast<int>(-res),
+                             absl::StrCat(name, ": receive after ", got, " of ", length, " bytes"));
+}
+
+// Receives exactly `length` bytes into `out` and verifies them.
+absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& verifier,
+                         const std::string& name, absl::Time deadline) {
+  uint64_t got = 0;
+  while (got < length) {
+    const ssize_t n = Recv(socket, out + got, static_cast<size_t>(length - got), 0, deadline);
+    if (n <= 0) return ReceiveError(n, got, length, name);
+    if (absl::Status s = verifier.Update(absl::string_view(out + got, static_cast<size_t>(n)));
+        !s.ok()) {
+      return s;
+    }
+    got += static_cast<uint64_t>(n);
+  }
+  return verifier.Finish();
+}
+
+}  // namespace
+
+absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
+                                   BlockVerifier& verifier, const std::string& name,
+                                   absl::Time deadline) {
+  if (buffer_.size() < length) buffer_.resize(static_cast<size_t>(length));
+  absl::Status s = ReceiveInto(socket, buffer_.data(), length, verifier, name, deadline);
+  if (!s.ok()) return s;
+  return on_block_(index, absl::string_view(buffer_.data(), static_cast<size_t>(length)));
+}
+
+absl::Status BuffersSink::Receive(int socket, size_t index, uint64_t length,
+                                  BlockVerifier& verifier, const std::string& name,
+                                  absl::Time deadline) {
+  std::string& block = blocks_[index];
+  block.resize(static_cast<size_t>(length));
+  return ReceiveInto(socket, block.data(), length, verifier, name, deadline);
+}
+
+absl::Status DiscardSink::Receive(int socket, size_t, uint64_t length, BlockVerifier& verifier,
+                                  const std::string& name, absl::Time deadline) {
+  if (scratch_.empty()) scratch_.resize(kScratchBytes);
+  uint64_t got = 0;
+  while (got < length) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
+    const ssize_t n = Recv(socket, scratch_.data(), want, 0, deadline);
+    if (n <= 0) return ReceiveError(n, got, length, name);
+    if (absl::Status s = verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n)));
+        !s.ok()) {
+      return s;
+    }
+    got += static_cast<uint64_t>(n);
+  }
+  bytes_ += length;
+  return verifier.Finish();
+}
+
+absl::Status FilesSink::Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                                const std::string& name, absl::Time deadline) {
+  const std::string& path = paths_[index];
+  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
+  if (!pipe_.has_value()) {
+    absl::StatusOr<Pipe> pipe = Pipe::Create(pipe_bytes_);
+    if (!pipe.ok()) return pipe.status();
+    pipe_ = *std::move(pipe);
+  }
+  uint64_t got = 0;
+  while (got < length) {
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(pipe_->capacity_bytes(), length - got));
+    // socket -> pipe takes what has arrived; pipe -> file then drains all of it.
+    const ssize_t in = Splice(socket, -1, pipe_->write_fd(), -1, want, SPLICE_F_MOVE, deadline);
+    if (in <= 0) {
+      pipe_.reset();  // may hold bytes of a broken transfer
+      return ReceiveError(in, got, length, name);
+    }
+    const ssize_t out = SpliceAll(pipe_->read_fd(), -1, file.get(), static_cast<int64_t>(got),
+                                  static_cast<size_t>(in), SPLICE_F_MOVE, deadline);
+    if (out != in) {
+      pipe_.reset();
+      return absl::ErrnoToStatus(out < 0 ? static_cast<int>(-out) : EIO,
+                                 absl::StrCat("write ", path, " for ", name));
+    }
+    got += static_cast<uint64_t>(in);
+  }
+  if (!verifier.active()) return absl::OkStatus();
+  if (scratch_.empty()) scratch_.resize(kScratchBytes);
+  for (uint64_t pos = 0; pos < length;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - pos));
+    const ssize_t n = ReadFull(file.get(), scratch_.data(), want, static_cast<int64_t>(pos));
+    if (n != static_cast<ssize_t>(want)) {
+      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
+                                 absl::StrCat("read back ", path, " for ", name));
+    }
+    if (absl::Status s = verifier.Update(absl::string_view(scratch_.data(), want)); !s.ok()) {
+      return s;
+    }
+    pos += want;
+  }
+  return verifier.Finish();
+}
+
+}  // namespace ferry

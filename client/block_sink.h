@@ -1,0 +1,92 @@
+// BlockSink: where fetched blocks go. The fetcher reads each block's header and hands
+// the payload, still in the socket, to the sink, which consumes exactly `length` bytes.
+//
+// Sinks run on the fetching thread's fibers and use the fiber ops (common/io/ops.h);
+// one sink serves every connection of a fetch, one block at a time (fibers of one
+// thread never run at once), so sinks need no locking.
+#ifndef FERRY_CLIENT_BLOCK_SINK_H_
+#define FERRY_CLIENT_BLOCK_SINK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/block_verifier.h"
+#include "common/pipe.h"
+
+namespace ferry {
+
+class BlockSink {
+ public:
+  virtual ~BlockSink() = default;
+  // Consumes the `length` payload bytes of the caller's block `index` from `socket`,
+  // feeding each byte to `verifier` (which may be inactive). `name` labels errors.
+  // Every operation finishes by `deadline`.
+  virtual absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                               const std::string& name, absl::Time deadline) = 0;
+};
+
+// Calls `on_block(index, bytes)` with each whole block, in a buffer reused for the next
+// block once the call returns (it grows to the largest block).
+class CallbackSink final : public BlockSink {
+ public:
+  using Callback = std::function<absl::Status(size_t index, absl::string_view bytes)>;
+  explicit CallbackSink(Callback on_block) : on_block_(std::move(on_block)) {}
+  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                       const std::string& name, absl::Time deadline) override;
+
+ private:
+  Callback on_block_;
+  std::string buffer_;
+};
+
+// Keeps each block in its own buffer: blocks()[index].
+class BuffersSink final : public BlockSink {
+ public:
+  explicit BuffersSink(size_t blocks) : blocks_(blocks) {}
+  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                       const std::string& name, absl::Time deadline) override;
+  std::vector<std::string>& blocks() { return blocks_; }
+
+ private:
+  std::vector<std::string> blocks_;
+};
+
+// Writes block `index` to `paths[index]` (created or truncated) with splice
+// socket -> pipe -> file: no payload byte enters user space. Verification, when the
+// block has checksums, reads the written bytes back (from the page cache).
+class FilesSink final : public BlockSink {
+ public:
+  FilesSink(std::vector<std::string> paths, size_t pipe_bytes = size_t{1} << 20)
+      : paths_(std::move(paths)), pipe_bytes_(pipe_bytes) {}
+  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                       const std::string& name, absl::Time deadline) override;
+
+ private:
+  std::vector<std::string> paths_;
+  size_t pipe_bytes_;
+  std::optional<Pipe> pipe_;
+  std::string scratch_;
+};
+
+// Reads each block (verifying it when it has checksums) and drops it; counts bytes.
+class DiscardSink final : public BlockSink {
+ public:
+  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                       const std::string& name, absl::Time deadline) override;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string scratch_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_BLOCK_SINK_H_

@@ -1,0 +1,47 @@
+// BlockVerifier: checks a block's bytes against the checksums stored when its map output
+// was written, one per partition, as the bytes stream in. A block of several partitions
+// (a batch-fetched segment) is checked at each partition boundary.
+#ifndef FERRY_CLIENT_BLOCK_VERIFIER_H_
+#define FERRY_CLIENT_BLOCK_VERIFIER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/checksum.h"
+#include "proto/ferry.pb.h"
+
+namespace ferry {
+
+class BlockVerifier {
+ public:
+  // `info` must outlive the verifier; `name` labels errors (block and server). A
+  // verifier built with `enabled` false checks nothing.
+  BlockVerifier(const ferry::v1::BlockInfo& info, std::string name, bool enabled = true);
+
+  // False when disabled or the block has no stored checksums: nothing to verify.
+  bool active() const;
+
+  // Feeds the block's next bytes. Returns DATA_LOSS naming the partition at the first
+  // mismatch, and keeps returning it.
+  absl::Status Update(absl::string_view data);
+  // Call after the last byte: checks that every partition was seen whole.
+  absl::Status Finish();
+
+ private:
+  absl::Status EndPartition();
+
+  const ferry::v1::BlockInfo& info_;
+  std::string name_;
+  bool enabled_;
+  ChecksumAlgorithm algorithm_;
+  int partition_ = 0;
+  uint64_t left_in_partition_ = 0;
+  Checksum running_;
+  absl::Status status_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_BLOCK_VERIFIER_H_

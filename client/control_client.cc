@@ -1,0 +1,90 @@
+#include "client/control_client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace ferry {
+
+namespace {
+
+// Prefixes an RPC error with the call and the server it went to.
+absl::Status Annotate(const grpc::Status& status, absl::string_view call,
+                      const std::string& server) {
+  absl::Status s = FromGrpcStatus(status);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(call, " to ", server, ": ", s.message()));
+}
+
+}  // namespace
+
+std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& server) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<grpc::Channel>& channel = channels_[server];
+  if (channel == nullptr) {
+    channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  }
+  return ferry::v1::Ferry::NewStub(channel);
+}
+
+absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
+    const std::string& server, const std::string& app_id, const std::vector<BlockRef>& blocks) {
+  ferry::v1::OpenStreamRequest request;
+  request.set_app_id(app_id);
+  for (const BlockRef& b : blocks) {
+    ferry::v1::BlockId* id = request.add_blocks();
+    id->set_shuffle_id(b.shuffle_id);
+    id->set_map_id(b.map_id);
+    id->set_start_reduce_id(b.start_reduce_id);
+    id->set_end_reduce_id(b.end_reduce_id);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  ferry::v1::StreamHandle handle;
+  grpc::Status status = Stub(server)->OpenStream(&context, request, &handle);
+  if (!status.ok()) return Annotate(status, "OpenStream", server);
+  if (handle.ticket().size() != 16 || handle.blocks_size() != request.blocks_size() ||
+      handle.data_port() == 0 || handle.data_port() > 65535) {
+    return absl::InternalError(absl::StrCat("OpenStream to ", server,
+                                            ": malformed stream handle (ticket of ",
+                                            handle.ticket().size(), " bytes, ",
+                                            handle.blocks_size(), " of ", request.blocks_size(),
+                                            " blocks, data port ", handle.data_port(), ")"));
+  }
+  return handle;
+}
+
+absl::Status ControlClient::CloseStream(const std::string& server, const std::string& ticket) {
+  ferry::v1::CloseStreamRequest request;
+  request.set_ticket(ticket);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  ferry::v1::CloseStreamResponse response;
+  return Annotate(Stub(server)->CloseStream(&context, request, &response), "CloseStream", server);
+}
+
+absl::StatusOr<ferry::v1::ListShufflesResponse> ControlClient::ListShuffles(
+    const std::string& server, const std::string& app_id) {
+  ferry::v1::ListShufflesRequest request;
+  request.set_app_id(app_id);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  ferry::v1::ListShufflesResponse response;
+  grpc::Status status = Stub(server)->ListShuffles(&context, request, &response);
+  if (!status.ok()) return Annotate(status, "ListShuffles", server);
+  return response;
+}
+
+absl::StatusOr<ferry::v1::ServerInfo> ControlClient::GetServerInfo(const std::string& server) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  ferry::v1::ServerInfo info;
+  grpc::Status status =
+      Stub(server)->GetServerInfo(&context, ferry::v1::ServerInfoRequest(), &info);
+  if (!status.ok()) return Annotate(status, "GetServerInfo", server);
+  return info;
+}
+
+}  // namespace ferry

@@ -1,0 +1,51 @@
+// ControlClient: the control plane's RPCs as StatusOr-returning calls, with one gRPC
+// channel per server, created on first use. Errors name the server. Thread-safe.
+#ifndef FERRY_CLIENT_CONTROL_CLIENT_H_
+#define FERRY_CLIENT_CONTROL_CLIENT_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ferry.grpc.pb.h"
+
+namespace ferry {
+
+struct BlockRef {
+  int32_t shuffle_id = 0;
+  int64_t map_id = 0;
+  int32_t start_reduce_id = 0;
+  int32_t end_reduce_id = 0;  // exclusive
+};
+
+class ControlClient {
+ public:
+  explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30))
+      : rpc_timeout_(rpc_timeout) {}
+
+  // `server` is the control plane's "host:port".
+  absl::StatusOr<ferry::v1::StreamHandle> OpenStream(const std::string& server,
+                                                     const std::string& app_id,
+                                                     const std::vector<BlockRef>& blocks);
+  absl::Status CloseStream(const std::string& server, const std::string& ticket);
+  absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
+                                                               const std::string& app_id);
+  absl::StatusOr<ferry::v1::ServerInfo> GetServerInfo(const std::string& server);
+
+ private:
+  std::unique_ptr<ferry::v1::Ferry::Stub> Stub(const std::string& server);
+
+  absl::Duration rpc_timeout_;
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_CONTROL_CLIENT_H_

@@ -1,0 +1,75 @@
+// ShuffleClient: fetches shuffle blocks from Ferry servers.
+//
+// The caller says where each block lives (as Spark's map-output tracker does) and where
+// the bytes go (a BlockSink: a callback over a reusable buffer, per-block buffers,
+// files written with splice, or discard). Fetch() opens one stream per server on the
+// control plane, then fetches from every server at once over the data plane, on fibers
+// of the calling thread, with a bound on the bytes requested but not yet received.
+// Stored checksums are verified by default. The first error stops the fetch and names
+// the block and the server. Streams are closed before Fetch() returns.
+//
+// Fetch() blocks the calling thread; sinks and callbacks run on it, one block at a
+// time. A ShuffleClient may be shared by threads (each Fetch runs its own scheduler).
+#ifndef FERRY_CLIENT_SHUFFLE_CLIENT_H_
+#define FERRY_CLIENT_SHUFFLE_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/block_sink.h"
+#include "client/control_client.h"
+
+namespace ferry {
+
+struct BlockLocation {
+  std::string server;  // the control plane's "host:port"
+  BlockRef block;
+};
+
+struct FetchOptions {
+  bool verify_checksums = true;
+  // Bytes requested but not yet received, across all servers (split evenly among them;
+  // a single block larger than a server's share is still fetched, alone).
+  uint64_t max_bytes_in_flight = uint64_t{64} << 20;
+  // Deadline for each connect, send and receive on the data plane.
+  absl::Duration io_timeout = absl::Seconds(60);
+};
+
+struct FetchStats {
+  uint64_t bytes = 0;
+  uint64_t blocks = 0;
+  size_t servers = 0;
+  absl::Duration elapsed;  // data plane only: from the first connect to the last byte
+};
+
+class ShuffleClient {
+ public:
+  explicit ShuffleClient(absl::Duration rpc_timeout = absl::Seconds(30)) : control_(rpc_timeout) {}
+
+  ControlClient& control() { return control_; }
+
+  // Fetches `blocks` of `app_id` into `sink`; the sink sees each block by its index in
+  // `blocks`.
+  absl::StatusOr<FetchStats> Fetch(const std::string& app_id,
+                                   const std::vector<BlockLocation>& blocks, BlockSink& sink,
+                                   const FetchOptions& options = {});
+
+  // Each block in its own buffer, by index.
+  absl::StatusOr<std::vector<std::string>> FetchToBuffers(const std::string& app_id,
+                                                          const std::vector<BlockLocation>& blocks,
+                                                          const FetchOptions& options = {});
+
+ private:
+  ControlClient control_;
+};
+
+// The host part of "host:port", with "localhost" as 127.0.0.1 and a name resolved to
+// its first IPv4 address.
+absl::StatusOr<std::string> ResolveHost(const std::string& address);
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_SHUFFLE_CLIENT_H_

@@ -1,0 +1,73 @@
+#include "tests/e2e/test_cluster.h"
+
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/shuffle_writer.h"
+
+namespace ferry::testing {
+
+std::string PartitionBytes(int32_t shuffle, int64_t map, int32_t reduce, size_t length) {
+  std::string s(length, '\0');
+  uint64_t x = (static_cast<uint64_t>(shuffle) << 48) ^ (static_cast<uint64_t>(map) << 20) ^
+               static_cast<uint64_t>(reduce) ^ 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < length; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s[i] = static_cast<char>(x);
+  }
+  return s;
+}
+
+void DataSet::AddMapOutput(const std::string& root, const std::string& app, int32_t shuffle,
+                           int64_t map, const std::vector<size_t>& sizes,
+                           ChecksumAlgorithm algorithm) {
+  const std::string dir = absl::StrCat(root, "/", app);
+  ::mkdir(dir.c_str(), 0755);
+  auto writer = ShuffleWriter::Create(dir, shuffle, map, algorithm);
+  FERRY_CHECK(writer.ok());
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    const int32_t reduce = static_cast<int32_t>(r);
+    FERRY_CHECK(writer->Write(reduce, PartitionBytes(shuffle, map, reduce, sizes[r])).ok());
+  }
+  FERRY_CHECK(writer->Commit(static_cast<int32_t>(sizes.size())).ok());
+  outputs_[{shuffle, map}] = sizes;
+}
+
+std::string DataSet::Expected(int32_t shuffle, int64_t map, int32_t start, int32_t end) const {
+  const std::vector<size_t>& sizes = outputs_.at({shuffle, map});
+  std::string out;
+  for (int32_t r = start; r < end; ++r) {
+    out += PartitionBytes(shuffle, map, r, sizes[static_cast<size_t>(r)]);
+  }
+  return out;
+}
+
+std::vector<BlockLocation> DataSet::AllPartitions(const std::string& server) const {
+  std::vector<BlockLocation> blocks;
+  for (const auto& [key, sizes] : outputs_) {
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      const int32_t reduce = static_cast<int32_t>(r);
+      blocks.push_back({server, BlockRef{key.first, key.second, reduce, reduce + 1}});
+    }
+  }
+  return blocks;
+}
+
+std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, DataPlaneMode mode,
+                                         absl::Duration ticket_ttl, size_t pipe_bytes) {
+  FerryServerOptions options;
+  options.data_dir = data_dir;
+  options.threads = 2;
+  options.connection.mode = mode;
+  options.connection.pipe_bytes = pipe_bytes;
+  options.connection.copy_buffer_bytes = size_t{256} << 10;
+  options.ticket_ttl = ticket_ttl;
+  auto server = FerryServer::Start(options);
+  FERRY_CHECK(server.ok());
+  return *std::move(server);
+}
+
+}  // namespace ferry::testing

@@ -1,0 +1,48 @@
+// A shuffle data set written with ShuffleWriter and in-process Ferry servers over it:
+// real files, a real gRPC server, a real data plane on 127.0.0.1.
+#ifndef FERRY_TESTS_E2E_TEST_CLUSTER_H_
+#define FERRY_TESTS_E2E_TEST_CLUSTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "client/shuffle_client.h"
+#include "server/ferry_server.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry::testing {
+
+// Deterministic pseudo-random bytes for (shuffle, map, reduce).
+std::string PartitionBytes(int32_t shuffle, int64_t map, int32_t reduce, size_t length);
+
+class DataSet {
+ public:
+  // Writes one map output of `app` under `root`: partition r has sizes[r] bytes.
+  void AddMapOutput(const std::string& root, const std::string& app, int32_t shuffle, int64_t map,
+                    const std::vector<size_t>& sizes,
+                    ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
+  // The bytes of reduce partitions [start, end) of a map output written here.
+  std::string Expected(int32_t shuffle, int64_t map, int32_t start, int32_t end) const;
+  // Every partition of every map output, one block each, at `server`.
+  std::vector<BlockLocation> AllPartitions(const std::string& server) const;
+
+ private:
+  // (shuffle, map) -> partition sizes.
+  std::map<std::pair<int32_t, int64_t>, std::vector<size_t>> outputs_;
+};
+
+// Starts a FerryServer over `data_dir` (CHECK-fails on error).
+std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, DataPlaneMode mode,
+                                         absl::Duration ticket_ttl = absl::Minutes(10),
+                                         size_t pipe_bytes = size_t{1} << 20);
+
+inline const char* ModeName(DataPlaneMode mode) {
+  return mode == DataPlaneMode::kSplice ? "Splice" : "Copy";
+}
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_E2E_TEST_CLUSTER_H_
