@@ -1,0 +1,168 @@
+// The control plane's answers and errors, and serving a Spark-format fixture written
+// without Ferry's writer.
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/test_cluster.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataSet;
+using ::ferry::testing::TempDir;
+
+constexpr char kApp[] = "app-7";
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_.AddMapOutput(dir_.path(), kApp, 2, 10, {5, 6, 7});
+    data_.AddMapOutput(dir_.path(), kApp, 2, 11, {1});
+    data_.AddMapOutput(dir_.path(), kApp, 4, 3, {0, 0}, ChecksumAlgorithm::kNone);
+    server_ = testing::StartServer(dir_.path(), DataPlaneMode::kSplice);
+  }
+  absl::Status Open(const std::string& app, BlockRef block) {
+    return client_.control().OpenStream(server_->control_target(), app, {block}).status();
+  }
+
+  TempDir dir_;
+  DataSet data_;
+  std::unique_ptr<FerryServer> server_;
+  ShuffleClient client_;
+};
+
+TEST_F(ControlPlaneTest, OpenStreamDescribesEachBlock) {
+  auto handle = client_.control().OpenStream(server_->control_target(), kApp,
+                                             {{2, 10, 0, 3}, {2, 11, 0, 1}, {4, 3, 1, 2}});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(handle->ticket().size(), 16u);
+  EXPECT_EQ(handle->data_port(), server_->data_port());
+  ASSERT_EQ(handle->blocks_size(), 3);
+  EXPECT_EQ(handle->blocks(0).length(), 18u);
+  EXPECT_EQ(handle->blocks(0).checksum_algorithm(), ferry::v1::CRC32C);
+  ASSERT_EQ(handle->blocks(0).partitions_size(), 3);
+  EXPECT_EQ(handle->blocks(0).partitions(1).length(), 6u);
+  EXPECT_EQ(handle->blocks(0).partitions(1).checksum(),
+            Checksum::Of(ChecksumAlgorithm::kCrc32c, data_.Expected(2, 10, 1, 2)));
+  EXPECT_EQ(handle->blocks(2).length(), 0u);
+  EXPECT_EQ(handle->blocks(2).checksum_algorithm(), ferry::v1::CHECKSUM_NONE);
+  EXPECT_GT(handle->expires_unix_ms(), absl::ToUnixMillis(absl::Now()));
+}
+
+TEST_F(ControlPlaneTest, TicketsAreDistinct) {
+  auto a = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
+  auto b = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->ticket(), b->ticket());
+}
+
+TEST_F(ControlPlaneTest, UnknownAppShuffleOrMapIsNotFoundNamingIt) {
+  absl::Status s = Open("app-nope", {2, 10, 0, 1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("app-nope"), std::string::npos) << s;
+  s = Open(kApp, {3, 10, 0, 1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("shuffle 3"), std::string::npos) << s;
+  s = Open(kApp, {2, 99, 0, 1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("map output 99"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(server_->control_target()), std::string::npos) << s;
+}
+
+TEST_F(ControlPlaneTest, MalformedAppIdsAreInvalidArgument) {
+  for (const std::string& app : {std::string(""), std::string(".."), std::string("../etc"),
+                                 std::string("a/b"), std::string("app 1"), std::string(129, 'a'),
+                                 std::string("app\n")}) {
+    EXPECT_EQ(Open(app, {2, 10, 0, 1}).code(), absl::StatusCode::kInvalidArgument) << app;
+  }
+  EXPECT_TRUE(Open(std::string(128, 'a'), {2, 10, 0, 1}).code() == absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneTest, BadReduceRangesAreInvalidArgument) {
+  EXPECT_EQ(Open(kApp, {2, 10, 1, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open(kApp, {2, 10, 2, 1}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Open(kApp, {2, 10, -1, 1}).code(), absl::StatusCode::kInvalidArgument);
+  absl::Status past = Open(kApp, {2, 10, 0, 4});
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(past.message().find("3 partitions"), std::string::npos) << past;
+}
+
+TEST_F(ControlPlaneTest, EmptyOpenStreamIsInvalidArgument) {
+  auto handle = client_.control().OpenStream(server_->control_target(), kApp, {});
+  EXPECT_EQ(handle.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControlPlaneTest, CloseStreamReportsWhetherItWasOpen) {
+  auto handle = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ(server_->tickets().size(), 1u);
+  EXPECT_TRUE(client_.control().CloseStream(server_->control_target(), handle->ticket()).ok());
+  EXPECT_EQ(server_->tickets().size(), 0u);
+  EXPECT_EQ(client_.control().CloseStream(server_->control_target(), "short").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControlPlaneTest, ListShufflesDescribesTheApp) {
+  auto list = client_.control().ListShuffles(server_->control_target(), kApp);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->shuffles_size(), 2);
+  EXPECT_EQ(list->shuffles(0).shuffle_id(), 2);
+  ASSERT_EQ(list->shuffles(0).map_outputs_size(), 2);
+  EXPECT_EQ(list->shuffles(0).map_outputs(0).map_id(), 10);
+  EXPECT_EQ(list->shuffles(0).map_outputs(0).partitions(), 3);
+  EXPECT_EQ(list->shuffles(0).map_outputs(0).data_bytes(), 18u);
+  EXPECT_EQ(list->shuffles(1).shuffle_id(), 4);
+  EXPECT_EQ(client_.control().ListShuffles(server_->control_target(), "ghost").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControlPlaneTest, ServerInfoReportsTheDataPlane) {
+  auto info = client_.control().GetServerInfo(server_->control_target());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->data_port(), server_->data_port());
+  EXPECT_EQ(info->mode(), ferry::v1::SPLICE);
+  EXPECT_EQ(info->data_threads(), 2u);
+  EXPECT_FALSE(info->version().empty());
+}
+
+TEST(SparkFixtureTest, ServesSparkWrittenFilesWithAdler32AndCrc32Checksums) {
+  TempDir dir;
+  const std::string app_dir = absl::StrCat(dir.path(), "/spark-app");
+  const std::string cmd =
+      absl::StrCat("python3 tests/e2e/make_spark_fixture.py '", app_dir, "'");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto server = testing::StartServer(dir.path(), DataPlaneMode::kSplice);
+  ShuffleClient client;
+  const std::vector<std::pair<int64_t, std::vector<size_t>>> maps = {
+      {11, {0, 1, 5000, 0, 70000, 3}}, {12, {65536, 0, 0, 1, 250000}}};
+  std::vector<BlockLocation> blocks;
+  std::vector<std::string> expected;
+  for (const auto& [map_id, sizes] : maps) {
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      const int32_t reduce = static_cast<int32_t>(r);
+      blocks.push_back({server->control_target(), {7, map_id, reduce, reduce + 1}});
+      std::string bytes(sizes[r], '\0');
+      for (size_t i = 0; i < sizes[r]; ++i) {
+        bytes[i] = static_cast<char>((map_id * 131 + reduce * 7 + static_cast<int64_t>(i)) % 251);
+      }
+      expected.push_back(std::move(bytes));
+    }
+  }
+  // A batch-fetched segment across the ADLER32 map's partitions, verified per partition.
+  blocks.push_back({server->control_target(), {7, 11, 1, 5}});
+  expected.push_back(expected[1] + expected[2] + expected[3] + expected[4]);
+
+  auto handle = client.control().OpenStream(server->control_target(), "spark-app",
+                                            {{7, 11, 0, 1}, {7, 12, 0, 1}});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(handle->blocks(0).checksum_algorithm(), ferry::v1::ADLER32);
+  EXPECT_EQ(handle->blocks(1).checksum_algorithm(), ferry::v1::CRC32);
+
+  auto fetched = client.FetchToBuffers("spark-app", blocks);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  for (size_t i = 0; i < blocks.size(); ++i) EXPECT_TRUE((*fetched)[i] == expected[i]) << i;
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,253 @@
+// The data plane spoken to byte by byte over a raw socket: framing, resume offsets,
+// pipelining, ticket checks, bad frames; and both modes answering with identical bytes.
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/frame_header.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/loopback.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataSet;
+using ::ferry::testing::TempDir;
+
+constexpr char kApp[] = "app-1";
+
+// A blocking client socket whose reads give up after 10 s.
+UniqueFd Dial(uint16_t port) {
+  UniqueFd fd = testing::ConnectLoopback(port);
+  timeval tv{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+void SendRequest(int fd, const Ticket& ticket, uint32_t first, uint32_t count, uint64_t offset) {
+  FetchRequest r;
+  r.ticket = ticket;
+  r.first_block = first;
+  r.block_count = count;
+  r.first_block_offset = offset;
+  char frame[kRequestBytes];
+  EncodeFetchRequest(r, frame);
+  ASSERT_EQ(::send(fd, frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
+}
+
+// Everything the server sends until it closes the connection (or `limit` bytes).
+std::string ReadUntilClose(int fd, size_t limit = size_t{1} << 30) {
+  std::string out;
+  char buf[65536];
+  while (out.size() < limit) {
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), limit - out.size()), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+ResponseHeader Header(absl::string_view bytes) {
+  auto h = DecodeResponseHeader(bytes.substr(0, kResponseHeaderBytes));
+  EXPECT_TRUE(h.ok()) << h.status();
+  return h.ok() ? *h : ResponseHeader{};
+}
+
+class DataPlaneProtocolTest : public ::testing::TestWithParam<DataPlaneMode> {
+ protected:
+  void SetUp() override {
+    data_.AddMapOutput(dir_.path(), kApp, 0, 0, {100, 0, 300000});
+    server_ = testing::StartServer(dir_.path(), GetParam());
+  }
+  Ticket Open(const std::vector<BlockRef>& blocks) {
+    auto handle = client_.OpenStream(server_->control_target(), kApp, blocks);
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    Ticket t{};
+    if (handle.ok()) std::memcpy(t.data(), handle->ticket().data(), t.size());
+    return t;
+  }
+  std::vector<BlockRef> All() const { return {{0, 0, 0, 1}, {0, 0, 1, 2}, {0, 0, 2, 3}}; }
+
+  TempDir dir_;
+  DataSet data_;
+  std::unique_ptr<FerryServer> server_;
+  ControlClient client_;
+};
+
+TEST_P(DataPlaneProtocolTest, BlocksArriveAsHeaderThenExactlyLengthBytes) {
+  const Ticket t = Open(All());
+  UniqueFd fd = Dial(server_->data_port());
+  SendRequest(fd.get(), t, 0, 3, 0);
+  ::shutdown(fd.get(), SHUT_WR);  // no more requests: the server closes after answering
+  const std::string got = ReadUntilClose(fd.get());
+  size_t pos = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_GE(got.size(), pos + kResponseHeaderBytes);
+    const ResponseHeader h = Header(absl::string_view(got).substr(pos));
+    EXPECT_EQ(h.kind, FrameKind::kBlock);
+    EXPECT_EQ(h.block_index, i);
+    EXPECT_EQ(h.offset, 0u);
+    EXPECT_EQ(h.flags, kFlagHasChecksum);
+    EXPECT_EQ(h.checksum_algorithm, static_cast<uint8_t>(ChecksumAlgorithm::kCrc32c));
+    const std::string expected = data_.Expected(0, 0, static_cast<int32_t>(i), static_cast<int32_t>(i) + 1);
+    EXPECT_EQ(h.checksum, Checksum::Of(ChecksumAlgorithm::kCrc32c, expected));
+    ASSERT_EQ(h.length, expected.size());
+    pos += kResponseHeaderBytes;
+    EXPECT_TRUE(got.substr(pos, h.length) == expected) << "block " << i;
+    pos += h.length;
+  }
+  EXPECT_EQ(pos, got.size());
+}
+
+TEST_P(DataPlaneProtocolTest, ResumesFromAnOffsetIntoTheFirstBlock) {
+  const Ticket t = Open(All());
+  UniqueFd fd = Dial(server_->data_port());
+  SendRequest(fd.get(), t, 2, 1, 123456);
+  ::shutdown(fd.get(), SHUT_WR);
+  const std::string got = ReadUntilClose(fd.get());
+  const ResponseHeader h = Header(got);
+  EXPECT_EQ(h.block_index, 2u);
+  EXPECT_EQ(h.offset, 123456u);
+  ASSERT_EQ(h.length, 300000u - 123456u);
+  EXPECT_TRUE(got.substr(kResponseHeaderBytes) == data_.Expected(0, 0, 2, 3).substr(123456));
+}
+
+TEST_P(DataPlaneProtocolTest, PipelinedRequestsAreAnsweredInOrder) {
+  const Ticket t = Open(All());
+  UniqueFd fd = Dial(server_->data_port());
+  SendRequest(fd.get(), t, 2, 1, 0);
+  SendRequest(fd.get(), t, 0, 1, 0);
+  SendRequest(fd.get(), t, 0, 2, 50);
+  ::shutdown(fd.get(), SHUT_WR);
+  const std::string got = ReadUntilClose(fd.get());
+  std::vector<uint32_t> order;
+  size_t pos = 0;
+  while (pos + kResponseHeaderBytes <= got.size()) {
+    const ResponseHeader h = Header(absl::string_view(got).substr(pos));
+    order.push_back(h.block_index);
+    pos += kResponseHeaderBytes + h.length;
+  }
+  EXPECT_EQ(order, (std::vector<uint32_t>{2, 0, 0, 1}));
+  EXPECT_EQ(pos, got.size());
+}
+
+// Sends `request` and expects one ERROR frame with `code`, then a closed connection.
+void ExpectErrorFrame(uint16_t port, absl::string_view request, absl::StatusCode code,
+                      absl::string_view text) {
+  UniqueFd fd = Dial(port);
+  ASSERT_EQ(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  const std::string got = ReadUntilClose(fd.get());
+  ASSERT_GE(got.size(), kResponseHeaderBytes);
+  const ResponseHeader h = Header(got);
+  EXPECT_EQ(h.kind, FrameKind::kError);
+  EXPECT_EQ(h.status, static_cast<uint16_t>(code));
+  ASSERT_EQ(got.size(), kResponseHeaderBytes + h.message_bytes);
+  EXPECT_NE(got.find(std::string(text)), std::string::npos) << got.substr(kResponseHeaderBytes);
+}
+
+std::string Frame(const Ticket& t, uint32_t first, uint32_t count, uint64_t offset = 0) {
+  FetchRequest r{t, first, count, offset};
+  char frame[kRequestBytes];
+  EncodeFetchRequest(r, frame);
+  return std::string(frame, sizeof(frame));
+}
+
+TEST_P(DataPlaneProtocolTest, UnknownTicketIsRejected) {
+  Open(All());
+  Ticket forged{};
+  forged.fill(0x5a);
+  ExpectErrorFrame(server_->data_port(), Frame(forged, 0, 1), absl::StatusCode::kUnauthenticated,
+                   "unknown or closed");
+}
+
+TEST_P(DataPlaneProtocolTest, ClosedTicketIsRejected) {
+  const Ticket t = Open(All());
+  ASSERT_TRUE(client_.CloseStream(server_->control_target(), std::string(t.begin(), t.end())).ok());
+  ExpectErrorFrame(server_->data_port(), Frame(t, 0, 1), absl::StatusCode::kUnauthenticated,
+                   "unknown or closed");
+}
+
+TEST_P(DataPlaneProtocolTest, ExpiredTicketIsRejected) {
+  auto short_lived = testing::StartServer(dir_.path(), GetParam(), absl::ZeroDuration());
+  auto handle = client_.OpenStream(short_lived->control_target(), kApp, All());
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  Ticket t;
+  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  ExpectErrorFrame(short_lived->data_port(), Frame(t, 0, 1), absl::StatusCode::kUnauthenticated,
+                   "expired");
+}
+
+TEST_P(DataPlaneProtocolTest, BadFramesGetAnErrorAndTheServerKeepsServing) {
+  const Ticket t = Open(All());
+  std::string bad_magic = Frame(t, 0, 1);
+  bad_magic[0] = 'X';
+  ExpectErrorFrame(server_->data_port(), bad_magic, absl::StatusCode::kInvalidArgument, "magic");
+  std::string bad_version = Frame(t, 0, 1);
+  bad_version[4] = 9;
+  ExpectErrorFrame(server_->data_port(), bad_version, absl::StatusCode::kInvalidArgument,
+                   "version");
+  ExpectErrorFrame(server_->data_port(), Frame(t, 0, 0), absl::StatusCode::kInvalidArgument,
+                   "zero blocks");
+  ExpectErrorFrame(server_->data_port(), Frame(t, 2, 2), absl::StatusCode::kOutOfRange,
+                   "the stream has 3");
+  ExpectErrorFrame(server_->data_port(), Frame(t, 0xffffffffu, 2),
+                   absl::StatusCode::kOutOfRange, "the stream has 3");
+  ExpectErrorFrame(server_->data_port(), Frame(t, 0, 1, 101), absl::StatusCode::kOutOfRange,
+                   "past the end of block 0");
+
+  UniqueFd fd = Dial(server_->data_port());
+  SendRequest(fd.get(), t, 0, 1, 0);
+  ::shutdown(fd.get(), SHUT_WR);
+  const std::string got = ReadUntilClose(fd.get());
+  EXPECT_EQ(got.size(), kResponseHeaderBytes + 100);
+}
+
+TEST_P(DataPlaneProtocolTest, ATruncatedRequestClosesTheConnection) {
+  const Ticket t = Open(All());
+  UniqueFd fd = Dial(server_->data_port());
+  const std::string frame = Frame(t, 0, 1);
+  ASSERT_EQ(::send(fd.get(), frame.data(), 17, MSG_NOSIGNAL), 17);
+  ::shutdown(fd.get(), SHUT_WR);
+  EXPECT_EQ(ReadUntilClose(fd.get()), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DataPlaneProtocolTest,
+                         ::testing::Values(DataPlaneMode::kSplice, DataPlaneMode::kCopy),
+                         [](const ::testing::TestParamInfo<DataPlaneMode>& mode) {
+                           return testing::ModeName(mode.param);
+                         });
+
+TEST(DataPlaneModesTest, SpliceAndCopyPutIdenticalBytesOnTheWire) {
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {size_t{3} << 20, 0, 1, 777777});
+  data.AddMapOutput(dir.path(), kApp, 0, 1, {4096, 8192});
+  std::string wire[2];
+  for (DataPlaneMode mode : {DataPlaneMode::kSplice, DataPlaneMode::kCopy}) {
+    auto server = testing::StartServer(dir.path(), mode, absl::Minutes(1), size_t{64} << 10);
+    ControlClient control;
+    std::vector<BlockRef> blocks;
+    for (const BlockLocation& b : data.AllPartitions("")) blocks.push_back(b.block);
+    blocks.push_back({0, 0, 0, 4});
+    auto handle = control.OpenStream(server->control_target(), kApp, blocks);
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    Ticket t;
+    std::memcpy(t.data(), handle->ticket().data(), t.size());
+    UniqueFd fd = Dial(server->data_port());
+    SendRequest(fd.get(), t, 0, static_cast<uint32_t>(blocks.size()), 0);
+    SendRequest(fd.get(), t, 3, 1, 1000);
+    ::shutdown(fd.get(), SHUT_WR);
+    wire[mode == DataPlaneMode::kSplice ? 0 : 1] = ReadUntilClose(fd.get());
+  }
+  EXPECT_GT(wire[0].size(), size_t{6} << 20);
+  EXPECT_TRUE(wire[0] == wire[1]) << "splice sent " << wire[0].size() << " bytes, copy "
+                                  << wire[1].size();
+}
+
+}  // namespace
+}  // namespace ferry
