@@ -1,0 +1,309 @@
+// ferry: the command-line client.
+//
+//   ferry gen   --dir=DIR [--apps=1 --shuffles=1 --maps=16 --partitions=64
+//               --total-bytes=1G --distribution=uniform|exponential --seed=1]
+//   ferry fetch --server=HOST:PORT --app=APP [--shuffle=ID] [--to=DIR | (discard)]
+//               [--verify=true] [--batch] [--max-in-flight=64M]
+//   ferry ls    --server=HOST:PORT --app=APP
+//   ferry info  --server=HOST:PORT
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "client/shuffle_client.h"
+#include "common/flag_names.h"
+#include "common/shuffle_writer.h"
+
+ABSL_FLAG(std::string, dir, "", "gen: directory to write <app>/ shuffle files into.");
+ABSL_FLAG(int, apps, 1, "gen: number of apps (app-0, app-1, ...).");
+ABSL_FLAG(int, shuffles, 1, "gen: shuffles per app.");
+ABSL_FLAG(int, maps, 16, "gen: map outputs per shuffle.");
+ABSL_FLAG(int, partitions, 64, "gen: reduce partitions per map output.");
+ABSL_FLAG(std::string, total_bytes, "1G", "gen: total data size (K, M, G suffixes: powers of 1024).");
+ABSL_FLAG(std::string, distribution, "uniform",
+          "gen: partition sizes: uniform (0.5x to 1.5x the mean) or exponential (skewed, with "
+          "empty and tiny partitions).");
+ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
+ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
+ABSL_FLAG(std::string, app, "app-0", "App id.");
+ABSL_FLAG(int, shuffle, -1, "fetch: only this shuffle id (-1: every shuffle of the app).");
+ABSL_FLAG(std::string, to, "", "fetch: write each block to a file under this directory (with "
+                               "splice); empty discards the bytes after verifying them.");
+ABSL_FLAG(bool, verify, true, "fetch: verify stored checksums.");
+ABSL_FLAG(bool, batch, false,
+          "fetch: ask for each map output's partitions as one contiguous segment (Spark's "
+          "batch fetch) instead of one block per partition.");
+ABSL_FLAG(std::string, max_in_flight, "64M", "fetch: bound on bytes requested but not received.");
+
+namespace ferry {
+namespace {
+
+absl::StatusOr<uint64_t> ParseBytes(std::string text) {
+  uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K': case 'k': scale = uint64_t{1} << 10; break;
+      case 'M': case 'm': scale = uint64_t{1} << 20; break;
+      case 'G': case 'g': scale = uint64_t{1} << 30; break;
+      default: break;
+    }
+    if (scale != 1) text.pop_back();
+  }
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte count"));
+  }
+  return value * scale;
+}
+
+// Fills `out` with fast pseudo-random bytes (the generator need not be strong; it must
+// be cheap enough to make a GiB in seconds and not compress to nothing).
+void FillRandom(std::string& out, uint64_t& state) {
+  size_t i = 0;
+  for (; i + 8 <= out.size(); i += 8) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    std::memcpy(out.data() + i, &state, 8);
+  }
+  for (; i < out.size(); ++i) out[i] = static_cast<char>(state >> (8 * (i % 8)));
+}
+
+int Gen() {
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  const int apps = absl::GetFlag(FLAGS_apps);
+  const int shuffles = absl::GetFlag(FLAGS_shuffles);
+  const int maps = absl::GetFlag(FLAGS_maps);
+  const int partitions = absl::GetFlag(FLAGS_partitions);
+  absl::StatusOr<uint64_t> total = ParseBytes(absl::GetFlag(FLAGS_total_bytes));
+  const std::string distribution = absl::GetFlag(FLAGS_distribution);
+  if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || partitions < 1 || !total.ok() ||
+      (distribution != "uniform" && distribution != "exponential")) {
+    std::fprintf(stderr, "ferry gen: needs --dir, positive counts, a byte size and a known "
+                         "--distribution\n");
+    return 2;
+  }
+  const double mean = static_cast<double>(*total) /
+                      (static_cast<double>(apps) * shuffles * maps * partitions);
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  uint64_t fill_state = absl::GetFlag(FLAGS_seed) * 0x9e3779b97f4a7c15ull + 1;
+  std::uniform_real_distribution<double> uniform(0.5, 1.5);
+  std::exponential_distribution<double> exponential(1.0);
+  uint64_t written = 0;
+  const absl::Time start = absl::Now();
+  std::string buffer;
+  for (int a = 0; a < apps; ++a) {
+    const std::string app_dir = absl::StrCat(dir, "/app-", a);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::perror(dir.c_str());
+      return 1;
+    }
+    if (::mkdir(app_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::perror(app_dir.c_str());
+      return 1;
+    }
+    for (int s = 0; s < shuffles; ++s) {
+      for (int m = 0; m < maps; ++m) {
+        auto writer = ShuffleWriter::Create(app_dir, s, m);
+        if (!writer.ok()) {
+          std::fprintf(stderr, "ferry gen: %s\n", writer.status().ToString().c_str());
+          return 1;
+        }
+        for (int r = 0; r < partitions; ++r) {
+          const double factor = distribution == "uniform" ? uniform(rng) : exponential(rng);
+          buffer.resize(static_cast<size_t>(std::llround(mean * factor)));
+          FillRandom(buffer, fill_state);
+          if (absl::Status st = writer->Write(r, buffer); !st.ok()) {
+            std::fprintf(stderr, "ferry gen: %s\n", st.ToString().c_str());
+            return 1;
+          }
+        }
+        written += writer->bytes_written();
+        if (absl::Status st = writer->Commit(partitions); !st.ok()) {
+          std::fprintf(stderr, "ferry gen: %s\n", st.ToString().c_str());
+          return 1;
+        }
+      }
+    }
+  }
+  std::printf("generated %d app(s) x %d shuffle(s) x %d map output(s) x %d partitions, %llu "
+              "bytes (%s) in %s under %s\n",
+              apps, shuffles, maps, partitions, static_cast<unsigned long long>(written),
+              distribution.c_str(), absl::FormatDuration(absl::Now() - start).c_str(), dir.c_str());
+  return 0;
+}
+
+// Counts blocks and bytes for the progress line, passing each block to `inner`.
+class ProgressSink final : public BlockSink {
+ public:
+  ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)
+      : inner_(inner), total_(total_bytes), show_(show) {}
+  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+                       const std::string& name, absl::Time deadline) override {
+    absl::Status s = inner_.Receive(socket, index, length, verifier, name, deadline);
+    done_ += length;
+    if (show_ && absl::Now() >= next_print_) {
+      next_print_ = absl::Now() + absl::Milliseconds(200);
+      std::fprintf(stderr, "\r%6.1f%%  %llu / %llu bytes", total_ ? 100.0 * done_ / total_ : 100.0,
+                   static_cast<unsigned long long>(done_), static_cast<unsigned long long>(total_));
+    }
+    return s;
+  }
+  void Finish() {
+    if (show_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+
+ private:
+  BlockSink& inner_;
+  uint64_t total_;
+  bool show_;
+  uint64_t done_ = 0;
+  absl::Time next_print_ = absl::InfinitePast();
+};
+
+int Fetch(ShuffleClient& client) {
+  const std::string server = absl::GetFlag(FLAGS_server);
+  const std::string app = absl::GetFlag(FLAGS_app);
+  const int only_shuffle = absl::GetFlag(FLAGS_shuffle);
+  absl::StatusOr<uint64_t> in_flight = ParseBytes(absl::GetFlag(FLAGS_max_in_flight));
+  if (!in_flight.ok()) {
+    std::fprintf(stderr, "ferry fetch: %s\n", in_flight.status().ToString().c_str());
+    return 2;
+  }
+  auto list = client.control().ListShuffles(server, app);
+  if (!list.ok()) {
+    std::fprintf(stderr, "ferry fetch: %s\n", list.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<BlockLocation> blocks;
+  uint64_t total = 0;
+  for (const auto& shuffle : list->shuffles()) {
+    if (only_shuffle >= 0 && shuffle.shuffle_id() != only_shuffle) continue;
+    for (const auto& out : shuffle.map_outputs()) {
+      total += out.data_bytes();
+      if (absl::GetFlag(FLAGS_batch)) {
+        blocks.push_back({server, {shuffle.shuffle_id(), out.map_id(), 0, out.partitions()}});
+        continue;
+      }
+      for (int r = 0; r < out.partitions(); ++r) {
+        blocks.push_back({server, {shuffle.shuffle_id(), out.map_id(), r, r + 1}});
+      }
+    }
+  }
+  if (blocks.empty()) {
+    std::fprintf(stderr, "ferry fetch: app %s has no matching shuffle data on %s\n", app.c_str(),
+                 server.c_str());
+    return 1;
+  }
+  FetchOptions options;
+  options.verify_checksums = absl::GetFlag(FLAGS_verify);
+  options.max_bytes_in_flight = *in_flight;
+  const std::string to = absl::GetFlag(FLAGS_to);
+  DiscardSink discard;
+  std::vector<std::string> paths;
+  for (const BlockLocation& b : blocks) {
+    paths.push_back(absl::StrCat(to, "/shuffle_", b.block.shuffle_id, "_", b.block.map_id, "_",
+                                 b.block.start_reduce_id, "-", b.block.end_reduce_id, ".block"));
+  }
+  FilesSink files(to.empty() ? std::vector<std::string>{} : std::move(paths));
+  if (!to.empty() && ::mkdir(to.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::perror(to.c_str());
+    return 1;
+  }
+  ProgressSink progress(to.empty() ? static_cast<BlockSink&>(discard) : files, total,
+                        ::isatty(STDERR_FILENO) != 0);
+  absl::StatusOr<FetchStats> stats = client.Fetch(app, blocks, progress, options);
+  progress.Finish();
+  if (!stats.ok()) {
+    std::fprintf(stderr, "ferry fetch: %s\n", stats.status().ToString().c_str());
+    return 1;
+  }
+  const double seconds = absl::ToDoubleSeconds(stats->elapsed);
+  std::printf("fetched %llu blocks, %llu bytes in %.3f s: %.3f GB/s (%s, %s)\n",
+              static_cast<unsigned long long>(stats->blocks),
+              static_cast<unsigned long long>(stats->bytes), seconds,
+              seconds > 0 ? static_cast<double>(stats->bytes) / seconds / 1e9 : 0.0,
+              options.verify_checksums ? "checksums verified" : "not verified",
+              to.empty() ? "discarded" : absl::StrCat("written under ", to).c_str());
+  return 0;
+}
+
+int Ls(ShuffleClient& client) {
+  auto list = client.control().ListShuffles(absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_app));
+  if (!list.ok()) {
+    std::fprintf(stderr, "ferry ls: %s\n", list.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%-8s %-6s %-11s %-14s %s\n", "shuffle", "maps", "partitions", "bytes", "checksums");
+  for (const auto& s : list->shuffles()) {
+    uint64_t bytes = 0;
+    int64_t partitions = 0;
+    std::string checksums;
+    for (const auto& m : s.map_outputs()) {
+      bytes += m.data_bytes();
+      partitions += m.partitions();
+      const std::string name = ferry::v1::ChecksumAlgorithm_Name(m.checksum_algorithm());
+      if (checksums.find(name) == std::string::npos) {
+        checksums += checksums.empty() ? name : "," + name;
+      }
+    }
+    std::printf("%-8d %-6d %-11lld %-14llu %s\n", s.shuffle_id(), s.map_outputs_size(),
+                static_cast<long long>(partitions), static_cast<unsigned long long>(bytes),
+                checksums.c_str());
+  }
+  return 0;
+}
+
+int Info(ShuffleClient& client) {
+  auto info = client.control().GetServerInfo(absl::GetFlag(FLAGS_server));
+  if (!info.ok()) {
+    std::fprintf(stderr, "ferry info: %s\n", info.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("version       %s\ndata plane    %s:%u\nmode          %s\nthreads       %u\n"
+              "pipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
+              info->version().c_str(),
+              info->data_host().empty() ? "(control host)" : info->data_host().c_str(),
+              info->data_port(), ferry::v1::DataPlaneMode_Name(info->mode()).c_str(),
+              info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
+              static_cast<unsigned long long>(info->copy_buffer_bytes()),
+              static_cast<long long>(info->ticket_ttl_ms()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace ferry
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ferry <gen|fetch|ls|info> [flags]: generate shuffle data, fetch it from a "
+      "ferry_server, list an app's shuffles, show a server's settings.");
+  std::vector<char*> pointers;
+  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  if (positional.size() != 2) {
+    std::fprintf(stderr, "usage: ferry <gen|fetch|ls|info> [flags]; ferry --help for flags\n");
+    return 2;
+  }
+  const std::string command = positional[1];
+  if (command == "gen") return ferry::Gen();
+  ferry::ShuffleClient client;
+  if (command == "fetch") return ferry::Fetch(client);
+  if (command == "ls") return ferry::Ls(client);
+  if (command == "info") return ferry::Info(client);
+  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info)\n", command.c_str());
+  return 2;
+}
