@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -71,6 +72,7 @@ int Main() {
       for (size_t i = 0; i < n; ++i) chunk[i] = PayloadByte(sent + i);
       for (size_t off = 0; off < n;) {
         const ssize_t w = ::send(fd.get(), chunk.data() + off, n - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return;
         off += static_cast<size_t>(w);
       }
@@ -84,6 +86,7 @@ int Main() {
     std::string buf(1 << 20, '\0');
     for (;;) {
       const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;
       for (ssize_t i = 0; i < n; ++i) {
         if (buf[static_cast<size_t>(i)] != PayloadByte(received + static_cast<uint64_t>(i))) {

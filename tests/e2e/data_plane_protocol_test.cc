@@ -45,6 +45,7 @@ std::string ReadUntilClose(int fd, size_t limit = size_t{1} << 30) {
   char buf[65536];
   while (out.size() < limit) {
     const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), limit - out.size()), 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
@@ -142,7 +143,8 @@ void ExpectErrorFrame(uint16_t port, absl::string_view request, absl::StatusCode
   ASSERT_EQ(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
   const std::string got = ReadUntilClose(fd.get());
-  ASSERT_GE(got.size(), kResponseHeaderBytes);
+  ASSERT_GE(got.size(), kResponseHeaderBytes) << "expecting an error frame about '" << text
+                                              << "'; recv: " << std::strerror(errno);
   const ResponseHeader h = Header(got);
   EXPECT_EQ(h.kind, FrameKind::kError);
   EXPECT_EQ(h.status, static_cast<uint16_t>(code));

@@ -71,6 +71,7 @@ TEST(SpliceRelayTest, RelaysSocketToSocketThroughAPipe) {
     size_t sent = 0;
     while (sent < payload.size()) {
       const ssize_t n = ::send(fd.get(), payload.data() + sent, payload.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       ASSERT_GT(n, 0);
       sent += static_cast<size_t>(n);
     }
@@ -82,6 +83,7 @@ TEST(SpliceRelayTest, RelaysSocketToSocketThroughAPipe) {
     char buf[65536];
     for (;;) {
       const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
       ASSERT_GE(n, 0);
       if (n == 0) break;
       received.append(buf, static_cast<size_t>(n));
