@@ -1,6 +1,7 @@
-// Tells AddressSanitizer and ThreadSanitizer about fiber stack switches. Without these
-// annotations ASan reports false stack-buffer errors after a switch and TSan loses
-// track of which stack runs. Every function compiles to nothing in a plain build.
+// Tells AddressSanitizer and ThreadSanitizer what they cannot see: fiber stack switches
+// (without them ASan reports false stack-buffer errors after a switch and TSan loses
+// track of which stack runs) and io_uring ring memory that liburing unmaps with a raw
+// syscall. Every function compiles to nothing in a plain build.
 #ifndef FERRY_COMMON_IO_SANITIZER_SWITCH_H_
 #define FERRY_COMMON_IO_SANITIZER_SWITCH_H_
 
@@ -41,11 +42,15 @@ inline void* TsanCurrentFiber() { return __tsan_get_current_fiber(); }
 inline void* TsanCreateFiber() { return __tsan_create_fiber(0); }
 inline void TsanDestroyFiber(void* fiber) { __tsan_destroy_fiber(fiber); }
 inline void TsanSwitchToFiber(void* fiber) { __tsan_switch_to_fiber(fiber, 0); }
+inline void TsanRelease(void* addr) { __tsan_release(addr); }
+inline void TsanAcquire(void* addr) { __tsan_acquire(addr); }
 #else
 inline void* TsanCurrentFiber() { return nullptr; }
 inline void* TsanCreateFiber() { return nullptr; }
 inline void TsanDestroyFiber(void*) {}
 inline void TsanSwitchToFiber(void*) {}
+inline void TsanRelease(void*) {}
+inline void TsanAcquire(void*) {}
 #endif
 
 }  // namespace ferry::internal

@@ -25,6 +25,12 @@ constexpr uint64_t kWakeTag = 2;    // the cross-thread wake-up read on the even
 // An IoOp's linked timeout carries the op's address with the low bit set.
 constexpr uint64_t kTimeoutBit = 1;
 
+// liburing maps and unmaps ring memory with raw syscalls, which ThreadSanitizer does not
+// intercept, so a new ring mapped where a destroyed one lived looks like memory another
+// thread wrote without synchronisation. Each ring's teardown releases this object and
+// each ring's setup acquires it, ordering the old ring's accesses before the new one's.
+char ring_reuse_sync;
+
 __kernel_timespec ToKernelTimespec(absl::Duration d) {
   if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
   const timespec ts = absl::ToTimespec(d);
@@ -164,6 +170,7 @@ absl::Status FiberScheduler::Init() {
                                                   " entries)"));
   }
   ring_ready_ = true;
+  internal::TsanAcquire(&ring_reuse_sync);
   if (options_.max_bounded_workers > 0 || options_.max_unbounded_workers > 0) {
     unsigned workers[2] = {options_.max_bounded_workers, options_.max_unbounded_workers};
     res = io_uring_register_iowq_max_workers(&ring_, workers);
@@ -178,7 +185,10 @@ absl::Status FiberScheduler::Init() {
 
 FiberScheduler::~FiberScheduler() {
   FERRY_CHECK(live_fibers_ == 0 && "destroying a FiberScheduler with live fibers");
-  if (ring_ready_) io_uring_queue_exit(&ring_);
+  if (ring_ready_) {
+    internal::TsanRelease(&ring_reuse_sync);
+    io_uring_queue_exit(&ring_);
+  }
 }
 
 FiberScheduler* FiberScheduler::Current() { return current_scheduler; }
