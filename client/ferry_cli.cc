@@ -272,11 +272,12 @@ int Info(ShuffleClient& client) {
     std::fprintf(stderr, "ferry info: %s\n", info.status().ToString().c_str());
     return 1;
   }
-  std::printf("version       %s\ndata plane    %s:%u\nmode          %s\nthreads       %u\n"
-              "pipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
+  std::printf("version       %s\ndata plane    %s:%u\nmode          %s\nio engine     %s\n"
+              "threads       %u\npipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
               info->version().c_str(),
               info->data_host().empty() ? "(control host)" : info->data_host().c_str(),
               info->data_port(), ferry::v1::DataPlaneMode_Name(info->mode()).c_str(),
+              info->io_engine().c_str(),
               info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
               static_cast<unsigned long long>(info->copy_buffer_bytes()),
               static_cast<long long>(info->ticket_ttl_ms()));

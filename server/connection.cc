@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/frame_header.h"
 #include "common/io/ops.h"
+#include "common/io/ready_ops.h"
 #include "common/pipe.h"
 
 namespace ferry {
@@ -37,11 +39,21 @@ class Connection {
   void Serve();
 
  private:
+  // The socket operations, through the configured engine.
+  ssize_t ReadRequest(char (&frame)[kRequestBytes]);
+  ssize_t SendBytes(const void* data, size_t len, int flags);
+  ssize_t SendPipe(size_t len, bool more);
+
   std::optional<Failure> ServeRequest(const FetchRequest& request);
   std::optional<Failure> SendBlock(const StreamBlock& block, uint32_t index, uint64_t offset);
   // Sends `length` bytes of `block` starting at file offset `pos`.
   absl::Status SpliceBody(const StreamBlock& block, uint64_t pos, uint64_t length);
+  // File -> pipe, at most `len` bytes: the number moved or -errno.
+  ssize_t FillPipe(int file, uint64_t pos, size_t len);
+  absl::Status PipeReady();
   absl::Status CopyBody(const StreamBlock& block, uint64_t pos, uint64_t length);
+  // Reads `len` bytes of `file` at `pos` (fewer only at its end): the count or -errno.
+  ssize_t ReadFile(int file, char* buf, size_t len, uint64_t pos);
   absl::Status PeerError(ssize_t res, absl::string_view what) const;
   absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
 
@@ -60,13 +72,36 @@ absl::Status Connection::PeerError(ssize_t res, absl::string_view what) const {
   return absl::ErrnoToStatus(static_cast<int>(-res), what);
 }
 
+ssize_t Connection::ReadRequest(char (&frame)[kRequestBytes]) {
+  const absl::Time deadline = absl::Now() + options_.idle_timeout;
+  if (options_.engine == IoEngine::kInline) {
+    return RecvFullReady(socket_.get(), frame, kRequestBytes, deadline);
+  }
+  return ReadFull(socket_.get(), frame, kRequestBytes, -1, deadline);
+}
+
+ssize_t Connection::SendBytes(const void* data, size_t len, int flags) {
+  if (options_.engine == IoEngine::kInline) {
+    return SendAllReady(socket_.get(), data, len, flags, IoDeadline());
+  }
+  return SendAll(socket_.get(), data, len, MSG_NOSIGNAL | flags, IoDeadline());
+}
+
+ssize_t Connection::SendPipe(size_t len, bool more) {
+  const unsigned flags = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
+  if (options_.engine == IoEngine::kInline) {
+    return SpliceAllToSocketReady(pipe_->read_fd(), socket_.get(), len, flags, IoDeadline());
+  }
+  return SpliceAll(pipe_->read_fd(), -1, socket_.get(), -1, len, flags, IoDeadline());
+}
+
 void Connection::Serve() {
+  if (options_.engine == IoEngine::kInline && SetNonBlocking(socket_.get(), true) < 0) return;
   // Requests are bounded in number only by the peer's patience: each one must arrive
   // within the idle timeout, and a stopping scheduler cancels the wait.
   for (;;) {
     char frame[kRequestBytes];
-    const ssize_t n =
-        ReadFull(socket_.get(), frame, sizeof(frame), -1, absl::Now() + options_.idle_timeout);
+    const ssize_t n = ReadRequest(frame);
     if (n == 0) return;  // the peer closed between requests: a clean end
     std::optional<Failure> failure;
     if (n < 0) return;   // idle timeout, reset, or stopping: nobody to tell
@@ -84,7 +119,7 @@ void Connection::Serve() {
     if (!failure.has_value()) continue;
     if (failure->can_send_error) {
       const std::string error = EncodeErrorFrame(failure->status, failure->block_index);
-      (void)SendAll(socket_.get(), error.data(), error.size(), MSG_NOSIGNAL, IoDeadline());
+      (void)SendBytes(error.data(), error.size(), 0);
     }
     return;
   }
@@ -148,8 +183,7 @@ std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t 
   EncodeResponseHeader(header, bytes);
   // MSG_MORE lets the header share a segment with the payload that follows; a block
   // with no payload is pushed at once.
-  const int flags = MSG_NOSIGNAL | (length > 0 ? MSG_MORE : 0);
-  const ssize_t sent = SendAll(socket_.get(), bytes, sizeof(bytes), flags, IoDeadline());
+  const ssize_t sent = SendBytes(bytes, sizeof(bytes), length > 0 ? MSG_MORE : 0);
   if (sent < 0) {
     return Failure{PeerError(sent, absl::StrCat("send header of ", block.name)), index, false};
   }
@@ -161,48 +195,71 @@ std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t 
   return std::nullopt;
 }
 
-absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint64_t length) {
-  if (!pipe_.has_value()) {
-    absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
-    if (!pipe.ok()) return pipe.status();
-    pipe_ = *std::move(pipe);
+absl::Status Connection::PipeReady() {
+  if (pipe_.has_value()) return absl::OkStatus();
+  absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
+  if (!pipe.ok()) return pipe.status();
+  pipe_ = *std::move(pipe);
+  return absl::OkStatus();
+}
+
+ssize_t Connection::FillPipe(int file, uint64_t pos, size_t len) {
+  for (;;) {
+    // The pipe is empty here, so a non-blocking splice never waits on it; reading the
+    // file may still wait for the disk when the pages are not cached.
+    loff_t offset = static_cast<loff_t>(pos);
+    const ssize_t n = ::splice(file, &offset, pipe_->write_fd(), nullptr, len,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
   }
+}
+
+absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint64_t length) {
+  if (absl::Status s = PipeReady(); !s.ok()) return s;
   const int file = block.file->fd.get();
   const size_t capacity = pipe_->capacity_bytes();
   while (length > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, capacity));
     const bool last = chunk == length;
-    // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the first
-    // leg comes up short the kernel cancels the second, and the loop below moves what
-    // the pipe holds.
-    IoOp in;
-    IoOp out;
-    FiberScheduler::Current()->ReserveSqes(3);
-    PrepSplice(in, file, static_cast<int64_t>(pos), pipe_->write_fd(), -1, chunk,
-               SPLICE_F_MOVE, IOSQE_IO_LINK);
-    PrepSplice(out, pipe_->read_fd(), -1, socket_.get(), -1, chunk,
-               SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), 0, IoDeadline());
-    const int in_res = in.Wait();
-    const int out_res = out.Wait();
+    ssize_t in_res;
+    size_t moved = 0;
+    if (options_.engine == IoEngine::kInline) {
+      in_res = FillPipe(file, pos, chunk);
+    } else {
+      // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the
+      // first leg comes up short the kernel cancels the second, and what the pipe holds
+      // is moved below.
+      IoOp in;
+      IoOp out;
+      FiberScheduler::Current()->ReserveSqes(3);
+      PrepSplice(in, file, static_cast<int64_t>(pos), pipe_->write_fd(), -1, chunk,
+                 SPLICE_F_MOVE, IOSQE_IO_LINK);
+      PrepSplice(out, pipe_->read_fd(), -1, socket_.get(), -1, chunk,
+                 SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), 0, IoDeadline());
+      in_res = in.Wait();
+      const int out_res = out.Wait();
+      if (out_res < 0 && out_res != -ECANCELED && in_res > 0) {
+        pipe_.reset();
+        return PeerError(out_res, absl::StrCat("splice ", block.name, " to the peer"));
+      }
+      moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
+    }
     if (in_res < 0) {
       pipe_.reset();
-      return absl::ErrnoToStatus(-in_res, absl::StrCat("splice ", block.file->path, " for ",
-                                                       block.name, " into the pipe"));
+      return absl::ErrnoToStatus(static_cast<int>(-in_res),
+                                 absl::StrCat("splice ", block.file->path, " for ", block.name,
+                                              " into the pipe"));
     }
     if (in_res == 0) {
       pipe_.reset();
       return absl::DataLossError(absl::StrCat(block.name, ": ", block.file->path,
                                               " ended early (truncated while being served)"));
     }
-    if (out_res < 0 && out_res != -ECANCELED) {
-      pipe_.reset();
-      return PeerError(out_res, absl::StrCat("splice ", block.name, " to the peer"));
-    }
-    const size_t moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
     const size_t in_pipe = static_cast<size_t>(in_res) - moved;
     if (in_pipe > 0) {
-      const ssize_t drained = SpliceAll(pipe_->read_fd(), -1, socket_.get(), -1, in_pipe,
-                                        SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), IoDeadline());
+      const bool more = !last || static_cast<uint64_t>(in_res) < length;
+      const ssize_t drained = SendPipe(in_pipe, more);
       if (drained != static_cast<ssize_t>(in_pipe)) {
         pipe_.reset();
         return PeerError(drained < 0 ? drained : -EPIPE,
@@ -215,13 +272,28 @@ absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint
   return absl::OkStatus();
 }
 
+ssize_t Connection::ReadFile(int file, char* buf, size_t len, uint64_t pos) {
+  if (options_.engine == IoEngine::kUring) {
+    return ReadFull(file, buf, len, static_cast<int64_t>(pos));
+  }
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(file, buf + done, len - done, static_cast<off_t>(pos + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
 absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64_t length) {
   if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
   const int file = block.file->fd.get();
   while (length > 0) {
     const size_t chunk =
         static_cast<size_t>(std::min<uint64_t>(length, options_.copy_buffer_bytes));
-    const ssize_t n = ReadFull(file, buffer_.get(), chunk, static_cast<int64_t>(pos));
+    const ssize_t n = ReadFile(file, buffer_.get(), chunk, pos);
     if (n < 0) {
       return absl::ErrnoToStatus(static_cast<int>(-n),
                                  absl::StrCat("read ", block.file->path, " for ", block.name));
@@ -231,8 +303,7 @@ absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64
                                               " ended early (truncated while being served)"));
     }
     const bool last = chunk == length;
-    const ssize_t sent = SendAll(socket_.get(), buffer_.get(), chunk,
-                                 MSG_NOSIGNAL | (last ? 0 : MSG_MORE), IoDeadline());
+    const ssize_t sent = SendBytes(buffer_.get(), chunk, last ? 0 : MSG_MORE);
     if (sent < 0) return PeerError(sent, absl::StrCat("send ", block.name, " to the peer"));
     pos += chunk;
     length -= chunk;

@@ -114,6 +114,7 @@ grpc::Status ControlService::GetServerInfo(grpc::ServerContext*, const ferry::v1
   response->set_pipe_bytes(options_.connection.pipe_bytes);
   response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
+  response->set_io_engine(options_.connection.engine == IoEngine::kInline ? "inline" : "uring");
   return grpc::Status::OK;
 }
 

@@ -30,6 +30,9 @@ ABSL_FLAG(int, threads, 0, "Data-plane threads; 0 means one per core.");
 ABSL_FLAG(std::string, mode, "splice",
           "Data-plane mode: splice (file -> pipe -> socket, zero copy) or copy (read, then "
           "send; the baseline).");
+ABSL_FLAG(std::string, io_engine, "inline",
+          "inline: direct non-blocking syscalls, io_uring polls when a socket is full or "
+          "empty; uring: every operation an io_uring request (splice runs on io-wq).");
 ABSL_FLAG(int64_t, pipe_size, int64_t{1} << 20, "Splice pipe capacity in bytes per connection.");
 ABSL_FLAG(int64_t, copy_buffer_size, int64_t{1} << 20,
           "Copy-mode buffer in bytes per connection.");
@@ -64,6 +67,15 @@ int Main() {
     LOG(ERROR) << "--mode must be splice or copy, not '" << mode << "'";
     return 2;
   }
+  const std::string engine = absl::GetFlag(FLAGS_io_engine);
+  if (engine == "inline") {
+    options.connection.engine = ferry::IoEngine::kInline;
+  } else if (engine == "uring") {
+    options.connection.engine = ferry::IoEngine::kUring;
+  } else {
+    LOG(ERROR) << "--io-engine must be inline or uring, not '" << engine << "'";
+    return 2;
+  }
   const int64_t pipe_size = absl::GetFlag(FLAGS_pipe_size);
   const int64_t copy_size = absl::GetFlag(FLAGS_copy_buffer_size);
   if (pipe_size < 4096 || copy_size < 4096 || pipe_size > (int64_t{1} << 30) ||
@@ -95,7 +107,7 @@ int Main() {
             << ": control plane on port " << (*server)->control_port() << " ("
             << options.control_address << "), data plane on port " << (*server)->data_port()
             << " (" << options.data_address << "), " << options.threads << " threads, mode "
-            << mode;
+            << mode << ", io engine " << engine;
   int signal = 0;
   sigwait(&signals, &signal);
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";

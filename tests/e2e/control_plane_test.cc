@@ -20,7 +20,7 @@ class ControlPlaneTest : public ::testing::Test {
     data_.AddMapOutput(dir_.path(), kApp, 2, 10, {5, 6, 7});
     data_.AddMapOutput(dir_.path(), kApp, 2, 11, {1});
     data_.AddMapOutput(dir_.path(), kApp, 4, 3, {0, 0}, ChecksumAlgorithm::kNone);
-    server_ = testing::StartServer(dir_.path(), DataPlaneMode::kSplice);
+    server_ = testing::StartServer(dir_.path(), {});
   }
   absl::Status Open(const std::string& app, BlockRef block) {
     return client_.control().OpenStream(server_->control_target(), app, {block}).status();
@@ -123,6 +123,7 @@ TEST_F(ControlPlaneTest, ServerInfoReportsTheDataPlane) {
   EXPECT_EQ(info->data_port(), server_->data_port());
   EXPECT_EQ(info->mode(), ferry::v1::SPLICE);
   EXPECT_EQ(info->data_threads(), 2u);
+  EXPECT_EQ(info->io_engine(), "inline");
   EXPECT_FALSE(info->version().empty());
 }
 
@@ -132,7 +133,7 @@ TEST(SparkFixtureTest, ServesSparkWrittenFilesWithAdler32AndCrc32Checksums) {
   const std::string cmd =
       absl::StrCat("python3 tests/e2e/make_spark_fixture.py '", app_dir, "'");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  auto server = testing::StartServer(dir.path(), DataPlaneMode::kSplice);
+  auto server = testing::StartServer(dir.path(), {});
   ShuffleClient client;
   const std::vector<std::pair<int64_t, std::vector<size_t>>> maps = {
       {11, {0, 1, 5000, 0, 70000, 3}}, {12, {65536, 0, 0, 1, 250000}}};

@@ -58,7 +58,7 @@ ResponseHeader Header(absl::string_view bytes) {
   return h.ok() ? *h : ResponseHeader{};
 }
 
-class DataPlaneProtocolTest : public ::testing::TestWithParam<DataPlaneMode> {
+class DataPlaneProtocolTest : public ::testing::TestWithParam<testing::ServerConfig> {
  protected:
   void SetUp() override {
     data_.AddMapOutput(dir_.path(), kApp, 0, 0, {100, 0, 300000});
@@ -218,20 +218,20 @@ TEST_P(DataPlaneProtocolTest, ATruncatedRequestClosesTheConnection) {
   EXPECT_EQ(ReadUntilClose(fd.get()), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, DataPlaneProtocolTest,
-                         ::testing::Values(DataPlaneMode::kSplice, DataPlaneMode::kCopy),
-                         [](const ::testing::TestParamInfo<DataPlaneMode>& mode) {
-                           return testing::ModeName(mode.param);
+INSTANTIATE_TEST_SUITE_P(Configs, DataPlaneProtocolTest,
+                         ::testing::ValuesIn(testing::AllServerConfigs()),
+                         [](const ::testing::TestParamInfo<testing::ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
                          });
 
-TEST(DataPlaneModesTest, SpliceAndCopyPutIdenticalBytesOnTheWire) {
+TEST(DataPlaneModesTest, EveryModeAndEnginePutsIdenticalBytesOnTheWire) {
   TempDir dir;
   DataSet data;
   data.AddMapOutput(dir.path(), kApp, 0, 0, {size_t{3} << 20, 0, 1, 777777});
   data.AddMapOutput(dir.path(), kApp, 0, 1, {4096, 8192});
-  std::string wire[2];
-  for (DataPlaneMode mode : {DataPlaneMode::kSplice, DataPlaneMode::kCopy}) {
-    auto server = testing::StartServer(dir.path(), mode, absl::Minutes(1), size_t{64} << 10);
+  std::vector<std::string> wire;
+  for (const testing::ServerConfig& config : testing::AllServerConfigs()) {
+    auto server = testing::StartServer(dir.path(), config, absl::Minutes(1), size_t{64} << 10);
     ControlClient control;
     std::vector<BlockRef> blocks;
     for (const BlockLocation& b : data.AllPartitions("")) blocks.push_back(b.block);
@@ -244,11 +244,15 @@ TEST(DataPlaneModesTest, SpliceAndCopyPutIdenticalBytesOnTheWire) {
     SendRequest(fd.get(), t, 0, static_cast<uint32_t>(blocks.size()), 0);
     SendRequest(fd.get(), t, 3, 1, 1000);
     ::shutdown(fd.get(), SHUT_WR);
-    wire[mode == DataPlaneMode::kSplice ? 0 : 1] = ReadUntilClose(fd.get());
+    wire.push_back(ReadUntilClose(fd.get()));
   }
   EXPECT_GT(wire[0].size(), size_t{6} << 20);
-  EXPECT_TRUE(wire[0] == wire[1]) << "splice sent " << wire[0].size() << " bytes, copy "
-                                  << wire[1].size();
+  for (size_t i = 1; i < wire.size(); ++i) {
+    EXPECT_TRUE(wire[i] == wire[0])
+        << testing::ConfigName(testing::AllServerConfigs()[i]) << " sent " << wire[i].size()
+        << " bytes, " << testing::ConfigName(testing::AllServerConfigs()[0]) << " "
+        << wire[0].size();
+  }
 }
 
 }  // namespace

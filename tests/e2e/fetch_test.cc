@@ -20,7 +20,7 @@ using ::ferry::testing::TempDir;
 
 constexpr char kApp[] = "app-20261130_0001";
 
-class FetchTest : public ::testing::TestWithParam<DataPlaneMode> {
+class FetchTest : public ::testing::TestWithParam<testing::ServerConfig> {
  protected:
   void StartServer() { server_ = testing::StartServer(dir_.path(), GetParam()); }
   std::string target() const { return server_->control_target(); }
@@ -208,10 +208,9 @@ TEST_P(FetchTest, DataFileTruncatedAfterOpenStreamGivesAnErrorNamingTheBlock) {
   EXPECT_TRUE(client_.FetchToBuffers(kApp, {{target(), {1, 0, 0, 1}}}).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, FetchTest,
-                         ::testing::Values(DataPlaneMode::kSplice, DataPlaneMode::kCopy),
-                         [](const ::testing::TestParamInfo<DataPlaneMode>& mode) {
-                           return testing::ModeName(mode.param);
+INSTANTIATE_TEST_SUITE_P(Configs, FetchTest, ::testing::ValuesIn(testing::AllServerConfigs()),
+                         [](const ::testing::TestParamInfo<testing::ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
                          });
 
 }  // namespace

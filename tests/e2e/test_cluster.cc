@@ -56,12 +56,25 @@ std::vector<BlockLocation> DataSet::AllPartitions(const std::string& server) con
   return blocks;
 }
 
-std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, DataPlaneMode mode,
+std::vector<ServerConfig> AllServerConfigs() {
+  return {{DataPlaneMode::kSplice, IoEngine::kInline},
+          {DataPlaneMode::kCopy, IoEngine::kInline},
+          {DataPlaneMode::kSplice, IoEngine::kUring},
+          {DataPlaneMode::kCopy, IoEngine::kUring}};
+}
+
+std::string ConfigName(const ServerConfig& config) {
+  return absl::StrCat(config.mode == DataPlaneMode::kSplice ? "Splice" : "Copy",
+                      config.engine == IoEngine::kInline ? "Inline" : "Uring");
+}
+
+std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl, size_t pipe_bytes) {
   FerryServerOptions options;
   options.data_dir = data_dir;
   options.threads = 2;
-  options.connection.mode = mode;
+  options.connection.mode = config.mode;
+  options.connection.engine = config.engine;
   options.connection.pipe_bytes = pipe_bytes;
   options.connection.copy_buffer_bytes = size_t{256} << 10;
   options.ticket_ttl = ticket_ttl;

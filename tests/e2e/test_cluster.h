@@ -34,14 +34,21 @@ class DataSet {
   std::map<std::pair<int32_t, int64_t>, std::vector<size_t>> outputs_;
 };
 
+// A data-plane configuration the end-to-end suites run under.
+struct ServerConfig {
+  DataPlaneMode mode = DataPlaneMode::kSplice;
+  IoEngine engine = IoEngine::kInline;
+};
+
+// Every mode x engine, for INSTANTIATE_TEST_SUITE_P.
+std::vector<ServerConfig> AllServerConfigs();
+// "SpliceInline", "CopyUring", ...: a test-name suffix.
+std::string ConfigName(const ServerConfig& config);
+
 // Starts a FerryServer over `data_dir` (CHECK-fails on error).
-std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, DataPlaneMode mode,
+std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl = absl::Minutes(10),
                                          size_t pipe_bytes = size_t{1} << 20);
-
-inline const char* ModeName(DataPlaneMode mode) {
-  return mode == DataPlaneMode::kSplice ? "Splice" : "Copy";
-}
 
 }  // namespace ferry::testing
 
