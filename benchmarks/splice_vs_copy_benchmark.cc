@@ -91,6 +91,15 @@ Connection Connect() {
   return c;
 }
 
+// Reports throughput and the sender's CPU per GB, then closes the connection.
+void Finish(benchmark::State& state, double cpu0, Connection& c) {
+  const double gb = static_cast<double>(state.iterations()) * kFileBytes / 1e9;
+  state.counters["sender_cpu_s_per_GB"] = (ThreadCpuSeconds() - cpu0) / gb;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kFileBytes));
+  c.sender.Reset();
+  c.reader.join();
+}
+
 void SendAllPlain(int sock, const char* p, size_t n, int flags) {
   while (n > 0) {
     const ssize_t m = ::send(sock, p, n, MSG_NOSIGNAL | flags);
@@ -124,11 +133,7 @@ void BM_Splice(benchmark::State& state) {
       off += static_cast<size_t>(in);
     }
   }
-  const double gb = static_cast<double>(state.iterations()) * kFileBytes / 1e9;
-  state.counters["sender_cpu_s_per_GB"] = (ThreadCpuSeconds() - cpu0) / gb;
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kFileBytes));
-  c.sender.Reset();
-  c.reader.join();
+  Finish(state, cpu0, c);
 }
 BENCHMARK(BM_Splice)->Arg(64 << 10)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -147,11 +152,7 @@ void BM_Sendfile(benchmark::State& state) {
       off += static_cast<size_t>(n);
     }
   }
-  const double gb = static_cast<double>(state.iterations()) * kFileBytes / 1e9;
-  state.counters["sender_cpu_s_per_GB"] = (ThreadCpuSeconds() - cpu0) / gb;
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kFileBytes));
-  c.sender.Reset();
-  c.reader.join();
+  Finish(state, cpu0, c);
 }
 BENCHMARK(BM_Sendfile)->Arg(64 << 10)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -169,11 +170,7 @@ void BM_ReadSend(benchmark::State& state) {
       off += static_cast<size_t>(n);
     }
   }
-  const double gb = static_cast<double>(state.iterations()) * kFileBytes / 1e9;
-  state.counters["sender_cpu_s_per_GB"] = (ThreadCpuSeconds() - cpu0) / gb;
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kFileBytes));
-  c.sender.Reset();
-  c.reader.join();
+  Finish(state, cpu0, c);
 }
 BENCHMARK(BM_ReadSend)->Arg(64 << 10)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/block_verifier.h"
+#include "common/block_id.h"
 #include "common/frame_header.h"
 #include "common/io/ops.h"
 #include "common/unique_fd.h"
@@ -47,12 +48,10 @@ absl::StatusOr<UniqueFd> ConnectData(const StreamPlan& plan, absl::Time deadline
 }  // namespace
 
 std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& server) {
-  const std::string reduce =
-      id.end_reduce_id() == id.start_reduce_id() + 1
-          ? absl::StrCat(id.start_reduce_id())
-          : absl::StrCat("[", id.start_reduce_id(), ", ", id.end_reduce_id(), ")");
-  return absl::StrCat("block shuffle ", id.shuffle_id(), " map ", id.map_id(), " reduce ", reduce,
-                      " from server ", server);
+  return absl::StrCat(
+      "block ",
+      BlockName({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()}),
+      " from server ", server);
 }
 
 absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,

@@ -30,10 +30,10 @@ std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& s
 }
 
 absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
-    const std::string& server, const std::string& app_id, const std::vector<BlockRef>& blocks) {
+    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks) {
   ferry::v1::OpenStreamRequest request;
   request.set_app_id(app_id);
-  for (const BlockRef& b : blocks) {
+  for (const BlockId& b : blocks) {
     ferry::v1::BlockId* id = request.add_blocks();
     id->set_shuffle_id(b.shuffle_id);
     id->set_map_id(b.map_id);

@@ -13,16 +13,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/block_id.h"
 #include "proto/ferry.grpc.pb.h"
 
 namespace ferry {
-
-struct BlockRef {
-  int32_t shuffle_id = 0;
-  int64_t map_id = 0;
-  int32_t start_reduce_id = 0;
-  int32_t end_reduce_id = 0;  // exclusive
-};
 
 class ControlClient {
  public:
@@ -32,7 +26,7 @@ class ControlClient {
   // `server` is the control plane's "host:port".
   absl::StatusOr<ferry::v1::StreamHandle> OpenStream(const std::string& server,
                                                      const std::string& app_id,
-                                                     const std::vector<BlockRef>& blocks);
+                                                     const std::vector<BlockId>& blocks);
   absl::Status CloseStream(const std::string& server, const std::string& ticket);
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
                                                                const std::string& app_id);

@@ -45,7 +45,7 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
   std::vector<StreamPlan> plans;
   absl::Status status;
   for (auto& [server, indexes] : by_server) {
-    std::vector<BlockRef> refs;
+    std::vector<BlockId> refs;
     refs.reserve(indexes.size());
     for (size_t i : indexes) refs.push_back(blocks[i].block);
     absl::StatusOr<ferry::v1::StreamHandle> handle = control_.OpenStream(server, app_id, refs);

@@ -26,7 +26,7 @@ namespace ferry {
 
 struct BlockLocation {
   std::string server;  // the control plane's "host:port"
-  BlockRef block;
+  BlockId block;
 };
 
 struct FetchOptions {

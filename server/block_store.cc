@@ -15,15 +15,6 @@ namespace ferry {
 
 namespace {
 
-std::string BlockName(const BlockKey& key) {
-  if (key.end_reduce_id == key.start_reduce_id + 1) {
-    return absl::StrCat("shuffle ", key.shuffle_id, " map ", key.map_id, " reduce ",
-                        key.start_reduce_id);
-  }
-  return absl::StrCat("shuffle ", key.shuffle_id, " map ", key.map_id, " reduce [",
-                      key.start_reduce_id, ", ", key.end_reduce_id, ")");
-}
-
 // Moves `it` to the front of `lru`.
 template <typename T>
 void Touch(std::list<T>& lru, typename std::list<T>::iterator it) {
@@ -115,7 +106,7 @@ absl::StatusOr<std::shared_ptr<const DataFile>> BlockStore::GetFile(const std::s
   return it->second.first;
 }
 
-absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockKey& key) {
+absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockId& key) {
   if (absl::Status s = CheckApp(app_id); !s.ok()) return s;
   if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
       key.end_reduce_id <= key.start_reduce_id) {

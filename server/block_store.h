@@ -27,18 +27,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/block_id.h"
 #include "common/checksum.h"
 #include "common/shuffle_files.h"
 #include "server/ticket_registry.h"
 
 namespace ferry {
-
-struct BlockKey {
-  int32_t shuffle_id = 0;
-  int64_t map_id = 0;
-  int32_t start_reduce_id = 0;
-  int32_t end_reduce_id = 0;  // exclusive
-};
 
 struct PartitionInfo {
   uint64_t length = 0;
@@ -81,7 +75,7 @@ class BlockStore {
   // INVALID_ARGUMENT for a bad app id or reduce range (negative, empty, or past the map
   // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
   // DATA_LOSS for malformed files.
-  absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockKey& key);
+  absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
 
   // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);

@@ -50,7 +50,7 @@ grpc::Status ControlService::OpenStream(grpc::ServerContext*,
   stream->app_id = request->app_id();
   stream->blocks.reserve(static_cast<size_t>(request->blocks_size()));
   for (const ferry::v1::BlockId& id : request->blocks()) {
-    BlockKey key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
+    BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
     absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request->app_id(), key);
     if (!resolved.ok()) return ToGrpcStatus(resolved.status());
     ferry::v1::BlockInfo* info = response->add_blocks();

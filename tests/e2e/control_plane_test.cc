@@ -22,7 +22,7 @@ class ControlPlaneTest : public ::testing::Test {
     data_.AddMapOutput(dir_.path(), kApp, 4, 3, {0, 0}, ChecksumAlgorithm::kNone);
     server_ = testing::StartServer(dir_.path(), {});
   }
-  absl::Status Open(const std::string& app, BlockRef block) {
+  absl::Status Open(const std::string& app, BlockId block) {
     return client_.control().OpenStream(server_->control_target(), app, {block}).status();
   }
 

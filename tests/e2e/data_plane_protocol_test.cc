@@ -64,14 +64,14 @@ class DataPlaneProtocolTest : public ::testing::TestWithParam<testing::ServerCon
     data_.AddMapOutput(dir_.path(), kApp, 0, 0, {100, 0, 300000});
     server_ = testing::StartServer(dir_.path(), GetParam());
   }
-  Ticket Open(const std::vector<BlockRef>& blocks) {
+  Ticket Open(const std::vector<BlockId>& blocks) {
     auto handle = client_.OpenStream(server_->control_target(), kApp, blocks);
     EXPECT_TRUE(handle.ok()) << handle.status();
     Ticket t{};
     if (handle.ok()) std::memcpy(t.data(), handle->ticket().data(), t.size());
     return t;
   }
-  std::vector<BlockRef> All() const { return {{0, 0, 0, 1}, {0, 0, 1, 2}, {0, 0, 2, 3}}; }
+  std::vector<BlockId> All() const { return {{0, 0, 0, 1}, {0, 0, 1, 2}, {0, 0, 2, 3}}; }
 
   TempDir dir_;
   DataSet data_;
@@ -233,7 +233,7 @@ TEST(DataPlaneModesTest, EveryModeAndEnginePutsIdenticalBytesOnTheWire) {
   for (const testing::ServerConfig& config : testing::AllServerConfigs()) {
     auto server = testing::StartServer(dir.path(), config, absl::Minutes(1), size_t{64} << 10);
     ControlClient control;
-    std::vector<BlockRef> blocks;
+    std::vector<BlockId> blocks;
     for (const BlockLocation& b : data.AllPartitions("")) blocks.push_back(b.block);
     blocks.push_back({0, 0, 0, 4});
     auto handle = control.OpenStream(server->control_target(), kApp, blocks);

@@ -41,7 +41,7 @@ TEST_P(FetchTest, EveryPartitionMatchesTheFilesIncludingEmptyAndOneByte) {
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   ASSERT_EQ(fetched->size(), blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const BlockRef& b = blocks[i].block;
+    const BlockId& b = blocks[i].block;
     EXPECT_EQ((*fetched)[i], data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
                                             b.end_reduce_id))
         << "block " << i;
@@ -65,7 +65,7 @@ TEST_P(FetchTest, BlocksLargerThanThePipe) {
   const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
   int checked = 0;
   CallbackSink sink([&](size_t index, absl::string_view bytes) {
-    const BlockRef& b = blocks[index].block;
+    const BlockId& b = blocks[index].block;
     EXPECT_TRUE(bytes == data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
                                         b.end_reduce_id))
         << "block " << index;
@@ -111,7 +111,7 @@ TEST_P(FetchTest, SeveralConcurrentClients) {
           break;
         }
         for (size_t i = 0; i < blocks.size(); ++i) {
-          const BlockRef& b = blocks[i].block;
+          const BlockId& b = blocks[i].block;
           if ((*fetched)[i] !=
               data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id)) {
             results[t] = absl::DataLossError(absl::StrCat("client ", t, " block ", i));
@@ -138,7 +138,7 @@ TEST_P(FetchTest, FilesSinkWritesEachBlockToItsFile) {
     std::ifstream in(paths[i], std::ios::binary);
     std::stringstream contents;
     contents << in.rdbuf();
-    const BlockRef& b = blocks[i].block;
+    const BlockId& b = blocks[i].block;
     EXPECT_TRUE(contents.str() ==
                 data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
         << paths[i];

@@ -50,7 +50,7 @@ std::vector<BlockLocation> DataSet::AllPartitions(const std::string& server) con
   for (const auto& [key, sizes] : outputs_) {
     for (size_t r = 0; r < sizes.size(); ++r) {
       const int32_t reduce = static_cast<int32_t>(r);
-      blocks.push_back({server, BlockRef{key.first, key.second, reduce, reduce + 1}});
+      blocks.push_back({server, BlockId{key.first, key.second, reduce, reduce + 1}});
     }
   }
   return blocks;

@@ -1,0 +1,16 @@
+#include "common/block_id.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+std::string BlockName(const BlockId& id) {
+  if (id.end_reduce_id == id.start_reduce_id + 1) {
+    return absl::StrCat("shuffle ", id.shuffle_id, " map ", id.map_id, " reduce ",
+                        id.start_reduce_id);
+  }
+  return absl::StrCat("shuffle ", id.shuffle_id, " map ", id.map_id, " reduce [",
+                      id.start_reduce_id, ", ", id.end_reduce_id, ")");
+}
+
+}  // namespace ferry
