@@ -33,8 +33,8 @@ ABSL_FLAG(int, maps, 16, "gen: map outputs per shuffle.");
 ABSL_FLAG(int, partitions, 64, "gen: reduce partitions per map output.");
 ABSL_FLAG(std::string, total_bytes, "1G", "gen: total data size (K, M, G suffixes: powers of 1024).");
 ABSL_FLAG(std::string, distribution, "uniform",
-          "gen: partition sizes: uniform (0.5x to 1.5x the mean) or exponential (skewed, with "
-          "empty and tiny partitions).");
+          "gen: partition sizes: uniform (0.5x to 1.5x the mean), exponential (skewed, with "
+          "empty and tiny partitions) or fixed (every partition the mean).");
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
 ABSL_FLAG(std::string, app, "app-0", "App id.");
@@ -90,7 +90,8 @@ int Gen() {
   absl::StatusOr<uint64_t> total = ParseBytes(absl::GetFlag(FLAGS_total_bytes));
   const std::string distribution = absl::GetFlag(FLAGS_distribution);
   if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || partitions < 1 || !total.ok() ||
-      (distribution != "uniform" && distribution != "exponential")) {
+      (distribution != "uniform" && distribution != "exponential" &&
+       distribution != "fixed")) {
     std::fprintf(stderr, "ferry gen: needs --dir, positive counts, a byte size and a known "
                          "--distribution\n");
     return 2;
@@ -122,7 +123,9 @@ int Gen() {
           return 1;
         }
         for (int r = 0; r < partitions; ++r) {
-          const double factor = distribution == "uniform" ? uniform(rng) : exponential(rng);
+          const double factor = distribution == "uniform"       ? uniform(rng)
+                                : distribution == "exponential" ? exponential(rng)
+                                                                : 1.0;
           buffer.resize(static_cast<size_t>(std::llround(mean * factor)));
           FillRandom(buffer, fill_state);
           if (absl::Status st = writer->Write(r, buffer); !st.ok()) {

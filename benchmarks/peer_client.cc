@@ -1,0 +1,216 @@
+// peer_client: the one receiver the peer comparison (benchmarks/peers) uses for every
+// sender, so only the sender differs. It fetches the same file segments either from a
+// ferry_server (ShuffleClient, discard sink) or as HTTP/1.1 Range requests (nginx),
+// over N connections (one thread each), reading every payload into a 1 MiB buffer and
+// dropping it. Prints one JSON line: bytes, seconds, GB/s, client CPU seconds.
+//
+//   peer_client --ferry=127.0.0.1:7070 --app=app-0 --connections=4 --rounds=1
+//   peer_client --http=127.0.0.1:8080 --dir=DATA --app=app-0 --connections=4
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/shuffle_client.h"
+#include "common/flag_names.h"
+#include "common/unique_fd.h"
+
+ABSL_FLAG(std::string, ferry, "", "Control address of a ferry_server to fetch from.");
+ABSL_FLAG(std::string, http, "", "host:port of an HTTP server serving <app>/<file> with Range.");
+ABSL_FLAG(std::string, app, "app-0", "App whose map outputs to fetch.");
+ABSL_FLAG(int, connections, 1, "Parallel connections (one thread each).");
+ABSL_FLAG(int, rounds, 1, "Times each connection fetches its share.");
+ABSL_FLAG(bool, batch, false,
+          "Fetch each map output as one segment instead of one block per partition.");
+
+namespace ferry {
+namespace {
+
+struct Segment {
+  std::string file;  // data file name, for HTTP
+  BlockId id;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+double ProcessCpuSeconds() {
+  rusage r;
+  ::getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+// Every block of the app, with its byte range, from the server's own listing.
+absl::StatusOr<std::vector<Segment>> ListSegments(ShuffleClient& client, const std::string& server,
+                                                  const std::string& app, bool batch) {
+  auto list = client.control().ListShuffles(server, app);
+  if (!list.ok()) return list.status();
+  std::vector<BlockId> ids;
+  for (const auto& s : list->shuffles()) {
+    for (const auto& m : s.map_outputs()) {
+      if (batch) {
+        ids.push_back({s.shuffle_id(), m.map_id(), 0, m.partitions()});
+        continue;
+      }
+      for (int r = 0; r < m.partitions(); ++r) ids.push_back({s.shuffle_id(), m.map_id(), r, r + 1});
+    }
+  }
+  // One OpenStream resolves every block's length; offsets follow from the order.
+  auto handle = client.control().OpenStream(server, app, ids);
+  if (!handle.ok()) return handle.status();
+  std::vector<Segment> segments;
+  uint64_t offset = 0;
+  int64_t map = -1;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].map_id != map || ids[i].start_reduce_id == 0) offset = 0;
+    map = ids[i].map_id;
+    Segment s;
+    s.id = ids[i];
+    s.file = absl::StrCat("shuffle_", ids[i].shuffle_id, "_", ids[i].map_id, "_0.data");
+    s.offset = offset;
+    s.length = handle->blocks(static_cast<int>(i)).length();
+    offset += s.length;
+    segments.push_back(s);
+  }
+  (void)client.control().CloseStream(server, handle->ticket());
+  return segments;
+}
+
+UniqueFd Dial(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  uint32_t port = 0;
+  (void)absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr);
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) fd.Reset();
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+// Reads exactly `n` bytes into the scratch buffer (dropping them). False on EOF/error.
+bool Drain(int fd, uint64_t n, std::vector<char>& buf) {
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, buf.data(), std::min<uint64_t>(buf.size(), n), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    n -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+// One keep-alive connection; GETs each segment with a Range header.
+absl::Status FetchHttp(const std::string& address, const std::string& app,
+                       const std::vector<Segment>& segments) {
+  UniqueFd fd = Dial(address);
+  if (!fd.valid()) return absl::UnavailableError(absl::StrCat("connect ", address));
+  std::vector<char> buf(1 << 20);
+  std::string head;
+  for (const Segment& s : segments) {
+    if (s.length == 0) continue;
+    const std::string request = absl::StrCat("GET /", app, "/", s.file, " HTTP/1.1\r\nHost: x\r\nRange: bytes=",
+                                             s.offset, "-", s.offset + s.length - 1, "\r\n\r\n");
+    if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(request.size())) {
+      return absl::UnavailableError("send request");
+    }
+    // Read the response head byte-exactly up to the blank line (it is small).
+    head.clear();
+    while (head.size() < 4 || head.compare(head.size() - 4, 4, "\r\n\r\n") != 0) {
+      char c;
+      const ssize_t got = ::recv(fd.get(), &c, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0 || head.size() > 8192) return absl::UnavailableError("response head");
+      head.push_back(c);
+    }
+    if (head.find(" 206 ") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("HTTP answer: ", head.substr(0, head.find('\r'))));
+    }
+    if (!Drain(fd.get(), s.length, buf)) return absl::UnavailableError("response body");
+  }
+  return absl::OkStatus();
+}
+
+int Main() {
+  const std::string ferry = absl::GetFlag(FLAGS_ferry);
+  const std::string http = absl::GetFlag(FLAGS_http);
+  const std::string app = absl::GetFlag(FLAGS_app);
+  const int connections = std::max(1, absl::GetFlag(FLAGS_connections));
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  ShuffleClient client;
+  // The listing always comes from Ferry's control plane: both peers serve the same files.
+  auto segments = ListSegments(client, ferry, app, absl::GetFlag(FLAGS_batch));
+  if (!segments.ok()) {
+    std::fprintf(stderr, "peer_client: %s\n", segments.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::vector<Segment>> shares(static_cast<size_t>(connections));
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < segments->size(); ++i) {
+    shares[i % shares.size()].push_back((*segments)[i]);
+    bytes += (*segments)[i].length;
+  }
+  bytes *= static_cast<uint64_t>(rounds);
+  std::vector<absl::Status> results(shares.size());
+  const double cpu0 = ProcessCpuSeconds();
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < shares.size(); ++c) {
+    threads.emplace_back([&, c] {
+      ShuffleClient own;
+      FetchOptions options;
+      options.verify_checksums = false;
+      std::vector<BlockLocation> blocks;
+      for (const Segment& s : shares[c]) blocks.push_back({ferry, s.id});
+      for (int r = 0; r < rounds && results[c].ok(); ++r) {
+        if (http.empty()) {
+          DiscardSink sink;
+          results[c] = own.Fetch(app, blocks, sink, options).status();
+        } else {
+          results[c] = FetchHttp(http, app, shares[c]);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  for (const absl::Status& s : results) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "peer_client: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  std::printf("{\"bytes\": %llu, \"seconds\": %.6f, \"gbps\": %.4f, \"client_cpu_s\": %.4f}\n",
+              static_cast<unsigned long long>(bytes), seconds,
+              static_cast<double>(bytes) / seconds / 1e9, cpu);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ferry
+
+int main(int argc, char** argv) {
+  std::vector<char*> pointers;
+  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
+  absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  return ferry::Main();
+}
