@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/frame_header.h"
 #include "common/io/ops.h"
 
 namespace ferry {
@@ -104,12 +105,25 @@ void DataServer::RunThread(size_t i) {
       const int one = 1;
       ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       accepted_.fetch_add(1, std::memory_order_relaxed);
+      if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
+        open_.fetch_sub(1, std::memory_order_relaxed);
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        // Told, not dropped: the client sees a retryable error. The frame fits in an
+        // empty socket buffer, so a non-blocking send either goes out whole or not at all.
+        const std::string busy = EncodeErrorFrame(
+            absl::ResourceExhaustedError(absl::StrCat(
+                "server busy: ", options_.max_connections, " connections open; retry later")),
+            0);
+        (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        continue;
+      }
       absl::Status spawned = scheduler->Spawn([this, c = std::move(conn)]() mutable {
         ServeConnection(std::move(c), *tickets_, options_.connection);
+        open_.fetch_sub(1, std::memory_order_relaxed);
       });
+      if (!spawned.ok()) open_.fetch_sub(1, std::memory_order_relaxed);
       // Without a stack the connection cannot be served; its descriptor closed with the
       // failed closure, which the peer sees as a reset.
-      (void)spawned;
     }
   });
   scheduler->RunUntilStopped();

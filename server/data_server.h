@@ -25,6 +25,9 @@ struct DataServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   int threads = 1;
+  // Connections served at once, across threads. One more is answered with a
+  // RESOURCE_EXHAUSTED error frame (retry later) and closed, not silently dropped.
+  size_t max_connections = 10000;
   ConnectionOptions connection;
   SchedulerOptions scheduler;
 };
@@ -42,6 +45,9 @@ class DataServer {
   uint16_t port() const { return port_; }
   const DataServerOptions& options() const { return options_; }
   uint64_t connections_accepted() const { return accepted_.load(std::memory_order_relaxed); }
+  // Connections being served now, and those turned away as over the limit.
+  uint64_t connections_open() const { return open_.load(std::memory_order_relaxed); }
+  uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
 
   // Stops accepting, cancels every connection's pending I/O, waits for the threads.
   // Idempotent.
@@ -59,6 +65,8 @@ class DataServer {
   std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> open_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 // Parses "host:port" (IPv4 or "localhost"). INVALID_ARGUMENT otherwise.

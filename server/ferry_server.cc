@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     return s;
   }
   data.threads = options.threads;
+  data.max_connections = options.max_connections;
+  data.scheduler.max_bounded_workers = options.max_iowq_workers;
+  data.scheduler.max_unbounded_workers = options.max_iowq_workers;
   data.connection = options.connection;
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
       DataServer::Start(data, server->tickets_.get());

@@ -24,6 +24,10 @@ struct FerryServerOptions {
   std::string control_address = "127.0.0.1:0";
   std::string data_address = "127.0.0.1:0";
   int threads = 1;
+  size_t max_connections = 10000;
+  // Caps on each data-plane ring's io-wq workers (0: the kernel's default). The uring
+  // engine's splices run there, one blocked worker per connection with a full socket.
+  unsigned max_iowq_workers = 64;
   ConnectionOptions connection;
   size_t max_open_files = 1024;
   absl::Duration ticket_ttl = absl::Minutes(10);
@@ -41,6 +45,7 @@ class FerryServer {
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const { return data_->port(); }
+  const DataServer& data_server() const { return *data_; }
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;
   TicketRegistry& tickets() { return *tickets_; }

@@ -36,6 +36,10 @@ ABSL_FLAG(std::string, io_engine, "inline",
 ABSL_FLAG(int64_t, pipe_size, int64_t{1} << 20, "Splice pipe capacity in bytes per connection.");
 ABSL_FLAG(int64_t, copy_buffer_size, int64_t{1} << 20,
           "Copy-mode buffer in bytes per connection.");
+ABSL_FLAG(int64_t, max_connections, 10000,
+          "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error frame.");
+ABSL_FLAG(int, max_iowq_workers, 64,
+          "Cap on each data-plane ring's io-wq workers, bounded and unbounded (0: kernel default).");
 ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
@@ -89,6 +93,9 @@ int Main() {
   options.connection.io_timeout = absl::GetFlag(FLAGS_io_timeout);
   options.max_open_files = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_files)));
   options.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
+  options.max_connections =
+      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
+  options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));
 
   // Block the shutdown signals before any thread starts, so every thread inherits the
   // mask and sigwait() below is the only place they arrive.

@@ -257,3 +257,54 @@ TEST(DataPlaneModesTest, EveryModeAndEnginePutsIdenticalBytesOnTheWire) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(DataPlaneLimitsTest, ConnectionsOverTheLimitGetABusyErrorNotASilentClose) {
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {100});
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.threads = 1;
+  options.max_connections = 1;
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ControlClient control;
+  auto handle = control.OpenStream((*server)->control_target(), kApp, {{0, 0, 0, 1}});
+  ASSERT_TRUE(handle.ok());
+  Ticket t;
+  std::memcpy(t.data(), handle->ticket().data(), t.size());
+
+  // The first connection is served and stays open.
+  UniqueFd first = Dial((*server)->data_port());
+  SendRequest(first.get(), t, 0, 1, 0);
+  char head[kResponseHeaderBytes];
+  ASSERT_EQ(::recv(first.get(), head, sizeof(head), MSG_WAITALL),
+            static_cast<ssize_t>(sizeof(head)));
+  EXPECT_EQ(Header(absl::string_view(head, sizeof(head))).kind, FrameKind::kBlock);
+
+  // The second is told the server is busy, then closed.
+  UniqueFd second = Dial((*server)->data_port());
+  const std::string busy = ReadUntilClose(second.get());
+  ASSERT_GE(busy.size(), kResponseHeaderBytes);
+  const ResponseHeader h = Header(busy);
+  EXPECT_EQ(h.kind, FrameKind::kError);
+  EXPECT_EQ(h.status, static_cast<uint16_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(busy.find("server busy"), std::string::npos);
+  EXPECT_EQ((*server)->data_server().connections_refused(), 1u);
+
+  // Once the first goes away, a new connection is served again.
+  first.Reset();
+  for (int i = 0; i < 500 && (*server)->data_server().connections_open() > 0; ++i) {
+    ::usleep(10000);  // the server notices the close asynchronously; bounded wait
+  }
+  UniqueFd third = Dial((*server)->data_port());
+  SendRequest(third.get(), t, 0, 1, 0);
+  ::shutdown(third.get(), SHUT_WR);
+  EXPECT_EQ(ReadUntilClose(third.get()).size(), kResponseHeaderBytes + 100);
+}
+
+}  // namespace
+}  // namespace ferry
