@@ -20,6 +20,11 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view call,
 
 }  // namespace
 
+void ControlClient::Prepare(grpc::ClientContext& context) const {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  if (!auth_token_.empty()) context.AddMetadata("authorization", "Bearer " + auth_token_);
+}
+
 std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& server) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[server];
@@ -41,7 +46,7 @@ absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
     id->set_end_reduce_id(b.end_reduce_id);
   }
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  Prepare(context);
   ferry::v1::StreamHandle handle;
   grpc::Status status = Stub(server)->OpenStream(&context, request, &handle);
   if (!status.ok()) return Annotate(status, "OpenStream", server);
@@ -60,7 +65,7 @@ absl::Status ControlClient::CloseStream(const std::string& server, const std::st
   ferry::v1::CloseStreamRequest request;
   request.set_ticket(ticket);
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  Prepare(context);
   ferry::v1::CloseStreamResponse response;
   return Annotate(Stub(server)->CloseStream(&context, request, &response), "CloseStream", server);
 }
@@ -70,7 +75,7 @@ absl::StatusOr<ferry::v1::ListShufflesResponse> ControlClient::ListShuffles(
   ferry::v1::ListShufflesRequest request;
   request.set_app_id(app_id);
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  Prepare(context);
   ferry::v1::ListShufflesResponse response;
   grpc::Status status = Stub(server)->ListShuffles(&context, request, &response);
   if (!status.ok()) return Annotate(status, "ListShuffles", server);
@@ -79,7 +84,7 @@ absl::StatusOr<ferry::v1::ListShufflesResponse> ControlClient::ListShuffles(
 
 absl::StatusOr<ferry::v1::ServerInfo> ControlClient::GetServerInfo(const std::string& server) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  Prepare(context);
   ferry::v1::ServerInfo info;
   grpc::Status status =
       Stub(server)->GetServerInfo(&context, ferry::v1::ServerInfoRequest(), &info);

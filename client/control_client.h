@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -20,8 +21,10 @@ namespace ferry {
 
 class ControlClient {
  public:
-  explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30))
-      : rpc_timeout_(rpc_timeout) {}
+  // `auth_token`, when not empty, goes with every call as "authorization: Bearer ...".
+  explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30),
+                         std::string auth_token = "")
+      : rpc_timeout_(rpc_timeout), auth_token_(std::move(auth_token)) {}
 
   // `server` is the control plane's "host:port".
   absl::StatusOr<ferry::v1::StreamHandle> OpenStream(const std::string& server,
@@ -34,8 +37,11 @@ class ControlClient {
 
  private:
   std::unique_ptr<ferry::v1::Ferry::Stub> Stub(const std::string& server);
+  // Sets the call's deadline and credentials.
+  void Prepare(grpc::ClientContext& context) const;
 
   absl::Duration rpc_timeout_;
+  std::string auth_token_;
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
 };

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
+#include "common/auth_token.h"
 #include "common/flag_names.h"
 #include "common/shuffle_writer.h"
 
@@ -45,6 +46,8 @@ ABSL_FLAG(bool, verify, true, "fetch: verify stored checksums.");
 ABSL_FLAG(bool, batch, false,
           "fetch: ask for each map output's partitions as one contiguous segment (Spark's "
           "batch fetch) instead of one block per partition.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the server's shared secret, when it requires one.");
 ABSL_FLAG(std::string, max_in_flight, "64M", "fetch: bound on bytes requested but not received.");
 
 namespace ferry {
@@ -304,7 +307,16 @@ int main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   if (command == "gen") return ferry::Gen();
-  ferry::ShuffleClient client;
+  std::string token;
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::string> read = ferry::ReadAuthToken(path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "ferry: %s\n", read.status().ToString().c_str());
+      return 2;
+    }
+    token = *std::move(read);
+  }
+  ferry::ShuffleClient client(absl::Seconds(30), token);
   if (command == "fetch") return ferry::Fetch(client);
   if (command == "ls") return ferry::Ls(client);
   if (command == "info") return ferry::Info(client);

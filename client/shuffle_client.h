@@ -47,7 +47,10 @@ struct FetchStats {
 
 class ShuffleClient {
  public:
-  explicit ShuffleClient(absl::Duration rpc_timeout = absl::Seconds(30)) : control_(rpc_timeout) {}
+  // `auth_token`: the servers' shared secret, when they require one.
+  explicit ShuffleClient(absl::Duration rpc_timeout = absl::Seconds(30),
+                         std::string auth_token = "")
+      : control_(rpc_timeout, std::move(auth_token)) {}
 
   ControlClient& control() { return control_; }
 

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/grpc_status.h"
 
 namespace ferry {
@@ -23,7 +24,30 @@ absl::StatusOr<Ticket> ParseTicket(const std::string& bytes) {
   return t;
 }
 
+// Compares without an early exit, so the time taken does not reveal how much of a
+// guessed token was right.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace
+
+grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
+  if (options_.auth_token.empty()) return grpc::Status::OK;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    if (absl::ConsumePrefix(&value, "Bearer ") && ConstantTimeEquals(value, options_.auth_token)) {
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong auth token (metadata 'authorization: Bearer <token>')");
+}
 
 ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
                                TicketRegistry* tickets)
@@ -31,9 +55,14 @@ ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
   if (options_.data_host == "0.0.0.0") options_.data_host.clear();
 }
 
-grpc::Status ControlService::OpenStream(grpc::ServerContext*,
+grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
                                         const ferry::v1::OpenStreamRequest* request,
                                         ferry::v1::StreamHandle* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (tickets_->size() >= options_.max_open_streams) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", options_.max_open_streams, " streams open; retry later")));
+  }
   if (!BlockStore::IsValidAppId(request->app_id())) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
         "app id '", request->app_id().substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}")));
@@ -75,18 +104,20 @@ grpc::Status ControlService::OpenStream(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::CloseStream(grpc::ServerContext*,
+grpc::Status ControlService::CloseStream(grpc::ServerContext* context,
                                          const ferry::v1::CloseStreamRequest* request,
                                          ferry::v1::CloseStreamResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
   if (!ticket.ok()) return ToGrpcStatus(ticket.status());
   response->set_was_open(tickets_->Close(*ticket));
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::ListShuffles(grpc::ServerContext*,
+grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
                                           const ferry::v1::ListShufflesRequest* request,
                                           ferry::v1::ListShufflesResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   absl::StatusOr<std::vector<ShuffleInfo>> shuffles = store_->ListShuffles(request->app_id());
   if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
   for (const ShuffleInfo& s : *shuffles) {
@@ -103,8 +134,10 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::GetServerInfo(grpc::ServerContext*, const ferry::v1::ServerInfoRequest*,
+grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
+                                           const ferry::v1::ServerInfoRequest*,
                                            ferry::v1::ServerInfo* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   response->set_version(kFerryVersion);
   response->set_data_host(options_.data_host);
   response->set_data_port(options_.data_port);

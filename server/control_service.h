@@ -26,6 +26,11 @@ struct ControlServiceOptions {
   absl::Duration ticket_ttl = absl::Minutes(10);
   // Most blocks one OpenStream may name.
   size_t max_blocks_per_stream = 1 << 20;
+  // Streams open at once; OpenStream past it is RESOURCE_EXHAUSTED (retry later).
+  size_t max_open_streams = 100000;
+  // When not empty, every RPC must carry the metadata "authorization: Bearer <token>";
+  // others are UNAUTHENTICATED.
+  std::string auth_token;
 };
 
 class ControlService final : public ferry::v1::Ferry::Service {
@@ -46,6 +51,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
                              ferry::v1::ServerInfo* response) override;
 
  private:
+  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
+  grpc::Status Authorize(const grpc::ServerContext* context) const;
+
   ControlServiceOptions options_;
   BlockStore* store_;
   TicketRegistry* tickets_;

@@ -41,6 +41,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.data_threads = static_cast<uint32_t>(options.threads);
   control.connection = options.connection;
   control.ticket_ttl = options.ticket_ttl;
+  control.max_open_streams = options.max_open_streams;
+  control.auth_token = options.auth_token;
   server->service_ =
       std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get());
 

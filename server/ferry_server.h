@@ -31,6 +31,9 @@ struct FerryServerOptions {
   ConnectionOptions connection;
   size_t max_open_files = 1024;
   absl::Duration ticket_ttl = absl::Minutes(10);
+  size_t max_open_streams = 100000;
+  // Shared secret every control-plane call must present (empty: no auth).
+  std::string auth_token;
 };
 
 class FerryServer {

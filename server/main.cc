@@ -18,6 +18,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/auth_token.h"
 #include "common/flag_names.h"
 #include "server/ferry_server.h"
 
@@ -40,6 +41,11 @@ ABSL_FLAG(int64_t, max_connections, 10000,
           "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error frame.");
 ABSL_FLAG(int, max_iowq_workers, 64,
           "Cap on each data-plane ring's io-wq workers, bounded and unbounded (0: kernel default).");
+ABSL_FLAG(int64_t, max_open_streams, 100000,
+          "Streams open at once; OpenStream past it answers RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a shared secret; when set, every control-plane call must carry "
+          "'authorization: Bearer <secret>'.");
 ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
@@ -93,6 +99,16 @@ int Main() {
   options.connection.io_timeout = absl::GetFlag(FLAGS_io_timeout);
   options.max_open_files = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_files)));
   options.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
+  options.max_open_streams =
+      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_streams)));
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::string> token = ferry::ReadAuthToken(path);
+    if (!token.ok()) {
+      LOG(ERROR) << "ferry_server: " << token.status();
+      return 2;
+    }
+    options.auth_token = *std::move(token);
+  }
   options.max_connections =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
   options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));

@@ -167,3 +167,57 @@ TEST(SparkFixtureTest, ServesSparkWrittenFilesWithAdler32AndCrc32Checksums) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(ControlPlaneAuthTest, CallsWithoutTheTokenAreUnauthenticated) {
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.auth_token = "s3cret-token";
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = (*server)->control_target();
+
+  ShuffleClient anonymous;
+  EXPECT_EQ(anonymous.control().GetServerInfo(target).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous.control().OpenStream(target, kApp, {{0, 0, 0, 1}}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  ShuffleClient wrong(absl::Seconds(30), "s3cret-tokeX");
+  EXPECT_EQ(wrong.control().ListShuffles(target, kApp).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ((*server)->tickets().size(), 0u);
+
+  ShuffleClient client(absl::Seconds(30), "s3cret-token");
+  auto fetched = client.FetchToBuffers(kApp, {{target, {0, 0, 0, 1}}});
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ((*fetched)[0], data.Expected(0, 0, 0, 1));
+}
+
+TEST(ControlPlaneLimitsTest, OpenStreamsPastTheLimitAreResourceExhausted) {
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.max_open_streams = 2;
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ControlClient control;
+  const std::string target = (*server)->control_target();
+  auto a = control.OpenStream(target, kApp, {{0, 0, 0, 1}});
+  auto b = control.OpenStream(target, kApp, {{0, 0, 0, 1}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = control.OpenStream(target, kApp, {{0, 0, 0, 1}});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("retry later"), std::string::npos);
+  ASSERT_TRUE(control.CloseStream(target, a->ticket()).ok());
+  EXPECT_TRUE(control.OpenStream(target, kApp, {{0, 0, 0, 1}}).ok());
+}
+
+}  // namespace
+}  // namespace ferry

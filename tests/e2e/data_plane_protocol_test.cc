@@ -308,3 +308,36 @@ TEST(DataPlaneLimitsTest, ConnectionsOverTheLimitGetABusyErrorNotASilentClose) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(DataPlaneLimitsTest, AClientThatSendsNothingIsDroppedAfterTheIdleTimeout) {
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {100});
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.connection.idle_timeout = absl::Milliseconds(200);
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  UniqueFd silent = Dial((*server)->data_port());  // reads give up after 10 s
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(ReadUntilClose(silent.get()), "");
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_GE(waited, absl::Milliseconds(150));
+  EXPECT_LT(waited, absl::Seconds(5));
+  // Others are still served.
+  ControlClient control;
+  auto handle = control.OpenStream((*server)->control_target(), kApp, {{0, 0, 0, 1}});
+  ASSERT_TRUE(handle.ok());
+  Ticket t;
+  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  UniqueFd fd = Dial((*server)->data_port());
+  SendRequest(fd.get(), t, 0, 1, 0);
+  ::shutdown(fd.get(), SHUT_WR);
+  EXPECT_EQ(ReadUntilClose(fd.get()).size(), kResponseHeaderBytes + 100);
+}
+
+}  // namespace
+}  // namespace ferry
