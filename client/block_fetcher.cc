@@ -55,9 +55,10 @@ std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& serve
 }
 
 absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
-                         const FetchStreamOptions& options) {
+                         const FetchStreamOptions& options, size_t* whole_blocks) {
   const auto& blocks = plan.handle.blocks();
   const size_t n = static_cast<size_t>(blocks.size());
+  *whole_blocks = 0;
   absl::StatusOr<UniqueFd> socket = ConnectData(plan, absl::Now() + options.io_timeout);
   if (!socket.ok()) return socket.status();
   const int fd = socket->get();
@@ -128,6 +129,7 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
         sink.Receive(fd, plan.caller_index[next], header->length, verifier, name, deadline);
     if (!received.ok()) return received;
     in_flight -= info.length();
+    *whole_blocks = next + 1;
   }
   return absl::OkStatus();
 }

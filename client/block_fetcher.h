@@ -35,8 +35,11 @@ struct FetchStreamOptions {
   absl::Duration io_timeout = absl::Seconds(60);
 };
 
-// Call from a fiber. Errors name the block and the server.
-absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink, const FetchStreamOptions& options);
+// Call from a fiber. Errors name the block and the server. `*whole_blocks` is set to
+// the number of the stream's leading blocks delivered whole to the sink (all of them on
+// success), so a caller can resume after the last whole block.
+absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink, const FetchStreamOptions& options,
+                         size_t* whole_blocks);
 
 // "shuffle 1 map 2 reduce 3 from server host:port" (or "reduce [a, b)").
 std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& server);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -35,23 +36,47 @@ absl::StatusOr<std::string> ResolveHost(const std::string& address) {
   return std::string(text);
 }
 
-absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
-                                                const std::vector<BlockLocation>& blocks,
-                                                BlockSink& sink, const FetchOptions& options) {
+namespace {
+
+// Errors another attempt (maybe at another server) can fix.
+bool IsRetryable(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+absl::Status ShuffleClient::FetchRound(const std::string& app_id,
+                                       const std::vector<BlockLocation>& blocks,
+                                       const std::vector<size_t>& pending,
+                                       const std::vector<std::string>& server_of, BlockSink& sink,
+                                       const FetchOptions& options, std::vector<bool>& done,
+                                       bool* retryable, FetchStats& stats) {
+  *retryable = true;
+  absl::Status first_error;
+  auto fail = [&](const absl::Status& s) {
+    if (!IsRetryable(s)) *retryable = false;
+    if (first_error.ok()) first_error = s;
+  };
   // One stream per server, blocks in the caller's order within each.
   std::map<std::string, std::vector<size_t>> by_server;
-  for (size_t i = 0; i < blocks.size(); ++i) by_server[blocks[i].server].push_back(i);
-
+  for (size_t i : pending) by_server[server_of[i]].push_back(i);
   std::vector<StreamPlan> plans;
-  absl::Status status;
   for (auto& [server, indexes] : by_server) {
     std::vector<BlockId> refs;
     refs.reserve(indexes.size());
     for (size_t i : indexes) refs.push_back(blocks[i].block);
     absl::StatusOr<ferry::v1::StreamHandle> handle = control_.OpenStream(server, app_id, refs);
     if (!handle.ok()) {
-      status = handle.status();
-      break;
+      fail(handle.status());
+      continue;  // the other servers' blocks can still arrive this round
     }
     StreamPlan plan;
     plan.server = server;
@@ -62,20 +87,18 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
         plan.handle.data_host().empty()
             ? ResolveHost(server)
             : ResolveHost(absl::StrCat(plan.handle.data_host(), ":0"));
-    plans.push_back(std::move(plan));
     if (!host.ok()) {
-      status = host.status();
-      break;
+      (void)control_.CloseStream(server, plan.handle.ticket());
+      fail(host.status());
+      continue;
     }
-    plans.back().data_host = *host;
+    plan.data_host = *host;
+    plans.push_back(std::move(plan));
   }
-
-  FetchStats stats;
-  stats.servers = plans.size();
-  if (status.ok() && !plans.empty()) {
+  if (!plans.empty() && (first_error.ok() || *retryable)) {
     absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
     if (!scheduler.ok()) {
-      status = scheduler.status();
+      fail(scheduler.status());
     } else {
       FetchStreamOptions stream_options;
       stream_options.verify_checksums = options.verify_checksums;
@@ -85,27 +108,71 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
       FiberScheduler* s = scheduler->get();
       for (const StreamPlan& plan : plans) {
         absl::Status spawned = s->Spawn([&, s] {
-          absl::Status result = FetchStream(plan, sink, stream_options);
-          if (!result.ok() && status.ok()) {
-            status = result;
-            s->Stop();  // the first error ends the fetch: cancel the other servers' I/O
+          size_t whole = 0;
+          absl::Status result = FetchStream(plan, sink, stream_options, &whole);
+          for (size_t k = 0; k < whole; ++k) {
+            done[plan.caller_index[k]] = true;
+            stats.bytes += plan.handle.blocks(static_cast<int>(k)).length();
           }
+          if (result.ok()) return;
+          // A fatal error ends the fetch: cancel the other servers' I/O. A retryable one
+          // leaves the other servers running; their blocks count.
+          if (!IsRetryable(result)) s->Stop();
+          fail(result);
         });
-        if (!spawned.ok() && status.ok()) status = spawned;
+        if (!spawned.ok()) fail(spawned);
       }
       const absl::Time start = absl::Now();
       s->Run();
-      stats.elapsed = absl::Now() - start;
+      stats.elapsed += absl::Now() - start;
     }
   }
   for (const StreamPlan& plan : plans) {
     (void)control_.CloseStream(plan.server, plan.handle.ticket());
   }
-  if (!status.ok()) return status;
-  stats.blocks = blocks.size();
-  for (const StreamPlan& plan : plans) {
-    for (const auto& info : plan.handle.blocks()) stats.bytes += info.length();
+  stats.servers = std::max(stats.servers, plans.size());
+  return first_error;
+}
+
+absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
+                                                const std::vector<BlockLocation>& blocks,
+                                                BlockSink& sink, const FetchOptions& options) {
+  FetchStats stats;
+  std::vector<bool> done(blocks.size(), false);
+  std::vector<std::string> server_of(blocks.size());
+  absl::Duration backoff = options.retry_backoff;
+  absl::Status status;
+  const int attempts = std::max(1, options.max_attempts);
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    std::vector<size_t> pending;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (done[i]) continue;
+      pending.push_back(i);
+      // Round k asks location k (the server, then each replica), wrapping around.
+      const size_t choices = 1 + blocks[i].replicas.size();
+      const size_t pick = static_cast<size_t>(attempt) % choices;
+      server_of[i] = pick == 0 ? blocks[i].server : blocks[i].replicas[pick - 1];
+    }
+    if (pending.empty()) {
+      status = absl::OkStatus();  // everything arrived; an error after the last block is moot
+      break;
+    }
+    if (attempt > 0) {
+      absl::SleepFor(backoff);  // the calling thread, between rounds: no fiber runs
+      backoff *= 2;
+    }
+    bool retryable = true;
+    status = FetchRound(app_id, blocks, pending, server_of, sink, options, done, &retryable,
+                        stats);
+    if (status.ok() || !retryable) break;
   }
+  if (!status.ok()) {
+    const size_t missing = static_cast<size_t>(std::count(done.begin(), done.end(), false));
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (", missing, " of ", blocks.size(),
+                                     " blocks not fetched)"));
+  }
+  stats.blocks = blocks.size();
   return stats;
 }
 

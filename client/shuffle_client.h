@@ -10,6 +10,10 @@
 //
 // Fetch() blocks the calling thread; sinks and callbacks run on it, one block at a
 // time. A ShuffleClient may be shared by threads (each Fetch runs its own scheduler).
+// Failures that another attempt can fix (a server down, a connection lost, a timeout,
+// a busy server) are retried (FetchOptions::max_attempts), resuming after the last
+// whole block and failing over to replicas; others (bad request, corruption) end the
+// fetch at once.
 #ifndef FERRY_CLIENT_SHUFFLE_CLIENT_H_
 #define FERRY_CLIENT_SHUFFLE_CLIENT_H_
 
@@ -27,6 +31,9 @@ namespace ferry {
 struct BlockLocation {
   std::string server;  // the control plane's "host:port"
   BlockId block;
+  // Other servers holding the same block (Spark's replicas), tried in order when
+  // `server` keeps failing.
+  std::vector<std::string> replicas = {};
 };
 
 struct FetchOptions {
@@ -36,6 +43,13 @@ struct FetchOptions {
   uint64_t max_bytes_in_flight = uint64_t{64} << 20;
   // Deadline for each connect, send and receive on the data plane.
   absl::Duration io_timeout = absl::Seconds(60);
+  // Rounds of fetching: after a retryable failure (server unreachable, connection
+  // lost, timed out, busy) the blocks not yet delivered whole are asked again, from the
+  // same server or, round by round, from the next replica. Blocks delivered whole are
+  // never fetched twice; a block cut off mid-way is fetched again from its start.
+  int max_attempts = 4;
+  // Pause before the second round; doubles each round.
+  absl::Duration retry_backoff = absl::Milliseconds(100);
 };
 
 struct FetchStats {
@@ -66,6 +80,15 @@ class ShuffleClient {
                                                           const FetchOptions& options = {});
 
  private:
+  // One round: every block in `pending` (caller indexes) from `server_of[i]`; marks
+  // delivered blocks in `done`. Returns the first error, if any, and whether every
+  // error of the round was retryable.
+  absl::Status FetchRound(const std::string& app_id, const std::vector<BlockLocation>& blocks,
+                          const std::vector<size_t>& pending,
+                          const std::vector<std::string>& server_of, BlockSink& sink,
+                          const FetchOptions& options, std::vector<bool>& done, bool* retryable,
+                          FetchStats& stats);
+
   ControlClient control_;
 };
 

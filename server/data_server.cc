@@ -134,6 +134,10 @@ void DataServer::Stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+  // Close the listeners too: one left open stays in the port's SO_REUSEPORT group, and
+  // the kernel would keep handing it connections that nobody accepts (a server
+  // restarted on the same port would lose a share of its clients to it).
+  listeners_.clear();
 }
 
 DataServer::~DataServer() { Stop(); }

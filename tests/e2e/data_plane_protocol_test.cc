@@ -341,3 +341,26 @@ TEST(DataPlaneLimitsTest, AClientThatSendsNothingIsDroppedAfterTheIdleTimeout) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(DataPlaneLifecycleTest, ShutdownClosesTheListeners) {
+  TempDir dir;
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.threads = 2;
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint16_t port = (*server)->data_port();
+  (*server)->Shutdown();
+  // A listener left open would still complete handshakes into a backlog nobody
+  // accepts; a closed one refuses.
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr = testing::LoopbackAddress(port);
+  EXPECT_NE(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(errno, ECONNREFUSED);
+}
+
+}  // namespace
+}  // namespace ferry
