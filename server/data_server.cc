@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -88,6 +89,15 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
 }
 
 void DataServer::RunThread(size_t i) {
+  // splice(2) into a socket whose peer is gone raises SIGPIPE, and unlike send() it has
+  // no MSG_NOSIGNAL. The signal is sent to the thread that made the call, so blocking it
+  // here keeps a vanished client from killing the process (the call still fails with
+  // EPIPE, which the connection handles) without touching other threads' signals.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+
   FiberScheduler* scheduler = schedulers_[i].get();
   const int listener = listeners_[i].get();
   (void)scheduler->Spawn([this, scheduler, listener] {
