@@ -7,9 +7,10 @@
 
 namespace ferry {
 
-BlockVerifier::BlockVerifier(const ferry::v1::BlockInfo& info, std::string name, bool enabled)
+BlockVerifier::BlockVerifier(const ferry::v1::BlockInfo& info, const std::string& name,
+                             bool enabled)
     : info_(info),
-      name_(std::move(name)),
+      name_(name),
       enabled_(enabled),
       algorithm_(static_cast<ChecksumAlgorithm>(info.checksum_algorithm())),
       running_(algorithm_) {

@@ -16,9 +16,10 @@ namespace ferry {
 
 class BlockVerifier {
  public:
-  // `info` must outlive the verifier; `name` labels errors (block and server). A
-  // verifier built with `enabled` false checks nothing.
-  BlockVerifier(const ferry::v1::BlockInfo& info, std::string name, bool enabled = true);
+  // `info` and `name` (which labels errors: block and server) must outlive the
+  // verifier; neither is copied, since one verifier is made per block. A verifier built
+  // with `enabled` false checks nothing.
+  BlockVerifier(const ferry::v1::BlockInfo& info, const std::string& name, bool enabled = true);
 
   // False when disabled or the block has no stored checksums: nothing to verify.
   bool active() const;
@@ -33,7 +34,7 @@ class BlockVerifier {
   absl::Status EndPartition();
 
   const ferry::v1::BlockInfo& info_;
-  std::string name_;
+  const std::string& name_;
   bool enabled_;
   ChecksumAlgorithm algorithm_;
   int partition_ = 0;
