@@ -45,6 +45,7 @@
 #include "common/io/sync.h"
 #include "common/shuffle_writer.h"
 #include "common/unique_fd.h"
+#include "tests/testing/server_process.h"
 
 ABSL_FLAG(std::string, server_binary, "bazel-bin/server/ferry_server",
           "The ferry_server binary to run.");
@@ -104,17 +105,6 @@ const std::string& DataDir() {
   return *dir;
 }
 
-uint16_t FreePort() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  FERRY_CHECK(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  FERRY_CHECK(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  return ntohs(addr.sin_port);
-}
-
 double SelfCpuSeconds() {
   rusage r;
   ::getrusage(RUSAGE_SELF, &r);
@@ -122,88 +112,9 @@ double SelfCpuSeconds() {
          1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
-// A ferry_server child process, one per (mode, threads), kept for the whole run.
-class ServerProcess {
- public:
-  ServerProcess(bool splice, int threads) {
-    control_ = FreePort();
-    data_ = FreePort();
-    std::vector<std::string> args = {
-        absl::GetFlag(FLAGS_server_binary), "--data-dir=" + DataDir(),
-        absl::StrCat("--control-address=127.0.0.1:", control_),
-        absl::StrCat("--data-address=127.0.0.1:", data_), absl::StrCat("--threads=", threads),
-        splice ? "--mode=splice" : "--mode=copy"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = ::fork();
-    FERRY_CHECK(pid_ >= 0);
-    if (pid_ == 0) {
-      // The child dies with the benchmark, and its output goes nowhere: its log lines
-      // would interleave with the tables, and an inherited pipe would outlive us.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int null = ::open("/dev/null", O_WRONLY);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ShuffleClient probe;
-    absl::Status info = absl::UnavailableError("not asked");
-    for (int i = 0; i < 100; ++i) {
-      info = probe.control().GetServerInfo(control_target()).status();
-      if (info.ok()) break;
-      ::usleep(100000);
-    }
-    if (!info.ok()) {
-      std::fprintf(stderr, "ferry_server did not come up: %s\n", info.ToString().c_str());
-      std::exit(1);
-    }
-  }
-  ~ServerProcess() {
-    ::kill(pid_, SIGTERM);
-    int status;
-    ::waitpid(pid_, &status, 0);
-  }
-  std::string control_target() const { return absl::StrCat("127.0.0.1:", control_); }
-  uint16_t data_port() const { return data_; }
-  double CpuSeconds() const {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
-    std::string line;
-    std::getline(in, line);
-    const size_t close = line.rfind(')');
-    std::vector<std::string> fields;
-    std::string field;
-    for (char c : line.substr(close + 2)) {
-      if (c == ' ') {
-        fields.push_back(field);
-        field.clear();
-      } else {
-        field.push_back(c);
-      }
-    }
-    return static_cast<double>(std::stoll(fields[11]) + std::stoll(fields[12])) /
-           static_cast<double>(::sysconf(_SC_CLK_TCK));
-  }
-  double RssMiB() const {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
-    std::string key;
-    while (in >> key) {
-      if (key == "VmRSS:") {
-        double kb;
-        in >> kb;
-        return kb / 1024;
-      }
-    }
-    return 0;
-  }
+using ::ferry::testing::ServerProcess;
 
- private:
-  pid_t pid_ = 0;
-  uint16_t control_ = 0;
-  uint16_t data_ = 0;
-};
-
+// One ferry_server child process per (mode, threads), kept for the whole run.
 std::map<std::pair<bool, int>, std::unique_ptr<ServerProcess>>& Servers() {
   static auto* servers = new std::map<std::pair<bool, int>, std::unique_ptr<ServerProcess>>;
   return *servers;
@@ -211,7 +122,17 @@ std::map<std::pair<bool, int>, std::unique_ptr<ServerProcess>>& Servers() {
 
 ServerProcess& Server(bool splice, int threads = 2) {
   auto& s = Servers()[{splice, threads}];
-  if (s == nullptr) s = std::make_unique<ServerProcess>(splice, threads);
+  if (s == nullptr) {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(
+        absl::GetFlag(FLAGS_server_binary), DataDir(),
+        {absl::StrCat("--threads=", threads), splice ? "--mode=splice" : "--mode=copy"});
+    if (!started.ok()) {
+      std::fprintf(stderr, "ferry_server did not come up: %s\n",
+                   started.status().ToString().c_str());
+      std::exit(1);
+    }
+    s = *std::move(started);
+  }
   return *s;
 }
 

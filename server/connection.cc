@@ -33,14 +33,24 @@ struct Failure {
 
 class Connection {
  public:
-  Connection(UniqueFd socket, const TicketRegistry& tickets, const ConnectionOptions& options)
-      : socket_(std::move(socket)), tickets_(tickets), options_(options) {}
+  Connection(UniqueFd socket, const TicketRegistry& tickets, const ConnectionOptions& options,
+             ConnectionControl* control)
+      : socket_(std::move(socket)), tickets_(tickets), options_(options), control_(control) {
+    if (control_ != nullptr) control_->fd = socket_.get();
+  }
+  ~Connection() {
+    if (control_ != nullptr) control_->fd = -1;
+  }
 
   void Serve();
 
  private:
   // The socket operations, through the configured engine.
   ssize_t ReadRequest(char (&frame)[kRequestBytes]);
+  bool Draining() const {
+    return control_ != nullptr && control_->draining != nullptr &&
+           control_->draining->load(std::memory_order_relaxed);
+  }
   ssize_t SendBytes(const void* data, size_t len, int flags);
   ssize_t SendPipe(size_t len, bool more);
 
@@ -60,6 +70,7 @@ class Connection {
   UniqueFd socket_;
   const TicketRegistry& tickets_;
   const ConnectionOptions& options_;
+  ConnectionControl* control_;
   std::optional<Pipe> pipe_;           // splice mode, created on first use
   std::unique_ptr<char[]> buffer_;     // copy mode, created on first use
 };
@@ -73,6 +84,12 @@ absl::Status Connection::PeerError(ssize_t res, absl::string_view what) const {
 }
 
 ssize_t Connection::ReadRequest(char (&frame)[kRequestBytes]) {
+  if (Draining()) {
+    // Serve what the peer has already sent, without waiting for more: a request still
+    // on its way finds the connection closed at a frame boundary, which a client
+    // retries elsewhere. The direct MSG_DONTWAIT recv works on either engine's socket.
+    return RecvFullReady(socket_.get(), frame, kRequestBytes, absl::Now());
+  }
   const absl::Time deadline = absl::Now() + options_.idle_timeout;
   if (options_.engine == IoEngine::kInline) {
     return RecvFullReady(socket_.get(), frame, kRequestBytes, deadline);
@@ -105,6 +122,7 @@ void Connection::Serve() {
     if (n == 0) return;  // the peer closed between requests: a clean end
     std::optional<Failure> failure;
     if (n < 0) return;   // idle timeout, reset, or stopping: nobody to tell
+    if (control_ != nullptr) control_->serving = true;
     if (n != static_cast<ssize_t>(sizeof(frame))) {
       failure = Failure{absl::InvalidArgumentError(absl::StrCat(
           "connection closed after ", n, " bytes of a ", kRequestBytes, "-byte request"))};
@@ -116,6 +134,7 @@ void Connection::Serve() {
     } else {
       failure = ServeRequest(*request);
     }
+    if (control_ != nullptr) control_->serving = false;
     if (!failure.has_value()) continue;
     if (failure->can_send_error) {
       const std::string error = EncodeErrorFrame(failure->status, failure->block_index);
@@ -314,8 +333,8 @@ absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64
 }  // namespace
 
 void ServeConnection(UniqueFd socket, const TicketRegistry& tickets,
-                     const ConnectionOptions& options) {
-  Connection(std::move(socket), tickets, options).Serve();
+                     const ConnectionOptions& options, ConnectionControl* control) {
+  Connection(std::move(socket), tickets, options, control).Serve();
 }
 
 }  // namespace ferry

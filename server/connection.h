@@ -19,6 +19,7 @@
 #ifndef FERRY_SERVER_CONNECTION_H_
 #define FERRY_SERVER_CONNECTION_H_
 
+#include <atomic>
 #include <cstddef>
 
 #include "absl/time/time.h"
@@ -52,10 +53,24 @@ struct ConnectionOptions {
   absl::Duration io_timeout = absl::Seconds(30);
 };
 
-// Serves `socket` until the peer closes, errs or stalls, or the scheduler stops. Call
-// from a fiber. `tickets` must outlive the call.
+// What the server thread running a connection sees of it and can tell it. Touched only
+// on that thread (fibers switch only at I/O waits), so it needs no lock.
+struct ConnectionControl {
+  // The connection's socket, set by ServeConnection for as long as it serves.
+  int fd = -1;
+  // True from the moment a whole request has been read until its last byte is sent: an
+  // idle connection (false) may be shut down by a draining server.
+  bool serving = false;
+  // Once true, the connection serves only the requests already in its socket buffer,
+  // then closes (the server is draining). May be null.
+  const std::atomic<bool>* draining = nullptr;
+};
+
+// Serves `socket` until the peer closes, errs or stalls, the server drains, or the
+// scheduler stops. Call from a fiber. `tickets` must outlive the call; `control`, if
+// given, the call too.
 void ServeConnection(UniqueFd socket, const TicketRegistry& tickets,
-                     const ConnectionOptions& options);
+                     const ConnectionOptions& options, ConnectionControl* control = nullptr);
 
 }  // namespace ferry
 

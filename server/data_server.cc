@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "absl/strings/numbers.h"
@@ -82,6 +84,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     server->schedulers_.push_back(*std::move(scheduler));
   }
   server->port_ = port;
+  server->live_.resize(server->schedulers_.size());
   for (size_t i = 0; i < server->schedulers_.size(); ++i) {
     server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
   }
@@ -100,10 +103,17 @@ void DataServer::RunThread(size_t i) {
 
   FiberScheduler* scheduler = schedulers_[i].get();
   const int listener = listeners_[i].get();
-  (void)scheduler->Spawn([this, scheduler, listener] {
+  absl::flat_hash_set<ConnectionControl*>& live = live_[i];
+  (void)scheduler->Spawn([this, scheduler, listener, &live] {
     while (!scheduler->stopping()) {
       const int fd = Accept(listener);
       if (fd == -ECANCELED) return;
+      if (draining_.load(std::memory_order_relaxed)) {
+        // Drain() shut the listener down, which ends the accept with EINVAL. A
+        // connection that won the race is closed unserved; its client retries.
+        if (fd >= 0) ::close(fd);
+        return;
+      }
       if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
         // Out of descriptors or memory: back off instead of spinning on the error;
         // pending connections wait in the backlog.
@@ -127,8 +137,11 @@ void DataServer::RunThread(size_t i) {
         (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         continue;
       }
-      absl::Status spawned = scheduler->Spawn([this, c = std::move(conn)]() mutable {
-        ServeConnection(std::move(c), *tickets_, options_.connection);
+      absl::Status spawned = scheduler->Spawn([this, &live, c = std::move(conn)]() mutable {
+        ConnectionControl control{.draining = &draining_};
+        live.insert(&control);
+        ServeConnection(std::move(c), *tickets_, options_.connection, &control);
+        live.erase(&control);
         open_.fetch_sub(1, std::memory_order_relaxed);
       });
       if (!spawned.ok()) open_.fetch_sub(1, std::memory_order_relaxed);
@@ -137,6 +150,31 @@ void DataServer::RunThread(size_t i) {
     }
   });
   scheduler->RunUntilStopped();
+}
+
+size_t DataServer::Drain(absl::Duration grace) {
+  const absl::Time deadline = absl::Now() + grace;
+  draining_.store(true, std::memory_order_relaxed);
+  // shutdown() on a listening socket takes it out of the port (connections still in its
+  // backlog are reset) and wakes the pending accept with EINVAL.
+  for (const UniqueFd& l : listeners_) ::shutdown(l.get(), SHUT_RDWR);
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    schedulers_[i]->Post([this, i] {
+      // Idle connections wait for a request that must not be served now: end the wait
+      // with EOF. Busy ones see draining_ when their request is done.
+      for (ConnectionControl* c : live_[i]) {
+        if (!c->serving && c->fd >= 0) ::shutdown(c->fd, SHUT_RD);
+      }
+    });
+  }
+  // Bounded by `grace`: polling the counter keeps the connections' path free of any
+  // wake-up bookkeeping for a once-per-process event.
+  while (open_.load(std::memory_order_relaxed) > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const size_t cut = open_.load(std::memory_order_relaxed);
+  Stop();
+  return cut;
 }
 
 void DataServer::Stop() {

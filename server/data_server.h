@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/io/scheduler.h"
 #include "common/unique_fd.h"
 #include "server/connection.h"
@@ -49,6 +51,12 @@ class DataServer {
   uint64_t connections_open() const { return open_.load(std::memory_order_relaxed); }
   uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
 
+  // A graceful stop: stops accepting (the listeners leave the port, so new connections
+  // are refused), closes idle connections, and lets each busy one finish the requests
+  // it has already received, then Stop()s. Connections still busy after `grace` are cut.
+  // Returns how many were cut. Call from outside the server's threads, once.
+  size_t Drain(absl::Duration grace);
+
   // Stops accepting, cancels every connection's pending I/O, waits for the threads.
   // Idempotent.
   void Stop();
@@ -64,6 +72,9 @@ class DataServer {
   std::vector<UniqueFd> listeners_;
   std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
   std::vector<std::thread> threads_;
+  // Per thread: its live connections. Touched only on that thread.
+  std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
+  std::atomic<bool> draining_{false};
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> refused_{0};

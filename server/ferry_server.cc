@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <thread>
+
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -71,11 +73,23 @@ std::string FerryServer::control_target() const {
   return absl::StrCat(host, ":", control_port_);
 }
 
-void FerryServer::Shutdown() {
-  if (shut_down_) return;
+size_t FerryServer::Shutdown(absl::Duration drain) {
+  if (shut_down_) return 0;
   shut_down_ = true;
-  grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  data_->Stop();
+  // Control RPCs take milliseconds; the deadline bounds a stuck one (gRPC cancels it),
+  // and gRPC's wait for clients to drop their idle channels, which it otherwise sits
+  // out in full.
+  const auto control_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  if (drain <= absl::ZeroDuration()) {
+    grpc_->Shutdown(control_deadline);
+    data_->Stop();
+    return 0;
+  }
+  // Both planes stop accepting at once; the data plane's drain does not wait for gRPC.
+  std::thread control([this, control_deadline] { grpc_->Shutdown(control_deadline); });
+  const size_t cut = data_->Drain(drain);
+  control.join();
+  return cut;
 }
 
 FerryServer::~FerryServer() { Shutdown(); }

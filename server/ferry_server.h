@@ -43,8 +43,10 @@ class FerryServer {
   FerryServer& operator=(const FerryServer&) = delete;
   ~FerryServer();
 
-  // Stops the control plane (in-flight RPCs finish), then the data plane. Idempotent.
-  void Shutdown();
+  // Stops the control plane (in-flight RPCs finish), then the data plane: at once with
+  // no `drain`, else gracefully (DataServer::Drain), cutting what is still busy when
+  // `drain` runs out. Returns the number of data-plane connections cut. Idempotent.
+  size_t Shutdown(absl::Duration drain = absl::ZeroDuration());
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const { return data_->port(); }

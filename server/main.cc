@@ -52,6 +52,9 @@ ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
           "Close a data connection that sends no request for this long.");
 ABSL_FLAG(absl::Duration, io_timeout, absl::Seconds(30),
           "Drop a data connection whose peer accepts no bytes for this long.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
+          "have already received before they are cut; 0 cuts them at once.");
 
 namespace {
 
@@ -134,7 +137,12 @@ int Main() {
   int signal = 0;
   sigwait(&signals, &signal);
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
-  (*server)->Shutdown();
+  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  const size_t cut = (*server)->Shutdown(drain);
+  if (cut > 0) {
+    LOG(WARNING) << "ferry_server: " << cut << " connections were still sending after "
+                 << absl::FormatDuration(drain) << " and were cut";
+  }
   LOG(INFO) << "ferry_server: stopped";
   return 0;
 }

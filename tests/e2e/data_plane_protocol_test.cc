@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/frame_header.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
 
@@ -20,43 +21,10 @@ using ::ferry::testing::TempDir;
 
 constexpr char kApp[] = "app-1";
 
-// A blocking client socket whose reads give up after 10 s.
-UniqueFd Dial(uint16_t port) {
-  UniqueFd fd = testing::ConnectLoopback(port);
-  timeval tv{.tv_sec = 10, .tv_usec = 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-void SendRequest(int fd, const Ticket& ticket, uint32_t first, uint32_t count, uint64_t offset) {
-  FetchRequest r;
-  r.ticket = ticket;
-  r.first_block = first;
-  r.block_count = count;
-  r.first_block_offset = offset;
-  char frame[kRequestBytes];
-  EncodeFetchRequest(r, frame);
-  ASSERT_EQ(::send(fd, frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
-}
-
-// Everything the server sends until it closes the connection (or `limit` bytes).
-std::string ReadUntilClose(int fd, size_t limit = size_t{1} << 30) {
-  std::string out;
-  char buf[65536];
-  while (out.size() < limit) {
-    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), limit - out.size()), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-ResponseHeader Header(absl::string_view bytes) {
-  auto h = DecodeResponseHeader(bytes.substr(0, kResponseHeaderBytes));
-  EXPECT_TRUE(h.ok()) << h.status();
-  return h.ok() ? *h : ResponseHeader{};
-}
+using ::ferry::testing::Dial;
+using ::ferry::testing::Header;
+using ::ferry::testing::ReadUntilClose;
+using ::ferry::testing::SendRequest;
 
 class DataPlaneProtocolTest : public ::testing::TestWithParam<testing::ServerConfig> {
  protected:

@@ -1,0 +1,158 @@
+// ferry_server as a process, stopped by a signal: it stops accepting, closes idle
+// connections, finishes the requests it has already received, and exits 0; a peer that
+// stops reading is cut when --drain-timeout runs out, and the exit is still clean.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/control_client.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/raw_client.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataSet;
+using ::ferry::testing::ReadBytes;
+using ::ferry::testing::ServerProcess;
+using ::ferry::testing::TempDir;
+
+constexpr char kApp[] = "app-1";
+constexpr size_t kBlockBytes = size_t{48} << 20;
+constexpr char kServerBinary[] = "server/ferry_server";
+
+// connect(2) to the port, without failing the test: 0 or the errno.
+int TryConnect(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class ShutdownTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_dir_ = dir_.path() + "/data";
+    ASSERT_EQ(::mkdir(data_dir_.c_str(), 0755), 0);
+    data_.AddMapOutput(data_dir_, kApp, 0, 0, {kBlockBytes, 1000});
+    log_ = dir_.path() + "/server.log";
+  }
+
+  void StartServer(absl::Duration drain) {
+    auto started = ServerProcess::Start(
+        kServerBinary, data_dir_,
+        {"--threads=2", absl::StrCat("--drain-timeout=", absl::FormatDuration(drain))}, log_);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+  }
+
+  Ticket OpenTicket() {
+    auto handle = control_.OpenStream(server_->control_target(), kApp, {{0, 0, 0, 1}});
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    Ticket t{};
+    if (handle.ok()) std::memcpy(t.data(), handle->ticket().data(), t.size());
+    return t;
+  }
+
+  TempDir dir_;
+  std::string data_dir_;
+  std::string log_;
+  DataSet data_;
+  ControlClient control_{absl::Seconds(5)};
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Seconds(60)));
+  const Ticket ticket = OpenTicket();
+  UniqueFd busy = testing::Dial(server_->data_port());
+  UniqueFd idle = testing::Dial(server_->data_port());
+  // Two pipelined requests: the whole block, then its tail from a resume offset. Both
+  // are in the server's hands before the signal.
+  constexpr uint64_t kResume = kBlockBytes - 12345;
+  testing::SendRequest(busy.get(), ticket, 0, 1, 0);
+  testing::SendRequest(busy.get(), ticket, 0, 1, kResume);
+  // The first megabyte arrives, and then the client reads nothing for a while: most of
+  // the block is still to be sent when the signal comes.
+  std::string got = ReadBytes(busy.get(), kResponseHeaderBytes + (size_t{1} << 20));
+  ASSERT_EQ(got.size(), kResponseHeaderBytes + (size_t{1} << 20));
+  absl::SleepFor(absl::Milliseconds(100));  // the second request reaches the server
+  const absl::Time signalled = absl::Now();
+  ASSERT_EQ(::kill(server_->pid(), SIGTERM), 0);
+
+  // An idle connection is closed at once (EOF, no frame), and new connections are
+  // refused once the listeners are gone, while the busy connection still waits.
+  char byte;
+  EXPECT_EQ(::recv(idle.get(), &byte, 1, 0), 0);
+  int refused = 0;
+  for (int i = 0; i < 200 && (refused = TryConnect(server_->data_port())) == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  EXPECT_EQ(refused, ECONNREFUSED);
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
+
+  // Both requests are answered in full, every byte as written, then the connection ends.
+  got += testing::ReadUntilClose(busy.get());
+  const std::string block = data_.Expected(0, 0, 0, 1);
+  ASSERT_EQ(got.size(), 2 * kResponseHeaderBytes + kBlockBytes + (kBlockBytes - kResume));
+  const ResponseHeader first = testing::Header(got);
+  EXPECT_EQ(first.kind, FrameKind::kBlock);
+  EXPECT_EQ(first.length, kBlockBytes);
+  EXPECT_TRUE(got.compare(kResponseHeaderBytes, kBlockBytes, block) == 0);
+  const absl::string_view second =
+      absl::string_view(got).substr(kResponseHeaderBytes + kBlockBytes);
+  EXPECT_EQ(testing::Header(second).offset, kResume);
+  EXPECT_TRUE(second.substr(kResponseHeaderBytes) == absl::string_view(block).substr(kResume));
+
+  absl::StatusOr<int> status = server_->SignalAndWait(0, absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << ReadFile(log_);
+  EXPECT_EQ(ReadFile(log_).find("were cut"), std::string::npos) << ReadFile(log_);
+}
+
+TEST_F(ShutdownTest, APeerThatStopsReadingIsCutAtTheDrainTimeout) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Seconds(1)));
+  const Ticket ticket = OpenTicket();
+  UniqueFd stalled = testing::Dial(server_->data_port());
+  testing::SendRequest(stalled.get(), ticket, 0, 1, 0);
+  ASSERT_EQ(ReadBytes(stalled.get(), kResponseHeaderBytes).size(), kResponseHeaderBytes);
+
+  const absl::Time signalled = absl::Now();
+  absl::StatusOr<int> status = server_->SignalAndWait(SIGTERM, absl::Seconds(20));
+  const absl::Duration took = absl::Now() - signalled;
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << ReadFile(log_);
+  EXPECT_GE(took, absl::Milliseconds(900));
+  EXPECT_LT(took, absl::Seconds(15));
+  EXPECT_NE(ReadFile(log_).find("1 connections were still sending"), std::string::npos)
+      << ReadFile(log_);
+  // The client sees the block end early: it can tell, and retry elsewhere.
+  EXPECT_LT(testing::ReadUntilClose(stalled.get()).size(), kBlockBytes);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,153 @@
+#include "tests/testing/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/control_client.h"
+#include "common/check.h"
+#include "common/unique_fd.h"
+
+namespace ferry::testing {
+
+uint16_t FreeLoopbackPort() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  FERRY_CHECK(fd.valid());
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  FERRY_CHECK(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  FERRY_CHECK(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  return ntohs(addr.sin_port);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
+    const std::string& log_path) {
+  std::unique_ptr<ServerProcess> p(new ServerProcess);
+  p->control_port_ = FreeLoopbackPort();
+  p->data_port_ = FreeLoopbackPort();
+  std::vector<std::string> argv_strings = {
+      binary, "--data-dir=" + data_dir,
+      absl::StrCat("--control-address=127.0.0.1:", p->control_port_),
+      absl::StrCat("--data-address=127.0.0.1:", p->data_port_)};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string log = log_path.empty() ? "/dev/null" : log_path;
+  p->pid_ = ::fork();
+  if (p->pid_ < 0) return absl::ErrnoToStatus(errno, "fork for ferry_server");
+  if (p->pid_ == 0) {
+    // Only async-signal-safe calls from here to exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out >= 0) {
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(out, STDERR_FILENO);
+    }
+    // The parent may have blocked signals (a data-plane thread blocks SIGPIPE); the
+    // server starts from a clean mask like any process started from a shell.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  absl::Status info = absl::UnavailableError("not asked yet");
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    // A new channel each time: a channel that failed once waits out gRPC's reconnect
+    // backoff (a second and growing) before it tries again.
+    info = ControlClient(absl::Seconds(2)).GetServerInfo(p->control_target()).status();
+    if (info.ok()) return p;
+    int status;
+    if (::waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
+      p->reaped_ = true;
+      return absl::InternalError(absl::StrCat(binary, " exited during startup with status ",
+                                              status, "; log: ", log));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(binary, " did not answer within 20 s: ",
+                                                  info.ToString(), "; log: ", log));
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(pid_, SIGKILL);
+  int status;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+std::string ServerProcess::control_target() const {
+  return absl::StrCat("127.0.0.1:", control_port_);
+}
+
+absl::StatusOr<int> ServerProcess::SignalAndWait(int signal, absl::Duration timeout) {
+  if (reaped_) return absl::FailedPreconditionError("ferry_server was already reaped");
+  if (signal != 0 && ::kill(pid_, signal) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("kill ", pid_));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    int status;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      return status;
+    }
+    if (r < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "waitpid ferry_server");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "ferry_server (pid ", pid_, ") still runs ", absl::FormatDuration(timeout),
+          " after signal ", signal));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+double ServerProcess::CpuSeconds() const {
+  std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
+  std::string line;
+  std::getline(in, line);
+  // Fields after the command name, which is in parentheses and may hold spaces;
+  // utime and stime are fields 14 and 15 of the whole line.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  long long utime = 0;
+  long long stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double ServerProcess::RssMiB() const {
+  std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      double kb = 0;
+      in >> kb;
+      return kb / 1024;
+    }
+  }
+  return 0;
+}
+
+}  // namespace ferry::testing

@@ -1,0 +1,59 @@
+// A ferry_server child process on free loopback ports: for tests of the binary itself
+// (signals, exit codes) and for benchmarks that measure the server apart from the
+// client (its CPU time and RSS).
+#ifndef FERRY_TESTS_TESTING_SERVER_PROCESS_H_
+#define FERRY_TESTS_TESTING_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ferry::testing {
+
+class ServerProcess {
+ public:
+  // Starts `binary --data-dir=<data_dir> --control-address=... --data-address=...
+  // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. Its
+  // stdout and stderr go to `log_path` (or nowhere), never to an inherited pipe, and it
+  // is killed if this process dies.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      const std::string& binary, const std::string& data_dir,
+      const std::vector<std::string>& args, const std::string& log_path = "");
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  // Kills the process if it still runs, and reaps it.
+  ~ServerProcess();
+
+  pid_t pid() const { return pid_; }
+  std::string control_target() const;
+  uint16_t data_port() const { return data_port_; }
+
+  // Sends `signal` (if not 0), then waits up to `timeout` for the process to exit.
+  // Returns its wait status (see WIFEXITED), or DEADLINE_EXCEEDED if it still runs.
+  absl::StatusOr<int> SignalAndWait(int signal, absl::Duration timeout);
+
+  // User + system CPU seconds so far, and resident memory now (from /proc).
+  double CpuSeconds() const;
+  double RssMiB() const;
+
+ private:
+  ServerProcess() = default;
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  uint16_t control_port_ = 0;
+  uint16_t data_port_ = 0;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t FreeLoopbackPort();
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_TESTING_SERVER_PROCESS_H_
