@@ -21,15 +21,25 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view call,
 }  // namespace
 
 void ControlClient::Prepare(grpc::ClientContext& context) const {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
-  if (!auth_token_.empty()) context.AddMetadata("authorization", "Bearer " + auth_token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  if (!options_.auth_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.auth_token);
+  }
 }
 
 std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& server) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[server];
   if (channel == nullptr) {
-    channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (options_.tls_root_certs.empty()) {
+      credentials = grpc::InsecureChannelCredentials();
+    } else {
+      grpc::SslCredentialsOptions tls;
+      tls.pem_root_certs = options_.tls_root_certs;
+      credentials = grpc::SslCredentials(tls);
+    }
+    channel = grpc::CreateChannel(server, credentials);
   }
   return ferry::v1::Ferry::NewStub(channel);
 }

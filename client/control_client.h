@@ -19,12 +19,22 @@
 
 namespace ferry {
 
+struct ControlClientOptions {
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // When not empty, goes with every call as "authorization: Bearer ...".
+  std::string auth_token;
+  // PEM CA certificates. When not empty, every channel is TLS and the server's
+  // certificate must chain to one of them and name the host dialled; when empty, the
+  // channel is plaintext.
+  std::string tls_root_certs;
+};
+
 class ControlClient {
  public:
-  // `auth_token`, when not empty, goes with every call as "authorization: Bearer ...".
+  explicit ControlClient(ControlClientOptions options) : options_(std::move(options)) {}
   explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30),
                          std::string auth_token = "")
-      : rpc_timeout_(rpc_timeout), auth_token_(std::move(auth_token)) {}
+      : ControlClient(Options(rpc_timeout, std::move(auth_token))) {}
 
   // `server` is the control plane's "host:port".
   absl::StatusOr<ferry::v1::StreamHandle> OpenStream(const std::string& server,
@@ -36,12 +46,17 @@ class ControlClient {
   absl::StatusOr<ferry::v1::ServerInfo> GetServerInfo(const std::string& server);
 
  private:
+  static ControlClientOptions Options(absl::Duration rpc_timeout, std::string auth_token) {
+    ControlClientOptions options;
+    options.rpc_timeout = rpc_timeout;
+    options.auth_token = std::move(auth_token);
+    return options;
+  }
   std::unique_ptr<ferry::v1::Ferry::Stub> Stub(const std::string& server);
   // Sets the call's deadline and credentials.
   void Prepare(grpc::ClientContext& context) const;
 
-  absl::Duration rpc_timeout_;
-  std::string auth_token_;
+  const ControlClientOptions options_;
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
 };

@@ -46,6 +46,9 @@ ABSL_FLAG(bool, verify, true, "fetch: verify stored checksums.");
 ABSL_FLAG(bool, batch, false,
           "fetch: ask for each map output's partitions as one contiguous segment (Spark's "
           "batch fetch) instead of one block per partition.");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA certificates: reach the control plane over TLS and check the server's "
+          "certificate against them.");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding the server's shared secret, when it requires one.");
 ABSL_FLAG(std::string, max_in_flight, "64M", "fetch: bound on bytes requested but not received.");
@@ -307,16 +310,24 @@ int main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   if (command == "gen") return ferry::Gen();
-  std::string token;
+  ferry::ControlClientOptions control;
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     absl::StatusOr<std::string> read = ferry::ReadAuthToken(path);
     if (!read.ok()) {
       std::fprintf(stderr, "ferry: %s\n", read.status().ToString().c_str());
       return 2;
     }
-    token = *std::move(read);
+    control.auth_token = *std::move(read);
   }
-  ferry::ShuffleClient client(absl::Seconds(30), token);
+  if (const std::string path = absl::GetFlag(FLAGS_tls_ca_file); !path.empty()) {
+    absl::StatusOr<std::string> read = ferry::ReadPemFile(path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "ferry: %s\n", read.status().ToString().c_str());
+      return 2;
+    }
+    control.tls_root_certs = *std::move(read);
+  }
+  ferry::ShuffleClient client(std::move(control));
   if (command == "fetch") return ferry::Fetch(client);
   if (command == "ls") return ferry::Ls(client);
   if (command == "info") return ferry::Info(client);

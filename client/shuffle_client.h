@@ -61,6 +61,8 @@ struct FetchStats {
 
 class ShuffleClient {
  public:
+  // How to reach the servers' control planes: RPC timeout, shared secret, TLS.
+  explicit ShuffleClient(ControlClientOptions control) : control_(std::move(control)) {}
   // `auth_token`: the servers' shared secret, when they require one.
   explicit ShuffleClient(absl::Duration rpc_timeout = absl::Seconds(30),
                          std::string auth_token = "")

@@ -9,12 +9,34 @@
 
 namespace ferry {
 
-absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::ErrnoToStatus(errno, absl::StrCat("read auth token file ", path));
+namespace {
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::ErrnoToStatus(errno, absl::StrCat("read ", what, " file ", path));
   std::stringstream contents;
   contents << in.rdbuf();
-  const std::string token(absl::StripAsciiWhitespace(contents.str()));
+  return contents.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadWhole(path, "PEM");
+  if (!pem.ok()) return pem.status();
+  if (pem->size() > (size_t{1} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is over 1 MiB: not a PEM file"));
+  }
+  if (pem->find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " holds no PEM block"));
+  }
+  return pem;
+}
+
+absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadWhole(path, "auth token");
+  if (!contents.ok()) return contents.status();
+  const std::string token(absl::StripAsciiWhitespace(*contents));
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " holds no token"));
   for (char c : token) {
     if (c < 0x21 || c > 0x7e) {

@@ -1,5 +1,6 @@
-// The control plane's shared secret: read from a file by both ferry_server
-// (--auth-token-file) and clients (the ferry CLI, ControlClient users).
+// The control plane's credentials, read from files by both ferry_server and clients
+// (the ferry CLI, ControlClient users): the shared secret (--auth-token-file) and the
+// TLS certificates and keys (--tls-*-file).
 #ifndef FERRY_COMMON_AUTH_TOKEN_H_
 #define FERRY_COMMON_AUTH_TOKEN_H_
 
@@ -13,6 +14,11 @@ namespace ferry {
 // when it is empty or holds characters outside printable ASCII (gRPC metadata values
 // must be); NOT_FOUND or another errno status when it cannot be read.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path);
+
+// A PEM file (TLS certificate chain, private key or CA bundle) for gRPC's credentials:
+// its contents, INVALID_ARGUMENT naming the file when it holds no PEM block or is
+// larger than 1 MiB.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path);
 
 }  // namespace ferry
 

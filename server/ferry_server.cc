@@ -17,6 +17,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     return absl::InvalidArgumentError(
         absl::StrCat("data dir '", options.data_dir, "' is not a directory"));
   }
+  if (options.tls_cert_chain.empty() != options.tls_private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both a certificate chain and its private key, or neither");
+  }
   std::unique_ptr<FerryServer> server(new FerryServer);
   server->options_ = options;
   server->store_ = std::make_unique<BlockStore>(
@@ -50,8 +54,13 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
 
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(options.control_address, grpc::InsecureServerCredentials(),
-                           &selected_port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_chain.empty()) {
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_cert_chain});
+    credentials = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort(options.control_address, credentials, &selected_port);
   builder.RegisterService(server->service_.get());
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || selected_port == 0) {

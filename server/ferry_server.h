@@ -34,6 +34,10 @@ struct FerryServerOptions {
   size_t max_open_streams = 100000;
   // Shared secret every control-plane call must present (empty: no auth).
   std::string auth_token;
+  // PEM certificate chain and private key: when both are set, the control plane speaks
+  // only TLS; when both are empty, only plaintext.
+  std::string tls_cert_chain;
+  std::string tls_private_key;
 };
 
 class FerryServer {

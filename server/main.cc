@@ -46,6 +46,10 @@ ABSL_FLAG(int64_t, max_open_streams, 100000,
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a shared secret; when set, every control-plane call must carry "
           "'authorization: Bearer <secret>'.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain for the control plane; with --tls-key-file, the control "
+          "plane speaks only TLS.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls-cert-file.");
 ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
@@ -112,6 +116,23 @@ int Main() {
     }
     options.auth_token = *std::move(token);
   }
+  const std::string cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  const std::string key_file = absl::GetFlag(FLAGS_tls_key_file);
+  if (cert_file.empty() != key_file.empty()) {
+    LOG(ERROR) << "ferry_server: --tls-cert-file and --tls-key-file go together";
+    return 2;
+  }
+  if (!cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ferry::ReadPemFile(cert_file);
+    absl::StatusOr<std::string> key =
+        cert.ok() ? ferry::ReadPemFile(key_file) : absl::StatusOr<std::string>(cert.status());
+    if (!key.ok()) {
+      LOG(ERROR) << "ferry_server: " << key.status();
+      return 2;
+    }
+    options.tls_cert_chain = *std::move(cert);
+    options.tls_private_key = *std::move(key);
+  }
   options.max_connections =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
   options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));
@@ -133,7 +154,8 @@ int Main() {
             << ": control plane on port " << (*server)->control_port() << " ("
             << options.control_address << "), data plane on port " << (*server)->data_port()
             << " (" << options.data_address << "), " << options.threads << " threads, mode "
-            << mode << ", io engine " << engine;
+            << mode << ", io engine " << engine
+            << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
   int signal = 0;
   sigwait(&signals, &signal);
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";

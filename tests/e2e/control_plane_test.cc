@@ -1,8 +1,11 @@
 // The control plane's answers and errors, and serving a Spark-format fixture written
 // without Ferry's writer.
+#include <sys/stat.h>
+
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth_token.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
 
@@ -196,6 +199,82 @@ TEST(ControlPlaneAuthTest, CallsWithoutTheTokenAreUnauthenticated) {
   auto fetched = client.FetchToBuffers(kApp, {{target, {0, 0, 0, 1}}});
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ((*fetched)[0], data.Expected(0, 0, 0, 1));
+}
+
+// A CA and a server certificate for 127.0.0.1 it signed, made with Debian's openssl
+// (scripts/setup installs it) in `dir`: ca.pem, server.pem, server.key. Returns false
+// (with the tool's output in the failure) if openssl fails.
+bool MakeCertificates(const std::string& dir, const std::string& ca_name) {
+  const std::string log = dir + "/openssl.log";
+  const std::string script = absl::StrCat(
+      "set -e; cd '", dir, "'; exec >'", log, "' 2>&1; ",
+      "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext; ",
+      "/usr/bin/openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout ca.key -out ca.pem -days 2 -subj /CN=", ca_name, "; ",
+      "/usr/bin/openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout server.key -out server.csr -subj /CN=127.0.0.1; ",
+      "/usr/bin/openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+      "-out server.pem -days 2 -extfile san.ext");
+  const int rc = std::system(("bash -c \"" + script + "\"").c_str());
+  EXPECT_EQ(rc, 0) << "openssl failed; see " << log;
+  return rc == 0;
+}
+
+std::string Slurp(const std::string& path) {
+  auto pem = ReadPemFile(path);
+  EXPECT_TRUE(pem.ok()) << pem.status();
+  return pem.ok() ? *pem : "";
+}
+
+TEST(ControlPlaneTlsTest, TlsServerAnswersOnlyClientsThatTrustItsCertificate) {
+  TempDir dir;
+  TempDir other;
+  ASSERT_TRUE(MakeCertificates(dir.path(), "ferry-test-ca"));
+  ASSERT_TRUE(MakeCertificates(other.path(), "some-other-ca"));
+  DataSet data;
+  const std::string data_dir = dir.path() + "/data";
+  ASSERT_EQ(::mkdir(data_dir.c_str(), 0755), 0);
+  data.AddMapOutput(data_dir, kApp, 0, 0, {1000, 70000});
+  FerryServerOptions options;
+  options.data_dir = data_dir;
+  options.tls_cert_chain = Slurp(dir.path() + "/server.pem");
+  options.tls_private_key = Slurp(dir.path() + "/server.key");
+  auto server = FerryServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = (*server)->control_target();
+
+  // A client that trusts the CA fetches through the TLS control plane, every byte.
+  ControlClientOptions trust;
+  trust.tls_root_certs = Slurp(dir.path() + "/ca.pem");
+  ShuffleClient trusting(trust);
+  auto fetched = trusting.FetchToBuffers(kApp, {{target, {0, 0, 0, 1}}, {target, {0, 0, 1, 2}}});
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ((*fetched)[0], data.Expected(0, 0, 0, 1));
+  EXPECT_EQ((*fetched)[1], data.Expected(0, 0, 1, 2));
+
+  // Plaintext, and TLS that trusts another CA, get no answer and open no stream.
+  ShuffleClient plaintext(absl::Seconds(3));
+  EXPECT_EQ(plaintext.control().GetServerInfo(target).status().code(),
+            absl::StatusCode::kUnavailable);
+  ControlClientOptions distrust;
+  distrust.rpc_timeout = absl::Seconds(3);
+  distrust.tls_root_certs = Slurp(other.path() + "/ca.pem");
+  ShuffleClient distrusting(distrust);
+  const absl::Status refused =
+      distrusting.control().OpenStream(target, kApp, {{0, 0, 0, 1}}).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_EQ((*server)->tickets().size(), 0u);
+}
+
+TEST(ControlPlaneTlsTest, ACertificateWithoutItsKeyIsRejected) {
+  TempDir dir;
+  ASSERT_TRUE(MakeCertificates(dir.path(), "ferry-test-ca"));
+  FerryServerOptions options;
+  options.data_dir = dir.path();
+  options.tls_cert_chain = Slurp(dir.path() + "/server.pem");
+  EXPECT_EQ(FerryServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadPemFile(dir.path() + "/san.ext").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ControlPlaneLimitsTest, OpenStreamsPastTheLimitAreResourceExhausted) {
