@@ -55,10 +55,10 @@ std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& serve
 }
 
 absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
-                         const FetchStreamOptions& options, size_t* whole_blocks) {
+                         const FetchStreamOptions& options, StreamProgress* progress) {
   const auto& blocks = plan.handle.blocks();
   const size_t n = static_cast<size_t>(blocks.size());
-  *whole_blocks = 0;
+  *progress = StreamProgress{};
   absl::StatusOr<UniqueFd> socket = ConnectData(plan, absl::Now() + options.io_timeout);
   if (!socket.ok()) return socket.status();
   const int fd = socket->get();
@@ -127,9 +127,16 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
     BlockVerifier verifier(info, name, options.verify_checksums);
     absl::Status received =
         sink.Receive(fd, plan.caller_index[next], header->length, verifier, name, deadline);
-    if (!received.ok()) return received;
+    if (!received.ok()) {
+      if (const std::optional<ChecksumMismatch>& bad = verifier.mismatch()) {
+        progress->corrupt_partition = BlockId{info.id().shuffle_id(), info.id().map_id(),
+                                              bad->reduce_id, bad->reduce_id + 1};
+        progress->corrupt_received_checksum = bad->received;
+      }
+      return received;
+    }
     in_flight -= info.length();
-    *whole_blocks = next + 1;
+    progress->whole_blocks = next + 1;
   }
   return absl::OkStatus();
 }

@@ -7,12 +7,14 @@
 #define FERRY_CLIENT_BLOCK_FETCHER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
+#include "common/block_id.h"
 #include "proto/ferry.pb.h"
 
 namespace ferry {
@@ -35,11 +37,19 @@ struct FetchStreamOptions {
   absl::Duration io_timeout = absl::Seconds(60);
 };
 
-// Call from a fiber. Errors name the block and the server. `*whole_blocks` is set to
-// the number of the stream's leading blocks delivered whole to the sink (all of them on
-// success), so a caller can resume after the last whole block.
+struct StreamProgress {
+  // The stream's leading blocks delivered whole to the sink (all of them on success),
+  // so a caller can resume after the last whole block.
+  size_t whole_blocks = 0;
+  // Set when the fetch failed because a partition's bytes failed their stored
+  // checksum: the partition, and the checksum of what was received.
+  std::optional<BlockId> corrupt_partition;
+  uint32_t corrupt_received_checksum = 0;
+};
+
+// Call from a fiber. Errors name the block and the server.
 absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink, const FetchStreamOptions& options,
-                         size_t* whole_blocks);
+                         StreamProgress* progress);
 
 // "shuffle 1 map 2 reduce 3 from server host:port" (or "reduce [a, b)").
 std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& server);

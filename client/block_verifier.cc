@@ -24,6 +24,7 @@ bool BlockVerifier::active() const {
 absl::Status BlockVerifier::EndPartition() {
   const ferry::v1::PartitionChecksum& p = info_.partitions(partition_);
   if (running_.Value() != p.checksum()) {
+    mismatch_ = ChecksumMismatch{info_.id().start_reduce_id() + partition_, running_.Value()};
     status_ = absl::DataLossError(absl::StrFormat(
         "%s: partition %d of the block (%d bytes) fails its %s check: stored 0x%08x, "
         "received bytes give 0x%08x",

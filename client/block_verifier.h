@@ -5,6 +5,7 @@
 #define FERRY_CLIENT_BLOCK_VERIFIER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -13,6 +14,12 @@
 #include "proto/ferry.pb.h"
 
 namespace ferry {
+
+// The first partition whose received bytes failed their stored checksum.
+struct ChecksumMismatch {
+  int32_t reduce_id = 0;
+  uint32_t received = 0;
+};
 
 class BlockVerifier {
  public:
@@ -30,6 +37,9 @@ class BlockVerifier {
   // Call after the last byte: checks that every partition was seen whole.
   absl::Status Finish();
 
+  // Set once a partition's bytes failed their checksum (not for a short block).
+  const std::optional<ChecksumMismatch>& mismatch() const { return mismatch_; }
+
  private:
   absl::Status EndPartition();
 
@@ -41,6 +51,7 @@ class BlockVerifier {
   uint64_t left_in_partition_ = 0;
   Checksum running_;
   absl::Status status_;
+  std::optional<ChecksumMismatch> mismatch_;
 };
 
 }  // namespace ferry

@@ -102,4 +102,23 @@ absl::StatusOr<ferry::v1::ServerInfo> ControlClient::GetServerInfo(const std::st
   return info;
 }
 
+absl::StatusOr<ferry::v1::CorruptionDiagnosis> ControlClient::DiagnoseCorruption(
+    const std::string& server, const std::string& app_id, const BlockId& partition,
+    uint32_t received_checksum) {
+  ferry::v1::DiagnoseCorruptionRequest request;
+  request.set_app_id(app_id);
+  ferry::v1::BlockId* id = request.mutable_block();
+  id->set_shuffle_id(partition.shuffle_id);
+  id->set_map_id(partition.map_id);
+  id->set_start_reduce_id(partition.start_reduce_id);
+  id->set_end_reduce_id(partition.end_reduce_id);
+  request.set_received_checksum(received_checksum);
+  grpc::ClientContext context;
+  Prepare(context);
+  ferry::v1::CorruptionDiagnosis response;
+  grpc::Status status = Stub(server)->DiagnoseCorruption(&context, request, &response);
+  if (!status.ok()) return Annotate(status, "DiagnoseCorruption", server);
+  return response;
+}
+
 }  // namespace ferry

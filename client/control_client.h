@@ -44,6 +44,10 @@ class ControlClient {
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
                                                                const std::string& app_id);
   absl::StatusOr<ferry::v1::ServerInfo> GetServerInfo(const std::string& server);
+  // `partition`: one reduce partition; `received_checksum`: over the bytes received.
+  absl::StatusOr<ferry::v1::CorruptionDiagnosis> DiagnoseCorruption(
+      const std::string& server, const std::string& app_id, const BlockId& partition,
+      uint32_t received_checksum);
 
  private:
   static ControlClientOptions Options(absl::Duration rpc_timeout, std::string auth_token) {

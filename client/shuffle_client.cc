@@ -61,10 +61,11 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
                                        bool* retryable, FetchStats& stats) {
   *retryable = true;
   absl::Status first_error;
-  auto fail = [&](const absl::Status& s) {
-    if (!IsRetryable(s)) *retryable = false;
+  auto fail = [&](const absl::Status& s, bool retry_helps) {
+    if (!retry_helps) *retryable = false;
     if (first_error.ok()) first_error = s;
   };
+  auto fail_status = [&](const absl::Status& s) { fail(s, IsRetryable(s)); };
   // One stream per server, blocks in the caller's order within each.
   std::map<std::string, std::vector<size_t>> by_server;
   for (size_t i : pending) by_server[server_of[i]].push_back(i);
@@ -75,7 +76,7 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     for (size_t i : indexes) refs.push_back(blocks[i].block);
     absl::StatusOr<ferry::v1::StreamHandle> handle = control_.OpenStream(server, app_id, refs);
     if (!handle.ok()) {
-      fail(handle.status());
+      fail_status(handle.status());
       continue;  // the other servers' blocks can still arrive this round
     }
     StreamPlan plan;
@@ -89,16 +90,23 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
             : ResolveHost(absl::StrCat(plan.handle.data_host(), ":0"));
     if (!host.ok()) {
       (void)control_.CloseStream(server, plan.handle.ticket());
-      fail(host.status());
+      fail_status(host.status());
       continue;
     }
     plan.data_host = *host;
     plans.push_back(std::move(plan));
   }
+  // Streams that failed on a checksum mismatch, diagnosed once the round is over.
+  struct Corrupt {
+    const StreamPlan* plan;
+    StreamProgress progress;
+    absl::Status status;
+  };
+  std::vector<Corrupt> corrupt;
   if (!plans.empty() && (first_error.ok() || *retryable)) {
     absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
     if (!scheduler.ok()) {
-      fail(scheduler.status());
+      fail_status(scheduler.status());
     } else {
       FetchStreamOptions stream_options;
       stream_options.verify_checksums = options.verify_checksums;
@@ -108,24 +116,41 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
       FiberScheduler* s = scheduler->get();
       for (const StreamPlan& plan : plans) {
         absl::Status spawned = s->Spawn([&, s] {
-          size_t whole = 0;
-          absl::Status result = FetchStream(plan, sink, stream_options, &whole);
-          for (size_t k = 0; k < whole; ++k) {
+          StreamProgress progress;
+          absl::Status result = FetchStream(plan, sink, stream_options, &progress);
+          for (size_t k = 0; k < progress.whole_blocks; ++k) {
             done[plan.caller_index[k]] = true;
             stats.bytes += plan.handle.blocks(static_cast<int>(k)).length();
           }
           if (result.ok()) return;
+          if (progress.corrupt_partition.has_value()) {
+            // Whether a refetch can help is for the server to say, after the round.
+            corrupt.push_back({&plan, progress, result});
+            return;
+          }
           // A fatal error ends the fetch: cancel the other servers' I/O. A retryable one
           // leaves the other servers running; their blocks count.
           if (!IsRetryable(result)) s->Stop();
-          fail(result);
+          fail_status(result);
         });
-        if (!spawned.ok()) fail(spawned);
+        if (!spawned.ok()) fail_status(spawned);
       }
       const absl::Time start = absl::Now();
       s->Run();
       stats.elapsed += absl::Now() - start;
     }
+  }
+  for (const Corrupt& c : corrupt) {
+    // Spark's corruption diagnosis: the server rereads the partition and compares the
+    // stored, on-disk and received checksums. Only damage in transfer is worth a refetch.
+    absl::StatusOr<ferry::v1::CorruptionDiagnosis> diagnosis =
+        control_.DiagnoseCorruption(c.plan->server, app_id, *c.progress.corrupt_partition,
+                                    c.progress.corrupt_received_checksum);
+    const std::string verdict = diagnosis.ok()
+                                    ? diagnosis->explanation()
+                                    : absl::StrCat("no diagnosis (", diagnosis.status().message(), ")");
+    fail(absl::DataLossError(absl::StrCat(c.status.message(), "; ", verdict)),
+         diagnosis.ok() && diagnosis->cause() == ferry::v1::CAUSE_TRANSFER);
   }
   for (const StreamPlan& plan : plans) {
     (void)control_.CloseStream(plan.server, plan.handle.ticket());

@@ -1,8 +1,12 @@
 #include "server/control_service.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
 
@@ -31,6 +35,30 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// The checksum of `length` bytes of the block's data file from `offset`, read through a
+// bounded buffer. DATA_LOSS if the file ends first.
+absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, ChecksumAlgorithm algorithm) {
+  constexpr size_t kBufferBytes = size_t{1} << 20;
+  auto buffer = std::make_unique<char[]>(kBufferBytes);
+  Checksum checksum(algorithm);
+  uint64_t pos = block.offset;
+  uint64_t left = block.length;
+  while (left > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kBufferBytes));
+    const ssize_t n = ::pread(block.file->fd.get(), buffer.get(), want, static_cast<off_t>(pos));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", block.file->path));
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", block.name,
+                                              " does (byte ", block.offset + block.length, ")"));
+    }
+    checksum.Update(absl::string_view(buffer.get(), static_cast<size_t>(n)));
+    pos += static_cast<uint64_t>(n);
+    left -= static_cast<uint64_t>(n);
+  }
+  return checksum.Value();
 }
 
 }  // namespace
@@ -148,6 +176,55 @@ grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
   response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
   response->set_io_engine(options_.connection.engine == IoEngine::kInline ? "inline" : "uring");
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
+                                                const ferry::v1::DiagnoseCorruptionRequest* request,
+                                                ferry::v1::CorruptionDiagnosis* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  const ferry::v1::BlockId& id = request->block();
+  const BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
+  if (static_cast<int64_t>(key.end_reduce_id) - key.start_reduce_id != 1) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
+  }
+  absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request->app_id(), key);
+  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  if (resolved->checksum_algorithm == ChecksumAlgorithm::kNone || resolved->partitions.empty()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        absl::StrCat(resolved->block.name, " has no stored checksum to diagnose against")));
+  }
+  const ChecksumAlgorithm algorithm = resolved->checksum_algorithm;
+  const uint32_t stored = resolved->partitions[0].checksum;
+  const uint32_t received = request->received_checksum();
+  response->set_checksum_algorithm(ToProto(algorithm));
+  response->set_stored_checksum(stored);
+  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(resolved->block, algorithm);
+  if (!disk.ok() && disk.status().code() != absl::StatusCode::kDataLoss) {
+    return ToGrpcStatus(disk.status());
+  }
+  if (disk.ok()) response->set_disk_checksum(*disk);
+  const std::string alg(ChecksumAlgorithmName(algorithm));
+  if (!disk.ok() || *disk != stored) {
+    response->set_cause(ferry::v1::CAUSE_DISK);
+    response->set_explanation(
+        disk.ok() ? absl::StrFormat("the disk is to blame: %s's bytes on disk now give %s "
+                                    "0x%08x, but 0x%08x was stored when they were written",
+                                    resolved->block.name, alg, *disk, stored)
+                  : absl::StrCat("the disk is to blame: ", disk.status().message()));
+  } else if (received != stored) {
+    response->set_cause(ferry::v1::CAUSE_TRANSFER);
+    response->set_explanation(absl::StrFormat(
+        "the transfer is to blame: %s's bytes on disk still match the stored %s 0x%08x, "
+        "but the bytes received give 0x%08x",
+        resolved->block.name, alg, stored, received));
+  } else {
+    response->set_cause(ferry::v1::CAUSE_NONE);
+    response->set_explanation(absl::StrFormat(
+        "no corruption: the received %s 0x%08x matches the stored one and the disk",
+        alg, received));
+  }
   return grpc::Status::OK;
 }
 

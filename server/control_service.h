@@ -1,6 +1,7 @@
 // ControlService: the gRPC control plane (proto/ferry.proto). It validates requests,
 // resolves blocks through the BlockStore, registers streams with the TicketRegistry and
-// answers with the data plane's endpoint. It never touches payload bytes.
+// answers with the data plane's endpoint. It touches payload bytes only to diagnose a
+// corruption a client reports (DiagnoseCorruption rereads that one partition).
 //
 // Thread-safe: gRPC calls it from its own threads.
 #ifndef FERRY_SERVER_CONTROL_SERVICE_H_
@@ -49,6 +50,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const ferry::v1::ServerInfoRequest* request,
                              ferry::v1::ServerInfo* response) override;
+  grpc::Status DiagnoseCorruption(grpc::ServerContext* context,
+                                  const ferry::v1::DiagnoseCorruptionRequest* request,
+                                  ferry::v1::CorruptionDiagnosis* response) override;
 
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.

@@ -44,6 +44,15 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   ControlServiceOptions control;
   control.data_host = data.host;
   control.data_port = server->data_->port();
+  if (!options.advertise_data_address.empty()) {
+    if (absl::Status s = ParseHostPort(options.advertise_data_address, &control.data_host,
+                                       &control.data_port);
+        !s.ok() || control.data_port == 0) {
+      server->data_->Stop();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "advertised data address '", options.advertise_data_address, "' is not host:port"));
+    }
+  }
   control.data_threads = static_cast<uint32_t>(options.threads);
   control.connection = options.connection;
   control.ticket_ttl = options.ticket_ttl;

@@ -23,6 +23,9 @@ struct FerryServerOptions {
   // host:port for each plane; port 0 picks a free one (see the accessors).
   std::string control_address = "127.0.0.1:0";
   std::string data_address = "127.0.0.1:0";
+  // The data plane's "host:port" as clients must dial it, when that differs from
+  // data_address (NAT, a proxy). Empty: data_address's host and bound port.
+  std::string advertise_data_address;
   int threads = 1;
   size_t max_connections = 10000;
   // Caps on each data-plane ring's io-wq workers (0: the kernel's default). The uring

@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, control_address, "127.0.0.1:7070",
           "host:port of the gRPC control plane.");
 ABSL_FLAG(std::string, data_address, "127.0.0.1:7071",
           "IPv4 host:port of the data plane (port 0 picks a free one).");
+ABSL_FLAG(std::string, advertise_data_address, "",
+          "host:port clients must dial for the data plane, when it differs from "
+          "--data-address (NAT, a proxy).");
 ABSL_FLAG(int, threads, 0, "Data-plane threads; 0 means one per core.");
 ABSL_FLAG(std::string, mode, "splice",
           "Data-plane mode: splice (file -> pipe -> socket, zero copy) or copy (read, then "
@@ -133,6 +136,7 @@ int Main() {
     options.tls_cert_chain = *std::move(cert);
     options.tls_private_key = *std::move(key);
   }
+  options.advertise_data_address = absl::GetFlag(FLAGS_advertise_data_address);
   options.max_connections =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
   options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));

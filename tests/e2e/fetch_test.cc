@@ -9,8 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "common/frame_header.h"
+#include "tests/e2e/corrupting_proxy.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/server_process.h"
 
 namespace ferry {
 namespace {
@@ -179,10 +182,43 @@ TEST_P(FetchTest, BytesChangedOnDiskAreReportedAsCorruptionNamingTheBlock) {
   EXPECT_NE(fetched.status().message().find("shuffle 3 map 8 reduce 1"), std::string::npos)
       << fetched.status();
   EXPECT_NE(fetched.status().message().find(target()), std::string::npos);
+  // The server rereads the partition: the disk no longer matches what was stored.
+  EXPECT_NE(fetched.status().message().find("the disk is to blame"), std::string::npos)
+      << fetched.status();
 
   FetchOptions unverified;
   unverified.verify_checksums = false;
   EXPECT_TRUE(client_.FetchToBuffers(kApp, data_.AllPartitions(target()), unverified).ok());
+}
+
+TEST_P(FetchTest, BytesDamagedInTransferAreDiagnosedAsSuchAndRefetched) {
+  data_.AddMapOutput(dir_.path(), kApp, 3, 8, {1000, 200000});
+  // The data plane is reached through a relay that flips a bit 5,000 bytes into
+  // partition 1's payload, on its first two connections.
+  const uint16_t data_port = testing::FreeLoopbackPort();
+  testing::CorruptingProxy proxy(data_port, 2 * kResponseHeaderBytes + 1000 + 5000, 2);
+  FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
+  options.data_address = absl::StrCat("127.0.0.1:", data_port);
+  options.advertise_data_address = absl::StrCat("127.0.0.1:", proxy.port());
+  server_ = testing::StartServer(options);
+  const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
+
+  FetchOptions once;
+  once.max_attempts = 1;
+  auto failed = client_.FetchToBuffers(kApp, blocks, once);
+  ASSERT_EQ(failed.status().code(), absl::StatusCode::kDataLoss) << failed.status();
+  EXPECT_NE(failed.status().message().find("shuffle 3 map 8 reduce 1"), std::string::npos)
+      << failed.status();
+  EXPECT_NE(failed.status().message().find("the transfer is to blame"), std::string::npos)
+      << failed.status();
+
+  // Damage in transfer is worth a refetch: the second connection is damaged too, the
+  // third is clean, and every byte arrives as written.
+  auto fetched = client_.FetchToBuffers(kApp, blocks);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ((*fetched)[0], data_.Expected(3, 8, 0, 1));
+  EXPECT_EQ((*fetched)[1], data_.Expected(3, 8, 1, 2));
+  EXPECT_EQ(proxy.connections(), 3);
 }
 
 TEST_P(FetchTest, DataFileTruncatedAfterOpenStreamGivesAnErrorNamingTheBlock) {

@@ -68,19 +68,28 @@ std::string ConfigName(const ServerConfig& config) {
                       config.engine == IoEngine::kInline ? "Inline" : "Uring");
 }
 
-std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
-                                         absl::Duration ticket_ttl, size_t pipe_bytes) {
+FerryServerOptions TestServerOptions(const std::string& data_dir, ServerConfig config) {
   FerryServerOptions options;
   options.data_dir = data_dir;
   options.threads = 2;
   options.connection.mode = config.mode;
   options.connection.engine = config.engine;
-  options.connection.pipe_bytes = pipe_bytes;
   options.connection.copy_buffer_bytes = size_t{256} << 10;
-  options.ticket_ttl = ticket_ttl;
+  return options;
+}
+
+std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
   auto server = FerryServer::Start(options);
   FERRY_CHECK(server.ok());
   return *std::move(server);
+}
+
+std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
+                                         absl::Duration ticket_ttl, size_t pipe_bytes) {
+  FerryServerOptions options = TestServerOptions(data_dir, config);
+  options.connection.pipe_bytes = pipe_bytes;
+  options.ticket_ttl = ticket_ttl;
+  return StartServer(options);
 }
 
 }  // namespace ferry::testing

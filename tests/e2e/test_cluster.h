@@ -45,6 +45,11 @@ std::vector<ServerConfig> AllServerConfigs();
 // "SpliceInline", "CopyUring", ...: a test-name suffix.
 std::string ConfigName(const ServerConfig& config);
 
+// The options the suites serve `data_dir` with under `config`: 2 threads, 1 MiB pipes,
+// 256 KiB copy buffers, loopback ports the kernel picks.
+FerryServerOptions TestServerOptions(const std::string& data_dir, ServerConfig config);
+// Starts a FerryServer (CHECK-fails on error).
+std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options);
 // Starts a FerryServer over `data_dir` (CHECK-fails on error).
 std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl = absl::Minutes(10),
