@@ -1,6 +1,7 @@
 #include "tests/testing/server_process.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,8 @@
 
 #include <cerrno>
 #include <fstream>
+#include <string>
+#include <vector>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -148,6 +151,53 @@ double ServerProcess::RssMiB() const {
     }
   }
   return 0;
+}
+
+namespace {
+
+// What each of the process's descriptors points at ("socket:[123]", "pipe:[45]", ...).
+std::vector<std::string> FdTargets(pid_t pid) {
+  std::vector<std::string> targets;
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      char target[256];
+      const ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+      targets.emplace_back(target, n > 0 ? static_cast<size_t>(n) : 0);
+    }
+    ::closedir(d);
+  }
+  return targets;
+}
+
+}  // namespace
+
+int ServerProcess::OpenFdCount() const { return static_cast<int>(FdTargets(pid_).size()); }
+
+int ServerProcess::PipeCount() const {
+  int n = 0;
+  for (const std::string& t : FdTargets(pid_)) n += t.rfind("pipe:", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+int ServerProcess::DataConnections() const {
+  // /proc/<pid>/net/tcp: "sl local_address rem_address st ...", addresses as
+  // HEXIP:HEXPORT, st in hex (0A listen, 06 time-wait).
+  std::ifstream in(absl::StrCat("/proc/", pid_, "/net/tcp"));
+  std::string line;
+  std::getline(in, line);  // the header
+  int n = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    const size_t colon = local.find(':');
+    if (colon == std::string::npos) continue;
+    const unsigned port = static_cast<unsigned>(std::stoul(local.substr(colon + 1), nullptr, 16));
+    if (port == data_port_ && state != "0A" && state != "06") ++n;
+  }
+  return n;
 }
 
 }  // namespace ferry::testing

@@ -41,6 +41,12 @@ class ServerProcess {
   // User + system CPU seconds so far, and resident memory now (from /proc).
   double CpuSeconds() const;
   double RssMiB() const;
+  // Entries in /proc/<pid>/fd now; of them, pipes.
+  int OpenFdCount() const;
+  int PipeCount() const;
+  // The server's open data-plane connections: TCP sockets on its data port other than
+  // listeners (and TIME_WAIT remnants, which hold no descriptor).
+  int DataConnections() const;
 
  private:
   ServerProcess() = default;
