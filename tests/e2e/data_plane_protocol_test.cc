@@ -4,7 +4,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/frame_header.h"
@@ -184,6 +186,43 @@ TEST_P(DataPlaneProtocolTest, ATruncatedRequestClosesTheConnection) {
   ASSERT_EQ(::send(fd.get(), frame.data(), 17, MSG_NOSIGNAL), 17);
   ::shutdown(fd.get(), SHUT_WR);
   EXPECT_EQ(ReadUntilClose(fd.get()), "");
+}
+
+TEST_P(DataPlaneProtocolTest, AHugeRequestDoesNotStarveAnotherConnectionOnItsThread) {
+  // One data-plane thread, so both connections share one scheduler. A reader that keeps
+  // up means the big request's socket may never fill, so the server must take turns of
+  // its own accord.
+  data_.AddMapOutput(dir_.path(), kApp, 1, 0, {size_t{4} << 20});
+  FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
+  options.threads = 1;
+  server_ = testing::StartServer(options);
+  constexpr int kBigBlocks = 256;  // 1 GiB
+  const Ticket big = Open(std::vector<BlockId>(kBigBlocks, BlockId{1, 0, 0, 1}));
+  const Ticket small = Open(All());
+  UniqueFd big_fd = Dial(server_->data_port());
+  SendRequest(big_fd.get(), big, 0, kBigBlocks, 0);
+  std::atomic<uint64_t> big_received{0};
+  std::thread reader([&] {
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::recv(big_fd.get(), buf, sizeof(buf), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      big_received += static_cast<uint64_t>(n);
+    }
+  });
+  while (big_received.load() < (uint64_t{16} << 20)) absl::SleepFor(absl::Milliseconds(1));
+
+  UniqueFd small_fd = Dial(server_->data_port());
+  SendRequest(small_fd.get(), small, 0, 1, 0);
+  const std::string answer = testing::ReadBytes(small_fd.get(), kResponseHeaderBytes + 100);
+  const uint64_t big_when_answered = big_received.load();
+  ASSERT_EQ(answer.size(), kResponseHeaderBytes + 100);
+  EXPECT_EQ(answer.substr(kResponseHeaderBytes), data_.Expected(0, 0, 0, 1));
+  const uint64_t big_total = kBigBlocks * (kResponseHeaderBytes + (uint64_t{4} << 20));
+  EXPECT_LT(big_when_answered, big_total / 2) << "the small request waited for the big one";
+  ::shutdown(big_fd.get(), SHUT_RDWR);
+  reader.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, DataPlaneProtocolTest,
