@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
+#include "common/frame_header.h"
 #include "common/flag_names.h"
 #include "common/unique_fd.h"
 
@@ -38,6 +40,10 @@ ABSL_FLAG(int, rounds, 1, "Times each connection fetches its share.");
 ABSL_FLAG(int64_t, max_in_flight, 64 << 20,
           "Ferry: bytes requested but not received per connection (1 = one block at a time, "
           "request/response like HTTP/1.1 without pipelining).");
+ABSL_FLAG(bool, raw, false,
+          "Ferry without the client library: one FETCH for the connection's whole share "
+          "over a plain blocking socket, read like the HTTP path (isolates the library's "
+          "own cost).");
 ABSL_FLAG(bool, batch, false,
           "Fetch each map output as one segment instead of one block per partition.");
 
@@ -156,6 +162,46 @@ absl::Status FetchHttp(const std::string& address, const std::string& app,
   return absl::OkStatus();
 }
 
+// Ferry's data plane over a plain blocking socket: one stream for the share, one FETCH
+// for all its blocks, every header checked, every payload drained into a 1 MiB buffer.
+absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const std::string& app,
+                      const std::vector<Segment>& segments) {
+  std::vector<BlockId> ids;
+  for (const Segment& s : segments) ids.push_back(s.id);
+  auto handle = client.control().OpenStream(server, app, ids);
+  if (!handle.ok()) return handle.status();
+  UniqueFd fd = Dial(absl::StrCat(server.substr(0, server.rfind(':')), ":", handle->data_port()));
+  if (!fd.valid()) return absl::UnavailableError("connect to the data plane");
+  FetchRequest request;
+  std::memcpy(request.ticket.data(), handle->ticket().data(), request.ticket.size());
+  request.block_count = static_cast<uint32_t>(ids.size());
+  char frame[kRequestBytes];
+  EncodeFetchRequest(request, frame);
+  if (::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(frame))) {
+    return absl::UnavailableError("send request");
+  }
+  std::vector<char> buf(1 << 20);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    char bytes[kResponseHeaderBytes];
+    size_t got = 0;
+    while (got < sizeof(bytes)) {
+      const ssize_t n = ::recv(fd.get(), bytes + got, sizeof(bytes) - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return absl::UnavailableError("response header");
+      got += static_cast<size_t>(n);
+    }
+    auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
+    if (!header.ok()) return header.status();
+    if (header->kind != FrameKind::kBlock || header->block_index != i ||
+        header->length != segments[i].length) {
+      return absl::InternalError(absl::StrCat("unexpected header for block ", i));
+    }
+    if (!Drain(fd.get(), header->length, buf)) return absl::UnavailableError("block payload");
+  }
+  (void)client.control().CloseStream(server, handle->ticket());
+  return absl::OkStatus();
+}
+
 int Main() {
   const std::string ferry = absl::GetFlag(FLAGS_ferry);
   const std::string http = absl::GetFlag(FLAGS_http);
@@ -190,7 +236,9 @@ int Main() {
       std::vector<BlockLocation> blocks;
       for (const Segment& s : shares[c]) blocks.push_back({ferry, s.id});
       for (int r = 0; r < rounds && results[c].ok(); ++r) {
-        if (http.empty()) {
+        if (absl::GetFlag(FLAGS_raw) && http.empty()) {
+          results[c] = FetchRaw(own, ferry, app, shares[c]);
+        } else if (http.empty()) {
           DiscardSink sink;
           results[c] = own.Fetch(app, blocks, sink, options).status();
         } else {

@@ -11,7 +11,9 @@
 //     The pipe belongs to the connection and dies with it, so a pipe left holding bytes
 //     by an error is never reused.
 //   * copy mode: read the segment into the connection's buffer, then send it.
-// Both modes put identical bytes on the wire.
+// A response of 64 KiB or more is sent with Nagle's algorithm on and pushed by setting
+// TCP_NODELAY once it is all queued (docs/protocol.md). Both modes put identical bytes on
+// the wire.
 //
 // A request that fails validation (bad frame, unknown or expired ticket, block range
 // out of bounds) or a block that cannot be served (its file shrank) gets an ERROR frame,

@@ -122,8 +122,6 @@ void DataServer::RunThread(size_t i) {
       }
       if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
       UniqueFd conn(fd);
-      const int one = 1;
-      ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       accepted_.fetch_add(1, std::memory_order_relaxed);
       if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
         open_.fetch_sub(1, std::memory_order_relaxed);
