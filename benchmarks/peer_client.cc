@@ -41,9 +41,9 @@ ABSL_FLAG(int64_t, max_in_flight, 64 << 20,
           "Ferry: bytes requested but not received per connection (1 = one block at a time, "
           "request/response like HTTP/1.1 without pipelining).");
 ABSL_FLAG(bool, raw, false,
-          "Ferry without the client library: one FETCH for the connection's whole share "
-          "over a plain blocking socket, read like the HTTP path (isolates the library's "
-          "own cost).");
+          "Ferry without the client library: a plain blocking socket read exactly like "
+          "the HTTP path, one FETCH for the connection's whole share (or, with "
+          "--max-in-flight=1, one per block per round trip).");
 ABSL_FLAG(bool, batch, false,
           "Fetch each map output as one segment instead of one block per partition.");
 
@@ -162,10 +162,13 @@ absl::Status FetchHttp(const std::string& address, const std::string& app,
   return absl::OkStatus();
 }
 
-// Ferry's data plane over a plain blocking socket: one stream for the share, one FETCH
-// for all its blocks, every header checked, every payload drained into a 1 MiB buffer.
+// Ferry's data plane over a plain blocking socket, read exactly as FetchHttp reads
+// nginx: one stream for the share; one FETCH for all its blocks, or with
+// `one_per_round_trip` one FETCH per block, each sent after the previous block arrived
+// (request/response, like HTTP/1.1 without pipelining). Every header is checked and
+// every payload drained into a 1 MiB buffer.
 absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const std::string& app,
-                      const std::vector<Segment>& segments) {
+                      const std::vector<Segment>& segments, bool one_per_round_trip) {
   std::vector<BlockId> ids;
   for (const Segment& s : segments) ids.push_back(s.id);
   auto handle = client.control().OpenStream(server, app, ids);
@@ -174,14 +177,20 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
   if (!fd.valid()) return absl::UnavailableError("connect to the data plane");
   FetchRequest request;
   std::memcpy(request.ticket.data(), handle->ticket().data(), request.ticket.size());
-  request.block_count = static_cast<uint32_t>(ids.size());
-  char frame[kRequestBytes];
-  EncodeFetchRequest(request, frame);
-  if (::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(frame))) {
+  auto send_request = [&](size_t first, size_t count) {
+    request.first_block = static_cast<uint32_t>(first);
+    request.block_count = static_cast<uint32_t>(count);
+    char frame[kRequestBytes];
+    EncodeFetchRequest(request, frame);
+    return ::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(sizeof(frame));
+  };
+  if (!one_per_round_trip && !send_request(0, ids.size())) {
     return absl::UnavailableError("send request");
   }
   std::vector<char> buf(1 << 20);
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (one_per_round_trip && !send_request(i, 1)) return absl::UnavailableError("send request");
     char bytes[kResponseHeaderBytes];
     size_t got = 0;
     while (got < sizeof(bytes)) {
@@ -237,7 +246,9 @@ int Main() {
       for (const Segment& s : shares[c]) blocks.push_back({ferry, s.id});
       for (int r = 0; r < rounds && results[c].ok(); ++r) {
         if (absl::GetFlag(FLAGS_raw) && http.empty()) {
-          results[c] = FetchRaw(own, ferry, app, shares[c]);
+          // A budget of one byte means one request per round trip, as for HTTP.
+          results[c] = FetchRaw(own, ferry, app, shares[c],
+                                absl::GetFlag(FLAGS_max_in_flight) <= 1);
         } else if (http.empty()) {
           DiscardSink sink;
           results[c] = own.Fetch(app, blocks, sink, options).status();
