@@ -20,14 +20,13 @@ constexpr size_t kScratchBytes = size_t{1} << 20;
 // While a large payload streams in, the socket's receive low-water mark (SO_RCVLOWAT)
 // is raised so that a receive waiting on an empty socket wakes once this many bytes are
 // queued rather than at every TCP segment: waking a parked fiber's thread is what the
-// receive path spends most on (benchmarks/results/client-receive-2026-11-30.md: 1.10 ->
-// 1.70 GB/s on one connection, 0.45 -> 0.37 client CPU s/GB). The mark never exceeds
-// the bytes still due in the current block, so a wait can always be satisfied (and a
-// closed or reset connection wakes it regardless), and it is 1 again before the next
-// header is read. Blocks under twice the mark keep the
-// default: for them the setsockopt calls would cost more than the wake-ups they save.
-// The mark drops back to 1 for a block's last kLowWaterBytes, so a block costs at most
-// two setsockopt calls.
+// receive path spent most on (benchmarks/results/client-receive-2026-11-30.md: 1.20 ->
+// 1.84 GB/s on one connection, 1.74 -> 1.98 on four). The mark never exceeds the bytes
+// still due in the current block, so a wait can always be satisfied (and a closed or
+// reset connection wakes it regardless). It drops back to 1 for a block's last
+// kLowWaterBytes, so the next header is read with the default and a block costs at most
+// two setsockopt calls; blocks under twice the mark are left alone, since for them the
+// calls would cost more than the wake-ups they save.
 constexpr uint64_t kLowWaterBytes = uint64_t{256} << 10;
 
 class LowWaterMark {

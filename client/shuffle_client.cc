@@ -146,9 +146,9 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     absl::StatusOr<ferry::v1::CorruptionDiagnosis> diagnosis =
         control_.DiagnoseCorruption(c.plan->server, app_id, *c.progress.corrupt_partition,
                                     c.progress.corrupt_received_checksum);
-    const std::string verdict = diagnosis.ok()
-                                    ? diagnosis->explanation()
-                                    : absl::StrCat("no diagnosis (", diagnosis.status().message(), ")");
+    const std::string verdict =
+        diagnosis.ok() ? diagnosis->explanation()
+                       : absl::StrCat("no diagnosis (", diagnosis.status().message(), ")");
     fail(absl::DataLossError(absl::StrCat(c.status.message(), "; ", verdict)),
          diagnosis.ok() && diagnosis->cause() == ferry::v1::CAUSE_TRANSFER);
   }
