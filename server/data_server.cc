@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   }
   server->port_ = port;
   server->live_.resize(server->schedulers_.size());
+  server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
   for (size_t i = 0; i < server->schedulers_.size(); ++i) {
     server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
   }
@@ -103,8 +104,7 @@ void DataServer::RunThread(size_t i) {
 
   FiberScheduler* scheduler = schedulers_[i].get();
   const int listener = listeners_[i].get();
-  absl::flat_hash_set<ConnectionControl*>& live = live_[i];
-  (void)scheduler->Spawn([this, scheduler, listener, &live] {
+  (void)scheduler->Spawn([this, scheduler, listener, i] {
     while (!scheduler->stopping()) {
       const int fd = Accept(listener);
       if (fd == -ECANCELED) return;
@@ -135,19 +135,52 @@ void DataServer::RunThread(size_t i) {
         (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         continue;
       }
-      absl::Status spawned = scheduler->Spawn([this, &live, c = std::move(conn)]() mutable {
-        ConnectionControl control{.draining = &draining_};
-        live.insert(&control);
-        ServeConnection(std::move(c), *tickets_, options_.connection, &control);
-        live.erase(&control);
-        open_.fetch_sub(1, std::memory_order_relaxed);
+      // The thread serving the fewest connections takes it; this one on a tie. The
+      // counts may be a moment stale, which only makes the balance approximate.
+      size_t target = i;
+      for (size_t t = 0; t < schedulers_.size(); ++t) {
+        if (thread_open_[t].load(std::memory_order_relaxed) <
+            thread_open_[target].load(std::memory_order_relaxed)) {
+          target = t;
+        }
+      }
+      thread_open_[target].fetch_add(1, std::memory_order_relaxed);
+      if (target != i) {
+        schedulers_[target]->Post([h = Handoff(this, target, std::move(conn))]() mutable {
+          h.server->Serve(h.thread, std::move(h.conn));
+        });
+        continue;
+      }
+      absl::Status spawned = scheduler->Spawn([this, i, c = std::move(conn)]() mutable {
+        Serve(i, std::move(c));
       });
-      if (!spawned.ok()) open_.fetch_sub(1, std::memory_order_relaxed);
+      if (!spawned.ok()) Uncount(i);
       // Without a stack the connection cannot be served; its descriptor closed with the
       // failed closure, which the peer sees as a reset.
     }
   });
   scheduler->RunUntilStopped();
+}
+
+void DataServer::Serve(size_t thread, UniqueFd conn) {
+  ConnectionControl control{.draining = &draining_};
+  live_[thread].insert(&control);
+  ServeConnection(std::move(conn), *tickets_, options_.connection, &control);
+  live_[thread].erase(&control);
+  Uncount(thread);
+}
+
+void DataServer::Uncount(size_t thread) {
+  thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
+  open_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::vector<uint64_t> DataServer::connections_per_thread() const {
+  std::vector<uint64_t> counts;
+  for (size_t t = 0; t < schedulers_.size(); ++t) {
+    counts.push_back(thread_open_[t].load(std::memory_order_relaxed));
+  }
+  return counts;
 }
 
 size_t DataServer::Drain(absl::Duration grace) {

@@ -1,7 +1,10 @@
 // DataServer: the data plane's threads. Each thread runs its own FiberScheduler with
-// its own listening socket on the same address (SO_REUSEPORT), so the kernel spreads
-// connections across threads and nothing on the per-block path is shared. Every
-// accepted connection is served by its own fiber (connection.h).
+// its own listening socket on the same address (SO_REUSEPORT). The kernel picks a
+// listener by hashing the connection, which can leave one thread with most of a few
+// busy connections; so each accepted connection is handed to the thread serving the
+// fewest (a Post() to its scheduler when that is another thread), and from then on
+// nothing on the per-block path is shared. Every connection is served by its own fiber
+// (connection.h).
 #ifndef FERRY_SERVER_DATA_SERVER_H_
 #define FERRY_SERVER_DATA_SERVER_H_
 
@@ -50,6 +53,8 @@ class DataServer {
   // Connections being served now, and those turned away as over the limit.
   uint64_t connections_open() const { return open_.load(std::memory_order_relaxed); }
   uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Connections being served now by each thread.
+  std::vector<uint64_t> connections_per_thread() const;
 
   // A graceful stop: stops accepting (the listeners leave the port, so new connections
   // are refused), closes idle connections, and lets each busy one finish the requests
@@ -65,19 +70,44 @@ class DataServer {
   DataServer(const DataServerOptions& options, const TicketRegistry* tickets)
       : options_(options), tickets_(tickets) {}
   void RunThread(size_t i);
+  // Serves `conn` on thread `thread`, from a fiber there; the connection is already
+  // counted in open_ and thread_open_[thread].
+  void Serve(size_t thread, UniqueFd conn);
+  // Takes a counted connection out of the counts without serving it.
+  void Uncount(size_t thread);
+
+  // A counted connection on its way to another thread's scheduler. Dropped unserved (no
+  // fiber stack there, or the scheduler destroyed first), it closes the connection and
+  // takes it out of the counts.
+  struct Handoff {
+    DataServer* server;
+    size_t thread;
+    UniqueFd conn;
+    Handoff(DataServer* s, size_t t, UniqueFd c) : server(s), thread(t), conn(std::move(c)) {}
+    Handoff(Handoff&&) = default;
+    Handoff& operator=(Handoff&&) = delete;
+    ~Handoff() {
+      if (conn.valid()) server->Uncount(thread);
+    }
+  };
 
   DataServerOptions options_;
   const TicketRegistry* tickets_;
   uint16_t port_ = 0;
   std::vector<UniqueFd> listeners_;
-  std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
-  std::vector<std::thread> threads_;
-  // Per thread: its live connections. Touched only on that thread.
-  std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
+  // The counters come before the schedulers: a Handoff destroyed with a scheduler's
+  // pending work still updates them.
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> refused_{0};
+  // Per thread: connections it serves now. An accepted connection goes to the thread
+  // serving the fewest, whichever listener the kernel gave it to.
+  std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
+  std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
+  std::vector<std::thread> threads_;
+  // Per thread: its live connections. Touched only on that thread.
+  std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
 };
 
 // Parses "host:port" (IPv4 or "localhost"). INVALID_ARGUMENT otherwise.

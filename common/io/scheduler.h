@@ -158,7 +158,8 @@ class FiberScheduler {
 
   // Thread-safe. Runs `fn` in a new fiber on this scheduler's thread, waking the
   // scheduler if it sleeps. Work posted after Run() returned waits for the next Run()
-  // (or is destroyed with the scheduler).
+  // (or is destroyed with the scheduler); work that gets no fiber stack is destroyed
+  // unrun.
   void Post(absl::AnyInvocable<void()> fn);
   // Thread-safe. Begins stopping (see the header comment) and wakes the scheduler.
   void Stop();

@@ -369,5 +369,46 @@ TEST(DataPlaneLifecycleTest, ShutdownClosesTheListeners) {
   EXPECT_EQ(errno, ECONNREFUSED);
 }
 
+TEST(DataPlaneThreadsTest, ConnectionsAreSpreadEvenlyOverTheThreads) {
+  // The kernel's SO_REUSEPORT hash alone would leave the threads uneven most of the
+  // time (all 20 on one listener is as likely as any other split); each accepted
+  // connection goes to the thread serving the fewest instead.
+  TempDir dir;
+  DataSet data;
+  data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
+  FerryServerOptions options = testing::TestServerOptions(dir.path(), {});
+  options.threads = 2;
+  auto server = testing::StartServer(options);
+  std::vector<UniqueFd> conns;
+  for (int i = 0; i < 20; ++i) {
+    conns.push_back(Dial(server->data_port()));
+    // One at a time, each counted before the next arrives, so the split is exact.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (server->data_server().connections_open() < conns.size() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  EXPECT_EQ(server->data_server().connections_per_thread(), (std::vector<uint64_t>{10, 10}));
+  // Handed-off connections are served like the others.
+  ControlClient control;
+  auto handle = control.OpenStream(server->control_target(), kApp, {{0, 0, 0, 1}});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  Ticket t;
+  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  for (UniqueFd& fd : conns) {
+    SendRequest(fd.get(), t, 0, 1, 0);
+    ::shutdown(fd.get(), SHUT_WR);
+    const std::string got = ReadUntilClose(fd.get());
+    ASSERT_EQ(got.size(), kResponseHeaderBytes + 10);
+    EXPECT_EQ(got.substr(kResponseHeaderBytes), data.Expected(0, 0, 0, 1));
+  }
+  conns.clear();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server->data_server().connections_open() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(server->data_server().connections_per_thread(), (std::vector<uint64_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace ferry
