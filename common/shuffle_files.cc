@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/pread_full.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -42,16 +43,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_
                                             max_bytes, "-byte limit"));
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::pread(fd.get(), data.data() + done, data.size() - done,
-                              static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
-    if (n == 0) {
-      return absl::DataLossError(absl::StrCat(path, " shrank while being read"));
-    }
-    done += static_cast<size_t>(n);
+  const ssize_t n = PreadFull(fd.get(), data.data(), data.size(), 0);
+  if (n < 0) return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", path));
+  if (static_cast<size_t>(n) != data.size()) {
+    return absl::DataLossError(absl::StrCat(path, " shrank while being read"));
   }
   return data;
 }

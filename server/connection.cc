@@ -20,6 +20,7 @@
 #include "common/io/ready_ops.h"
 #include "common/io/scheduler.h"
 #include "common/pipe.h"
+#include "common/pread_full.h"
 
 namespace ferry {
 
@@ -47,12 +48,7 @@ class Connection {
  public:
   Connection(UniqueFd socket, const TicketRegistry& tickets, const ConnectionOptions& options,
              ConnectionControl* control)
-      : socket_(std::move(socket)), tickets_(tickets), options_(options), control_(control) {
-    if (control_ != nullptr) control_->fd = socket_.get();
-  }
-  ~Connection() {
-    if (control_ != nullptr) control_->fd = -1;
-  }
+      : socket_(std::move(socket)), tickets_(tickets), options_(options), control_(control) {}
 
   void Serve();
 
@@ -346,15 +342,7 @@ ssize_t Connection::ReadFile(int file, char* buf, size_t len, uint64_t pos) {
   if (options_.engine == IoEngine::kUring) {
     return ReadFull(file, buf, len, static_cast<int64_t>(pos));
   }
-  size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pread(file, buf + done, len - done, static_cast<off_t>(pos + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -errno;
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  return static_cast<ssize_t>(done);
+  return PreadFull(file, buf, len, pos);
 }
 
 absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64_t length) {

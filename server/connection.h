@@ -58,7 +58,7 @@ struct ConnectionOptions {
 // What the server thread running a connection sees of it and can tell it. Touched only
 // on that thread (fibers switch only at I/O waits), so it needs no lock.
 struct ConnectionControl {
-  // The connection's socket, set by ServeConnection for as long as it serves.
+  // The connection's socket.
   int fd = -1;
   // True from the moment a whole request has been read until its last byte is sent: an
   // idle connection (false) may be shut down by a draining server.

@@ -1,14 +1,13 @@
 #include "server/control_service.h"
 
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "common/pread_full.h"
 
 namespace ferry {
 
@@ -37,26 +36,24 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-// The checksum of `length` bytes of the block's data file from `offset`, read through a
-// bounded buffer. DATA_LOSS if the file ends first.
+// The checksum of the block's bytes in its data file, read through a bounded buffer.
+// DATA_LOSS if the file ends first.
 absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, ChecksumAlgorithm algorithm) {
   constexpr size_t kBufferBytes = size_t{1} << 20;
   auto buffer = std::make_unique<char[]>(kBufferBytes);
   Checksum checksum(algorithm);
-  uint64_t pos = block.offset;
-  uint64_t left = block.length;
-  while (left > 0) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, kBufferBytes));
-    const ssize_t n = ::pread(block.file->fd.get(), buffer.get(), want, static_cast<off_t>(pos));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", block.file->path));
-    if (n == 0) {
+  for (uint64_t done = 0; done < block.length;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(block.length - done, kBufferBytes));
+    const ssize_t n = PreadFull(block.file->fd.get(), buffer.get(), want, block.offset + done);
+    if (n < 0) {
+      return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", block.file->path));
+    }
+    if (static_cast<size_t>(n) != want) {
       return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", block.name,
                                               " does (byte ", block.offset + block.length, ")"));
     }
-    checksum.Update(absl::string_view(buffer.get(), static_cast<size_t>(n)));
-    pos += static_cast<uint64_t>(n);
-    left -= static_cast<uint64_t>(n);
+    checksum.Update(absl::string_view(buffer.get(), want));
+    done += want;
   }
   return checksum.Value();
 }

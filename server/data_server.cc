@@ -163,7 +163,7 @@ void DataServer::RunThread(size_t i) {
 }
 
 void DataServer::Serve(size_t thread, UniqueFd conn) {
-  ConnectionControl control{.draining = &draining_};
+  ConnectionControl control{.fd = conn.get(), .draining = &draining_};
   live_[thread].insert(&control);
   ServeConnection(std::move(conn), *tickets_, options_.connection, &control);
   live_[thread].erase(&control);
@@ -194,7 +194,7 @@ size_t DataServer::Drain(absl::Duration grace) {
       // Idle connections wait for a request that must not be served now: end the wait
       // with EOF. Busy ones see draining_ when their request is done.
       for (ConnectionControl* c : live_[i]) {
-        if (!c->serving && c->fd >= 0) ::shutdown(c->fd, SHUT_RD);
+        if (!c->serving) ::shutdown(c->fd, SHUT_RD);
       }
     });
   }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -37,9 +36,7 @@ class DataPlaneProtocolTest : public ::testing::TestWithParam<testing::ServerCon
   Ticket Open(const std::vector<BlockId>& blocks) {
     auto handle = client_.OpenStream(server_->control_target(), kApp, blocks);
     EXPECT_TRUE(handle.ok()) << handle.status();
-    Ticket t{};
-    if (handle.ok()) std::memcpy(t.data(), handle->ticket().data(), t.size());
-    return t;
+    return handle.ok() ? testing::TicketOf(handle->ticket()) : Ticket{};
   }
   std::vector<BlockId> All() const { return {{0, 0, 0, 1}, {0, 0, 1, 2}, {0, 0, 2, 3}}; }
 
@@ -148,8 +145,7 @@ TEST_P(DataPlaneProtocolTest, ExpiredTicketIsRejected) {
   auto short_lived = testing::StartServer(dir_.path(), GetParam(), absl::ZeroDuration());
   auto handle = client_.OpenStream(short_lived->control_target(), kApp, All());
   ASSERT_TRUE(handle.ok()) << handle.status();
-  Ticket t;
-  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  const Ticket t = testing::TicketOf(handle->ticket());
   ExpectErrorFrame(short_lived->data_port(), Frame(t, 0, 1), absl::StatusCode::kUnauthenticated,
                    "expired");
 }
@@ -256,8 +252,7 @@ TEST(DataPlaneModesTest, EveryModeAndEnginePutsIdenticalBytesOnTheWire) {
     blocks.push_back({0, 0, 0, 4});
     auto handle = control.OpenStream(server->control_target(), kApp, blocks);
     ASSERT_TRUE(handle.ok()) << handle.status();
-    Ticket t;
-    std::memcpy(t.data(), handle->ticket().data(), t.size());
+    const Ticket t = testing::TicketOf(handle->ticket());
     UniqueFd fd = Dial(server->data_port());
     SendRequest(fd.get(), t, 0, static_cast<uint32_t>(blocks.size()), 0);
     SendRequest(fd.get(), t, 3, 1, 1000);
@@ -292,8 +287,7 @@ TEST(DataPlaneLimitsTest, ConnectionsOverTheLimitGetABusyErrorNotASilentClose) {
   ControlClient control;
   auto handle = control.OpenStream((*server)->control_target(), kApp, {{0, 0, 0, 1}});
   ASSERT_TRUE(handle.ok());
-  Ticket t;
-  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  const Ticket t = testing::TicketOf(handle->ticket());
 
   // The first connection is served and stays open.
   UniqueFd first = Dial((*server)->data_port());
@@ -349,8 +343,7 @@ TEST(DataPlaneLimitsTest, AClientThatSendsNothingIsDroppedAfterTheIdleTimeout) {
   ControlClient control;
   auto handle = control.OpenStream((*server)->control_target(), kApp, {{0, 0, 0, 1}});
   ASSERT_TRUE(handle.ok());
-  Ticket t;
-  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  const Ticket t = testing::TicketOf(handle->ticket());
   UniqueFd fd = Dial((*server)->data_port());
   SendRequest(fd.get(), t, 0, 1, 0);
   ::shutdown(fd.get(), SHUT_WR);
@@ -404,8 +397,7 @@ TEST(DataPlaneThreadsTest, ConnectionsAreSpreadEvenlyOverTheThreads) {
   ControlClient control;
   auto handle = control.OpenStream(server->control_target(), kApp, {{0, 0, 0, 1}});
   ASSERT_TRUE(handle.ok()) << handle.status();
-  Ticket t;
-  std::memcpy(t.data(), handle->ticket().data(), t.size());
+  const Ticket t = testing::TicketOf(handle->ticket());
   for (UniqueFd& fd : conns) {
     SendRequest(fd.get(), t, 0, 1, 0);
     ::shutdown(fd.get(), SHUT_WR);

@@ -3,13 +3,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/frame_header.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
 
@@ -53,7 +53,7 @@ TEST_P(VanishingClientTest, AThousandClientsVanishingMidBlockLeakNothing) {
   auto handle = control.OpenStream(server->control_target(), kApp, {{0, 0, 0, 1}});
   ASSERT_TRUE(handle.ok()) << handle.status();
   FetchRequest request;
-  std::memcpy(request.ticket.data(), handle->ticket().data(), kTicketBytes);
+  request.ticket = testing::TicketOf(handle->ticket());
   request.block_count = 1;
   char frame[kRequestBytes];
   EncodeFetchRequest(request, frame);

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -50,12 +49,6 @@ int WaitForDataConnections(const ServerProcess& server, int want, absl::Duration
     n = server.DataConnections();
   }
   return n;
-}
-
-Ticket ToTicket(const std::string& bytes) {
-  Ticket t{};
-  if (bytes.size() == t.size()) std::memcpy(t.data(), bytes.data(), t.size());
-  return t;
 }
 
 class LoadTest : public ::testing::Test {
@@ -189,7 +182,7 @@ TEST_F(LoadTest, TenThousandStreamsOpenedAndClosedLeaveNothingBehind) {
     // One of them still serves, byte for byte.
     ASSERT_FALSE(tickets[3].empty());
     UniqueFd fd = testing::Dial(server_->data_port());
-    testing::SendRequest(fd.get(), ToTicket(tickets[3].back()), 2, 1, kBigBlock - 100);
+    testing::SendRequest(fd.get(), testing::TicketOf(tickets[3].back()), 2, 1, kBigBlock - 100);
     const std::string got = testing::ReadBytes(fd.get(), kResponseHeaderBytes + 100);
     ASSERT_EQ(got.size(), kResponseHeaderBytes + 100);
     EXPECT_EQ(got.substr(kResponseHeaderBytes), data_.Expected(1, 0, 0, 1).substr(kBigBlock - 100));
@@ -205,7 +198,7 @@ TEST_F(LoadTest, TenThousandStreamsOpenedAndClosedLeaveNothingBehind) {
     }
     for (std::thread& t : threads) t.join();
     // A closed ticket is dead at once.
-    testing::SendRequest(fd.get(), ToTicket(tickets[3].back()), 2, 1, 0);
+    testing::SendRequest(fd.get(), testing::TicketOf(tickets[3].back()), 2, 1, 0);
     EXPECT_EQ(testing::Header(testing::ReadUntilClose(fd.get())).kind, FrameKind::kError);
     if (round == 0) rss_after_first = server_->RssMiB();
     std::printf("round %d: 10,000 streams opened and closed; server RSS %.1f MiB\n", round,
@@ -265,7 +258,7 @@ TEST_F(LoadTest, SoakOfMixedClientsWithRandomDisconnects) {
           return;
         }
         UniqueFd fd = testing::Dial(server_->data_port());
-        testing::SendRequest(fd.get(), ToTicket(handle->ticket()), 0, 1, 0);
+        testing::SendRequest(fd.get(), testing::TicketOf(handle->ticket()), 0, 1, 0);
         const size_t want = std::uniform_int_distribution<size_t>(0, kBigBlock)(rng);
         const std::string got = testing::ReadBytes(fd.get(), want);
         if (got.size() != want) {

@@ -5,11 +5,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "gtest/gtest.h"
 #include "tests/testing/loopback.h"
 
 namespace ferry::testing {
+
+Ticket TicketOf(const std::string& bytes) {
+  Ticket t{};
+  if (bytes.size() == t.size()) std::memcpy(t.data(), bytes.data(), t.size());
+  return t;
+}
 
 UniqueFd Dial(uint16_t port) {
   UniqueFd fd = ConnectLoopback(port);

@@ -13,6 +13,9 @@
 
 namespace ferry::testing {
 
+// The ticket in a StreamHandle's bytes (all zero if they are not kTicketBytes long,
+// which no live stream has).
+Ticket TicketOf(const std::string& bytes);
 // A blocking connection to 127.0.0.1:port whose reads give up after 10 s.
 UniqueFd Dial(uint16_t port);
 // Sends one FETCH frame (gtest-fails if the send falls short).

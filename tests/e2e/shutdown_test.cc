@@ -1,15 +1,12 @@
 // ferry_server as a process, stopped by a signal: it stops accepting, closes idle
 // connections, finishes the requests it has already received, and exits 0; a peer that
 // stops reading is cut when --drain-timeout runs out, and the exit is still clean.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -37,11 +35,10 @@ constexpr char kServerBinary[] = "server/ferry_server";
 // connect(2) to the port, without failing the test: 0 or the errno.
 int TryConnect(uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno;
+  const sockaddr_in addr = testing::LoopbackAddress(port);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0
+             ? 0
+             : errno;
 }
 
 std::string ReadFile(const std::string& path) {
@@ -71,9 +68,7 @@ class ShutdownTest : public ::testing::Test {
   Ticket OpenTicket() {
     auto handle = control_.OpenStream(server_->control_target(), kApp, {{0, 0, 0, 1}});
     EXPECT_TRUE(handle.ok()) << handle.status();
-    Ticket t{};
-    if (handle.ok()) std::memcpy(t.data(), handle->ticket().data(), t.size());
-    return t;
+    return handle.ok() ? testing::TicketOf(handle->ticket()) : Ticket{};
   }
 
   TempDir dir_;
