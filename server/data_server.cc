@@ -29,13 +29,18 @@ absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
   }
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
+  // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT.
+  // Not SO_REUSEPORT: that would also let a second server bind the same port and take
+  // a share of the connections, whose tickets it has never issued.
   const int one = 1;
-  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
-      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-    return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEPORT on the data plane");
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEADDR on the data plane");
   }
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("bind data plane to ", host, ":", port));
+    return absl::ErrnoToStatus(errno, absl::StrCat("bind data plane to ", host, ":", port,
+                                                   errno == EADDRINUSE
+                                                       ? " (is another server on this port?)"
+                                                       : ""));
   }
   if (::listen(fd.get(), 4096) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", host, ":", port));
@@ -71,19 +76,16 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
   }
   std::unique_ptr<DataServer> server(new DataServer(options, tickets));
-  uint16_t port = options.port;
+  absl::StatusOr<UniqueFd> listener = BindListener(options.host, options.port);
+  if (!listener.ok()) return listener.status();
+  server->listener_ = *std::move(listener);
+  server->port_ = LocalPort(server->listener_.get());
   for (int i = 0; i < options.threads; ++i) {
-    // The first listener may take a kernel-chosen port; the others join it.
-    absl::StatusOr<UniqueFd> listener = BindListener(options.host, port);
-    if (!listener.ok()) return listener.status();
-    port = LocalPort(listener->get());
-    server->listeners_.push_back(*std::move(listener));
     absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
         FiberScheduler::Create(options.scheduler);
     if (!scheduler.ok()) return scheduler.status();
     server->schedulers_.push_back(*std::move(scheduler));
   }
-  server->port_ = port;
   server->live_.resize(server->schedulers_.size());
   server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
   for (size_t i = 0; i < server->schedulers_.size(); ++i) {
@@ -103,7 +105,7 @@ void DataServer::RunThread(size_t i) {
   pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
 
   FiberScheduler* scheduler = schedulers_[i].get();
-  const int listener = listeners_[i].get();
+  const int listener = listener_.get();
   (void)scheduler->Spawn([this, scheduler, listener, i] {
     while (!scheduler->stopping()) {
       const int fd = Accept(listener);
@@ -187,8 +189,8 @@ size_t DataServer::Drain(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   draining_.store(true, std::memory_order_relaxed);
   // shutdown() on a listening socket takes it out of the port (connections still in its
-  // backlog are reset) and wakes the pending accept with EINVAL.
-  for (const UniqueFd& l : listeners_) ::shutdown(l.get(), SHUT_RDWR);
+  // backlog are reset) and wakes every thread's pending accept with EINVAL.
+  ::shutdown(listener_.get(), SHUT_RDWR);
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     schedulers_[i]->Post([this, i] {
       // Idle connections wait for a request that must not be served now: end the wait
@@ -213,10 +215,8 @@ void DataServer::Stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
-  // Close the listeners too: one left open stays in the port's SO_REUSEPORT group, and
-  // the kernel would keep handing it connections that nobody accepts (a server
-  // restarted on the same port would lose a share of its clients to it).
-  listeners_.clear();
+  // Close the listener too, so the port is free for a restarted server at once.
+  listener_.Reset();
 }
 
 DataServer::~DataServer() { Stop(); }

@@ -1,10 +1,8 @@
-// DataServer: the data plane's threads. Each thread runs its own FiberScheduler with
-// its own listening socket on the same address (SO_REUSEPORT). The kernel picks a
-// listener by hashing the connection, which can leave one thread with most of a few
-// busy connections; so each accepted connection is handed to the thread serving the
-// fewest (a Post() to its scheduler when that is another thread), and from then on
-// nothing on the per-block path is shared. Every connection is served by its own fiber
-// (connection.h).
+// DataServer: the data plane's threads. Each thread runs its own FiberScheduler and
+// accepts from the one listening socket; whichever thread's accept the kernel wakes
+// hands the connection to the thread serving the fewest (a Post() to its scheduler
+// when that is another thread), and from then on nothing on the per-block path is
+// shared. Every connection is served by its own fiber (connection.h).
 #ifndef FERRY_SERVER_DATA_SERVER_H_
 #define FERRY_SERVER_DATA_SERVER_H_
 
@@ -39,7 +37,7 @@ struct DataServerOptions {
 
 class DataServer {
  public:
-  // Binds every thread's listener, then starts the threads. `tickets` must outlive the
+  // Binds the listener, then starts the threads. `tickets` must outlive the
   // server.
   static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
                                                            const TicketRegistry* tickets);
@@ -94,7 +92,7 @@ class DataServer {
   DataServerOptions options_;
   const TicketRegistry* tickets_;
   uint16_t port_ = 0;
-  std::vector<UniqueFd> listeners_;
+  UniqueFd listener_;
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's
   // pending work still updates them.
   std::atomic<bool> draining_{false};

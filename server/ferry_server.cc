@@ -70,12 +70,15 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     credentials = grpc::SslServerCredentials(tls);
   }
   builder.AddListeningPort(options.control_address, credentials, &selected_port);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port
+  // and answer a share of the calls; with it off, the second one fails to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->service_.get());
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || selected_port == 0) {
-    server->data_->Stop();
     return absl::UnavailableError(
-        absl::StrCat("cannot serve the control plane on ", options.control_address));
+        absl::StrCat("cannot serve the control plane on ", options.control_address,
+                     " (is another server on this port?)"));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
   return server;
@@ -98,6 +101,12 @@ size_t FerryServer::Shutdown(absl::Duration drain) {
   // and gRPC's wait for clients to drop their idle channels, which it otherwise sits
   // out in full.
   const auto control_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  if (grpc_ == nullptr || data_ == nullptr) {
+    // Start() failed part way (a port in use, say): stop whatever did start.
+    if (grpc_ != nullptr) grpc_->Shutdown(control_deadline);
+    if (data_ != nullptr) data_->Stop();
+    return 0;
+  }
   if (drain <= absl::ZeroDuration()) {
     grpc_->Shutdown(control_deadline);
     data_->Stop();

@@ -53,6 +53,33 @@ TEST_F(ControlPlaneTest, OpenStreamDescribesEachBlock) {
   EXPECT_GT(handle->expires_unix_ms(), absl::ToUnixMillis(absl::Now()));
 }
 
+TEST_F(ControlPlaneTest, SecondServerOnEitherPortFailsToStartAndTheFirstKeepsServing) {
+  // Sharing a port would split clients between two servers, each refusing the other's
+  // tickets; a second server must fail instead, naming the port.
+  FerryServerOptions same_data = testing::TestServerOptions(dir_.path(), {});
+  same_data.data_address = absl::StrCat("127.0.0.1:", server_->data_port());
+  auto second = FerryServer::Start(same_data);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find(absl::StrCat(":", server_->data_port())),
+            std::string::npos)
+      << second.status();
+
+  FerryServerOptions same_control = testing::TestServerOptions(dir_.path(), {});
+  same_control.control_address = absl::StrCat("127.0.0.1:", server_->control_port());
+  second = FerryServer::Start(same_control);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find(absl::StrCat(":", server_->control_port())),
+            std::string::npos)
+      << second.status();
+
+  // Every call and every data connection still reaches the first server.
+  for (int i = 0; i < 8; ++i) {
+    auto fetched = client_.FetchToBuffers(kApp, {{server_->control_target(), {2, 10, 0, 3}}});
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    EXPECT_EQ((*fetched)[0], data_.Expected(2, 10, 0, 3));
+  }
+}
+
 TEST_F(ControlPlaneTest, TicketsAreDistinct) {
   auto a = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
   auto b = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
