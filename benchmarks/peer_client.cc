@@ -203,7 +203,9 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
     if (!header.ok()) return header.status();
     if (header->kind != FrameKind::kBlock || header->block_index != i ||
         header->length != segments[i].length) {
-      return absl::InternalError(absl::StrCat("unexpected header for block ", i));
+      return absl::InternalError(absl::StrCat(
+          "unexpected header for block ", i, ": kind ", static_cast<int>(header->kind), " index ",
+          header->block_index, " length ", header->length, " status ", header->status));
     }
     if (!Drain(fd.get(), header->length, buf)) return absl::UnavailableError("block payload");
   }

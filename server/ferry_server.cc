@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   data.max_connections = options.max_connections;
   data.scheduler.max_bounded_workers = options.max_iowq_workers;
   data.scheduler.max_unbounded_workers = options.max_iowq_workers;
+  data.scheduler.idle_poll = options.idle_poll;
   data.connection = options.connection;
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
       DataServer::Start(data, server->tickets_.get());

@@ -31,6 +31,8 @@ struct FerryServerOptions {
   // Caps on each data-plane ring's io-wq workers (0: the kernel's default). The uring
   // engine's splices run there, one blocked worker per connection with a full socket.
   unsigned max_iowq_workers = 64;
+  // How long an idle data-plane thread polls for completions before it sleeps.
+  absl::Duration idle_poll = absl::ZeroDuration();
   ConnectionOptions connection;
   size_t max_open_files = 1024;
   absl::Duration ticket_ttl = absl::Minutes(10);

@@ -53,6 +53,8 @@ ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for the control plane; with --tls-key-file, the control "
           "plane speaks only TLS.");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls-cert-file.");
+ABSL_FLAG(absl::Duration, idle_poll, absl::ZeroDuration(),
+          "How long an idle data-plane thread polls for work before it sleeps (0: at once).");
 ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
@@ -140,6 +142,7 @@ int Main() {
   options.max_connections =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
   options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));
+  options.idle_poll = std::clamp(absl::GetFlag(FLAGS_idle_poll), absl::ZeroDuration(), absl::Milliseconds(1));
 
   // Block the shutdown signals before any thread starts, so every thread inherits the
   // mask and sigwait() below is the only place they arrive.

@@ -153,17 +153,25 @@ absl::StatusOr<std::unique_ptr<FiberScheduler>> FiberScheduler::Create(
 }
 
 absl::Status FiberScheduler::Init() {
-  io_uring_params params{};
-  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-  params.cq_entries = options_.cq_entries;
-  int res = io_uring_queue_init_params(options_.sq_entries, &ring_, &params);
+  unsigned flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+  if (options_.idle_poll > absl::ZeroDuration()) {
+    // A polling loop must see completions without sleeping in the kernel: the kernel
+    // then leaves their final step (task work) for the next io_uring_enter instead of
+    // interrupting this thread, and raises IORING_SQ_TASKRUN to say one is due.
+    flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+  }
+  auto init = [&] {
+    io_uring_params params{};
+    params.flags = flags;
+    params.cq_entries = options_.cq_entries;
+    return io_uring_queue_init_params(options_.sq_entries, &ring_, &params);
+  };
+  int res = init();
   if (res == -EINVAL) {
     // Kernels before 5.18 lack IORING_SETUP_SUBMIT_ALL; it only makes a failed SQE
     // not stop the rest of the batch, which the loop does not rely on.
-    params = io_uring_params{};
-    params.flags = IORING_SETUP_CQSIZE;
-    params.cq_entries = options_.cq_entries;
-    res = io_uring_queue_init_params(options_.sq_entries, &ring_, &params);
+    flags &= ~IORING_SETUP_SUBMIT_ALL;
+    res = init();
   }
   if (res < 0) {
     return absl::ErrnoToStatus(-res, absl::StrCat("io_uring_queue_init(", options_.sq_entries,
@@ -257,17 +265,39 @@ void FiberScheduler::Loop(bool until_stopped) {
   // fibers switch back to.
   tsan_main_fiber_ = internal::TsanCurrentFiber();
   for (;;) {
+    // The stop request is read before the posted work is taken, so work posted before
+    // Stop() (which posts too) runs, as a fiber that sees the scheduler stopping.
+    const bool stop = stop_requested_.load(std::memory_order_acquire);
     TakePosted();
-    if (!stopping_ && stop_requested_.load(std::memory_order_acquire)) BeginStop();
+    if (!stopping_ && stop) BeginStop();
     RunReadyFibers();
     if (live_fibers_ == 0 && (stopping_ || !until_stopped)) break;
     ArmWake();
-    Submit(/*wait=*/ready_.empty());
+    if (ready_.empty() && options_.idle_poll > absl::ZeroDuration()) {
+      Submit(/*wait=*/false);
+      PollIdle();
+      if (io_uring_cq_ready(&ring_) == 0) Submit(/*wait=*/true);
+    } else {
+      Submit(/*wait=*/ready_.empty());
+    }
     Reap();
   }
   DisarmWake();
   current_scheduler = nullptr;
   running_ = false;
+}
+
+bool FiberScheduler::TaskRunDue() const {
+  return (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
+}
+
+void FiberScheduler::PollIdle() {
+  const absl::Time until = absl::Now() + options_.idle_poll;
+  for (int i = 0; io_uring_cq_ready(&ring_) == 0; ++i) {
+    if (TaskRunDue()) io_uring_get_events(&ring_);
+    // The clock is read every 64 turns; a turn without task work is a few loads.
+    if ((i & 63) == 63 && absl::Now() >= until) return;
+  }
 }
 
 void FiberScheduler::TakePosted() {
@@ -402,6 +432,9 @@ void FiberScheduler::Submit(bool wait) {
 }
 
 void FiberScheduler::Reap() {
+  // With COOP_TASKRUN, completions whose task work is pending reach the queue only
+  // when this thread enters the kernel; a loop that never waits must do so here.
+  if (TaskRunDue()) io_uring_get_events(&ring_);
   unsigned head;
   unsigned count = 0;
   io_uring_cqe* cqe;

@@ -61,6 +61,28 @@ TEST_P(FetchTest, ContiguousReduceRangeIsOneVerifiedSegment) {
   EXPECT_EQ((*fetched)[1], data_.Expected(1, 3, 2, 4));
 }
 
+TEST_P(FetchTest, ServerThatPollsBeforeItSleepsServesEveryByte) {
+  // --idle-poll: small blocks one per round trip (the case polling is for), then a
+  // 16 MiB block whose sends wait on a full socket between polls.
+  data_.AddMapOutput(dir_.path(), kApp, 0, 0, std::vector<size_t>(200, 1024));
+  data_.AddMapOutput(dir_.path(), kApp, 0, 1, {size_t{16} << 20});
+  FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
+  options.idle_poll = absl::Microseconds(200);
+  server_ = testing::StartServer(options);
+  const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
+  FetchOptions one_at_a_time;
+  one_at_a_time.max_bytes_in_flight = 1;
+  auto fetched = client_.FetchToBuffers(kApp, blocks, one_at_a_time);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), 201u);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockId& b = blocks[i].block;
+    ASSERT_EQ((*fetched)[i], data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
+                                            b.end_reduce_id))
+        << "block " << i;
+  }
+}
+
 TEST_P(FetchTest, BlocksLargerThanThePipe) {
   // 16 MiB and 100 MiB, against a 1 MiB pipe and a 256 KiB copy buffer.
   data_.AddMapOutput(dir_.path(), kApp, 0, 0, {size_t{16} << 20, 5, size_t{100} << 20});

@@ -1,6 +1,9 @@
 #include "common/io/scheduler.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -237,6 +240,92 @@ TEST(SchedulerTest, ManyFibersReuseStacks) {
                }).ok());
   s->Run();
   EXPECT_EQ(done, 2000);
+}
+
+// A scheduler that polls before it sleeps (SchedulerOptions::idle_poll) must see every
+// completion, whether it arrives while the loop polls, after it fell asleep, or while
+// other fibers keep the loop from ever going idle.
+SchedulerOptions PollingOptions() {
+  SchedulerOptions options;
+  options.idle_poll = absl::Milliseconds(1);
+  return options;
+}
+
+TEST(SchedulerTest, PollingSchedulerSeesCompletionsBeforeAndAfterItSleeps) {
+  auto [mine, theirs] = ::ferry::testing::SocketPair();
+  constexpr int kRounds = 200;
+  // The peer answers every ping at once, or after 3 ms (past the 1 ms poll) every
+  // tenth time, so both the polling and the sleeping path carry completions.
+  std::thread peer([fd = theirs.get()] {
+    char byte;
+    for (int i = 0; i < kRounds; ++i) {
+      if (::recv(fd, &byte, 1, 0) != 1) return;
+      if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      byte = static_cast<char>(byte + 1);
+      if (::send(fd, &byte, 1, MSG_NOSIGNAL) != 1) return;
+    }
+  });
+  int answered = 0;
+  RunInFiber(
+      [&, fd = mine.get()] {
+        for (int i = 0; i < kRounds; ++i) {
+          char byte = static_cast<char>(i);
+          ASSERT_EQ(SendAll(fd, &byte, 1), 1);
+          ASSERT_EQ(Recv(fd, &byte, 1, 0, absl::Now() + absl::Seconds(10)), 1);
+          ASSERT_EQ(byte, static_cast<char>(i + 1));
+          ++answered;
+        }
+      },
+      PollingOptions());
+  peer.join();
+  EXPECT_EQ(answered, kRounds);
+}
+
+TEST(SchedulerTest, PollingSchedulerThatNeverIdlesStillReapsCompletions) {
+  auto [mine, theirs] = ::ferry::testing::SocketPair();
+  bool received = false;
+  int spins = 0;
+  std::thread peer([fd = theirs.get()] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    (void)::send(fd, "x", 1, MSG_NOSIGNAL);
+  });
+  auto s = FiberScheduler::Create(PollingOptions());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Spawn([&, fd = mine.get()] {
+                 char byte;
+                 EXPECT_EQ(Recv(fd, &byte, 1, 0, absl::Now() + absl::Seconds(10)), 1);
+                 received = true;
+               }).ok());
+  // Always ready: the loop never polls or sleeps, and the recv's completion must
+  // still reach its fiber. Bounded by time.
+  ASSERT_TRUE((*s)->Spawn([&] {
+                 const absl::Time give_up = absl::Now() + absl::Seconds(10);
+                 while (!received && absl::Now() < give_up) {
+                   ++spins;
+                   FiberScheduler::Current()->Yield();
+                 }
+               }).ok());
+  (*s)->Run();
+  peer.join();
+  EXPECT_TRUE(received);
+  EXPECT_GT(spins, 0);
+}
+
+TEST(SchedulerTest, PollingSchedulerWakesForPostsAndStops) {
+  auto s = FiberScheduler::Create(PollingOptions());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::atomic<int> ran{0};
+  std::thread poster([&] {
+    for (int i = 0; i < 100; ++i) {
+      (*s)->Post([&] { ran.fetch_add(1); });
+      // Some posts find the loop polling, some asleep.
+      if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    (*s)->Stop();
+  });
+  (*s)->RunUntilStopped();
+  poster.join();
+  EXPECT_EQ(ran.load(), 100);
 }
 
 }  // namespace
