@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/block_id.h"
 #include "common/checksum.h"
 #include "common/shuffle_files.h"
@@ -76,6 +77,9 @@ class BlockStore {
   // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
   // DATA_LOSS for malformed files.
   absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
+  // Resolve() for each of `keys` in order, checking the app once; the first error.
+  absl::StatusOr<std::vector<ResolvedBlock>> ResolveAll(absl::string_view app_id,
+                                                        absl::Span<const BlockId> keys);
 
   // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
@@ -86,6 +90,8 @@ class BlockStore {
   using IndexKey = std::tuple<std::string, int32_t, int64_t>;
 
   absl::Status CheckApp(absl::string_view app_id) const;
+  // Resolve() without the app check.
+  absl::StatusOr<ResolvedBlock> ResolveInApp(absl::string_view app_id, const BlockId& key);
   absl::StatusOr<std::shared_ptr<const MapOutputIndex>> GetIndex(absl::string_view app_id,
                                                                  int32_t shuffle_id,
                                                                  int64_t map_id);

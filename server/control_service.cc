@@ -100,23 +100,29 @@ grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
         absl::StrCat("OpenStream names ", request->blocks_size(), " blocks; the limit is ",
                      options_.max_blocks_per_stream)));
   }
+  std::vector<BlockId> keys;
+  keys.reserve(static_cast<size_t>(request->blocks_size()));
+  for (const ferry::v1::BlockId& id : request->blocks()) {
+    keys.push_back({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()});
+  }
+  absl::StatusOr<std::vector<ResolvedBlock>> resolved =
+      store_->ResolveAll(request->app_id(), keys);
+  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   auto stream = std::make_shared<Stream>();
   stream->app_id = request->app_id();
-  stream->blocks.reserve(static_cast<size_t>(request->blocks_size()));
-  for (const ferry::v1::BlockId& id : request->blocks()) {
-    BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
-    absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request->app_id(), key);
-    if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  stream->blocks.reserve(resolved->size());
+  for (size_t i = 0; i < resolved->size(); ++i) {
+    ResolvedBlock& r = (*resolved)[i];
     ferry::v1::BlockInfo* info = response->add_blocks();
-    *info->mutable_id() = id;
-    info->set_length(resolved->block.length);
-    info->set_checksum_algorithm(ToProto(resolved->checksum_algorithm));
-    for (const PartitionInfo& p : resolved->partitions) {
+    *info->mutable_id() = request->blocks(static_cast<int>(i));
+    info->set_length(r.block.length);
+    info->set_checksum_algorithm(ToProto(r.checksum_algorithm));
+    for (const PartitionInfo& p : r.partitions) {
       ferry::v1::PartitionChecksum* pc = info->add_partitions();
       pc->set_length(p.length);
       pc->set_checksum(p.checksum);
     }
-    stream->blocks.push_back(std::move(resolved->block));
+    stream->blocks.push_back(std::move(r.block));
   }
   stream->expires = absl::Now() + options_.ticket_ttl;
   const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
