@@ -4,13 +4,36 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include "common/io/ops.h"
+#include "common/io/scheduler.h"
 
 namespace ferry {
 
 namespace {
+
+// With the scheduler's idle poll on and nothing else to run, retries `attempt` for up
+// to that long before the caller parks: bytes or -errno once it stops blocking,
+// nothing when it gave up (or should not poll at all).
+template <typename Attempt>
+std::optional<ssize_t> PollWhileIdle(Attempt& attempt, absl::Time deadline) {
+  const FiberScheduler* scheduler = FiberScheduler::Current();
+  const absl::Duration budget = scheduler->PollBudget();
+  if (budget <= absl::ZeroDuration()) return std::nullopt;
+  const absl::Time until = std::min(absl::Now() + budget, deadline);
+  for (int i = 1;; ++i) {
+    const ssize_t n = attempt();
+    if (n >= 0) return n;
+    const int err = errno;
+    if (err != EAGAIN && err != EINTR) return -err;
+    // Another fiber's work arrived, or the budget ran out: park like any other wait.
+    if (scheduler->PollBudget() <= absl::ZeroDuration()) return std::nullopt;
+    if ((i & 15) == 0 && absl::Now() >= until) return std::nullopt;
+  }
+}
 
 // Runs `attempt` (a syscall returning >= 0 or -1 with errno) until it moves bytes or
 // fails for real, parking on `events` whenever it would block. Returns bytes or -errno.
@@ -22,6 +45,9 @@ ssize_t UntilReady(int fd, unsigned events, absl::Time deadline, Attempt attempt
     const int err = errno;  // read before anything else can run on this thread
     if (err == EINTR) continue;
     if (err != EAGAIN) return -err;
+    if (events == POLLIN) {
+      if (std::optional<ssize_t> polled = PollWhileIdle(attempt, deadline)) return *polled;
+    }
     const int ready = Poll(fd, events, deadline);
     if (ready < 0) return ready;
   }

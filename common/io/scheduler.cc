@@ -287,6 +287,17 @@ void FiberScheduler::Loop(bool until_stopped) {
   running_ = false;
 }
 
+absl::Duration FiberScheduler::PollBudget() const {
+  // Unsubmitted entries (other fibers of this turn parked on them) count as work: they
+  // go to the kernel only when the polling fiber parks and the loop submits.
+  if (options_.idle_poll <= absl::ZeroDuration() || stopping_ || !ready_.empty() ||
+      io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 || TaskRunDue() ||
+      posted_pending_.load(std::memory_order_relaxed)) {
+    return absl::ZeroDuration();
+  }
+  return options_.idle_poll;
+}
+
 bool FiberScheduler::TaskRunDue() const {
   return (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
 }

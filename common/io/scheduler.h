@@ -179,6 +179,12 @@ class FiberScheduler {
   void Yield();
 
   bool stopping() const { return stopping_; }
+  // How long the calling fiber may poll a descriptor itself instead of parking: the
+  // scheduler's idle_poll when no other fiber is ready, no completion or posted work
+  // waits, and the scheduler is not stopping; zero otherwise. (Parking would only
+  // make the loop poll its queue for that long; a fiber that polls its own socket
+  // sees data without the completion's round through the kernel's task work.)
+  absl::Duration PollBudget() const;
   size_t live_fibers() const { return live_fibers_; }
   io_uring* ring() { return &ring_; }
   const SchedulerOptions& options() const { return options_; }

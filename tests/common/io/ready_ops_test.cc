@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -70,6 +71,60 @@ TEST(ReadyOpsTest, RecvReportsEndOfInput) {
     char buf[8];
     EXPECT_EQ(RecvFullReady(a.get(), buf, 8, absl::Now() + absl::Seconds(10)), 2);
   });
+}
+
+// With the scheduler's idle poll on, a recv with nothing else to run polls its socket
+// before it parks. A poll budget far past every deadline below shows that the poll
+// gives way to other fibers' work and to the recv's own deadline.
+SchedulerOptions LongPoll() {
+  SchedulerOptions options;
+  options.idle_poll = absl::Minutes(1);
+  return options;
+}
+
+TEST(ReadyOpsTest, PollingRecvGivesWayToAnotherFiber) {
+  auto [a, b] = SocketPair();
+  ASSERT_EQ(SetNonBlocking(a.get(), true), 0);
+  RunInFiber(
+      [&, writer = b.get()] {
+        // The writer's timer completes while the reader polls; the reader must park
+        // and let it run, or it polls until its deadline and times out.
+        FiberScheduler::Current()
+            ->Spawn([writer] {
+              ASSERT_EQ(Sleep(absl::Milliseconds(10)), 0);
+              ASSERT_EQ(::send(writer, "later", 5, 0), 5);
+            })
+            .IgnoreError();
+        // Two turns: in the first the writer parks on its timer, and the loop submits
+        // it before the second; the reader then polls while the timer runs.
+        FiberScheduler::Current()->Yield();
+        FiberScheduler::Current()->Yield();
+        char buf[5];
+        EXPECT_EQ(RecvFullReady(a.get(), buf, 5, absl::Now() + absl::Seconds(5)), 5);
+        EXPECT_EQ(std::string(buf, 5), "later");
+      },
+      LongPoll());
+}
+
+TEST(ReadyOpsTest, PollingRecvSeesDataFromAnotherThreadEndOfInputAndItsDeadline) {
+  auto [a, b] = SocketPair();
+  ASSERT_EQ(SetNonBlocking(a.get(), true), 0);
+  std::thread peer([fd = b.get()] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    (void)::send(fd, "x", 1, MSG_NOSIGNAL);
+  });
+  RunInFiber(
+      [&] {
+        char buf[4];
+        EXPECT_EQ(RecvReady(a.get(), buf, 4, absl::Now() + absl::Seconds(5)), 1);
+        const absl::Time start = absl::Now();
+        EXPECT_EQ(RecvReady(a.get(), buf, 4, absl::Now() + absl::Milliseconds(20)), -ETIMEDOUT);
+        EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // the deadline, not the poll budget
+        ASSERT_EQ(::shutdown(b.get(), SHUT_WR), 0);
+        EXPECT_EQ(RecvReady(a.get(), buf, 4, absl::Now() + absl::Seconds(5)), 0);
+      },
+      LongPoll());
+  peer.join();
 }
 
 TEST(ReadyOpsTest, SendToAFullSocketWaitsUntilThePeerReads) {
