@@ -54,7 +54,8 @@ ABSL_FLAG(std::string, tls_cert_file, "",
           "plane speaks only TLS.");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls-cert-file.");
 ABSL_FLAG(absl::Duration, idle_poll, absl::ZeroDuration(),
-          "How long an idle data-plane thread polls for work before it sleeps (0: at once).");
+          "How long an idle data-plane thread polls for work before it sleeps (0: at once; "
+          "at most 1ms). Faster one-block-per-round-trip fetches, for CPU while polling.");
 ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
@@ -142,7 +143,12 @@ int Main() {
   options.max_connections =
       static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
   options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));
-  options.idle_poll = std::clamp(absl::GetFlag(FLAGS_idle_poll), absl::ZeroDuration(), absl::Milliseconds(1));
+  options.idle_poll = absl::GetFlag(FLAGS_idle_poll);
+  if (options.idle_poll < absl::ZeroDuration() || options.idle_poll > absl::Milliseconds(1)) {
+    LOG(ERROR) << "--idle-poll must be between 0 and 1ms, not "
+               << absl::FormatDuration(options.idle_poll);
+    return 2;
+  }
 
   // Block the shutdown signals before any thread starts, so every thread inherits the
   // mask and sigwait() below is the only place they arrive.

@@ -9,7 +9,8 @@
 // (each runs until it parks on I/O, yields or finishes), then one io_uring_submit for
 // everything those fibers prepared, waiting in the kernel only when no fiber is ready,
 // and finally reap the completions in one batch and make their fibers ready. An idle
-// scheduler sleeps in io_uring_enter; it never spins.
+// scheduler sleeps in io_uring_enter; with SchedulerOptions::idle_poll it first polls
+// for up to that long, and never otherwise spins.
 //
 // Fibers are stackful: each runs on an mmap'd stack with a guard page (see
 // fiber_stack.h) and is switched with Boost.Context's fcontext (a few ns, no syscall).
