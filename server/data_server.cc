@@ -37,10 +37,10 @@ absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
     return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEADDR on the data plane");
   }
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("bind data plane to ", host, ":", port,
-                                                   errno == EADDRINUSE
-                                                       ? " (is another server on this port?)"
-                                                       : ""));
+    const int err = errno;
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("bind data plane to ", host, ":", port,
+                          err == EADDRINUSE ? " (is another server on this port?)" : ""));
   }
   if (::listen(fd.get(), 4096) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", host, ":", port));
