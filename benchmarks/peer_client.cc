@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -282,8 +281,6 @@ int Main() {
 }  // namespace ferry
 
 int main(int argc, char** argv) {
-  std::vector<char*> pointers;
-  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
-  absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  ferry::ParseFlags(argc, argv);
   return ferry::Main();
 }

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -71,7 +70,8 @@ void Serve(UniqueFd socket, const MapOutputIndex& out, int data_fd, absl::Durati
   std::vector<char> body;
   char frame[kRequestBytes];
   while (ReadRequest(socket.get(), frame, spin)) {
-    absl::StatusOr<FetchRequest> request = DecodeFetchRequest(absl::string_view(frame, sizeof(frame)));
+    absl::StatusOr<FetchRequest> request =
+        DecodeFetchRequest(absl::string_view(frame, sizeof(frame)));
     if (!request.ok()) return;
     for (uint64_t i = request->first_block;
          i < uint64_t{request->first_block} + request->block_count; ++i) {
@@ -138,8 +138,6 @@ int Main() {
 }  // namespace ferry
 
 int main(int argc, char** argv) {
-  std::vector<char*> pointers;
-  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
-  absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  ferry::ParseFlags(argc, argv);
   return ferry::Main();
 }

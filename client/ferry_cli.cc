@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -300,10 +299,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ferry <gen|fetch|ls|info> [flags]: generate shuffle data, fetch it from a "
       "ferry_server, list an app's shuffles, show a server's settings.");
-  std::vector<char*> pointers;
-  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
-  std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  const std::vector<std::string> positional = ferry::ParseFlags(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "usage: ferry <gen|fetch|ls|info> [flags]; ferry --help for flags\n");
     return 2;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/flags/parse.h"
+
 namespace ferry {
 
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers) {
@@ -21,6 +23,14 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
   for (std::string& a : args) pointers->push_back(a.data());
   pointers->push_back(nullptr);
   return args;
+}
+
+std::vector<std::string> ParseFlags(int argc, char** argv) {
+  std::vector<char*> pointers;
+  std::vector<std::string> args = NormalizeFlagNames(argc, argv, &pointers);
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  return std::vector<std::string>(positional.begin(), positional.end());
 }
 
 }  // namespace ferry

@@ -14,6 +14,10 @@ namespace ferry {
 // own the storage `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 
+// absl::ParseCommandLine over the normalized arguments (exits on a bad flag, or after
+// --help). Returns the positional arguments, argv[0] first.
+std::vector<std::string> ParseFlags(int argc, char** argv);
+
 }  // namespace ferry
 
 #endif  // FERRY_COMMON_FLAG_NAMES_H_

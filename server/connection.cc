@@ -183,8 +183,9 @@ std::optional<Failure> Connection::ServeRequest(const FetchRequest& request) {
   // sends only full segments while earlier ones are unacknowledged, and each splice into
   // the socket does not push a segment of its own. With TCP_NODELAY instead, the bare
   // kernel's splice loses a third of its throughput on 4 connections and needs 1.4x the
-  // CPU per GB (benchmarks/results/splice_vs_copy.md). When the response is all sent, TCP_NODELAY goes back on, which
-  // pushes its tail at once: the client never waits on a delayed ACK for it.
+  // CPU per GB (benchmarks/results/splice_vs_copy.md). When the response is all sent,
+  // TCP_NODELAY goes back on, which pushes its tail at once: the client never waits on a
+  // delayed ACK for it.
   uint64_t bytes = blocks[request.first_block].length - request.first_block_offset;
   for (uint32_t i = request.first_block + 1; i < end && bytes < kBulkResponseBytes; ++i) {
     bytes += blocks[i].length;

@@ -14,7 +14,6 @@
 #include <glog/logging.h>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -187,9 +186,7 @@ int Main() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves shuffle blocks over a gRPC control plane and a "
                                "zero-copy data plane.");
-  std::vector<char*> pointers;
-  std::vector<std::string> args = ferry::NormalizeFlagNames(argc, argv, &pointers);
-  absl::ParseCommandLine(static_cast<int>(args.size()), pointers.data());
+  ferry::ParseFlags(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   return Main();
