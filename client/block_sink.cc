@@ -75,7 +75,10 @@ absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& 
   LowWaterMark mark(socket, length);
   while (got < length) {
     mark.Before(length - got);
-    const ssize_t n = Recv(socket, out + got, static_cast<size_t>(length - got), 0, deadline);
+    // At most 1 GiB per receive (an io_uring entry's length is 32 bits).
+    const ssize_t n =
+        Recv(socket, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
+             0, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
     if (absl::Status s = verifier.Update(absl::string_view(out + got, static_cast<size_t>(n)));
         !s.ok()) {
@@ -86,11 +89,22 @@ absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& 
   return verifier.Finish();
 }
 
+// A block held in memory is at most 2 GiB (Spark's own limit for a block in a buffer):
+// the length comes from the server, and a larger one would fail the allocation.
+absl::Status CheckBufferable(uint64_t length, const std::string& name) {
+  constexpr uint64_t kMaxBufferedBlockBytes = (uint64_t{1} << 31) - 1;
+  if (length <= kMaxBufferedBlockBytes) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(name, " is ", length, " bytes, over the ",
+                                            kMaxBufferedBlockBytes,
+                                            " a block in memory may have; fetch it to a file"));
+}
+
 }  // namespace
 
 absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
+  if (absl::Status s = CheckBufferable(length, name); !s.ok()) return s;
   if (buffer_.size() < length) buffer_.resize(static_cast<size_t>(length));
   absl::Status s = ReceiveInto(socket, buffer_.data(), length, verifier, name, deadline);
   if (!s.ok()) return s;
@@ -100,6 +114,7 @@ absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
 absl::Status BuffersSink::Receive(int socket, size_t index, uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
+  if (absl::Status s = CheckBufferable(length, name); !s.ok()) return s;
   std::string& block = blocks_[index];
   block.resize(static_cast<size_t>(length));
   return ReceiveInto(socket, block.data(), length, verifier, name, deadline);

@@ -4,6 +4,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/control_plane.h"
 #include "common/grpc_status.h"
 
 namespace ferry {
@@ -39,7 +40,10 @@ std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& s
       tls.pem_root_certs = options_.tls_root_certs;
       credentials = grpc::SslCredentials(tls);
     }
-    channel = grpc::CreateChannel(server, credentials);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxControlMessageBytes);
+    args.SetMaxSendMessageSize(kMaxControlMessageBytes);
+    channel = grpc::CreateCustomChannel(server, credentials, args);
   }
   return ferry::v1::Ferry::NewStub(channel);
 }
@@ -67,6 +71,32 @@ absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
                                             handle.ticket().size(), " bytes, ",
                                             handle.blocks_size(), " of ", request.blocks_size(),
                                             " blocks, data port ", handle.data_port(), ")"));
+  }
+  // Everything later trusts the handle's lengths (buffers are sized by them, verifiers
+  // walk its partitions): each block must be the one asked for, and its partitions, when
+  // listed, exactly its reduce range, adding up to its length.
+  for (int i = 0; i < handle.blocks_size(); ++i) {
+    const ferry::v1::BlockInfo& info = handle.blocks(i);
+    const ferry::v1::BlockId& want = request.blocks(i);
+    const ferry::v1::BlockId& got = info.id();
+    bool ok = got.shuffle_id() == want.shuffle_id() && got.map_id() == want.map_id() &&
+              got.start_reduce_id() == want.start_reduce_id() &&
+              got.end_reduce_id() == want.end_reduce_id();
+    if (ok && info.partitions_size() > 0) {
+      ok = int64_t{info.partitions_size()} ==
+           int64_t{want.end_reduce_id()} - want.start_reduce_id();
+      uint64_t sum = 0;
+      for (const ferry::v1::PartitionChecksum& p : info.partitions()) {
+        ok = ok && p.length() <= info.length() - sum;
+        if (ok) sum += p.length();
+      }
+      ok = ok && sum == info.length();
+    }
+    if (!ok) {
+      return absl::InternalError(absl::StrCat(
+          "OpenStream to ", server, ": malformed stream handle: block ", i,
+          " is not the block asked for, or its partitions do not add up to its length"));
+    }
   }
   return handle;
 }

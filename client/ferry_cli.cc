@@ -197,9 +197,20 @@ int Fetch(ShuffleClient& client) {
   }
   std::vector<BlockLocation> blocks;
   uint64_t total = 0;
+  // The listing comes from the server: what it says is bounded before it is acted on.
+  constexpr int64_t kMaxBlocks = int64_t{1} << 24;
+  int64_t listed = 0;
   for (const auto& shuffle : list->shuffles()) {
     if (only_shuffle >= 0 && shuffle.shuffle_id() != only_shuffle) continue;
     for (const auto& out : shuffle.map_outputs()) {
+      listed += absl::GetFlag(FLAGS_batch) ? 1 : out.partitions();
+      if (out.partitions() < 0 || listed > kMaxBlocks) {
+        std::fprintf(stderr,
+                     "ferry fetch: %s lists more than %lld blocks (or a negative count) for "
+                     "app %s; fetch one shuffle at a time (--shuffle)\n",
+                     server.c_str(), static_cast<long long>(kMaxBlocks), app.c_str());
+        return 1;
+      }
       total += out.data_bytes();
       if (absl::GetFlag(FLAGS_batch)) {
         blocks.push_back({server, {shuffle.shuffle_id(), out.map_id(), 0, out.partitions()}});

@@ -7,8 +7,10 @@
 #include <map>
 #include <memory>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "client/block_fetcher.h"
+#include "common/control_plane.h"
 #include "common/io/scheduler.h"
 
 namespace ferry {
@@ -51,6 +53,27 @@ bool IsRetryable(const absl::Status& status) {
   }
 }
 
+// Splits one server's blocks (caller indexes) into streams within the server's limits
+// on blocks and partitions per OpenStream.
+std::vector<std::vector<size_t>> SplitIntoStreams(const std::vector<size_t>& indexes,
+                                                  const std::vector<BlockLocation>& blocks) {
+  std::vector<std::vector<size_t>> streams(1);
+  uint64_t partitions = 0;
+  for (size_t i : indexes) {
+    const BlockId& b = blocks[i].block;
+    const uint64_t mine = static_cast<uint64_t>(
+        std::max<int64_t>(0, int64_t{b.end_reduce_id} - b.start_reduce_id));
+    if (!streams.back().empty() && (streams.back().size() >= kMaxBlocksPerStream ||
+                                    partitions + mine > kMaxPartitionsPerStream)) {
+      streams.emplace_back();
+      partitions = 0;
+    }
+    streams.back().push_back(i);
+    partitions += mine;
+  }
+  return streams;
+}
+
 }  // namespace
 
 absl::Status ShuffleClient::FetchRound(const std::string& app_id,
@@ -66,11 +89,18 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     if (first_error.ok()) first_error = s;
   };
   auto fail_status = [&](const absl::Status& s) { fail(s, IsRetryable(s)); };
-  // One stream per server, blocks in the caller's order within each.
+  // One stream per server (more where a server's share passes the per-stream limits),
+  // blocks in the caller's order within each.
   std::map<std::string, std::vector<size_t>> by_server;
   for (size_t i : pending) by_server[server_of[i]].push_back(i);
-  std::vector<StreamPlan> plans;
+  std::vector<std::pair<std::string, std::vector<size_t>>> streams;
   for (auto& [server, indexes] : by_server) {
+    for (std::vector<size_t>& part : SplitIntoStreams(indexes, blocks)) {
+      streams.emplace_back(server, std::move(part));
+    }
+  }
+  std::vector<StreamPlan> plans;
+  for (auto& [server, indexes] : streams) {
     std::vector<BlockId> refs;
     refs.reserve(indexes.size());
     for (size_t i : indexes) refs.push_back(blocks[i].block);
@@ -166,30 +196,40 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
   std::vector<bool> done(blocks.size(), false);
   std::vector<std::string> server_of(blocks.size());
   absl::Duration backoff = options.retry_backoff;
+  absl::BitGen jitter;
   absl::Status status;
   const int attempts = std::max(1, options.max_attempts);
-  for (int attempt = 0; attempt < attempts; ++attempt) {
+  // A busy server (RESOURCE_EXHAUSTED) asks to be tried again later: such rounds use up
+  // no attempt until busy_retry_time has passed. The bound on rounds is a backstop.
+  const absl::Time busy_deadline = absl::Now() + options.busy_retry_time;
+  int failed_attempts = 0;
+  for (int round = 0; round < 10000; ++round) {
     std::vector<size_t> pending;
     for (size_t i = 0; i < blocks.size(); ++i) {
       if (done[i]) continue;
       pending.push_back(i);
-      // Round k asks location k (the server, then each replica), wrapping around.
+      // Attempt k asks location k (the server, then each replica), wrapping around.
       const size_t choices = 1 + blocks[i].replicas.size();
-      const size_t pick = static_cast<size_t>(attempt) % choices;
+      const size_t pick = static_cast<size_t>(failed_attempts) % choices;
       server_of[i] = pick == 0 ? blocks[i].server : blocks[i].replicas[pick - 1];
     }
     if (pending.empty()) {
       status = absl::OkStatus();  // everything arrived; an error after the last block is moot
       break;
     }
-    if (attempt > 0) {
-      absl::SleepFor(backoff);  // the calling thread, between rounds: no fiber runs
-      backoff *= 2;
+    if (round > 0) {
+      // Each pause drawn from [0.5, 1.5) times the backoff, so that clients turned away
+      // together do not all come back together. The calling thread sleeps between
+      // rounds: no fiber runs.
+      absl::SleepFor(backoff * absl::Uniform(jitter, 0.5, 1.5));
+      backoff = std::min(backoff * 2, options.max_retry_backoff);
     }
     bool retryable = true;
     status = FetchRound(app_id, blocks, pending, server_of, sink, options, done, &retryable,
                         stats);
     if (status.ok() || !retryable) break;
+    const bool busy = absl::IsResourceExhausted(status) && absl::Now() < busy_deadline;
+    if (!busy && ++failed_attempts >= attempts) break;
   }
   if (!status.ok()) {
     const size_t missing = static_cast<size_t>(std::count(done.begin(), done.end(), false));

@@ -48,8 +48,13 @@ struct FetchOptions {
   // same server or, round by round, from the next replica. Blocks delivered whole are
   // never fetched twice; a block cut off mid-way is fetched again from its start.
   int max_attempts = 4;
-  // Pause before the second round; doubles each round.
+  // A busy server (RESOURCE_EXHAUSTED: too many connections or streams) is asked again
+  // for this long without using up attempts.
+  absl::Duration busy_retry_time = absl::Seconds(30);
+  // Pause before the second round; doubles each round up to max_retry_backoff. Each
+  // pause is drawn from [0.5, 1.5) times that.
   absl::Duration retry_backoff = absl::Milliseconds(100);
+  absl::Duration max_retry_backoff = absl::Seconds(2);
 };
 
 struct FetchStats {

@@ -5,7 +5,8 @@
 namespace ferry {
 
 std::string BlockName(const BlockId& id) {
-  if (id.end_reduce_id == id.start_reduce_id + 1) {
+  // In 64 bits: start_reduce_id comes from the wire and may be INT32_MAX.
+  if (int64_t{id.end_reduce_id} - id.start_reduce_id == 1) {
     return absl::StrCat("shuffle ", id.shuffle_id, " map ", id.map_id, " reduce ",
                         id.start_reduce_id);
   }

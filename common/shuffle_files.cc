@@ -29,29 +29,54 @@ uint64_t BigEndian64At(absl::string_view bytes, size_t i) {
   return be64toh(v);
 }
 
-// Reads a whole small file. NOT_FOUND when it does not exist.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+// Reads a whole small file that OpenRegularFile opened. `name` names it in errors.
+absl::StatusOr<std::string> ReadSmallFile(int fd, absl::string_view name, uint64_t max_bytes) {
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
-  if (!S_ISREG(st.st_mode)) {
-    return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
-  }
+  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", name));
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    return absl::DataLossError(absl::StrCat(path, " is ", st.st_size, " bytes, over the ",
+    return absl::DataLossError(absl::StrCat(name, " is ", st.st_size, " bytes, over the ",
                                             max_bytes, "-byte limit"));
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
-  const ssize_t n = PreadFull(fd.get(), data.data(), data.size(), 0);
-  if (n < 0) return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", path));
+  const ssize_t n = PreadFull(fd, data.data(), data.size(), 0);
+  if (n < 0) return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", name));
   if (static_cast<size_t>(n) != data.size()) {
-    return absl::DataLossError(absl::StrCat(path, " shrank while being read"));
+    return absl::DataLossError(absl::StrCat(name, " shrank while being read"));
   }
   return data;
 }
 
+FileIdentity IdentityOf(const struct stat& st) {
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
 }  // namespace
+
+absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& name,
+                                         absl::string_view display_name, struct stat* st) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ELOOP) {
+      return absl::DataLossError(absl::StrCat(display_name, " is a symlink; not followed"));
+    }
+    return absl::ErrnoToStatus(err, absl::StrCat("open ", display_name));
+  }
+  if (::fstat(fd.get(), st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", display_name));
+  }
+  if (!S_ISREG(st->st_mode)) {
+    return absl::DataLossError(absl::StrCat(display_name, " is not a regular file"));
+  }
+  // Back to blocking: io_uring fails a read of an O_NONBLOCK file that would wait for
+  // the disk with EAGAIN instead of handing it to a worker.
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fcntl ", display_name));
+  }
+  return fd;
+}
 
 std::string DataFileName(int32_t shuffle_id, int64_t map_id) {
   return Prefix(shuffle_id, map_id) + ".data";
@@ -132,25 +157,34 @@ absl::StatusOr<std::vector<uint32_t>> ParseChecksums(absl::string_view bytes, si
   return checksums;
 }
 
-absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int32_t shuffle_id,
-                                                    int64_t map_id) {
-  MapOutputIndex out;
+absl::StatusOr<MapOutputFiles> LoadMapOutput(int dir_fd, absl::string_view dir_name,
+                                             int32_t shuffle_id, int64_t map_id) {
+  MapOutputFiles files;
+  MapOutputIndex& out = files.index;
   out.shuffle_id_ = shuffle_id;
   out.map_id_ = map_id;
-  out.data_path_ = absl::StrCat(dir, "/", DataFileName(shuffle_id, map_id));
-  const std::string index_path = absl::StrCat(dir, "/", IndexFileName(shuffle_id, map_id));
+  out.data_path_ = absl::StrCat(dir_name, "/", DataFileName(shuffle_id, map_id));
+  const std::string index_path = absl::StrCat(dir_name, "/", IndexFileName(shuffle_id, map_id));
 
-  absl::StatusOr<std::string> index = ReadSmallFile(index_path, kMaxIndexFileBytes);
-  if (!index.ok()) return index.status();
   struct stat st;
-  if (::stat(out.data_path_.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return absl::DataLossError(
-          absl::StrCat(out.data_path_, " is missing but its index ", index_path, " exists"));
-    }
-    return absl::ErrnoToStatus(err, absl::StrCat("stat ", out.data_path_));
+  absl::StatusOr<UniqueFd> index_fd =
+      OpenRegularFile(dir_fd, IndexFileName(shuffle_id, map_id), index_path, &st);
+  if (!index_fd.ok()) return index_fd.status();
+  files.index_identity = IdentityOf(st);
+  absl::StatusOr<std::string> index =
+      ReadSmallFile(index_fd->get(), index_path, kMaxIndexFileBytes);
+  if (!index.ok()) return index.status();
+  // The size comes from the descriptor that will be served, not from a second lookup of
+  // the path, which may name another file by then.
+  absl::StatusOr<UniqueFd> data_fd =
+      OpenRegularFile(dir_fd, DataFileName(shuffle_id, map_id), out.data_path_, &st);
+  if (absl::IsNotFound(data_fd.status())) {
+    return absl::DataLossError(
+        absl::StrCat(out.data_path_, " is missing but its index ", index_path, " exists"));
   }
+  if (!data_fd.ok()) return data_fd.status();
+  files.data = *std::move(data_fd);
+  files.data_identity = IdentityOf(st);
   absl::StatusOr<std::vector<uint64_t>> offsets =
       ParseIndex(*index, static_cast<uint64_t>(st.st_size), index_path);
   if (!offsets.ok()) return offsets.status();
@@ -158,10 +192,12 @@ absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int3
 
   for (ChecksumAlgorithm algorithm : {ChecksumAlgorithm::kCrc32c, ChecksumAlgorithm::kCrc32,
                                       ChecksumAlgorithm::kAdler32}) {
-    const std::string path =
-        absl::StrCat(dir, "/", ChecksumFileName(shuffle_id, map_id, algorithm));
-    absl::StatusOr<std::string> bytes = ReadSmallFile(path, kMaxIndexFileBytes);
-    if (absl::IsNotFound(bytes.status())) continue;
+    const std::string name = ChecksumFileName(shuffle_id, map_id, algorithm);
+    const std::string path = absl::StrCat(dir_name, "/", name);
+    absl::StatusOr<UniqueFd> fd = OpenRegularFile(dir_fd, name, path, &st);
+    if (absl::IsNotFound(fd.status())) continue;
+    if (!fd.ok()) return fd.status();
+    absl::StatusOr<std::string> bytes = ReadSmallFile(fd->get(), path, kMaxIndexFileBytes);
     if (!bytes.ok()) return bytes.status();
     absl::StatusOr<std::vector<uint32_t>> checksums =
         ParseChecksums(*bytes, out.partitions(), path);
@@ -170,7 +206,16 @@ absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int3
     out.checksums_ = *std::move(checksums);
     break;
   }
-  return out;
+  return files;
+}
+
+absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int32_t shuffle_id,
+                                                    int64_t map_id) {
+  UniqueFd dir_fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
+  absl::StatusOr<MapOutputFiles> files = LoadMapOutput(dir_fd.get(), dir, shuffle_id, map_id);
+  if (!files.ok()) return files.status();
+  return std::move(files->index);
 }
 
 }  // namespace ferry

@@ -8,8 +8,9 @@
 //   shuffle_<shuffleId>_<mapId>_0.checksum.<ALGO>  one big-endian int64 per partition
 //
 // Everything read from disk is validated before use, and errors name the file and the
-// offending entry. Loading is synchronous file I/O: call it off the data plane's
-// fibers (the control plane does, and caches the result).
+// offending entry. Files are opened beneath a directory descriptor, never through a
+// symlink, and must be regular files. Loading is synchronous file I/O: call it off the
+// data plane's fibers (the control plane does, and caches the result).
 #ifndef FERRY_COMMON_SHUFFLE_FILES_H_
 #define FERRY_COMMON_SHUFFLE_FILES_H_
 
@@ -20,6 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/checksum.h"
+#include "common/unique_fd.h"
+
+struct stat;
 
 namespace ferry {
 
@@ -29,6 +33,13 @@ inline constexpr uint64_t kMaxIndexFileBytes = uint64_t{8} << 20;
 std::string DataFileName(int32_t shuffle_id, int64_t map_id);
 std::string IndexFileName(int32_t shuffle_id, int64_t map_id);
 std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm);
+
+// Opens `name` in the directory `dir_fd` for reading: no symlink is followed, and
+// anything but a regular file (a FIFO, a device, a directory) is DATA_LOSS without
+// waiting on it. NOT_FOUND when it does not exist. Fills `st`. `display_name` names
+// the file in errors.
+absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& name,
+                                         absl::string_view display_name, struct stat* st);
 
 // Parses `name` as one of the three file names; returns false for anything else.
 bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* map_id);
@@ -44,13 +55,20 @@ absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
 absl::StatusOr<std::vector<uint32_t>> ParseChecksums(absl::string_view bytes, size_t partitions,
                                                      absl::string_view checksum_path);
 
+// Which file a path named when it was opened: a file replaced under the same name
+// (a map task run again) has another.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+struct MapOutputFiles;
+
 // One map output's index (and checksums, when stored), loaded and validated.
 class MapOutputIndex {
  public:
-  // Loads the map output from `dir`. NOT_FOUND when its index file is absent (a map
-  // output without an index is not whole: writers rename the index into place last);
-  // DATA_LOSS when a file is malformed or disagrees with the data file. Looks for
-  // checksum files in the order CRC32C, CRC32, ADLER32; none is fine.
+  // LoadMapOutput() on the directory `dir`, keeping only the index.
   static absl::StatusOr<MapOutputIndex> Load(const std::string& dir, int32_t shuffle_id,
                                              int64_t map_id);
 
@@ -68,6 +86,8 @@ class MapOutputIndex {
   const std::vector<uint32_t>& checksums() const { return checksums_; }
 
  private:
+  friend absl::StatusOr<MapOutputFiles> LoadMapOutput(int, absl::string_view, int32_t, int64_t);
+
   int32_t shuffle_id_ = 0;
   int64_t map_id_ = 0;
   std::string data_path_;
@@ -75,6 +95,23 @@ class MapOutputIndex {
   ChecksumAlgorithm checksum_algorithm_ = ChecksumAlgorithm::kNone;
   std::vector<uint32_t> checksums_;
 };
+
+// A map output loaded whole: its index, its data file open, and which files both were.
+struct MapOutputFiles {
+  MapOutputIndex index;
+  UniqueFd data;
+  FileIdentity index_identity;
+  FileIdentity data_identity;
+};
+
+// Loads the map output (shuffle_id, map_id) from the directory `dir_fd`, which
+// `dir_name` names in errors. NOT_FOUND when its index file is absent (a map output
+// without an index is not whole: writers rename the index into place last); DATA_LOSS
+// when a file is malformed, not a regular file, or disagrees with the data file (whose
+// size is read from the descriptor returned). Looks for checksum files in the order
+// CRC32C, CRC32, ADLER32; none is fine.
+absl::StatusOr<MapOutputFiles> LoadMapOutput(int dir_fd, absl::string_view dir_name,
+                                             int32_t shuffle_id, int64_t map_id);
 
 }  // namespace ferry
 

@@ -3,27 +3,52 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <map>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
 
+struct BlockStore::Entry {
+  MapOutputIndex index;
+  std::shared_ptr<const DataFile> data;
+  FileIdentity index_identity;
+  FileIdentity data_identity;
+  // What the index and checksums hold, for the cache's byte bound.
+  uint64_t bytes = 0;
+};
+
 namespace {
 
-// Moves `it` to the front of `lru`.
-template <typename T>
-void Touch(std::list<T>& lru, typename std::list<T>::iterator it) {
-  lru.splice(lru.begin(), lru, it);
+bool SameFile(int dir_fd, const std::string& name, const FileIdentity& identity) {
+  struct stat st;
+  return ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)} ==
+             identity;
 }
 
 }  // namespace
 
-BlockStore::BlockStore(Options options) : options_(std::move(options)) {}
+absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(Options options) {
+  UniqueFd dir(::open(options.data_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data dir '", options.data_dir, "' is not a directory (", std::strerror(errno), ")"));
+  }
+  return std::unique_ptr<BlockStore>(new BlockStore(std::move(options), std::move(dir)));
+}
+
+BlockStore::BlockStore(Options options, UniqueFd data_dir)
+    : options_(std::move(options)),
+      data_dir_(std::move(data_dir)),
+      live_files_(std::make_shared<std::atomic<size_t>>(0)) {}
 
 bool BlockStore::IsValidAppId(absl::string_view app_id) {
   if (app_id.empty() || app_id.size() > 128 || app_id == "." || app_id == "..") return false;
@@ -33,108 +58,176 @@ bool BlockStore::IsValidAppId(absl::string_view app_id) {
   });
 }
 
-absl::Status BlockStore::CheckApp(absl::string_view app_id) const {
+absl::StatusOr<UniqueFd> BlockStore::OpenApp(absl::string_view app_id) {
   if (!IsValidAppId(app_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "app id '", app_id.substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}"));
   }
-  const std::string dir = absl::StrCat(options_.data_dir, "/", app_id);
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  const std::string name(app_id);
+  // One path component, no symlink followed: O_NOFOLLOW opens a link itself, which
+  // O_DIRECTORY then refuses.
+  UniqueFd fd(::openat(data_dir_.get(), name.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.valid()) return fd;
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DropAppLocked(app_id);
     return absl::NotFoundError(absl::StrCat("app ", app_id, " has no shuffle data here"));
   }
-  return absl::OkStatus();
+  return absl::ErrnoToStatus(err, absl::StrCat("open the directory of app ", app_id));
 }
 
-absl::StatusOr<std::shared_ptr<const MapOutputIndex>> BlockStore::GetIndex(
-    absl::string_view app_id, int32_t shuffle_id, int64_t map_id) {
-  IndexKey key(std::string(app_id), shuffle_id, map_id);
+absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutput(
+    int app_fd, absl::string_view app_id, int32_t shuffle_id, int64_t map_id) {
+  const Key key(std::string(app_id), shuffle_id, map_id);
+  std::shared_ptr<const Entry> cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = indexes_.find(key);
-    if (it != indexes_.end()) {
-      Touch(index_lru_, it->second.second);
-      return it->second.first;
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      cached = it->second.entry;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
+  }
+  if (cached != nullptr) {
+    if (SameFile(app_fd, IndexFileName(shuffle_id, map_id), cached->index_identity) &&
+        SameFile(app_fd, DataFileName(shuffle_id, map_id), cached->data_identity)) {
+      return cached;
+    }
+    // Deleted or replaced (a map task run again): load what is there now.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.entry == cached) EraseLocked(key);
+  }
+  {
+    // Room for one more open file, made by evicting the least recently used map
+    // outputs; files that open streams still hold stay open, and count.
+    std::lock_guard<std::mutex> lock(mu_);
+    while (live_files_->load(std::memory_order_relaxed) >= options_.max_open_files &&
+           !lru_.empty()) {
+      EraseLocked(lru_.back());
+    }
+    if (live_files_->load(std::memory_order_relaxed) >= options_.max_open_files) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: open streams hold ", options_.max_open_files,
+                       " data files open (--max-open-files); retry later"));
+    }
+    live_files_->fetch_add(1, std::memory_order_relaxed);  // this load's file
   }
   // Loaded outside the lock: a slow disk delays this request only.
-  absl::StatusOr<MapOutputIndex> loaded =
-      MapOutputIndex::Load(absl::StrCat(options_.data_dir, "/", app_id), shuffle_id, map_id);
-  if (absl::IsNotFound(loaded.status())) {
-    return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
-                                            " of shuffle ", shuffle_id));
-  }
-  if (!loaded.ok()) return loaded.status();
-  auto index = std::make_shared<const MapOutputIndex>(*std::move(loaded));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = indexes_.try_emplace(key);
-  if (inserted) {
-    index_lru_.push_front(key);
-    it->second = {index, index_lru_.begin()};
-    while (indexes_.size() > options_.max_cached_indexes) {
-      indexes_.erase(index_lru_.back());
-      index_lru_.pop_back();
+  absl::StatusOr<MapOutputFiles> loaded = LoadMapOutput(app_fd, app_id, shuffle_id, map_id);
+  if (!loaded.ok()) {
+    live_files_->fetch_sub(1, std::memory_order_relaxed);
+    if (absl::IsNotFound(loaded.status())) {
+      return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
+                                              " of shuffle ", shuffle_id));
     }
+    return loaded.status();
   }
-  return it->second.first;
+  auto entry = std::make_shared<Entry>();
+  entry->index = std::move(loaded->index);
+  entry->index_identity = loaded->index_identity;
+  entry->data_identity = loaded->data_identity;
+  entry->bytes = (entry->index.partitions() + 1) * sizeof(uint64_t) +
+                 entry->index.checksums().size() * sizeof(uint32_t);
+  entry->data = std::shared_ptr<const DataFile>(
+      new DataFile{entry->index.data_path(), std::move(loaded->data)},
+      [live = live_files_](const DataFile* f) {
+        delete f;
+        live->fetch_sub(1, std::memory_order_relaxed);
+      });
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.contains(key)) EraseLocked(key);  // another call loaded it meanwhile
+  lru_.push_front(key);
+  entries_[key] = Slot{entry, lru_.begin()};
+  cached_index_bytes_ += entry->bytes;
+  while (entries_.size() > 1 && (entries_.size() > options_.max_open_files ||
+                                 cached_index_bytes_ > options_.max_cached_index_bytes)) {
+    EraseLocked(lru_.back());
+  }
+  return entry;
 }
 
-absl::StatusOr<std::shared_ptr<const DataFile>> BlockStore::GetFile(const std::string& path) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = files_.find(path);
-    if (it != files_.end()) {
-      Touch(file_lru_, it->second.second);
-      return it->second.first;
-    }
+void BlockStore::EraseLocked(const Key& key) {
+  auto it = entries_.find(key);
+  cached_index_bytes_ -= it->second.entry->bytes;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+void BlockStore::DropAppLocked(absl::string_view app_id) {
+  std::vector<Key> doomed;
+  for (const auto& [key, slot] : entries_) {
+    if (std::get<0>(key) == app_id) doomed.push_back(key);
   }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  auto file = std::make_shared<DataFile>();
-  file->path = path;
-  file->fd = std::move(fd);
+  for (const Key& key : doomed) EraseLocked(key);
+}
+
+size_t BlockStore::DropStale() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = files_.try_emplace(path);
-  if (inserted) {
-    file_lru_.push_front(path);
-    it->second = {std::move(file), file_lru_.begin()};
-    while (files_.size() > options_.max_open_files) {
-      files_.erase(file_lru_.back());
-      file_lru_.pop_back();
+  std::vector<Key> doomed;
+  std::map<std::string, bool> app_exists;
+  for (const auto& [key, slot] : entries_) {
+    const std::string& app = std::get<0>(key);
+    auto [it, inserted] = app_exists.try_emplace(app, false);
+    struct stat st;
+    if (inserted) {
+      it->second = ::fstatat(data_dir_.get(), app.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISDIR(st.st_mode);
+    }
+    if (!it->second || ::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
+      doomed.push_back(key);
     }
   }
-  return it->second.first;
+  for (const Key& key : doomed) EraseLocked(key);
+  return doomed.size();
+}
+
+size_t BlockStore::cached_map_outputs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
 }
 
 absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockId& key) {
-  if (absl::Status s = CheckApp(app_id); !s.ok()) return s;
-  return ResolveInApp(app_id, key);
+  absl::StatusOr<std::vector<ResolvedBlock>> all = ResolveAll(app_id, {key});
+  if (!all.ok()) return all.status();
+  return std::move(all->front());
 }
 
 absl::StatusOr<std::vector<ResolvedBlock>> BlockStore::ResolveAll(absl::string_view app_id,
                                                                   absl::Span<const BlockId> keys) {
-  // One check of the app for the whole list: a stream names up to thousands of blocks.
-  if (absl::Status s = CheckApp(app_id); !s.ok()) return s;
+  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  if (!app.ok()) return app.status();
+  // A stream names up to a million blocks of a few map outputs: each map output is
+  // looked up and revalidated once.
+  absl::flat_hash_map<std::pair<int32_t, int64_t>, std::shared_ptr<const Entry>> seen;
   std::vector<ResolvedBlock> resolved;
   resolved.reserve(keys.size());
   for (const BlockId& key : keys) {
-    absl::StatusOr<ResolvedBlock> r = ResolveInApp(app_id, key);
+    if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
+        key.end_reduce_id <= key.start_reduce_id) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key)));
+    }
+    std::shared_ptr<const Entry>& entry = seen[{key.shuffle_id, key.map_id}];
+    if (entry == nullptr) {
+      absl::StatusOr<std::shared_ptr<const Entry>> got =
+          GetMapOutput(app->get(), app_id, key.shuffle_id, key.map_id);
+      if (!got.ok()) return got.status();
+      entry = *std::move(got);
+    }
+    absl::StatusOr<ResolvedBlock> r = ResolveIn(entry, app_id, key);
     if (!r.ok()) return r.status();
     resolved.push_back(*std::move(r));
   }
   return resolved;
 }
 
-absl::StatusOr<ResolvedBlock> BlockStore::ResolveInApp(absl::string_view app_id,
-                                                       const BlockId& key) {
-  if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
-      key.end_reduce_id <= key.start_reduce_id) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key)));
-  }
-  absl::StatusOr<std::shared_ptr<const MapOutputIndex>> index =
-      GetIndex(app_id, key.shuffle_id, key.map_id);
-  if (!index.ok()) return index.status();
-  const MapOutputIndex& out = **index;
+absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const Entry>& entry,
+                                                    absl::string_view app_id,
+                                                    const BlockId& key) const {
+  const MapOutputIndex& out = entry->index;
   const size_t start = static_cast<size_t>(key.start_reduce_id);
   const size_t end = static_cast<size_t>(key.end_reduce_id);
   if (end > out.partitions()) {
@@ -142,34 +235,30 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveInApp(absl::string_view app_id,
                                                    " is past the map output's ",
                                                    out.partitions(), " partitions"));
   }
-  absl::StatusOr<std::shared_ptr<const DataFile>> file = GetFile(out.data_path());
-  if (!file.ok()) return file.status();
-
   ResolvedBlock r;
-  r.block.file = *std::move(file);
+  r.block.file = entry->data;
   r.block.offset = out.RangeOffset(start);
   r.block.length = out.RangeLength(start, end);
-  r.block.name = absl::StrCat(BlockName(key), " of app ", app_id);
-  r.checksum_algorithm = out.checksum_algorithm();
-  if (out.checksum_algorithm() != ChecksumAlgorithm::kNone) {
-    for (size_t p = start; p < end; ++p) {
-      r.partitions.push_back({out.RangeLength(p, p + 1), out.checksums()[p]});
-    }
-    if (end - start == 1) {
-      r.block.has_checksum = true;
-      r.block.checksum_algorithm = out.checksum_algorithm();
-      r.block.checksum = out.checksums()[start];
-    }
+  r.block.id = key;
+  if (end - start == 1 && out.checksum_algorithm() != ChecksumAlgorithm::kNone) {
+    r.block.has_checksum = true;
+    r.block.checksum_algorithm = out.checksum_algorithm();
+    r.block.checksum = out.checksums()[start];
   }
+  r.index = std::shared_ptr<const MapOutputIndex>(entry, &entry->index);
   return r;
 }
 
 absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
-  if (absl::Status s = CheckApp(app_id); !s.ok()) return s;
-  const std::string dir = absl::StrCat(options_.data_dir, "/", app_id);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("list ", dir));
-  std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
+  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  if (!app.ok()) return app.status();
+  const int listing = ::openat(app->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (d == nullptr) {
+    const int err = errno;
+    if (listing >= 0) ::close(listing);
+    return absl::ErrnoToStatus(err, absl::StrCat("list app ", app_id));
+  }
   std::vector<std::pair<int32_t, int64_t>> outputs;
   while (dirent* entry = ::readdir(d)) {
     int32_t shuffle_id = 0;
@@ -179,15 +268,17 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
     }
   }
   ::closedir(d);
+  std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
-    absl::StatusOr<std::shared_ptr<const MapOutputIndex>> index =
-        GetIndex(app_id, shuffle_id, map_id);
-    if (!index.ok()) return index.status();
+    absl::StatusOr<std::shared_ptr<const Entry>> entry =
+        GetMapOutput(app->get(), app_id, shuffle_id, map_id);
+    if (!entry.ok()) return entry.status();
+    const MapOutputIndex& index = (*entry)->index;
     MapOutputInfo info;
     info.map_id = map_id;
-    info.partitions = static_cast<int32_t>((*index)->partitions());
-    info.data_bytes = (*index)->data_bytes();
-    info.checksum_algorithm = (*index)->checksum_algorithm();
+    info.partitions = static_cast<int32_t>(index.partitions());
+    info.data_bytes = index.data_bytes();
+    info.checksum_algorithm = index.checksum_algorithm();
     found[shuffle_id][map_id] = info;
   }
   std::vector<ShuffleInfo> shuffles;
@@ -198,11 +289,6 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
     shuffles.push_back(std::move(s));
   }
   return shuffles;
-}
-
-size_t BlockStore::open_files() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return files_.size();
 }
 
 }  // namespace ferry

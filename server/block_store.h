@@ -1,21 +1,31 @@
 // BlockStore: resolves block ids to segments of shuffle data files under
-// `<data-dir>/<appId>/`, with two bounded caches: validated map-output indexes and open
-// data-file descriptors.
+// `<data-dir>/<appId>/`, through one bounded cache of map outputs: each entry is a
+// validated index together with its data file's open descriptor, so the index always
+// describes the very file that is served.
 //
 // App ids are validated ([A-Za-z0-9_.-]{1,128}, not "." or "..") before they touch a
 // path; nothing else from a request becomes part of a path except the decimal shuffle
-// and map ids. Data files are opened with O_NOFOLLOW, and an app directory that is a
-// symlink is refused, so a request never leaves the data dir.
+// and map ids. The data dir is opened once; an app directory is opened beneath it and
+// files beneath that, one path component at a time and never through a symlink, so
+// swapping a directory for a symlink cannot lead outside the data dir. Index, checksum
+// and data files must be regular files.
 //
-// Map outputs are immutable once their index is in place (Spark gives each map attempt
-// its own id), so cached indexes are not revalidated. Evicting a data file from the
-// cache drops the cache's reference only: streams still using it keep it open.
+// A cached map output is revalidated on each use: if its index or data file no longer
+// is the file that was loaded (deleted, or replaced by a map task run again), it is
+// loaded again. DropStale(), which the server calls on a timer, drops entries whose
+// data file was deleted or whose app directory is gone, so a deleted app's disk space
+// is not pinned by the cache.
 //
-// Thread-safe (one mutex); used by the control plane, never on the data plane's
-// per-block path.
+// Bounds: map outputs cached (each holds a descriptor) and the index bytes they hold;
+// and data files open in all, cached or held by open streams (max_open_files): past
+// it, a resolve that needs another file is RESOURCE_EXHAUSTED.
+//
+// Thread-safe (one mutex, never held across file I/O); used by the control plane,
+// never on the data plane's per-block path.
 #ifndef FERRY_SERVER_BLOCK_STORE_H_
 #define FERRY_SERVER_BLOCK_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -29,22 +39,17 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/block_id.h"
-#include "common/checksum.h"
 #include "common/shuffle_files.h"
+#include "common/unique_fd.h"
 #include "server/ticket_registry.h"
 
 namespace ferry {
 
-struct PartitionInfo {
-  uint64_t length = 0;
-  uint32_t checksum = 0;
-};
-
 struct ResolvedBlock {
   StreamBlock block;
-  // Stored checksums per partition (empty when none were stored).
-  ChecksumAlgorithm checksum_algorithm = ChecksumAlgorithm::kNone;
-  std::vector<PartitionInfo> partitions;
+  // The map output's index: lengths and stored checksums of the block's partitions
+  // [block.id.start_reduce_id, block.id.end_reduce_id).
+  std::shared_ptr<const MapOutputIndex> index;
 };
 
 struct MapOutputInfo {
@@ -63,11 +68,15 @@ class BlockStore {
  public:
   struct Options {
     std::string data_dir;
+    // Data files open at once, cached or held by streams; also the most map outputs
+    // cached.
     size_t max_open_files = 1024;
-    size_t max_cached_indexes = 16384;
+    // Index and checksum bytes the cache holds.
+    uint64_t max_cached_index_bytes = uint64_t{256} << 20;
   };
 
-  explicit BlockStore(Options options);
+  // Opens the data dir. INVALID_ARGUMENT when it is not a directory.
+  static absl::StatusOr<std::unique_ptr<BlockStore>> Open(Options options);
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
@@ -75,39 +84,52 @@ class BlockStore {
 
   // INVALID_ARGUMENT for a bad app id or reduce range (negative, empty, or past the map
   // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
-  // DATA_LOSS for malformed files.
+  // DATA_LOSS for malformed files; RESOURCE_EXHAUSTED when max_open_files are open.
   absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
-  // Resolve() for each of `keys` in order, checking the app once; the first error.
+  // Resolve() for each of `keys` in order, opening the app and revalidating each map
+  // output once; the first error.
   absl::StatusOr<std::vector<ResolvedBlock>> ResolveAll(absl::string_view app_id,
                                                         absl::Span<const BlockId> keys);
 
   // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
 
-  size_t open_files() const;
+  // Drops cached map outputs whose data file is deleted or whose app directory is gone.
+  // Returns how many.
+  size_t DropStale();
+
+  // Map outputs cached, and data files open (cached or held by streams).
+  size_t cached_map_outputs() const;
+  size_t open_files() const { return live_files_->load(std::memory_order_relaxed); }
 
  private:
-  using IndexKey = std::tuple<std::string, int32_t, int64_t>;
+  using Key = std::tuple<std::string, int32_t, int64_t>;
+  struct Entry;
+  struct Slot {
+    std::shared_ptr<const Entry> entry;
+    std::list<Key>::iterator lru;
+  };
 
-  absl::Status CheckApp(absl::string_view app_id) const;
-  // Resolve() without the app check.
-  absl::StatusOr<ResolvedBlock> ResolveInApp(absl::string_view app_id, const BlockId& key);
-  absl::StatusOr<std::shared_ptr<const MapOutputIndex>> GetIndex(absl::string_view app_id,
-                                                                 int32_t shuffle_id,
-                                                                 int64_t map_id);
-  absl::StatusOr<std::shared_ptr<const DataFile>> GetFile(const std::string& path);
+  BlockStore(Options options, UniqueFd data_dir);
+  // The app's directory, opened beneath the data dir. NOT_FOUND (and its cached map
+  // outputs dropped) when it is not there.
+  absl::StatusOr<UniqueFd> OpenApp(absl::string_view app_id);
+  // The map output, from the cache if its files are still the ones loaded.
+  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(int app_fd, absl::string_view app_id,
+                                                            int32_t shuffle_id, int64_t map_id);
+  absl::StatusOr<ResolvedBlock> ResolveIn(const std::shared_ptr<const Entry>& entry,
+                                          absl::string_view app_id, const BlockId& key) const;
+  void EraseLocked(const Key& key);
+  void DropAppLocked(absl::string_view app_id);
 
-  Options options_;
+  const Options options_;
+  const UniqueFd data_dir_;
+  // DataFile objects alive: the cache's, and those only streams still hold.
+  const std::shared_ptr<std::atomic<size_t>> live_files_;
   mutable std::mutex mu_;
-  // Least recently used at the back.
-  std::list<IndexKey> index_lru_;  // guarded by mu_
-  absl::flat_hash_map<IndexKey,
-                      std::pair<std::shared_ptr<const MapOutputIndex>, std::list<IndexKey>::iterator>>
-      indexes_;  // guarded by mu_
-  std::list<std::string> file_lru_;  // guarded by mu_
-  absl::flat_hash_map<std::string,
-                      std::pair<std::shared_ptr<const DataFile>, std::list<std::string>::iterator>>
-      files_;  // guarded by mu_
+  std::list<Key> lru_;                      // guarded by mu_; least recent at the back
+  absl::flat_hash_map<Key, Slot> entries_;  // guarded by mu_
+  uint64_t cached_index_bytes_ = 0;         // guarded by mu_
 };
 
 }  // namespace ferry

@@ -78,11 +78,17 @@ class Connection {
   // Nagle's algorithm on for a bulk response, off (TCP_NODELAY) once it is sent.
   void SetNoDelay(bool on);
   absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
+  // How errors name a block of the stream being served.
+  std::string Name(const StreamBlock& block) const { return BlockName(*stream_, block); }
 
   UniqueFd socket_;
   const TicketRegistry& tickets_;
   const ConnectionOptions& options_;
   ConnectionControl* control_;
+  // Whether a whole request has arrived yet.
+  bool served_any_ = false;
+  // The stream of the request being served.
+  const Stream* stream_ = nullptr;
   // Whether TCP_NODELAY is set on the socket now. Accepted sockets start without it.
   bool nodelay_ = false;
   uint64_t bytes_since_yield_ = 0;
@@ -106,7 +112,11 @@ ssize_t Connection::ReadRequest(char (&frame)[kRequestBytes]) {
     // retries elsewhere. The direct MSG_DONTWAIT recv works on either engine's socket.
     return RecvFullReady(socket_.get(), frame, kRequestBytes, absl::Now());
   }
-  const absl::Time deadline = absl::Now() + options_.idle_timeout;
+  // A new connection gets a shorter wait: a peer that connects and says nothing holds
+  // a connection slot.
+  const absl::Time deadline =
+      absl::Now() + (served_any_ ? options_.idle_timeout
+                                 : std::min(options_.idle_timeout, options_.first_request_timeout));
   if (options_.engine == IoEngine::kInline) {
     return RecvFullReady(socket_.get(), frame, kRequestBytes, deadline);
   }
@@ -139,6 +149,7 @@ void Connection::Serve() {
     std::optional<Failure> failure;
     if (n < 0) return;   // idle timeout, reset, or stopping: nobody to tell
     if (control_ != nullptr) control_->serving = true;
+    served_any_ = true;
     if (n != static_cast<ssize_t>(sizeof(frame))) {
       failure = Failure{absl::InvalidArgumentError(absl::StrCat(
           "connection closed after ", n, " bytes of a ", kRequestBytes, "-byte request"))};
@@ -164,6 +175,7 @@ std::optional<Failure> Connection::ServeRequest(const FetchRequest& request) {
   absl::StatusOr<std::shared_ptr<const Stream>> stream =
       tickets_.Find(request.ticket, absl::Now());
   if (!stream.ok()) return Failure{stream.status(), request.first_block};
+  stream_ = stream->get();
   const std::vector<StreamBlock>& blocks = (*stream)->blocks;
   const uint64_t end = uint64_t{request.first_block} + request.block_count;
   if (end > blocks.size()) {
@@ -175,7 +187,7 @@ std::optional<Failure> Connection::ServeRequest(const FetchRequest& request) {
   if (request.first_block_offset > blocks[request.first_block].length) {
     return Failure{absl::OutOfRangeError(absl::StrCat(
                        "offset ", request.first_block_offset, " is past the end of block ",
-                       request.first_block, " (", blocks[request.first_block].name, ", ",
+                       request.first_block, " (", Name(blocks[request.first_block]), ", ",
                        blocks[request.first_block].length, " bytes)")),
                    request.first_block};
   }
@@ -224,12 +236,12 @@ std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t 
   struct stat st;
   if (::fstat(block.file->fd.get(), &st) != 0) {
     return Failure{absl::ErrnoToStatus(errno, absl::StrCat("stat ", block.file->path, " for ",
-                                                           block.name)),
+                                                           Name(block))),
                    index};
   }
   if (static_cast<uint64_t>(st.st_size) < block.offset + block.length) {
     return Failure{absl::DataLossError(absl::StrCat(
-                       block.name, ": data file ", block.file->path, " is now ", st.st_size,
+                       Name(block), ": data file ", block.file->path, " is now ", st.st_size,
                        " bytes but the block ends at byte ", block.offset + block.length)),
                    index};
   }
@@ -251,7 +263,7 @@ std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t 
   // with no payload is pushed at once.
   const ssize_t sent = SendBytes(bytes, sizeof(bytes), length > 0 ? MSG_MORE : 0);
   if (sent < 0) {
-    return Failure{PeerError(sent, absl::StrCat("send header of ", block.name)), index, false};
+    return Failure{PeerError(sent, absl::StrCat("send header of ", Name(block))), index, false};
   }
   if (length == 0) return std::nullopt;
   const uint64_t pos = block.offset + offset;
@@ -307,19 +319,19 @@ absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint
       const int out_res = out.Wait();
       if (out_res < 0 && out_res != -ECANCELED && in_res > 0) {
         pipe_.reset();
-        return PeerError(out_res, absl::StrCat("splice ", block.name, " to the peer"));
+        return PeerError(out_res, absl::StrCat("splice ", Name(block), " to the peer"));
       }
       moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
     }
     if (in_res < 0) {
       pipe_.reset();
       return absl::ErrnoToStatus(static_cast<int>(-in_res),
-                                 absl::StrCat("splice ", block.file->path, " for ", block.name,
+                                 absl::StrCat("splice ", block.file->path, " for ", Name(block),
                                               " into the pipe"));
     }
     if (in_res == 0) {
       pipe_.reset();
-      return absl::DataLossError(absl::StrCat(block.name, ": ", block.file->path,
+      return absl::DataLossError(absl::StrCat(Name(block), ": ", block.file->path,
                                               " ended early (truncated while being served)"));
     }
     const size_t in_pipe = static_cast<size_t>(in_res) - moved;
@@ -329,7 +341,7 @@ absl::Status Connection::SpliceBody(const StreamBlock& block, uint64_t pos, uint
       if (drained != static_cast<ssize_t>(in_pipe)) {
         pipe_.reset();
         return PeerError(drained < 0 ? drained : -EPIPE,
-                         absl::StrCat("splice ", block.name, " to the peer"));
+                         absl::StrCat("splice ", Name(block), " to the peer"));
       }
     }
     pos += static_cast<uint64_t>(in_res);
@@ -355,15 +367,15 @@ absl::Status Connection::CopyBody(const StreamBlock& block, uint64_t pos, uint64
     const ssize_t n = ReadFile(file, buffer_.get(), chunk, pos);
     if (n < 0) {
       return absl::ErrnoToStatus(static_cast<int>(-n),
-                                 absl::StrCat("read ", block.file->path, " for ", block.name));
+                                 absl::StrCat("read ", block.file->path, " for ", Name(block)));
     }
     if (static_cast<size_t>(n) != chunk) {
-      return absl::DataLossError(absl::StrCat(block.name, ": ", block.file->path,
+      return absl::DataLossError(absl::StrCat(Name(block), ": ", block.file->path,
                                               " ended early (truncated while being served)"));
     }
     const bool last = chunk == length;
     const ssize_t sent = SendBytes(buffer_.get(), chunk, last ? 0 : MSG_MORE);
-    if (sent < 0) return PeerError(sent, absl::StrCat("send ", block.name, " to the peer"));
+    if (sent < 0) return PeerError(sent, absl::StrCat("send ", Name(block), " to the peer"));
     pos += chunk;
     TakeTurns(chunk, 0);
     length -= chunk;

@@ -49,7 +49,9 @@ struct ConnectionOptions {
   IoEngine engine = IoEngine::kInline;
   size_t pipe_bytes = size_t{1} << 20;
   size_t copy_buffer_bytes = size_t{1} << 20;
-  // How long a connection may sit without sending a request.
+  // How long a new connection may take to send its first whole request.
+  absl::Duration first_request_timeout = absl::Seconds(10);
+  // How long a connection may sit without sending a request after that.
   absl::Duration idle_timeout = absl::Seconds(120);
   // Deadline for each send or splice to the peer.
   absl::Duration io_timeout = absl::Seconds(30);

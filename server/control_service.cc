@@ -38,7 +38,8 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 // The checksum of the block's bytes in its data file, read through a bounded buffer.
 // DATA_LOSS if the file ends first.
-absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, ChecksumAlgorithm algorithm) {
+absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
+                                        ChecksumAlgorithm algorithm) {
   constexpr size_t kBufferBytes = size_t{1} << 20;
   auto buffer = std::make_unique<char[]>(kBufferBytes);
   Checksum checksum(algorithm);
@@ -49,7 +50,7 @@ absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, ChecksumAlgori
       return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", block.file->path));
     }
     if (static_cast<size_t>(n) != want) {
-      return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", block.name,
+      return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", name,
                                               " does (byte ", block.offset + block.length, ")"));
     }
     checksum.Update(absl::string_view(buffer.get(), want));
@@ -80,49 +81,111 @@ ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
   if (options_.data_host == "0.0.0.0") options_.data_host.clear();
 }
 
+std::string ClientOfPeer(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t bracket = peer.rfind(']');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme ||
+      (bracket != std::string::npos && colon < bracket)) {
+    return peer;  // "unix:/path" and the like: no port to strip
+  }
+  return peer.substr(0, colon);
+}
+
+grpc::Status ControlService::EnterHeavy() {
+  absl::MutexLock lock(&heavy_mu_);
+  auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(heavy_mu_) {
+    return heavy_calls_ < options_.max_heavy_calls;
+  };
+  if (!heavy_mu_.AwaitWithTimeout(absl::Condition(&has_room), options_.heavy_call_wait)) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", options_.max_heavy_calls,
+        " OpenStream, ListShuffles and DiagnoseCorruption calls running; retry later")));
+  }
+  ++heavy_calls_;
+  return grpc::Status::OK;
+}
+
+void ControlService::LeaveHeavy() {
+  absl::MutexLock lock(&heavy_mu_);
+  --heavy_calls_;
+}
+
 grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
                                         const ferry::v1::OpenStreamRequest* request,
                                         ferry::v1::StreamHandle* response) {
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  if (tickets_->size() >= options_.max_open_streams) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", options_.max_open_streams, " streams open; retry later")));
-  }
-  if (!BlockStore::IsValidAppId(request->app_id())) {
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  grpc::Status status = OpenStreamAdmitted(*context, *request, response);
+  LeaveHeavy();
+  return status;
+}
+
+grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& context,
+                                                const ferry::v1::OpenStreamRequest& request,
+                                                ferry::v1::StreamHandle* response) {
+  if (!BlockStore::IsValidAppId(request.app_id())) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "app id '", request->app_id().substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}")));
+        "app id '", request.app_id().substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}")));
   }
-  if (request->blocks_size() == 0) {
+  if (request.blocks_size() == 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("OpenStream names no blocks"));
   }
-  if (static_cast<size_t>(request->blocks_size()) > options_.max_blocks_per_stream) {
+  if (static_cast<size_t>(request.blocks_size()) > options_.max_blocks_per_stream) {
     return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("OpenStream names ", request->blocks_size(), " blocks; the limit is ",
-                     options_.max_blocks_per_stream)));
+        absl::StrCat("OpenStream names ", request.blocks_size(), " blocks; the limit is ",
+                     options_.max_blocks_per_stream, ": split the fetch into several streams")));
+  }
+  // Counted before anything is resolved: the handle holds one entry per partition.
+  uint64_t partitions = 0;
+  for (const ferry::v1::BlockId& id : request.blocks()) {
+    partitions += static_cast<uint64_t>(
+        std::max<int64_t>(0, int64_t{id.end_reduce_id()} - id.start_reduce_id()));
+  }
+  if (partitions > options_.max_partitions_per_stream) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "OpenStream's blocks cover ", partitions, " partitions; the limit is ",
+        options_.max_partitions_per_stream, ": split the fetch into several streams")));
   }
   std::vector<BlockId> keys;
-  keys.reserve(static_cast<size_t>(request->blocks_size()));
-  for (const ferry::v1::BlockId& id : request->blocks()) {
+  keys.reserve(static_cast<size_t>(request.blocks_size()));
+  for (const ferry::v1::BlockId& id : request.blocks()) {
     keys.push_back({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()});
   }
-  absl::StatusOr<std::vector<ResolvedBlock>> resolved =
-      store_->ResolveAll(request->app_id(), keys);
+  absl::StatusOr<std::vector<ResolvedBlock>> resolved = store_->ResolveAll(request.app_id(), keys);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   auto stream = std::make_shared<Stream>();
-  stream->app_id = request->app_id();
+  stream->app_id = request.app_id();
+  stream->client = ClientOfPeer(context.peer());
   stream->blocks.reserve(resolved->size());
+  response->mutable_blocks()->Reserve(request.blocks_size());
   for (size_t i = 0; i < resolved->size(); ++i) {
     ResolvedBlock& r = (*resolved)[i];
+    const MapOutputIndex& index = *r.index;
     ferry::v1::BlockInfo* info = response->add_blocks();
-    *info->mutable_id() = request->blocks(static_cast<int>(i));
+    *info->mutable_id() = request.blocks(static_cast<int>(i));
     info->set_length(r.block.length);
-    info->set_checksum_algorithm(ToProto(r.checksum_algorithm));
-    for (const PartitionInfo& p : r.partitions) {
-      ferry::v1::PartitionChecksum* pc = info->add_partitions();
-      pc->set_length(p.length);
-      pc->set_checksum(p.checksum);
+    info->set_checksum_algorithm(ToProto(index.checksum_algorithm()));
+    if (index.checksum_algorithm() != ChecksumAlgorithm::kNone) {
+      const size_t start = static_cast<size_t>(r.block.id.start_reduce_id);
+      const size_t end = static_cast<size_t>(r.block.id.end_reduce_id);
+      info->mutable_partitions()->Reserve(static_cast<int>(end - start));
+      for (size_t p = start; p < end; ++p) {
+        ferry::v1::PartitionChecksum* pc = info->add_partitions();
+        pc->set_length(index.RangeLength(p, p + 1));
+        pc->set_checksum(index.checksums()[p]);
+      }
     }
     stream->blocks.push_back(std::move(r.block));
+  }
+  resolved->clear();
+  // Checked before the stream is registered, so a handle no client could receive never
+  // leaves an open stream behind. The fields still to come add under 100 bytes.
+  const size_t handle_bytes = response->ByteSizeLong() + 100;
+  if (handle_bytes > static_cast<size_t>(kMaxControlMessageBytes)) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "OpenStream's handle would be ", handle_bytes, " bytes, over the ",
+        kMaxControlMessageBytes, "-byte message limit: split the fetch into several streams")));
   }
   stream->expires = absl::Now() + options_.ticket_ttl;
   const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
@@ -149,7 +212,9 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
                                           const ferry::v1::ListShufflesRequest* request,
                                           ferry::v1::ListShufflesResponse* response) {
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
   absl::StatusOr<std::vector<ShuffleInfo>> shuffles = store_->ListShuffles(request->app_id());
+  LeaveHeavy();
   if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
   for (const ShuffleInfo& s : *shuffles) {
     ferry::v1::ShuffleSummary* summary = response->add_shuffles();
@@ -186,24 +251,33 @@ grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
                                                 const ferry::v1::DiagnoseCorruptionRequest* request,
                                                 ferry::v1::CorruptionDiagnosis* response) {
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  const ferry::v1::BlockId& id = request->block();
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  grpc::Status status = DiagnoseAdmitted(*request, response);
+  LeaveHeavy();
+  return status;
+}
+
+grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
+                                              ferry::v1::CorruptionDiagnosis* response) {
+  const ferry::v1::BlockId& id = request.block();
   const BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
   if (static_cast<int64_t>(key.end_reduce_id) - key.start_reduce_id != 1) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
         "DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
   }
-  absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request->app_id(), key);
+  absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request.app_id(), key);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
-  if (resolved->checksum_algorithm == ChecksumAlgorithm::kNone || resolved->partitions.empty()) {
+  const std::string name = absl::StrCat(BlockName(key), " of app ", request.app_id());
+  if (!resolved->block.has_checksum) {
     return ToGrpcStatus(absl::FailedPreconditionError(
-        absl::StrCat(resolved->block.name, " has no stored checksum to diagnose against")));
+        absl::StrCat(name, " has no stored checksum to diagnose against")));
   }
-  const ChecksumAlgorithm algorithm = resolved->checksum_algorithm;
-  const uint32_t stored = resolved->partitions[0].checksum;
-  const uint32_t received = request->received_checksum();
+  const ChecksumAlgorithm algorithm = resolved->block.checksum_algorithm;
+  const uint32_t stored = resolved->block.checksum;
+  const uint32_t received = request.received_checksum();
   response->set_checksum_algorithm(ToProto(algorithm));
   response->set_stored_checksum(stored);
-  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(resolved->block, algorithm);
+  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(resolved->block, name, algorithm);
   if (!disk.ok() && disk.status().code() != absl::StatusCode::kDataLoss) {
     return ToGrpcStatus(disk.status());
   }
@@ -214,14 +288,14 @@ grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
     response->set_explanation(
         disk.ok() ? absl::StrFormat("the disk is to blame: %s's bytes on disk now give %s "
                                     "0x%08x, but 0x%08x was stored when they were written",
-                                    resolved->block.name, alg, *disk, stored)
+                                    name, alg, *disk, stored)
                   : absl::StrCat("the disk is to blame: ", disk.status().message()));
   } else if (received != stored) {
     response->set_cause(ferry::v1::CAUSE_TRANSFER);
     response->set_explanation(absl::StrFormat(
         "the transfer is to blame: %s's bytes on disk still match the stored %s 0x%08x, "
         "but the bytes received give 0x%08x",
-        resolved->block.name, alg, stored, received));
+        name, alg, stored, received));
   } else {
     response->set_cause(ferry::v1::CAUSE_NONE);
     response->set_explanation(absl::StrFormat(

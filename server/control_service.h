@@ -9,7 +9,9 @@
 
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
 #include "server/block_store.h"
 #include "server/connection.h"
@@ -25,10 +27,14 @@ struct ControlServiceOptions {
   uint32_t data_threads = 1;
   ConnectionOptions connection;
   absl::Duration ticket_ttl = absl::Minutes(10);
-  // Most blocks one OpenStream may name.
-  size_t max_blocks_per_stream = 1 << 20;
-  // Streams open at once; OpenStream past it is RESOURCE_EXHAUSTED (retry later).
-  size_t max_open_streams = 100000;
+  // Most blocks one OpenStream may name, and most partitions they may cover together.
+  size_t max_blocks_per_stream = kMaxBlocksPerStream;
+  size_t max_partitions_per_stream = kMaxPartitionsPerStream;
+  // Calls that read files or build large answers (OpenStream, ListShuffles,
+  // DiagnoseCorruption) running at once; more wait up to `heavy_call_wait`, then get
+  // RESOURCE_EXHAUSTED.
+  int max_heavy_calls = 8;
+  absl::Duration heavy_call_wait = absl::Seconds(2);
   // When not empty, every RPC must carry the metadata "authorization: Bearer <token>";
   // others are UNAUTHENTICATED.
   std::string auth_token;
@@ -57,11 +63,25 @@ class ControlService final : public ferry::v1::Ferry::Service {
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
   grpc::Status Authorize(const grpc::ServerContext* context) const;
+  // A place among the heavy calls, or RESOURCE_EXHAUSTED; LeaveHeavy() gives it back.
+  grpc::Status EnterHeavy();
+  void LeaveHeavy();
+  grpc::Status OpenStreamAdmitted(const grpc::ServerContext& context,
+                                  const ferry::v1::OpenStreamRequest& request,
+                                  ferry::v1::StreamHandle* response);
+  grpc::Status DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
+                                ferry::v1::CorruptionDiagnosis* response);
 
   ControlServiceOptions options_;
   BlockStore* store_;
   TicketRegistry* tickets_;
+  absl::Mutex heavy_mu_;
+  int heavy_calls_ ABSL_GUARDED_BY(heavy_mu_) = 0;
 };
+
+// "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it
+// called from.
+std::string ClientOfPeer(const std::string& peer);
 
 // The version ferry_server reports.
 inline constexpr char kFerryVersion[] = "0.1.0";

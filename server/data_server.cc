@@ -125,15 +125,17 @@ void DataServer::RunThread(size_t i) {
       if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
       UniqueFd conn(fd);
       accepted_.fetch_add(1, std::memory_order_relaxed);
-      if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
-        open_.fetch_sub(1, std::memory_order_relaxed);
+      sockaddr_in peer{};
+      socklen_t peer_len = sizeof(peer);
+      if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+        continue;  // gone already
+      }
+      const uint32_t client = peer.sin_addr.s_addr;
+      if (std::string refusal; !Admit(client, &refusal)) {
         refused_.fetch_add(1, std::memory_order_relaxed);
         // Told, not dropped: the client sees a retryable error. The frame fits in an
         // empty socket buffer, so a non-blocking send either goes out whole or not at all.
-        const std::string busy = EncodeErrorFrame(
-            absl::ResourceExhaustedError(absl::StrCat(
-                "server busy: ", options_.max_connections, " connections open; retry later")),
-            0);
+        const std::string busy = EncodeErrorFrame(absl::ResourceExhaustedError(refusal), 0);
         (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         continue;
       }
@@ -148,15 +150,15 @@ void DataServer::RunThread(size_t i) {
       }
       thread_open_[target].fetch_add(1, std::memory_order_relaxed);
       if (target != i) {
-        schedulers_[target]->Post([h = Handoff(this, target, std::move(conn))]() mutable {
-          h.server->Serve(h.thread, std::move(h.conn));
+        schedulers_[target]->Post([h = Handoff(this, target, client, std::move(conn))]() mutable {
+          h.server->Serve(h.thread, h.client, std::move(h.conn));
         });
         continue;
       }
-      absl::Status spawned = scheduler->Spawn([this, i, c = std::move(conn)]() mutable {
-        Serve(i, std::move(c));
+      absl::Status spawned = scheduler->Spawn([this, i, client, c = std::move(conn)]() mutable {
+        Serve(i, client, std::move(c));
       });
-      if (!spawned.ok()) Uncount(i);
+      if (!spawned.ok()) Uncount(i, client);
       // Without a stack the connection cannot be served; its descriptor closed with the
       // failed closure, which the peer sees as a reset.
     }
@@ -164,17 +166,42 @@ void DataServer::RunThread(size_t i) {
   scheduler->RunUntilStopped();
 }
 
-void DataServer::Serve(size_t thread, UniqueFd conn) {
+bool DataServer::Admit(uint32_t client, std::string* refusal) {
+  if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
+    *refusal = absl::StrCat("server busy: ", options_.max_connections,
+                            " connections open; retry later");
+    return false;
+  }
+  absl::MutexLock lock(&clients_mu_);
+  size_t& mine = per_client_[client];
+  if (mine >= options_.max_connections_per_client) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
+    char text[INET_ADDRSTRLEN] = "?";
+    const in_addr addr{client};
+    ::inet_ntop(AF_INET, &addr, text, sizeof(text));
+    *refusal = absl::StrCat("server busy: ", options_.max_connections_per_client,
+                            " connections open from ", text, "; retry later");
+    return false;
+  }
+  ++mine;
+  return true;
+}
+
+void DataServer::Serve(size_t thread, uint32_t client, UniqueFd conn) {
   ConnectionControl control{.fd = conn.get(), .draining = &draining_};
   live_[thread].insert(&control);
   ServeConnection(std::move(conn), *tickets_, options_.connection, &control);
   live_[thread].erase(&control);
-  Uncount(thread);
+  Uncount(thread, client);
 }
 
-void DataServer::Uncount(size_t thread) {
+void DataServer::Uncount(size_t thread, uint32_t client) {
   thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
   open_.fetch_sub(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&clients_mu_);
+  auto it = per_client_.find(client);
+  if (--it->second == 0) per_client_.erase(it);
 }
 
 std::vector<uint64_t> DataServer::connections_per_thread() const {

@@ -13,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/io/scheduler.h"
@@ -31,6 +33,8 @@ struct DataServerOptions {
   // Connections served at once, across threads. One more is answered with a
   // RESOURCE_EXHAUSTED error frame (retry later) and closed, not silently dropped.
   size_t max_connections = 10000;
+  // Of those, connections from one client address (any port).
+  size_t max_connections_per_client = 1024;
   ConnectionOptions connection;
   SchedulerOptions scheduler;
 };
@@ -68,11 +72,14 @@ class DataServer {
   DataServer(const DataServerOptions& options, const TicketRegistry* tickets)
       : options_(options), tickets_(tickets) {}
   void RunThread(size_t i);
+  // Counts a new connection from `client` against both connection limits; false
+  // (nothing counted) with the reason in `refusal` when one is reached.
+  bool Admit(uint32_t client, std::string* refusal);
   // Serves `conn` on thread `thread`, from a fiber there; the connection is already
-  // counted in open_ and thread_open_[thread].
-  void Serve(size_t thread, UniqueFd conn);
+  // counted (Admit) and in thread_open_[thread].
+  void Serve(size_t thread, uint32_t client, UniqueFd conn);
   // Takes a counted connection out of the counts without serving it.
-  void Uncount(size_t thread);
+  void Uncount(size_t thread, uint32_t client);
 
   // A counted connection on its way to another thread's scheduler. Dropped unserved (no
   // fiber stack there, or the scheduler destroyed first), it closes the connection and
@@ -80,12 +87,14 @@ class DataServer {
   struct Handoff {
     DataServer* server;
     size_t thread;
+    uint32_t client;
     UniqueFd conn;
-    Handoff(DataServer* s, size_t t, UniqueFd c) : server(s), thread(t), conn(std::move(c)) {}
+    Handoff(DataServer* s, size_t t, uint32_t a, UniqueFd c)
+        : server(s), thread(t), client(a), conn(std::move(c)) {}
     Handoff(Handoff&&) = default;
     Handoff& operator=(Handoff&&) = delete;
     ~Handoff() {
-      if (conn.valid()) server->Uncount(thread);
+      if (conn.valid()) server->Uncount(thread, client);
     }
   };
 
@@ -99,6 +108,10 @@ class DataServer {
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> refused_{0};
+  // Open connections by client IPv4 address (network byte order); touched only when a
+  // connection is accepted or closed.
+  absl::Mutex clients_mu_;
+  absl::flat_hash_map<uint32_t, size_t> per_client_ ABSL_GUARDED_BY(clients_mu_);
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;

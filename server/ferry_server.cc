@@ -1,7 +1,9 @@
 #include "server/ferry_server.h"
 
-#include <sys/stat.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include <grpcpp/security/server_credentials.h>
@@ -11,28 +13,71 @@
 
 namespace ferry {
 
-absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
-  struct stat st;
-  if (::stat(options.data_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data dir '", options.data_dir, "' is not a directory"));
+absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
+                                               const FerryServerOptions& options) {
+  DescriptorPlan plan;
+  plan.limit = limit;
+  // gRPC holds a descriptor per control-plane client: a quarter of a small limit, 1,024
+  // of a large one. Each data-plane thread holds a ring, and the process a few dozen
+  // more (listeners, logs, gRPC's own).
+  plan.reserve =
+      std::min<uint64_t>(1024, limit / 4) + 64 + 4 * static_cast<uint64_t>(options.threads);
+  const uint64_t per_connection = options.connection.mode == DataPlaneMode::kSplice ? 3 : 1;
+  if (limit < plan.reserve + 1 + 4 * per_connection) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the open-file limit (RLIMIT_NOFILE) is ", limit, " descriptors; ferry_server needs ",
+        "at least ", plan.reserve + 1 + 4 * per_connection, " (raise it: LimitNOFILE=)"));
   }
+  const uint64_t spare = limit - plan.reserve;
+  // Data files get at most a quarter of what is left, connections the rest.
+  plan.max_open_files =
+      static_cast<size_t>(std::clamp<uint64_t>(options.max_open_files, 1, spare / 4));
+  plan.max_connections = static_cast<size_t>(std::clamp<uint64_t>(
+      options.max_connections, 1, (spare - plan.max_open_files) / per_connection));
+  if (plan.max_open_files < options.max_open_files) {
+    absl::StrAppend(&plan.clamped, "--max-open-files lowered from ", options.max_open_files,
+                    " to ", plan.max_open_files, " to fit ", limit, " descriptors. ");
+  }
+  if (plan.max_connections < options.max_connections) {
+    absl::StrAppend(&plan.clamped, "--max-connections lowered from ", options.max_connections,
+                    " to ", plan.max_connections, " to fit ", limit, " descriptors (",
+                    per_connection, " per connection). ");
+  }
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
   if (options.tls_cert_chain.empty() != options.tls_private_key.empty()) {
     return absl::InvalidArgumentError(
         "TLS needs both a certificate chain and its private key, or neither");
   }
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+    return absl::ErrnoToStatus(errno, "getrlimit RLIMIT_NOFILE");
+  }
+  absl::StatusOr<DescriptorPlan> plan = PlanDescriptors(nofile.rlim_cur, options);
+  if (!plan.ok()) return plan.status();
   std::unique_ptr<FerryServer> server(new FerryServer);
   server->options_ = options;
-  server->store_ = std::make_unique<BlockStore>(
-      BlockStore::Options{.data_dir = options.data_dir, .max_open_files = options.max_open_files});
-  server->tickets_ = std::make_unique<TicketRegistry>();
+  server->options_.max_open_files = plan->max_open_files;
+  server->options_.max_connections = plan->max_connections;
+  server->descriptors_ = *std::move(plan);
+  absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(
+      {.data_dir = options.data_dir, .max_open_files = server->options_.max_open_files});
+  if (!store.ok()) return store.status();
+  server->store_ = *std::move(store);
+  server->tickets_ = std::make_unique<TicketRegistry>(
+      TicketLimits{.max_streams = options.max_open_streams,
+                   .max_streams_per_client = options.max_streams_per_client,
+                   .max_blocks = options.max_stream_blocks});
 
   DataServerOptions data;
   if (absl::Status s = ParseHostPort(options.data_address, &data.host, &data.port); !s.ok()) {
     return s;
   }
   data.threads = options.threads;
-  data.max_connections = options.max_connections;
+  data.max_connections = server->options_.max_connections;
+  data.max_connections_per_client = options.max_connections_per_client;
   data.scheduler.max_bounded_workers = options.max_iowq_workers;
   data.scheduler.max_unbounded_workers = options.max_iowq_workers;
   data.scheduler.idle_poll = options.idle_poll;
@@ -57,7 +102,6 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.data_threads = static_cast<uint32_t>(options.threads);
   control.connection = options.connection;
   control.ticket_ttl = options.ticket_ttl;
-  control.max_open_streams = options.max_open_streams;
   control.auth_token = options.auth_token;
   server->service_ =
       std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get());
@@ -74,6 +118,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port
   // and answer a share of the calls; with it off, the second one fails to start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Large fetches make large handles; clients accept the same size.
+  builder.SetMaxReceiveMessageSize(kMaxControlMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxControlMessageBytes);
+  // A control-plane client that goes quiet gives its descriptor back.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
   builder.RegisterService(server->service_.get());
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || selected_port == 0) {
@@ -82,6 +131,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
                      " (is another server on this port?)"));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
+  server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
   return server;
 }
 
@@ -95,9 +145,29 @@ std::string FerryServer::control_target() const {
   return absl::StrCat(host, ":", control_port_);
 }
 
+void FerryServer::Sweep() {
+  const auto interval =
+      absl::ToChronoMilliseconds(std::max(options_.sweep_interval, absl::Milliseconds(10)));
+  std::unique_lock<std::mutex> lock(sweep_mu_);
+  while (!sweep_cv_.wait_for(lock, interval, [this] { return stop_sweeping_; })) {
+    lock.unlock();
+    tickets_->SweepExpired(absl::Now());
+    store_->DropStale();
+    lock.lock();
+  }
+}
+
 size_t FerryServer::Shutdown(absl::Duration drain) {
   if (shut_down_) return 0;
   shut_down_ = true;
+  if (sweeper_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(sweep_mu_);
+      stop_sweeping_ = true;
+    }
+    sweep_cv_.notify_all();
+    sweeper_.join();
+  }
   // Control RPCs take milliseconds; the deadline bounds a stuck one (gRPC cancels it),
   // and gRPC's wait for clients to drop their idle channels, which it otherwise sits
   // out in full.

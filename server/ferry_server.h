@@ -4,8 +4,11 @@
 #ifndef FERRY_SERVER_FERRY_SERVER_H_
 #define FERRY_SERVER_FERRY_SERVER_H_
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <grpcpp/server.h>
 
@@ -28,6 +31,7 @@ struct FerryServerOptions {
   std::string advertise_data_address;
   int threads = 1;
   size_t max_connections = 10000;
+  size_t max_connections_per_client = 1024;
   // Caps on each data-plane ring's io-wq workers (0: the kernel's default). The uring
   // engine's splices run there, one blocked worker per connection with a full socket.
   unsigned max_iowq_workers = 64;
@@ -37,6 +41,11 @@ struct FerryServerOptions {
   size_t max_open_files = 1024;
   absl::Duration ticket_ttl = absl::Minutes(10);
   size_t max_open_streams = 100000;
+  size_t max_streams_per_client = 10000;
+  // Blocks held by all open streams together.
+  uint64_t max_stream_blocks = uint64_t{4} << 20;
+  // How often expired streams and deleted files are let go of when no call does it.
+  absl::Duration sweep_interval = absl::Seconds(5);
   // Shared secret every control-plane call must present (empty: no auth).
   std::string auth_token;
   // PEM certificate chain and private key: when both are set, the control plane speaks
@@ -44,6 +53,22 @@ struct FerryServerOptions {
   std::string tls_cert_chain;
   std::string tls_private_key;
 };
+
+// How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
+// for the control plane (gRPC's connections, which gRPC cannot cap) and the threads'
+// rings, data files, and the rest for data-plane connections (three descriptors each in
+// splice mode: the socket and a pipe; one in copy mode). Limits that do not fit are
+// lowered, never raised.
+struct DescriptorPlan {
+  uint64_t limit = 0;
+  uint64_t reserve = 0;
+  size_t max_open_files = 0;
+  size_t max_connections = 0;
+  // A sentence per limit lowered, for the start-up log; empty when none was.
+  std::string clamped;
+};
+// INVALID_ARGUMENT when `limit` descriptors cannot serve even one connection.
+absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServerOptions& options);
 
 class FerryServer {
  public:
@@ -63,12 +88,19 @@ class FerryServer {
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;
   TicketRegistry& tickets() { return *tickets_; }
+  // The options as served: descriptor-bound limits lowered to fit (descriptors()).
+  const FerryServerOptions& options() const { return options_; }
+  const DescriptorPlan& descriptors() const { return descriptors_; }
   BlockStore& store() { return *store_; }
 
  private:
   FerryServer() = default;
 
+  // Lets go of expired streams and stale cached files every sweep_interval.
+  void Sweep();
+
   FerryServerOptions options_;
+  DescriptorPlan descriptors_;
   std::unique_ptr<BlockStore> store_;
   std::unique_ptr<TicketRegistry> tickets_;
   std::unique_ptr<DataServer> data_;
@@ -76,6 +108,10 @@ class FerryServer {
   std::unique_ptr<grpc::Server> grpc_;
   uint16_t control_port_ = 0;
   bool shut_down_ = false;
+  std::mutex sweep_mu_;
+  std::condition_variable sweep_cv_;
+  bool stop_sweeping_ = false;  // guarded by sweep_mu_
+  std::thread sweeper_;
 };
 
 }  // namespace ferry

@@ -6,6 +6,7 @@
 // Files live under <data-dir>/<appId>/shuffle_<shuffleId>_<mapId>_0.{data,index,...}.
 // SIGTERM or SIGINT shuts the server down cleanly.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <string>
@@ -40,11 +41,18 @@ ABSL_FLAG(int64_t, pipe_size, int64_t{1} << 20, "Splice pipe capacity in bytes p
 ABSL_FLAG(int64_t, copy_buffer_size, int64_t{1} << 20,
           "Copy-mode buffer in bytes per connection.");
 ABSL_FLAG(int64_t, max_connections, 10000,
-          "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error frame.");
+          "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error frame. "
+          "Lowered at start when the open-file limit cannot hold them.");
+ABSL_FLAG(int64_t, max_connections_per_client, 1024,
+          "Data-plane connections served at once from one client address.");
 ABSL_FLAG(int, max_iowq_workers, 64,
           "Cap on each data-plane ring's io-wq workers, bounded and unbounded (0: kernel default).");
 ABSL_FLAG(int64_t, max_open_streams, 100000,
           "Streams open at once; OpenStream past it answers RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_streams_per_client, 10000,
+          "Streams open at once for one client address.");
+ABSL_FLAG(int64_t, max_stream_blocks, int64_t{4} << 20,
+          "Blocks held by all open streams together (about 64 bytes each).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a shared secret; when set, every control-plane call must carry "
           "'authorization: Bearer <secret>'.");
@@ -55,8 +63,12 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls-cert-file.");
 ABSL_FLAG(absl::Duration, idle_poll, absl::ZeroDuration(),
           "How long an idle data-plane thread polls for work before it sleeps (0: at once; "
           "at most 1ms). Faster one-block-per-round-trip fetches, for CPU while polling.");
-ABSL_FLAG(int64_t, max_open_files, 1024, "Data files kept open in the descriptor cache.");
+ABSL_FLAG(int64_t, max_open_files, 1024,
+          "Data files open at once, cached or held by open streams. Lowered at start when "
+          "the open-file limit cannot hold them.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
+ABSL_FLAG(absl::Duration, first_request_timeout, absl::Seconds(10),
+          "Close a new data connection whose first request has not arrived within this.");
 ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
           "Close a data connection that sends no request for this long.");
 ABSL_FLAG(absl::Duration, io_timeout, absl::Seconds(30),
@@ -66,6 +78,34 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "have already received before they are cut; 0 cuts them at once.");
 
 namespace {
+
+// Every limit flag follows one rule: a value outside its range is refused with an error
+// naming the flag, never clamped in silence.
+bool InRange(const char* flag, int64_t value, int64_t low, int64_t high) {
+  if (value >= low && value <= high) return true;
+  LOG(ERROR) << "--" << flag << " must be between " << low << " and " << high << ", not "
+             << value;
+  return false;
+}
+
+bool Positive(const char* flag, absl::Duration value) {
+  if (value > absl::ZeroDuration()) return true;
+  LOG(ERROR) << "--" << flag << " must be positive, not " << absl::FormatDuration(value);
+  return false;
+}
+
+// Raises the soft open-file limit to the hard one: a data-plane connection holds up to
+// three descriptors, and the usual soft default (1,024) runs out long before the
+// connection limit does.
+void RaiseFileLimit() {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max) return;
+  const rlim_t before = nofile.rlim_cur;
+  nofile.rlim_cur = nofile.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+    PLOG(WARNING) << "ferry_server: cannot raise the open-file limit from " << before;
+  }
+}
 
 int Main() {
   ferry::FerryServerOptions options;
@@ -100,19 +140,34 @@ int Main() {
   }
   const int64_t pipe_size = absl::GetFlag(FLAGS_pipe_size);
   const int64_t copy_size = absl::GetFlag(FLAGS_copy_buffer_size);
-  if (pipe_size < 4096 || copy_size < 4096 || pipe_size > (int64_t{1} << 30) ||
-      copy_size > (int64_t{1} << 30)) {
-    LOG(ERROR) << "--pipe-size and --copy-buffer-size must be between 4 KiB and 1 GiB";
+  constexpr int64_t kMaxCount = int64_t{1} << 40;
+  if (!InRange("pipe-size", pipe_size, 4096, int64_t{1} << 30) ||
+      !InRange("copy-buffer-size", copy_size, 4096, int64_t{1} << 30) ||
+      !InRange("max-open-files", absl::GetFlag(FLAGS_max_open_files), 1, kMaxCount) ||
+      !InRange("max-open-streams", absl::GetFlag(FLAGS_max_open_streams), 1, kMaxCount) ||
+      !InRange("max-streams-per-client", absl::GetFlag(FLAGS_max_streams_per_client), 1,
+               kMaxCount) ||
+      !InRange("max-stream-blocks", absl::GetFlag(FLAGS_max_stream_blocks), 1, kMaxCount) ||
+      !InRange("max-connections", absl::GetFlag(FLAGS_max_connections), 1, kMaxCount) ||
+      !InRange("max-connections-per-client", absl::GetFlag(FLAGS_max_connections_per_client), 1,
+               kMaxCount) ||
+      !InRange("max-iowq-workers", absl::GetFlag(FLAGS_max_iowq_workers), 0, 1 << 16) ||
+      !Positive("ticket-ttl", absl::GetFlag(FLAGS_ticket_ttl)) ||
+      !Positive("first-request-timeout", absl::GetFlag(FLAGS_first_request_timeout)) ||
+      !Positive("idle-timeout", absl::GetFlag(FLAGS_idle_timeout)) ||
+      !Positive("io-timeout", absl::GetFlag(FLAGS_io_timeout))) {
     return 2;
   }
   options.connection.pipe_bytes = static_cast<size_t>(pipe_size);
   options.connection.copy_buffer_bytes = static_cast<size_t>(copy_size);
+  options.connection.first_request_timeout = absl::GetFlag(FLAGS_first_request_timeout);
   options.connection.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.connection.io_timeout = absl::GetFlag(FLAGS_io_timeout);
-  options.max_open_files = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_files)));
+  options.max_open_files = static_cast<size_t>(absl::GetFlag(FLAGS_max_open_files));
   options.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
-  options.max_open_streams =
-      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_open_streams)));
+  options.max_open_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_open_streams));
+  options.max_streams_per_client = static_cast<size_t>(absl::GetFlag(FLAGS_max_streams_per_client));
+  options.max_stream_blocks = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_stream_blocks));
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = ferry::ReadAuthToken(path);
     if (!token.ok()) {
@@ -139,9 +194,10 @@ int Main() {
     options.tls_private_key = *std::move(key);
   }
   options.advertise_data_address = absl::GetFlag(FLAGS_advertise_data_address);
-  options.max_connections =
-      static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_max_connections)));
-  options.max_iowq_workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_max_iowq_workers)));
+  options.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_max_connections));
+  options.max_connections_per_client =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_connections_per_client));
+  options.max_iowq_workers = static_cast<unsigned>(absl::GetFlag(FLAGS_max_iowq_workers));
   options.idle_poll = absl::GetFlag(FLAGS_idle_poll);
   if (options.idle_poll < absl::ZeroDuration() || options.idle_poll > absl::Milliseconds(1)) {
     LOG(ERROR) << "--idle-poll must be between 0 and 1ms, not "
@@ -157,6 +213,7 @@ int Main() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  RaiseFileLimit();
   absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server = ferry::FerryServer::Start(options);
   if (!server.ok()) {
     LOG(ERROR) << "ferry_server: " << server.status();
@@ -168,6 +225,12 @@ int Main() {
             << " (" << options.data_address << "), " << options.threads << " threads, mode "
             << mode << ", io engine " << engine
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
+  const ferry::DescriptorPlan& fds = (*server)->descriptors();
+  LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
+            << " reserved, up to " << fds.max_open_files << " data files, "
+            << fds.max_connections << " connections (" << options.max_connections_per_client
+            << " per client)";
+  if (!fds.clamped.empty()) LOG(WARNING) << "ferry_server: " << fds.clamped;
   int signal = 0;
   sigwait(&signals, &signal);
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";

@@ -5,11 +5,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
+
+std::string BlockName(const Stream& stream, const StreamBlock& block) {
+  return absl::StrCat(BlockName(block.id), " of app ", stream.app_id);
+}
 
 size_t TicketRegistry::TicketHash::operator()(const Ticket& t) const {
   // The ticket is already uniformly random; any 8 of its bytes make a good hash.
@@ -27,10 +30,27 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
     if (n < 0) return absl::ErrnoToStatus(errno, "getrandom for a stream ticket");
     filled += static_cast<size_t>(n);
   }
-  const absl::Time now = absl::Now();
   std::lock_guard<std::mutex> lock(mu_);
-  SweepExpiredLocked(now);
-  streams_[ticket] = std::move(stream);
+  SweepExpiredLocked(absl::Now());
+  if (streams_.size() >= limits_.max_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", limits_.max_streams, " streams open; retry later"));
+  }
+  auto client = per_client_.find(stream->client);
+  if (client != per_client_.end() && client->second >= limits_.max_streams_per_client) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: client ", stream->client, " has ",
+                     limits_.max_streams_per_client, " streams open; close some or retry later"));
+  }
+  if (blocks_ + stream->blocks.size() > limits_.max_blocks) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: open streams hold ", blocks_, " blocks and this one adds ",
+                     stream->blocks.size(), " (limit ", limits_.max_blocks, "); retry later"));
+  }
+  ++per_client_[stream->client];
+  blocks_ += stream->blocks.size();
+  by_expiry_.emplace(stream->expires, ticket);
+  streams_.emplace(ticket, std::move(stream));
   return ticket;
 }
 
@@ -39,7 +59,7 @@ absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket&
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(ticket);
   if (it == streams_.end()) {
-    return absl::UnauthenticatedError("unknown or closed stream ticket");
+    return absl::UnauthenticatedError("unknown, closed or expired stream ticket");
   }
   if (it->second->expires <= now) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -50,19 +70,44 @@ absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket&
 
 bool TicketRegistry::Close(const Ticket& ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  return streams_.erase(ticket) > 0;
+  if (!streams_.contains(ticket)) return false;
+  EraseLocked(ticket);
+  return true;
+}
+
+void TicketRegistry::SweepExpired(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SweepExpiredLocked(now);
 }
 
 size_t TicketRegistry::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return streams_.size();
+  const absl::Time now = absl::Now();
+  size_t expired = 0;
+  for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now; ++it) ++expired;
+  return streams_.size() - expired;
+}
+
+uint64_t TicketRegistry::blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_;
 }
 
 void TicketRegistry::SweepExpiredLocked(absl::Time now) {
-  // At most once a second: a sweep walks every stream.
-  if (now < next_sweep_) return;
-  next_sweep_ = now + absl::Seconds(1);
-  absl::erase_if(streams_, [now](const auto& entry) { return entry.second->expires <= now; });
+  // Soonest expiry first: each expired stream costs one step, a live one none.
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
+    EraseLocked(by_expiry_.begin()->second);
+  }
+}
+
+void TicketRegistry::EraseLocked(const Ticket& ticket) {
+  auto it = streams_.find(ticket);
+  const Stream& stream = *it->second;
+  by_expiry_.erase({stream.expires, ticket});
+  auto client = per_client_.find(stream.client);
+  if (--client->second == 0) per_client_.erase(client);
+  blocks_ -= stream.blocks.size();
+  streams_.erase(it);
 }
 
 }  // namespace ferry

@@ -1,5 +1,6 @@
 #include "common/io/ops.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/check.h"
@@ -25,6 +26,12 @@ void Prepare(IoOp& op, unsigned sqe_flags, absl::Time deadline, PrepFn prep) {
   s.CommitOp(op, sqe, sqe_flags, deadline);
 }
 
+// An io_uring entry's length is 32 bits: one operation moves at most 1 GiB, and callers
+// that need more loop on the short count, as they do for any short transfer.
+unsigned OpBytes(size_t len) {
+  return static_cast<unsigned>(std::min<size_t>(len, size_t{1} << 30));
+}
+
 }  // namespace
 
 void PrepNop(IoOp& op, unsigned sqe_flags) {
@@ -46,33 +53,33 @@ void PrepConnect(IoOp& op, int fd, const sockaddr* addr, socklen_t addrlen, unsi
 void PrepRead(IoOp& op, int fd, void* buf, size_t len, int64_t offset, unsigned sqe_flags,
               absl::Time deadline) {
   Prepare(op, sqe_flags, deadline, [&](io_uring_sqe* sqe) {
-    io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(len), static_cast<uint64_t>(offset));
+    io_uring_prep_read(sqe, fd, buf, OpBytes(len), static_cast<uint64_t>(offset));
   });
 }
 
 void PrepWrite(IoOp& op, int fd, const void* buf, size_t len, int64_t offset, unsigned sqe_flags,
                absl::Time deadline) {
   Prepare(op, sqe_flags, deadline, [&](io_uring_sqe* sqe) {
-    io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(len), static_cast<uint64_t>(offset));
+    io_uring_prep_write(sqe, fd, buf, OpBytes(len), static_cast<uint64_t>(offset));
   });
 }
 
 void PrepRecv(IoOp& op, int fd, void* buf, size_t len, int flags, unsigned sqe_flags,
               absl::Time deadline) {
   Prepare(op, sqe_flags, deadline,
-          [&](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf, len, flags); });
+          [&](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf, OpBytes(len), flags); });
 }
 
 void PrepSend(IoOp& op, int fd, const void* buf, size_t len, int flags, unsigned sqe_flags,
               absl::Time deadline) {
   Prepare(op, sqe_flags, deadline,
-          [&](io_uring_sqe* sqe) { io_uring_prep_send(sqe, fd, buf, len, flags); });
+          [&](io_uring_sqe* sqe) { io_uring_prep_send(sqe, fd, buf, OpBytes(len), flags); });
 }
 
 void PrepSplice(IoOp& op, int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
                 unsigned splice_flags, unsigned sqe_flags, absl::Time deadline) {
   Prepare(op, sqe_flags, deadline, [&](io_uring_sqe* sqe) {
-    io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, static_cast<unsigned>(len),
+    io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, OpBytes(len),
                          splice_flags);
   });
 }

@@ -131,14 +131,14 @@ TEST_P(DataPlaneProtocolTest, UnknownTicketIsRejected) {
   Ticket forged{};
   forged.fill(0x5a);
   ExpectErrorFrame(server_->data_port(), Frame(forged, 0, 1), absl::StatusCode::kUnauthenticated,
-                   "unknown or closed");
+                   "unknown, closed or expired");
 }
 
 TEST_P(DataPlaneProtocolTest, ClosedTicketIsRejected) {
   const Ticket t = Open(All());
   ASSERT_TRUE(client_.CloseStream(server_->control_target(), std::string(t.begin(), t.end())).ok());
   ExpectErrorFrame(server_->data_port(), Frame(t, 0, 1), absl::StatusCode::kUnauthenticated,
-                   "unknown or closed");
+                   "unknown, closed or expired");
 }
 
 TEST_P(DataPlaneProtocolTest, ExpiredTicketIsRejected) {
