@@ -104,14 +104,14 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     // Room for one more open file, made by evicting the least recently used map
     // outputs; files that open streams still hold stay open, and count.
     std::lock_guard<std::mutex> lock(mu_);
-    while (live_files_->load(std::memory_order_relaxed) >= options_.max_open_files &&
+    while (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files &&
            !lru_.empty()) {
       EraseLocked(lru_.back());
     }
-    if (live_files_->load(std::memory_order_relaxed) >= options_.max_open_files) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("server busy: open streams hold ", options_.max_open_files,
-                       " data files open (--max-open-files); retry later"));
+    if (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: open streams hold ", options_.max_data_files,
+          " data files open, all the open-file limit leaves for them; retry later"));
     }
     live_files_->fetch_add(1, std::memory_order_relaxed);  // this load's file
   }

@@ -16,9 +16,9 @@
 // data file was deleted or whose app directory is gone, so a deleted app's disk space
 // is not pinned by the cache.
 //
-// Bounds: map outputs cached (each holds a descriptor) and the index bytes they hold;
-// and data files open in all, cached or held by open streams (max_open_files): past
-// it, a resolve that needs another file is RESOURCE_EXHAUSTED.
+// Bounds: map outputs cached (each holds its data file open) and the index bytes they
+// hold; and data files open in all, cached or held only by open streams
+// (max_data_files): past it, a resolve that needs another file is RESOURCE_EXHAUSTED.
 //
 // Thread-safe (one mutex, never held across file I/O); used by the control plane,
 // never on the data plane's per-block path.
@@ -68,9 +68,10 @@ class BlockStore {
  public:
   struct Options {
     std::string data_dir;
-    // Data files open at once, cached or held by streams; also the most map outputs
-    // cached.
+    // Map outputs cached, each holding its data file open.
     size_t max_open_files = 1024;
+    // Data files open at once: cached, or evicted but still held by open streams.
+    size_t max_data_files = 4096;
     // Index and checksum bytes the cache holds.
     uint64_t max_cached_index_bytes = uint64_t{256} << 20;
   };
@@ -84,7 +85,7 @@ class BlockStore {
 
   // INVALID_ARGUMENT for a bad app id or reduce range (negative, empty, or past the map
   // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
-  // DATA_LOSS for malformed files; RESOURCE_EXHAUSTED when max_open_files are open.
+  // DATA_LOSS for malformed files; RESOURCE_EXHAUSTED when max_data_files are open.
   absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
   // Resolve() for each of `keys` in order, opening the app and revalidating each map
   // output once; the first error.

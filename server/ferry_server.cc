@@ -29,11 +29,11 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
         "at least ", plan.reserve + 1 + 4 * per_connection, " (raise it: LimitNOFILE=)"));
   }
   const uint64_t spare = limit - plan.reserve;
-  // Data files get at most a quarter of what is left, connections the rest.
-  plan.max_open_files =
-      static_cast<size_t>(std::clamp<uint64_t>(options.max_open_files, 1, spare / 4));
+  plan.max_data_files = static_cast<size_t>(spare / 4);
+  plan.max_open_files = static_cast<size_t>(
+      std::clamp<uint64_t>(options.max_open_files, 1, plan.max_data_files));
   plan.max_connections = static_cast<size_t>(std::clamp<uint64_t>(
-      options.max_connections, 1, (spare - plan.max_open_files) / per_connection));
+      options.max_connections, 1, (spare - plan.max_data_files) / per_connection));
   if (plan.max_open_files < options.max_open_files) {
     absl::StrAppend(&plan.clamped, "--max-open-files lowered from ", options.max_open_files,
                     " to ", plan.max_open_files, " to fit ", limit, " descriptors. ");
@@ -63,7 +63,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.max_connections = plan->max_connections;
   server->descriptors_ = *std::move(plan);
   absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(
-      {.data_dir = options.data_dir, .max_open_files = server->options_.max_open_files});
+      {.data_dir = options.data_dir,
+       .max_open_files = server->options_.max_open_files,
+       .max_data_files = server->descriptors_.max_data_files});
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
   server->tickets_ = std::make_unique<TicketRegistry>(

@@ -56,12 +56,14 @@ struct FerryServerOptions {
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
 // for the control plane (gRPC's connections, which gRPC cannot cap) and the threads'
-// rings, data files, and the rest for data-plane connections (three descriptors each in
-// splice mode: the socket and a pipe; one in copy mode). Limits that do not fit are
-// lowered, never raised.
+// rings; a quarter of the rest for data files (cached, or held by open streams); the
+// rest for data-plane connections (three descriptors each in splice mode: the socket
+// and a pipe; one in copy mode). Limits that do not fit are lowered, never raised.
 struct DescriptorPlan {
   uint64_t limit = 0;
   uint64_t reserve = 0;
+  size_t max_data_files = 0;
+  // The data-file cache (--max-open-files), at most max_data_files.
   size_t max_open_files = 0;
   size_t max_connections = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.

@@ -64,8 +64,8 @@ ABSL_FLAG(absl::Duration, idle_poll, absl::ZeroDuration(),
           "How long an idle data-plane thread polls for work before it sleeps (0: at once; "
           "at most 1ms). Faster one-block-per-round-trip fetches, for CPU while polling.");
 ABSL_FLAG(int64_t, max_open_files, 1024,
-          "Data files open at once, cached or held by open streams. Lowered at start when "
-          "the open-file limit cannot hold them.");
+          "Data files kept open in the cache. Lowered at start when the open-file limit "
+          "cannot hold them.");
 ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
 ABSL_FLAG(absl::Duration, first_request_timeout, absl::Seconds(10),
           "Close a new data connection whose first request has not arrived within this.");
@@ -227,7 +227,8 @@ int Main() {
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
-            << " reserved, up to " << fds.max_open_files << " data files, "
+            << " reserved, up to " << fds.max_data_files << " data files ("
+            << fds.max_open_files << " cached), "
             << fds.max_connections << " connections (" << options.max_connections_per_client
             << " per client)";
   if (!fds.clamped.empty()) LOG(WARNING) << "ferry_server: " << fds.clamped;

@@ -118,7 +118,8 @@ class LoadTest : public ::testing::Test {
 };
 
 TEST_F(LoadTest, ThousandIdleConnectionsBesideSixteenFullSpeedFetchers) {
-  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-connections=2000"}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-connections=2000", "--max-connections-per-client=2000",
+                                        "--first-request-timeout=120s"}));
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 1000; ++i) idle.push_back(testing::ConnectLoopback(server_->data_port()));
   // Accepted and parked: a socket each, and no pipe yet.

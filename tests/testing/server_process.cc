@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,7 +39,7 @@ uint16_t FreeLoopbackPort() {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
-    const std::string& log_path) {
+    const std::string& log_path, uint64_t fd_limit) {
   std::unique_ptr<ServerProcess> p(new ServerProcess);
   p->control_port_ = FreeLoopbackPort();
   p->data_port_ = FreeLoopbackPort();
@@ -66,6 +67,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (fd_limit != 0) {
+      const rlimit limit{static_cast<rlim_t>(fd_limit), static_cast<rlim_t>(fd_limit)};
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

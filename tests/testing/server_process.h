@@ -21,10 +21,12 @@ class ServerProcess {
   // Starts `binary --data-dir=<data_dir> --control-address=... --data-address=...
   // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. Its
   // stdout and stderr go to `log_path` (or nowhere), never to an inherited pipe, and it
-  // is killed if this process dies.
+  // is killed if this process dies. A `fd_limit` other than 0 sets its RLIMIT_NOFILE,
+  // soft and hard.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::string& data_dir,
-      const std::vector<std::string>& args, const std::string& log_path = "");
+      const std::vector<std::string>& args, const std::string& log_path = "",
+      uint64_t fd_limit = 0);
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
   // Kills the process if it still runs, and reaps it.

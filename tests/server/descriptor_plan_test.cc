@@ -1,0 +1,45 @@
+#include "gtest/gtest.h"
+#include "server/ferry_server.h"
+
+namespace ferry {
+namespace {
+
+TEST(DescriptorPlanTest, LargeLimitKeepsTheFlags) {
+  FerryServerOptions options;
+  options.threads = 2;
+  auto plan = PlanDescriptors(1 << 20, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->max_connections, options.max_connections);
+  EXPECT_EQ(plan->max_open_files, options.max_open_files);
+  EXPECT_TRUE(plan->clamped.empty());
+}
+
+TEST(DescriptorPlanTest, SmallLimitLowersConnectionsToFit) {
+  FerryServerOptions options;
+  options.threads = 2;
+  auto plan = PlanDescriptors(1024, options);
+  ASSERT_TRUE(plan.ok());
+  // Splice mode: three descriptors a connection; everything fits under the limit.
+  EXPECT_LE(plan->reserve + plan->max_data_files + 3 * plan->max_connections, 1024u);
+  EXPECT_GT(plan->max_connections, 100u);
+  EXPECT_NE(plan->clamped.find("--max-connections lowered from 10000"), std::string::npos);
+  EXPECT_NE(plan->clamped.find("--max-open-files lowered from 1024"), std::string::npos);
+}
+
+TEST(DescriptorPlanTest, CopyModeConnectionsTakeOneDescriptor) {
+  FerryServerOptions options;
+  options.connection.mode = DataPlaneMode::kCopy;
+  auto splice = PlanDescriptors(4096, FerryServerOptions{});
+  auto copy = PlanDescriptors(4096, options);
+  ASSERT_TRUE(splice.ok() && copy.ok());
+  EXPECT_GT(copy->max_connections, 2 * splice->max_connections);
+}
+
+TEST(DescriptorPlanTest, TooFewDescriptorsIsAnError) {
+  auto plan = PlanDescriptors(64, FerryServerOptions{});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("RLIMIT_NOFILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry
