@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 
 namespace ferry {
 
@@ -26,6 +28,14 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
 }
 
 std::vector<std::string> ParseFlags(int argc, char** argv) {
+  // absl's --help lists only flags defined in a file named after the program; Ferry's
+  // live in main.cc and the like. List every flag but absl's own.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return !absl::StrContains(file, "absl/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> pointers;
   std::vector<std::string> args = NormalizeFlagNames(argc, argv, &pointers);
   std::vector<char*> positional =

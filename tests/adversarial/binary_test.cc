@@ -2,6 +2,7 @@
 // descriptors and memory.
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -102,6 +103,19 @@ TEST_F(BinaryAttackTest, OutOfRangeLimitsAreRefusedNotClamped) {
     auto started = ServerProcess::Start(kServerBinary, data_dir_, {flag}, log_path());
     EXPECT_FALSE(started.ok()) << flag << " was accepted";
     EXPECT_NE(Log().find("must be"), std::string::npos) << flag << ": " << Log();
+  }
+}
+
+TEST_F(BinaryAttackTest, HelpListsTheServersFlags) {
+  FILE* help = ::popen(absl::StrCat(kServerBinary, " --help 2>&1").c_str(), "r");
+  ASSERT_NE(help, nullptr);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), help)) > 0;) text.append(buffer, n);
+  ::pclose(help);
+  for (const char* flag : {"--data_dir", "--max_connections_per_client", "--first_request_timeout",
+                           "--max_stream_blocks"}) {
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from:\n" << text;
   }
 }
 
