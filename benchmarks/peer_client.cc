@@ -1,8 +1,9 @@
 // peer_client: the one receiver the peer comparison (benchmarks/peers) uses for every
 // sender, so only the sender differs. It fetches the same file segments either from a
 // ferry_server (ShuffleClient, discard sink) or as HTTP/1.1 Range requests (nginx),
-// over N connections (one thread each), reading every payload into a 1 MiB buffer and
-// dropping it. Prints one JSON line: bytes, seconds, GB/s, client CPU seconds.
+// over N connections (one thread each), reading every payload into a buffer and
+// dropping it, the same way for both protocols (--reader, --read-bytes). Prints one JSON
+// line: bytes, seconds, GB/s, client CPU seconds.
 //
 //   peer_client --ferry=127.0.0.1:7070 --app=app-0 --connections=4 --rounds=1
 //   peer_client --http=127.0.0.1:8080 --dir=DATA --app=app-0 --connections=4
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -43,6 +45,14 @@ ABSL_FLAG(bool, raw, false,
           "Ferry without the client library: a plain blocking socket read exactly like "
           "the HTTP path, one FETCH for the connection's whole share (or, with "
           "--max-in-flight=1, one per block per round trip).");
+ABSL_FLAG(std::string, reader, "stream",
+          "How responses are read, the same for every protocol. stream: reads of up to "
+          "--read-bytes into one buffer, heads parsed out of it and payload skipped, as a "
+          "buffered reader (Netty's frame decoder) does. exact: each head read on its own "
+          "(HTTP's found with MSG_PEEK), then the payload with reads of up to --read-bytes "
+          "into the start of the buffer.");
+ABSL_FLAG(int64_t, read_bytes, 1 << 20,
+          "Most bytes one recv asks for (Spark's Netty asks for at most 64 KiB).");
 ABSL_FLAG(bool, batch, false,
           "Fetch each map output as one segment instead of one block per partition.");
 
@@ -114,26 +124,118 @@ UniqueFd Dial(const std::string& address) {
   return fd;
 }
 
-// Reads exactly `n` bytes into the scratch buffer (dropping them). False on EOF/error.
-bool Drain(int fd, uint64_t n, std::vector<char>& buf) {
-  while (n > 0) {
-    const ssize_t got = ::recv(fd, buf.data(), std::min<uint64_t>(buf.size(), n), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    n -= static_cast<uint64_t>(got);
+// The receive loop every sender is read by (--reader, --read-bytes).
+class Reader {
+ public:
+  Reader(int fd, bool exact, size_t read_bytes)
+      : fd_(fd), exact_(exact), read_bytes_(read_bytes), buf_(read_bytes) {}
+
+  // Exactly `n` bytes of head into `out`.
+  bool ReadHead(char* out, size_t n) {
+    while (n > 0) {
+      if (exact_) {
+        const ssize_t got = Recv(out, n, 0);
+        if (got <= 0) return false;
+        out += got;
+        n -= static_cast<size_t>(got);
+        continue;
+      }
+      if (begin_ == end_ && !Fill()) return false;
+      const size_t take = std::min(n, end_ - begin_);
+      std::memcpy(out, buf_.data() + begin_, take);
+      begin_ += take;
+      out += take;
+      n -= take;
+    }
+    return true;
   }
-  return true;
+
+  // An HTTP response head, up to and including its blank line.
+  bool ReadHttpHead(std::string* head) {
+    head->clear();
+    for (int i = 0; i < 100000; ++i) {
+      size_t end;
+      if (exact_) {
+        // Find the head's end without taking payload bytes, then take the head alone.
+        const ssize_t got = Recv(buf_.data(), std::min<size_t>(buf_.size(), 65536), MSG_PEEK);
+        if (got <= 0) return false;
+        const absl::string_view seen(buf_.data(), static_cast<size_t>(got));
+        if ((end = seen.find("\r\n\r\n")) == absl::string_view::npos) continue;
+        head->resize(end + 4);
+        return ReadHead(head->data(), head->size());
+      }
+      if (begin_ == end_ && !Fill()) return false;
+      head->append(buf_.data() + begin_, end_ - begin_);
+      if ((end = head->find("\r\n\r\n")) != std::string::npos) {
+        // What follows the head stays buffered for the payload.
+        begin_ = end_ - (head->size() - end - 4);
+        head->resize(end + 4);
+        return true;
+      }
+      begin_ = end_;
+      if (head->size() > 65536) return false;
+    }
+    return false;
+  }
+
+  // Reads and drops `n` bytes of payload.
+  bool Skip(uint64_t n) {
+    const size_t buffered = static_cast<size_t>(std::min<uint64_t>(n, end_ - begin_));
+    begin_ += buffered;
+    n -= buffered;
+    while (n > 0) {
+      if (exact_) {
+        const ssize_t got = Recv(buf_.data(), static_cast<size_t>(std::min<uint64_t>(buf_.size(), n)), 0);
+        if (got <= 0) return false;
+        n -= static_cast<uint64_t>(got);
+        continue;
+      }
+      if (!Fill()) return false;
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, end_));
+      begin_ = take;
+      n -= take;
+    }
+    return true;
+  }
+
+ private:
+  ssize_t Recv(char* p, size_t n, int flags) {
+    for (;;) {
+      const ssize_t got = ::recv(fd_, p, n, flags);
+      if (got < 0 && errno == EINTR) continue;
+      return got;
+    }
+  }
+  // Replaces the (consumed) buffer with one read of up to read_bytes_.
+  bool Fill() {
+    const ssize_t got = Recv(buf_.data(), read_bytes_, 0);
+    if (got <= 0) return false;
+    begin_ = 0;
+    end_ = static_cast<size_t>(got);
+    return true;
+  }
+
+  const int fd_;
+  const bool exact_;
+  const size_t read_bytes_;
+  std::vector<char> buf_;
+  size_t begin_ = 0;  // unread bytes are buf_[begin_, end_)
+  size_t end_ = 0;
+};
+
+Reader MakeReader(int fd) {
+  return Reader(fd, absl::GetFlag(FLAGS_reader) == "exact",
+                static_cast<size_t>(std::clamp<int64_t>(absl::GetFlag(FLAGS_read_bytes), 4096,
+                                                        int64_t{64} << 20)));
 }
 
-// One keep-alive connection; GETs each segment with a Range header. The response head
-// is read in chunks like any HTTP client would (not byte by byte); payload bytes that
-// arrive with the head count toward the body.
+// One keep-alive connection; GETs each segment with a Range header.
 absl::Status FetchHttp(const std::string& address, const std::string& app,
                        const std::vector<Segment>& segments) {
   UniqueFd fd = Dial(address);
   if (!fd.valid()) return absl::UnavailableError(absl::StrCat("connect ", address));
-  std::vector<char> buf(1 << 20);
-  std::string pending;  // bytes received past the previous response
+  Reader reader = MakeReader(fd.get());
+  std::string head;
   for (const Segment& s : segments) {
     if (s.length == 0) continue;
     const std::string request = absl::StrCat("GET /", app, "/", s.file, " HTTP/1.1\r\nHost: x\r\nRange: bytes=",
@@ -142,27 +244,17 @@ absl::Status FetchHttp(const std::string& address, const std::string& app,
         static_cast<ssize_t>(request.size())) {
       return absl::UnavailableError("send request");
     }
-    size_t head_end;
-    while ((head_end = pending.find("\r\n\r\n")) == std::string::npos) {
-      if (pending.size() > 65536) return absl::InternalError("response head too long");
-      const ssize_t got = ::recv(fd.get(), buf.data(), 65536, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return absl::UnavailableError("response head");
-      pending.append(buf.data(), static_cast<size_t>(got));
+    if (!reader.ReadHttpHead(&head)) return absl::UnavailableError("response head");
+    if (head.compare(0, 12, "HTTP/1.1 206") != 0) {
+      return absl::InternalError(absl::StrCat("HTTP answer: ", head.substr(0, head.find('\r'))));
     }
-    if (pending.compare(0, 12, "HTTP/1.1 206") != 0) {
-      return absl::InternalError(absl::StrCat("HTTP answer: ", pending.substr(0, pending.find('\r'))));
-    }
-    const size_t body_start = head_end + 4;
-    const uint64_t in_hand = std::min<uint64_t>(pending.size() - body_start, s.length);
-    pending.erase(0, body_start + in_hand);
-    if (!Drain(fd.get(), s.length - in_hand, buf)) return absl::UnavailableError("response body");
+    if (!reader.Skip(s.length)) return absl::UnavailableError("response body");
   }
   return absl::OkStatus();
 }
 
-// Ferry's data plane over a plain blocking socket, read exactly as FetchHttp reads
-// nginx: one stream for the share; one FETCH for all its blocks, or with
+// Ferry's data plane over a plain blocking socket, read by the same Reader as FetchHttp
+// reads nginx: one stream for the share; one FETCH for all its blocks, or with
 // `one_per_round_trip` one FETCH per block, each sent after the previous block arrived
 // (request/response, like HTTP/1.1 without pipelining). Every header is checked and
 // every payload drained into a 1 MiB buffer.
@@ -187,17 +279,11 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
   if (!one_per_round_trip && !send_request(0, ids.size())) {
     return absl::UnavailableError("send request");
   }
-  std::vector<char> buf(1 << 20);
+  Reader reader = MakeReader(fd.get());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (one_per_round_trip && !send_request(i, 1)) return absl::UnavailableError("send request");
     char bytes[kResponseHeaderBytes];
-    size_t got = 0;
-    while (got < sizeof(bytes)) {
-      const ssize_t n = ::recv(fd.get(), bytes + got, sizeof(bytes) - got, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return absl::UnavailableError("response header");
-      got += static_cast<size_t>(n);
-    }
+    if (!reader.ReadHead(bytes, sizeof(bytes))) return absl::UnavailableError("response header");
     auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
     if (!header.ok()) return header.status();
     if (header->kind != FrameKind::kBlock || header->block_index != i ||
@@ -206,7 +292,7 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
           "unexpected header for block ", i, ": kind ", static_cast<int>(header->kind), " index ",
           header->block_index, " length ", header->length, " status ", header->status));
     }
-    if (!Drain(fd.get(), header->length, buf)) return absl::UnavailableError("block payload");
+    if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
   }
   (void)client.control().CloseStream(server, handle->ticket());
   return absl::OkStatus();
