@@ -101,11 +101,17 @@ absl::Status CheckBufferable(uint64_t length, const std::string& name) {
 
 }  // namespace
 
+void PageBuffer::Reserve(size_t bytes) {
+  if (bytes <= size_) return;
+  data_.reset(new (std::align_val_t(4096)) char[bytes]);
+  size_ = bytes;
+}
+
 absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
   if (absl::Status s = CheckBufferable(length, name); !s.ok()) return s;
-  if (buffer_.size() < length) buffer_.resize(static_cast<size_t>(length));
+  buffer_.Reserve(static_cast<size_t>(length));
   absl::Status s = ReceiveInto(socket, buffer_.data(), length, verifier, name, deadline);
   if (!s.ok()) return s;
   return on_block_(index, absl::string_view(buffer_.data(), static_cast<size_t>(length)));
@@ -122,7 +128,7 @@ absl::Status BuffersSink::Receive(int socket, size_t index, uint64_t length,
 
 absl::Status DiscardSink::Receive(int socket, size_t, uint64_t length, BlockVerifier& verifier,
                                   const std::string& name, absl::Time deadline) {
-  if (scratch_.empty()) scratch_.resize(kScratchBytes);
+  scratch_.Reserve(kScratchBytes);
   uint64_t got = 0;
   LowWaterMark mark(socket, length);
   while (got < length) {
@@ -170,7 +176,7 @@ absl::Status FilesSink::Receive(int socket, size_t index, uint64_t length, Block
     got += static_cast<uint64_t>(in);
   }
   if (!verifier.active()) return absl::OkStatus();
-  if (scratch_.empty()) scratch_.resize(kScratchBytes);
+  scratch_.Reserve(kScratchBytes);
   for (uint64_t pos = 0; pos < length;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - pos));
     const ssize_t n = ReadFull(file.get(), scratch_.data(), want, static_cast<int64_t>(pos));

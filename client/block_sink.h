@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,26 @@
 #include "common/pipe.h"
 
 namespace ferry {
+
+// A buffer that starts on a page boundary. The kernel's copy of received bytes into a
+// buffer that sits 1 to 31 bytes past the page offset the bytes have in their source
+// pages (the server's page cache, for spliced blocks) costs up to 3x per byte on some
+// CPUs (4K aliasing, benchmarks/results/receiver-2026-11-30.md); malloc puts a large
+// buffer 16 bytes past a page, which page-aligned blocks always hit.
+class PageBuffer {
+ public:
+  char* data() { return data_.get(); }
+  size_t size() const { return size_; }
+  // Grows (contents not kept) to at least `bytes`.
+  void Reserve(size_t bytes);
+
+ private:
+  struct Free {
+    void operator()(char* p) const { ::operator delete[](p, std::align_val_t(4096)); }
+  };
+  std::unique_ptr<char[], Free> data_;
+  size_t size_ = 0;
+};
 
 class BlockSink {
  public:
@@ -43,7 +64,7 @@ class CallbackSink final : public BlockSink {
 
  private:
   Callback on_block_;
-  std::string buffer_;
+  PageBuffer buffer_;
 };
 
 // Keeps each block in its own buffer: blocks()[index].
@@ -72,7 +93,7 @@ class FilesSink final : public BlockSink {
   std::vector<std::string> paths_;
   size_t pipe_bytes_;
   std::optional<Pipe> pipe_;
-  std::string scratch_;
+  PageBuffer scratch_;
 };
 
 // Reads each block (verifying it when it has checksums) and drops it; counts bytes.
@@ -83,7 +104,7 @@ class DiscardSink final : public BlockSink {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  std::string scratch_;
+  PageBuffer scratch_;
   uint64_t bytes_ = 0;
 };
 
