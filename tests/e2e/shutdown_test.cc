@@ -1,7 +1,9 @@
 // ferry_server as a process, stopped by a signal: it stops accepting, closes idle
 // connections, finishes the requests it has already received, and exits 0; a peer that
 // stops reading is cut when --drain-timeout runs out, and the exit is still clean.
+#include <linux/sockios.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -93,7 +95,14 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
   // the block is still to be sent when the signal comes.
   std::string got = ReadBytes(busy.get(), kResponseHeaderBytes + (size_t{1} << 20));
   ASSERT_EQ(got.size(), kResponseHeaderBytes + (size_t{1} << 20));
-  absl::SleepFor(absl::Milliseconds(100));  // the second request reaches the server
+  // Both requests are in the server's socket buffer once its TCP has acknowledged them:
+  // nothing is left unacknowledged in ours.
+  int unacked = -1;
+  for (int i = 0; i < 400 && unacked != 0; ++i) {
+    ASSERT_EQ(::ioctl(busy.get(), SIOCOUTQ, &unacked), 0);
+    if (unacked != 0) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(unacked, 0);
   const absl::Time signalled = absl::Now();
   ASSERT_EQ(::kill(server_->pid(), SIGTERM), 0);
 
