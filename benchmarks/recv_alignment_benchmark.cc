@@ -12,9 +12,7 @@
 //   bazel-bin/benchmarks/recv_alignment_benchmark --rounds=5 [--shifts=0,8,...]
 //
 // results/receiver-2026-11-30.md has what it found and why it matters.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +34,7 @@
 #include "common/flag_names.h"
 #include "common/pipe.h"
 #include "common/unique_fd.h"
+#include "tests/testing/loopback.h"
 
 ABSL_FLAG(int, rounds, 5, "Interleaved rounds; each shift is measured once per round.");
 ABSL_FLAG(std::string, shifts, "0,8,16,24,32,40,48,56,64,128,1024,2048,4032,4056,4088",
@@ -60,17 +59,12 @@ struct Result {
 // Streams the whole file once over a fresh loopback connection; the reader receives at
 // `shift` bytes into a page-aligned buffer.
 Result StreamOnce(int file, uint64_t bytes, size_t shift) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  FERRY_CHECK(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  FERRY_CHECK(::listen(listener.get(), 1) == 0);
-  FERRY_CHECK(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  uint16_t port = 0;
+  UniqueFd listener = testing::ListenLoopback(&port, 1);
+  UniqueFd sock = testing::ConnectLoopback(port);
   std::thread sender([&] {
-    UniqueFd sock(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    FERRY_CHECK(sock.valid());
+    UniqueFd peer(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    FERRY_CHECK(peer.valid());
     auto pipe = Pipe::Create(size_t{1} << 20);
     FERRY_CHECK(pipe.ok());
     for (uint64_t off = 0; off < bytes;) {
@@ -79,7 +73,7 @@ Result StreamOnce(int file, uint64_t bytes, size_t shift) {
                                   SPLICE_F_MOVE);
       FERRY_CHECK(in > 0);
       for (ssize_t left = in; left > 0;) {
-        const ssize_t out = ::splice(pipe->read_fd(), nullptr, sock.get(), nullptr,
+        const ssize_t out = ::splice(pipe->read_fd(), nullptr, peer.get(), nullptr,
                                      static_cast<size_t>(left), SPLICE_F_MOVE | SPLICE_F_MORE);
         FERRY_CHECK(out > 0);
         left -= out;
@@ -87,8 +81,6 @@ Result StreamOnce(int file, uint64_t bytes, size_t shift) {
       off += static_cast<uint64_t>(in);
     }
   });
-  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  FERRY_CHECK(::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   constexpr size_t kRead = size_t{1} << 20;
   void* raw = nullptr;
   FERRY_CHECK(::posix_memalign(&raw, 4096, kRead + 4096) == 0);
