@@ -1,0 +1,491 @@
+#include "common/spark_wire.h"
+
+#include <endian.h>
+
+#include <cstring>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry::spark {
+
+namespace {
+
+// A frame: frameLen (counting itself), then the type byte, then `rest`.
+std::string Frame(MessageType type, absl::string_view rest, uint64_t body_outside = 0) {
+  std::string out;
+  WireWriter w(&out);
+  w.I64(static_cast<int64_t>(kFrameLengthBytes + 1 + rest.size() + body_outside));
+  w.U8(static_cast<uint8_t>(type));
+  out.append(rest.data(), rest.size());
+  return out;
+}
+
+// A shuffle manager string may carry a JSON tail (push-based shuffle); local dirs and
+// ids are paths and names.
+constexpr size_t kMaxShuffleManagerBytes = 64 << 10;
+
+}  // namespace
+
+void WireWriter::U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
+
+void WireWriter::I32(int32_t v) {
+  const uint32_t be = htobe32(static_cast<uint32_t>(v));
+  out_->append(reinterpret_cast<const char*>(&be), sizeof(be));
+}
+
+void WireWriter::I64(int64_t v) {
+  const uint64_t be = htobe64(static_cast<uint64_t>(v));
+  out_->append(reinterpret_cast<const char*>(&be), sizeof(be));
+}
+
+void WireWriter::String(absl::string_view s) {
+  I32(static_cast<int32_t>(s.size()));
+  out_->append(s.data(), s.size());
+}
+
+void WireWriter::StringArray(const std::vector<std::string>& v) {
+  I32(static_cast<int32_t>(v.size()));
+  for (const std::string& s : v) String(s);
+}
+
+void WireWriter::IntArray(const std::vector<int32_t>& v) {
+  I32(static_cast<int32_t>(v.size()));
+  for (int32_t x : v) I32(x);
+}
+
+void WireWriter::LongArray(const std::vector<int64_t>& v) {
+  I32(static_cast<int32_t>(v.size()));
+  for (int64_t x : v) I64(x);
+}
+
+bool WireReader::Fail(const char* what, absl::string_view why) {
+  if (error_.empty()) error_ = absl::StrCat(what, ": ", why);
+  bytes_ = absl::string_view();
+  return false;
+}
+
+bool WireReader::U8(uint8_t* v, const char* what) {
+  if (!error_.empty()) return false;
+  if (bytes_.empty()) return Fail(what, "the message ends before it");
+  *v = static_cast<uint8_t>(bytes_[0]);
+  bytes_.remove_prefix(1);
+  return true;
+}
+
+bool WireReader::I32(int32_t* v, const char* what) {
+  if (!error_.empty()) return false;
+  if (bytes_.size() < 4) return Fail(what, "the message ends before it");
+  uint32_t be;
+  std::memcpy(&be, bytes_.data(), 4);
+  *v = static_cast<int32_t>(be32toh(be));
+  bytes_.remove_prefix(4);
+  return true;
+}
+
+bool WireReader::I64(int64_t* v, const char* what) {
+  if (!error_.empty()) return false;
+  if (bytes_.size() < 8) return Fail(what, "the message ends before it");
+  uint64_t be;
+  std::memcpy(&be, bytes_.data(), 8);
+  *v = static_cast<int64_t>(be64toh(be));
+  bytes_.remove_prefix(8);
+  return true;
+}
+
+bool WireReader::Bool(bool* v, const char* what) {
+  uint8_t b = 0;
+  if (!U8(&b, what)) return false;
+  if (b > 1) return Fail(what, absl::StrCat("a boolean of ", b));
+  *v = b == 1;
+  return true;
+}
+
+bool WireReader::String(std::string* s, const char* what, size_t max_bytes) {
+  int32_t len = 0;
+  if (!I32(&len, what)) return false;
+  if (len < 0) return Fail(what, absl::StrCat("a negative length (", len, ")"));
+  if (static_cast<size_t>(len) > max_bytes) {
+    return Fail(what, absl::StrCat(len, " bytes, over the limit of ", max_bytes));
+  }
+  if (static_cast<size_t>(len) > bytes_.size()) {
+    return Fail(what, absl::StrCat(len, " bytes, but the message has ", bytes_.size(), " left"));
+  }
+  s->assign(bytes_.data(), static_cast<size_t>(len));
+  bytes_.remove_prefix(static_cast<size_t>(len));
+  return true;
+}
+
+bool WireReader::Count(int32_t* count, size_t element_bytes, const char* what) {
+  if (!I32(count, what)) return false;
+  if (*count < 0 || static_cast<size_t>(*count) > bytes_.size() / element_bytes) {
+    return Fail(what, absl::StrCat("a count of ", *count, " that the ", bytes_.size(),
+                                   " bytes left cannot hold"));
+  }
+  return true;
+}
+
+bool WireReader::StringArray(std::vector<std::string>* v, const char* what, size_t max_bytes) {
+  int32_t count = 0;
+  if (!Count(&count, 4, what)) return false;
+  v->clear();
+  v->reserve(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) {
+    v->emplace_back();
+    if (!String(&v->back(), what, max_bytes)) return false;
+  }
+  return true;
+}
+
+bool WireReader::IntArray(std::vector<int32_t>* v, const char* what) {
+  int32_t count = 0;
+  if (!Count(&count, 4, what)) return false;
+  v->resize(static_cast<size_t>(count));
+  for (int32_t& x : *v) {
+    if (!I32(&x, what)) return false;
+  }
+  return true;
+}
+
+bool WireReader::LongArray(std::vector<int64_t>* v, const char* what) {
+  int32_t count = 0;
+  if (!Count(&count, 8, what)) return false;
+  v->resize(static_cast<size_t>(count));
+  for (int64_t& x : *v) {
+    if (!I64(&x, what)) return false;
+  }
+  return true;
+}
+
+absl::Status WireReader::Finish(absl::string_view message, bool whole) const {
+  if (!error_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ", message, ": ", error_));
+  }
+  if (whole && !bytes_.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed ", message, ": ", bytes_.size(), " bytes after its last field"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> DecodeFrameLength(absl::string_view eight_bytes) {
+  WireReader r(eight_bytes);
+  int64_t frame_length = 0;
+  r.I64(&frame_length, "frame length");
+  if (absl::Status s = r.Finish("frame"); !s.ok()) return s;
+  // Compared before subtracting: the length is the peer's, and may be INT64_MIN.
+  if (frame_length <= static_cast<int64_t>(kFrameLengthBytes) ||
+      static_cast<uint64_t>(frame_length) - kFrameLengthBytes > kMaxFrameBodyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame length ", frame_length, " is outside Spark's bounds (9 to 2^31 bytes)"));
+  }
+  return static_cast<uint64_t>(frame_length) - kFrameLengthBytes;
+}
+
+absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame) {
+  WireReader r(frame);
+  uint8_t type = 0;
+  if (!r.U8(&type, "message type")) return r.Finish("frame");
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kChunkFetchRequest: {
+      ChunkFetchRequest m;
+      r.I64(&m.stream_id, "streamId");
+      r.I32(&m.chunk_index, "chunkIndex");
+      if (absl::Status s = r.Finish("ChunkFetchRequest"); !s.ok()) return s;
+      return m;
+    }
+    case MessageType::kRpcRequest: {
+      RpcRequest m;
+      int32_t body_len = 0;
+      r.I64(&m.request_id, "requestId");
+      r.I32(&body_len, "bodyLen");  // redundant with the frame length; Spark ignores it
+      if (absl::Status s = r.Finish("RpcRequest", /*whole=*/false); !s.ok()) return s;
+      m.body = std::string(r.rest());
+      return m;
+    }
+    case MessageType::kStreamRequest: {
+      StreamRequest m;
+      r.String(&m.stream_id, "streamId", 64);
+      if (absl::Status s = r.Finish("StreamRequest"); !s.ok()) return s;
+      return m;
+    }
+    case MessageType::kOneWayMessage: {
+      OneWayMessage m;
+      int32_t body_len = 0;
+      r.I32(&body_len, "bodyLen");
+      if (absl::Status s = r.Finish("OneWayMessage", /*whole=*/false); !s.ok()) return s;
+      m.body = std::string(r.rest());
+      return m;
+    }
+    case MessageType::kUploadStream:
+    case MessageType::kMergedBlockMetaRequest: {
+      UnsupportedMessage m{static_cast<MessageType>(type)};
+      m.has_request_id = r.I64(&m.request_id, "requestId");
+      return m;
+    }
+    default:
+      return UnsupportedMessage{static_cast<MessageType>(type)};
+  }
+}
+
+std::string EncodeChunkFetchRequest(const ChunkFetchRequest& m) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(m.stream_id);
+  w.I32(m.chunk_index);
+  return Frame(MessageType::kChunkFetchRequest, rest);
+}
+
+std::string EncodeRpcRequest(int64_t request_id, absl::string_view body) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(request_id);
+  w.I32(static_cast<int32_t>(body.size()));
+  rest.append(body.data(), body.size());
+  return Frame(MessageType::kRpcRequest, rest);
+}
+
+std::string EncodeStreamRequest(absl::string_view stream_id) {
+  std::string rest;
+  WireWriter(&rest).String(stream_id);
+  return Frame(MessageType::kStreamRequest, rest);
+}
+
+std::string EncodeOneWayMessage(absl::string_view body) {
+  std::string rest;
+  WireWriter(&rest).I32(static_cast<int32_t>(body.size()));
+  rest.append(body.data(), body.size());
+  return Frame(MessageType::kOneWayMessage, rest);
+}
+
+std::string EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
+                                          uint64_t body_bytes) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(stream_id);
+  w.I32(chunk_index);
+  return Frame(MessageType::kChunkFetchSuccess, rest, body_bytes);
+}
+
+std::string EncodeChunkFetchFailure(int64_t stream_id, int32_t chunk_index,
+                                    absl::string_view error) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(stream_id);
+  w.I32(chunk_index);
+  w.String(error);
+  return Frame(MessageType::kChunkFetchFailure, rest);
+}
+
+std::string EncodeRpcResponse(int64_t request_id, absl::string_view body) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(request_id);
+  w.I32(static_cast<int32_t>(body.size()));
+  rest.append(body.data(), body.size());
+  return Frame(MessageType::kRpcResponse, rest);
+}
+
+std::string EncodeRpcFailure(int64_t request_id, absl::string_view error) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(request_id);
+  w.String(error);
+  return Frame(MessageType::kRpcFailure, rest);
+}
+
+std::string EncodeStreamResponseHeader(absl::string_view stream_id, uint64_t byte_count) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.String(stream_id);
+  w.I64(static_cast<int64_t>(byte_count));
+  return Frame(MessageType::kStreamResponse, rest);
+}
+
+std::string EncodeStreamFailure(absl::string_view stream_id, absl::string_view error) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.String(stream_id);
+  w.String(error);
+  return Frame(MessageType::kStreamFailure, rest);
+}
+
+std::string BlockTransferTypeName(uint8_t type) {
+  static constexpr const char* kNames[] = {
+      "OpenBlocks",          "UploadBlock",           "RegisterExecutor",
+      "StreamHandle",        "RegisterDriver",        "ShuffleServiceHeartbeat",
+      "UploadBlockStream",   "RemoveBlocks",          "BlocksRemoved",
+      "FetchShuffleBlocks",  "GetLocalDirsForExecutors", "LocalDirsForExecutors",
+      "PushBlockStream",     "FinalizeShuffleMerge",  "MergeStatuses",
+      "FetchShuffleBlockChunks", "DiagnoseCorruption", "CorruptionCause",
+      "BlockPushReturnCode", "RemoveShuffleMerge"};
+  if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
+  return absl::StrCat("type ", type);
+}
+
+absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
+  WireReader r(body);
+  uint8_t type = 0;
+  if (!r.U8(&type, "message type")) return r.Finish("shuffle RPC");
+  const std::string name = BlockTransferTypeName(type);
+  switch (static_cast<BlockTransferType>(type)) {
+    case BlockTransferType::kOpenBlocks:
+    case BlockTransferType::kRemoveBlocks: {
+      OpenBlocks m;
+      r.String(&m.app_id, "appId");
+      r.String(&m.exec_id, "execId");
+      r.StringArray(&m.block_ids, "blockIds", 256);
+      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      if (type == static_cast<uint8_t>(BlockTransferType::kRemoveBlocks)) {
+        return RemoveBlocks{std::move(m.app_id), std::move(m.exec_id), std::move(m.block_ids)};
+      }
+      return m;
+    }
+    case BlockTransferType::kRegisterExecutor: {
+      RegisterExecutor m;
+      r.String(&m.app_id, "appId");
+      r.String(&m.exec_id, "execId");
+      r.StringArray(&m.info.local_dirs, "localDirs");
+      r.I32(&m.info.sub_dirs_per_local_dir, "subDirsPerLocalDir");
+      r.String(&m.info.shuffle_manager, "shuffleManager", kMaxShuffleManagerBytes);
+      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      return m;
+    }
+    case BlockTransferType::kFetchShuffleBlocks: {
+      FetchShuffleBlocks m;
+      r.String(&m.app_id, "appId");
+      r.String(&m.exec_id, "execId");
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.LongArray(&m.map_ids, "mapIds");
+      int32_t count = 0;
+      if (r.Count(&count, 4, "reduceIds")) m.reduce_ids.resize(static_cast<size_t>(count));
+      for (std::vector<int32_t>& ids : m.reduce_ids) r.IntArray(&ids, "reduceIds");
+      r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
+      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      if (m.reduce_ids.size() != m.map_ids.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "malformed ", name, ": ", m.map_ids.size(), " map ids but ", m.reduce_ids.size(),
+            " lists of reduce ids"));
+      }
+      return m;
+    }
+    case BlockTransferType::kGetLocalDirsForExecutors: {
+      GetLocalDirsForExecutors m;
+      r.String(&m.app_id, "appId");
+      r.StringArray(&m.exec_ids, "execIds");
+      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      return m;
+    }
+    case BlockTransferType::kDiagnoseCorruption: {
+      DiagnoseCorruption m;
+      r.String(&m.app_id, "appId");
+      r.String(&m.exec_id, "execId");
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.I64(&m.map_id, "mapId");
+      r.I32(&m.reduce_id, "reduceId");
+      r.I64(&m.checksum, "checksum");
+      r.String(&m.algorithm, "algorithm", 64);
+      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      return m;
+    }
+    default:
+      return UnsupportedRpc{type};
+  }
+}
+
+namespace {
+
+std::string Payload(BlockTransferType type, const std::function<void(WireWriter&)>& fields) {
+  std::string out;
+  WireWriter w(&out);
+  w.U8(static_cast<uint8_t>(type));
+  fields(w);
+  return out;
+}
+
+}  // namespace
+
+std::string EncodeRegisterExecutor(const RegisterExecutor& m) {
+  return Payload(BlockTransferType::kRegisterExecutor, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.StringArray(m.info.local_dirs);
+    w.I32(m.info.sub_dirs_per_local_dir);
+    w.String(m.info.shuffle_manager);
+  });
+}
+
+std::string EncodeOpenBlocks(const OpenBlocks& m) {
+  return Payload(BlockTransferType::kOpenBlocks, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.StringArray(m.block_ids);
+  });
+}
+
+std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m) {
+  return Payload(BlockTransferType::kFetchShuffleBlocks, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.I32(m.shuffle_id);
+    w.LongArray(m.map_ids);
+    w.I32(static_cast<int32_t>(m.reduce_ids.size()));
+    for (const std::vector<int32_t>& ids : m.reduce_ids) w.IntArray(ids);
+    w.Bool(m.batch_fetch_enabled);
+  });
+}
+
+std::string EncodeRemoveBlocks(const RemoveBlocks& m) {
+  return Payload(BlockTransferType::kRemoveBlocks, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.StringArray(m.block_ids);
+  });
+}
+
+std::string EncodeGetLocalDirsForExecutors(const GetLocalDirsForExecutors& m) {
+  return Payload(BlockTransferType::kGetLocalDirsForExecutors, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.StringArray(m.exec_ids);
+  });
+}
+
+std::string EncodeDiagnoseCorruption(const DiagnoseCorruption& m) {
+  return Payload(BlockTransferType::kDiagnoseCorruption, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.I32(m.shuffle_id);
+    w.I64(m.map_id);
+    w.I32(m.reduce_id);
+    w.I64(m.checksum);
+    w.String(m.algorithm);
+  });
+}
+
+std::string EncodeStreamHandle(int64_t stream_id, int32_t num_chunks) {
+  return Payload(BlockTransferType::kStreamHandle, [&](WireWriter& w) {
+    w.I64(stream_id);
+    w.I32(num_chunks);
+  });
+}
+
+std::string EncodeBlocksRemoved(int32_t num_removed) {
+  return Payload(BlockTransferType::kBlocksRemoved, [&](WireWriter& w) { w.I32(num_removed); });
+}
+
+std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids,
+                                        const std::vector<int32_t>& num_local_dirs,
+                                        const std::vector<std::string>& all_local_dirs) {
+  return Payload(BlockTransferType::kLocalDirsForExecutors, [&](WireWriter& w) {
+    w.StringArray(exec_ids);
+    w.IntArray(num_local_dirs);
+    w.StringArray(all_local_dirs);
+  });
+}
+
+std::string EncodeCorruptionCause(uint8_t cause) {
+  return Payload(BlockTransferType::kCorruptionCause, [&](WireWriter& w) { w.U8(cause); });
+}
+
+}  // namespace ferry::spark

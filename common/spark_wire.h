@@ -1,0 +1,245 @@
+// Spark's shuffle-service wire format (Spark 3.5.0; ../shared/spark-ess/PROTOCOL.md is the
+// fact sheet, and tests/common/spark_wire_test.cc checks every golden frame of its
+// Appendix A both ways): the transport frames and the shuffle service's RPC payloads,
+// encoded and decoded. Big-endian throughout.
+//
+//   frame = frameLen:i64 (counting its own 8 bytes) | type:u8 | header | in-frame body
+//
+// Decoders take bytes from the wire and check every length and count against the bytes
+// there before they allocate, so a peer cannot make them hold more than it sent. Nothing
+// here does I/O.
+#ifndef FERRY_COMMON_SPARK_WIRE_H_
+#define FERRY_COMMON_SPARK_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ferry::spark {
+
+inline constexpr size_t kFrameLengthBytes = 8;
+// The decoder's bound on frameLen - 8 (TransportFrameDecoder): a frame's type, header
+// and in-frame body together are below 2^31 - 1 bytes.
+inline constexpr uint64_t kMaxFrameBodyBytes = (uint64_t{1} << 31) - 2;
+
+enum class MessageType : uint8_t {
+  kChunkFetchRequest = 0,
+  kChunkFetchSuccess = 1,
+  kChunkFetchFailure = 2,
+  kRpcRequest = 3,
+  kRpcResponse = 4,
+  kRpcFailure = 5,
+  kStreamRequest = 6,
+  kStreamResponse = 7,
+  kStreamFailure = 8,
+  kOneWayMessage = 9,
+  kUploadStream = 10,
+  kMergedBlockMetaRequest = 11,
+  kMergedBlockMetaSuccess = 12,
+};
+
+// Big-endian writes onto the end of a string.
+class WireWriter {
+ public:
+  explicit WireWriter(std::string* out) : out_(out) {}
+  void U8(uint8_t v);
+  void I32(int32_t v);
+  void I64(int64_t v);
+  void Bool(bool v) { U8(v ? 1 : 0); }
+  void String(absl::string_view s);
+  void StringArray(const std::vector<std::string>& v);
+  void IntArray(const std::vector<int32_t>& v);
+  void LongArray(const std::vector<int64_t>& v);
+
+ private:
+  std::string* out_;
+};
+
+// Bounds-checked big-endian reads from bytes a peer sent. Each read fails (and every
+// later one with it) rather than read past the end; `what` names the field in the error.
+class WireReader {
+ public:
+  explicit WireReader(absl::string_view bytes) : bytes_(bytes) {}
+  bool U8(uint8_t* v, const char* what);
+  bool I32(int32_t* v, const char* what);
+  bool I64(int64_t* v, const char* what);
+  bool Bool(bool* v, const char* what);
+  // A string of at most `max_bytes` bytes.
+  bool String(std::string* s, const char* what, size_t max_bytes = 4096);
+  // Arrays whose count must fit in the bytes left (so a huge count cannot allocate).
+  bool StringArray(std::vector<std::string>* v, const char* what, size_t max_bytes = 4096);
+  bool IntArray(std::vector<int32_t>* v, const char* what);
+  bool LongArray(std::vector<int64_t>* v, const char* what);
+  // An array's count, which must fit in the bytes left as `element_bytes`-byte elements.
+  bool Count(int32_t* count, size_t element_bytes, const char* what);
+  // OK when every read succeeded and, with `whole`, nothing is left over; otherwise
+  // INVALID_ARGUMENT naming the field and `message`.
+  absl::Status Finish(absl::string_view message, bool whole = true) const;
+  absl::string_view rest() const { return bytes_; }
+
+ private:
+  bool Fail(const char* what, absl::string_view why);
+  absl::string_view bytes_;
+  std::string error_;
+};
+
+// --- Frames a client sends -----------------------------------------------------------
+
+struct ChunkFetchRequest {
+  int64_t stream_id = 0;
+  int32_t chunk_index = 0;
+};
+struct RpcRequest {
+  int64_t request_id = 0;
+  std::string body;  // a BlockTransferMessage
+};
+struct StreamRequest {
+  std::string stream_id;  // "<streamId>_<chunkIndex>"
+};
+struct OneWayMessage {
+  std::string body;
+};
+// Any other type a client may send (UploadStream, MergedBlockMetaRequest, or a server's
+// type): answered with a failure, never served. `request_id` is set where the type has one.
+struct UnsupportedMessage {
+  MessageType type;
+  bool has_request_id = false;
+  int64_t request_id = 0;
+};
+using ClientMessage =
+    std::variant<ChunkFetchRequest, RpcRequest, StreamRequest, OneWayMessage, UnsupportedMessage>;
+
+// frameLen from the first 8 bytes of a frame: the bytes that follow it (type, header,
+// in-frame body). INVALID_ARGUMENT outside (0, kMaxFrameBodyBytes].
+absl::StatusOr<uint64_t> DecodeFrameLength(absl::string_view eight_bytes);
+
+// A client frame from the bytes after its frameLen. INVALID_ARGUMENT for a malformed
+// one, naming the type and field.
+absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame);
+
+// Whole frames, for clients and tests.
+std::string EncodeChunkFetchRequest(const ChunkFetchRequest& m);
+std::string EncodeRpcRequest(int64_t request_id, absl::string_view body);
+std::string EncodeStreamRequest(absl::string_view stream_id);
+std::string EncodeOneWayMessage(absl::string_view body);
+
+// --- Frames the server sends -----------------------------------------------------------
+
+// The frame header of a ChunkFetchSuccess whose `body_bytes` of block follow in the frame
+// (sent separately: spliced or copied). body_bytes must be at most kMaxChunkBodyBytes.
+inline constexpr uint64_t kMaxChunkBodyBytes = kMaxFrameBodyBytes - 13;
+std::string EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
+                                          uint64_t body_bytes);
+std::string EncodeChunkFetchFailure(int64_t stream_id, int32_t chunk_index,
+                                    absl::string_view error);
+std::string EncodeRpcResponse(int64_t request_id, absl::string_view body);
+std::string EncodeRpcFailure(int64_t request_id, absl::string_view error);
+// The StreamResponse frame; `byte_count` raw bytes follow it, outside the frame.
+std::string EncodeStreamResponseHeader(absl::string_view stream_id, uint64_t byte_count);
+std::string EncodeStreamFailure(absl::string_view stream_id, absl::string_view error);
+
+// --- The shuffle service's RPC payloads (BlockTransferMessage) ------------------------
+
+enum class BlockTransferType : uint8_t {
+  kOpenBlocks = 0,
+  kUploadBlock = 1,
+  kRegisterExecutor = 2,
+  kStreamHandle = 3,
+  kRegisterDriver = 4,
+  kShuffleServiceHeartbeat = 5,
+  kUploadBlockStream = 6,
+  kRemoveBlocks = 7,
+  kBlocksRemoved = 8,
+  kFetchShuffleBlocks = 9,
+  kGetLocalDirsForExecutors = 10,
+  kLocalDirsForExecutors = 11,
+  kPushBlockStream = 12,
+  kFinalizeShuffleMerge = 13,
+  kMergeStatuses = 14,
+  kFetchShuffleBlockChunks = 15,
+  kDiagnoseCorruption = 16,
+  kCorruptionCause = 17,
+  kBlockPushReturnCode = 18,
+  kRemoveShuffleMerge = 19,
+};
+
+struct ExecutorShuffleInfo {
+  std::vector<std::string> local_dirs;
+  int32_t sub_dirs_per_local_dir = 0;
+  std::string shuffle_manager;
+};
+struct RegisterExecutor {
+  std::string app_id;
+  std::string exec_id;
+  ExecutorShuffleInfo info;
+};
+struct OpenBlocks {
+  std::string app_id;
+  std::string exec_id;
+  std::vector<std::string> block_ids;
+};
+struct FetchShuffleBlocks {
+  std::string app_id;
+  std::string exec_id;
+  int32_t shuffle_id = 0;
+  std::vector<int64_t> map_ids;
+  // Per map id: reduce ids, or with batch_fetch_enabled one [start, end) pair.
+  std::vector<std::vector<int32_t>> reduce_ids;
+  bool batch_fetch_enabled = false;
+};
+struct RemoveBlocks {
+  std::string app_id;
+  std::string exec_id;
+  std::vector<std::string> block_ids;
+};
+struct GetLocalDirsForExecutors {
+  std::string app_id;
+  std::vector<std::string> exec_ids;
+};
+struct DiagnoseCorruption {
+  std::string app_id;
+  std::string exec_id;
+  int32_t shuffle_id = 0;
+  int64_t map_id = 0;
+  int32_t reduce_id = 0;
+  int64_t checksum = 0;
+  std::string algorithm;
+};
+// A BlockTransferMessage the service does not serve (push-based shuffle, uploads,
+// Mesos, or an unknown id).
+struct UnsupportedRpc {
+  uint8_t type = 0;
+};
+using ShuffleRpc = std::variant<RegisterExecutor, OpenBlocks, FetchShuffleBlocks, RemoveBlocks,
+                                GetLocalDirsForExecutors, DiagnoseCorruption, UnsupportedRpc>;
+
+// The name Spark gives a BlockTransferMessage type ("FetchShuffleBlocks"), or "type N".
+std::string BlockTransferTypeName(uint8_t type);
+
+// Decodes an RpcRequest's body. INVALID_ARGUMENT for a malformed one, naming the message
+// and field; a well-formed message of a type not served is UnsupportedRpc.
+absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body);
+
+// RPC payloads, encoded (replies for the server; requests for clients and tests).
+std::string EncodeRegisterExecutor(const RegisterExecutor& m);
+std::string EncodeOpenBlocks(const OpenBlocks& m);
+std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m);
+std::string EncodeRemoveBlocks(const RemoveBlocks& m);
+std::string EncodeGetLocalDirsForExecutors(const GetLocalDirsForExecutors& m);
+std::string EncodeDiagnoseCorruption(const DiagnoseCorruption& m);
+std::string EncodeStreamHandle(int64_t stream_id, int32_t num_chunks);
+std::string EncodeBlocksRemoved(int32_t num_removed);
+std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids,
+                                        const std::vector<int32_t>& num_local_dirs,
+                                        const std::vector<std::string>& all_local_dirs);
+// CorruptionCause: 0 DISK_ISSUE, 1 NETWORK_ISSUE, 2 UNKNOWN_ISSUE, 3 CHECKSUM_VERIFY_PASS,
+// 4 UNSUPPORTED_CHECKSUM_ALGORITHM.
+std::string EncodeCorruptionCause(uint8_t cause);
+
+}  // namespace ferry::spark
+
+#endif  // FERRY_COMMON_SPARK_WIRE_H_

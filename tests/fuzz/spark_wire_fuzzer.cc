@@ -1,0 +1,45 @@
+// libFuzzer target: Spark's frame and shuffle-RPC decoders on arbitrary bytes. A decoder
+// must never crash or read past its input, and a message it accepts must encode back to
+// the very bytes it came from (Spark's encoding has one form per message).
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <variant>
+
+#include "common/spark_wire.h"
+
+namespace {
+
+using namespace ferry::spark;  // NOLINT: a fuzz target's only namespace
+
+std::string Reencode(const ShuffleRpc& rpc) {
+  if (auto* m = std::get_if<RegisterExecutor>(&rpc)) return EncodeRegisterExecutor(*m);
+  if (auto* m = std::get_if<OpenBlocks>(&rpc)) return EncodeOpenBlocks(*m);
+  if (auto* m = std::get_if<FetchShuffleBlocks>(&rpc)) return EncodeFetchShuffleBlocks(*m);
+  if (auto* m = std::get_if<RemoveBlocks>(&rpc)) return EncodeRemoveBlocks(*m);
+  if (auto* m = std::get_if<GetLocalDirsForExecutors>(&rpc)) {
+    return EncodeGetLocalDirsForExecutors(*m);
+  }
+  if (auto* m = std::get_if<DiagnoseCorruption>(&rpc)) return EncodeDiagnoseCorruption(*m);
+  return "";
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  if (auto rpc = DecodeShuffleRpc(bytes); rpc.ok() && !std::holds_alternative<UnsupportedRpc>(*rpc)) {
+    if (Reencode(*rpc) != bytes) std::abort();
+  }
+  if (size >= kFrameLengthBytes) (void)DecodeFrameLength(bytes.substr(0, kFrameLengthBytes));
+  if (auto frame = DecodeClientFrame(bytes); frame.ok()) {
+    if (auto* m = std::get_if<ChunkFetchRequest>(&*frame)) {
+      if (EncodeChunkFetchRequest(*m).substr(kFrameLengthBytes) != bytes) std::abort();
+    }
+    if (auto* m = std::get_if<StreamRequest>(&*frame)) {
+      if (EncodeStreamRequest(m->stream_id).substr(kFrameLengthBytes) != bytes) std::abort();
+    }
+  }
+  return 0;
+}
