@@ -1,0 +1,57 @@
+// Spark's on-disk layout of an executor's files and its block ids (Spark 3.5.0,
+// ExecutorDiskUtils and BlockId; ../shared/spark-ess/PROTOCOL.md sections 4.1 and 5).
+//
+// A file called `name` lives at
+//   localDirs[h % n] / "%02x"(h / n % subDirsPerLocalDir) / name
+// where n = localDirs.size() and h is Java's String.hashCode of `name` made non-negative
+// (Integer.MIN_VALUE becomes 0). The index and data files of one map output usually land
+// in different directories.
+#ifndef FERRY_COMMON_SPARK_LAYOUT_H_
+#define FERRY_COMMON_SPARK_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ferry::spark {
+
+// Java's String.hashCode of an ASCII string (one UTF-16 unit per byte), made
+// non-negative as JavaUtils.nonNegativeHash does. Spark's file names are ASCII.
+int32_t NonNegativeHash(absl::string_view ascii);
+
+// Where the file `name` of an executor with these local dirs lives. INVALID_ARGUMENT
+// when there are no local dirs, sub_dirs_per_local_dir is not positive, or `name` is not
+// a plain ASCII file name.
+absl::StatusOr<std::string> ExecutorFilePath(const std::vector<std::string>& local_dirs,
+                                             int32_t sub_dirs_per_local_dir,
+                                             absl::string_view name);
+
+// shuffle_<shuffleId>_<mapId>_<reduceId> (end = reduce + 1), or the batch form
+// shuffle_<shuffleId>_<mapId>_<startReduceId>_<endReduceId> (end exclusive).
+struct ShuffleBlockId {
+  int32_t shuffle_id = 0;
+  int64_t map_id = 0;
+  int32_t start_reduce_id = 0;
+  int32_t end_reduce_id = 0;
+};
+// rdd_<rddId>_<splitIndex>: a persisted RDD block, a file in the hashed layout.
+struct RddBlockId {
+  int32_t rdd_id = 0;
+  int32_t split_index = 0;
+};
+using SparkBlockId = std::variant<ShuffleBlockId, RddBlockId>;
+
+// INVALID_ARGUMENT for anything else (push-merged shuffleChunk ids among them), a
+// negative id, or an empty or reversed range; the message quotes the id (cut to 100
+// characters).
+absl::StatusOr<SparkBlockId> ParseBlockId(absl::string_view id);
+
+std::string ShuffleBlockName(const ShuffleBlockId& id);
+
+}  // namespace ferry::spark
+
+#endif  // FERRY_COMMON_SPARK_LAYOUT_H_
