@@ -404,6 +404,16 @@ std::string Payload(BlockTransferType type, const std::function<void(WireWriter&
   return out;
 }
 
+// OpenBlocks and RemoveBlocks: the same fields under two type ids.
+std::string EncodeBlockList(BlockTransferType type, const std::string& app_id,
+                            const std::string& exec_id, const std::vector<std::string>& ids) {
+  return Payload(type, [&](WireWriter& w) {
+    w.String(app_id);
+    w.String(exec_id);
+    w.StringArray(ids);
+  });
+}
+
 }  // namespace
 
 std::string EncodeRegisterExecutor(const RegisterExecutor& m) {
@@ -417,11 +427,7 @@ std::string EncodeRegisterExecutor(const RegisterExecutor& m) {
 }
 
 std::string EncodeOpenBlocks(const OpenBlocks& m) {
-  return Payload(BlockTransferType::kOpenBlocks, [&](WireWriter& w) {
-    w.String(m.app_id);
-    w.String(m.exec_id);
-    w.StringArray(m.block_ids);
-  });
+  return EncodeBlockList(BlockTransferType::kOpenBlocks, m.app_id, m.exec_id, m.block_ids);
 }
 
 std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m) {
@@ -437,11 +443,7 @@ std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m) {
 }
 
 std::string EncodeRemoveBlocks(const RemoveBlocks& m) {
-  return Payload(BlockTransferType::kRemoveBlocks, [&](WireWriter& w) {
-    w.String(m.app_id);
-    w.String(m.exec_id);
-    w.StringArray(m.block_ids);
-  });
+  return EncodeBlockList(BlockTransferType::kRemoveBlocks, m.app_id, m.exec_id, m.block_ids);
 }
 
 std::string EncodeGetLocalDirsForExecutors(const GetLocalDirsForExecutors& m) {
