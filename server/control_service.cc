@@ -93,11 +93,9 @@ std::string ClientOfPeer(const std::string& peer) {
 }
 
 grpc::Status ControlService::EnterHeavy() {
-  absl::MutexLock lock(&heavy_mu_);
-  auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(heavy_mu_) {
-    return heavy_calls_ < options_.max_heavy_calls;
-  };
-  if (!heavy_mu_.AwaitWithTimeout(absl::Condition(&has_room), options_.heavy_call_wait)) {
+  std::unique_lock<std::mutex> lock(heavy_mu_);
+  if (!heavy_done_.wait_for(lock, absl::ToChronoMilliseconds(options_.heavy_call_wait),
+                            [this] { return heavy_calls_ < options_.max_heavy_calls; })) {
     return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
         "server busy: ", options_.max_heavy_calls,
         " OpenStream, ListShuffles and DiagnoseCorruption calls running; retry later")));
@@ -107,8 +105,11 @@ grpc::Status ControlService::EnterHeavy() {
 }
 
 void ControlService::LeaveHeavy() {
-  absl::MutexLock lock(&heavy_mu_);
-  --heavy_calls_;
+  {
+    std::lock_guard<std::mutex> lock(heavy_mu_);
+    --heavy_calls_;
+  }
+  heavy_done_.notify_one();
 }
 
 grpc::Status ControlService::OpenStream(grpc::ServerContext* context,

@@ -7,9 +7,10 @@
 #ifndef FERRY_SERVER_CONTROL_SERVICE_H_
 #define FERRY_SERVER_CONTROL_SERVICE_H_
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
@@ -75,8 +76,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
   ControlServiceOptions options_;
   BlockStore* store_;
   TicketRegistry* tickets_;
-  absl::Mutex heavy_mu_;
-  int heavy_calls_ ABSL_GUARDED_BY(heavy_mu_) = 0;
+  std::mutex heavy_mu_;
+  std::condition_variable heavy_done_;
+  int heavy_calls_ = 0;  // guarded by heavy_mu_
 };
 
 // "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it

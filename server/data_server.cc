@@ -173,7 +173,7 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
                             " connections open; retry later");
     return false;
   }
-  absl::MutexLock lock(&clients_mu_);
+  std::lock_guard<std::mutex> lock(clients_mu_);
   size_t& mine = per_client_[client];
   if (mine >= options_.max_connections_per_client) {
     open_.fetch_sub(1, std::memory_order_relaxed);
@@ -199,7 +199,7 @@ void DataServer::Serve(size_t thread, uint32_t client, UniqueFd conn) {
 void DataServer::Uncount(size_t thread, uint32_t client) {
   thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
   open_.fetch_sub(1, std::memory_order_relaxed);
-  absl::MutexLock lock(&clients_mu_);
+  std::lock_guard<std::mutex> lock(clients_mu_);
   auto it = per_client_.find(client);
   if (--it->second == 0) per_client_.erase(it);
 }

@@ -9,13 +9,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/io/scheduler.h"
@@ -110,8 +110,8 @@ class DataServer {
   std::atomic<uint64_t> refused_{0};
   // Open connections by client IPv4 address (network byte order); touched only when a
   // connection is accepted or closed.
-  absl::Mutex clients_mu_;
-  absl::flat_hash_map<uint32_t, size_t> per_client_ ABSL_GUARDED_BY(clients_mu_);
+  std::mutex clients_mu_;
+  absl::flat_hash_map<uint32_t, size_t> per_client_;  // guarded by clients_mu_
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
