@@ -1,0 +1,240 @@
+#include "server/spark_executors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/pread_full.h"
+#include "common/unique_fd.h"
+#include "server/block_store.h"
+
+namespace ferry {
+
+namespace {
+
+constexpr char kStateFile[] = "spark-executors";
+// A state file larger than this is not a state file of this server.
+constexpr uint64_t kMaxStateBytes = uint64_t{1} << 30;
+
+// An absolute path with no empty, "." or ".." component.
+bool IsNormalAbsolute(absl::string_view path) {
+  if (path.size() < 2 || path[0] != '/' || path.back() == '/') return false;
+  for (absl::string_view part : absl::StrSplit(path.substr(1), '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
+absl::Status WriteAll(int fd, absl::string_view bytes, absl::string_view path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options) {
+  for (const std::string& root : options.dir_roots) {
+    struct stat st;
+    if (!IsNormalAbsolute(root) || ::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Spark dir root '", root, "' is not an absolute, normalized path of a directory"));
+    }
+  }
+  std::unique_ptr<ExecutorRegistry> registry(new ExecutorRegistry(std::move(options)));
+  if (registry->options_.state_dir.empty()) return registry;
+  const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return registry;
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxStateBytes) {
+    return absl::DataLossError(absl::StrCat(path, " is not a regular file of at most 1 GiB"));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  if (PreadFull(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    return absl::DataLossError(absl::StrCat("read ", path));
+  }
+  spark::WireReader reader(bytes);
+  for (size_t record = 0; !reader.rest().empty(); ++record) {
+    std::string payload;
+    if (!reader.String(&payload, "record", 1 << 20)) {
+      return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ",
+                                              reader.Finish("state file").message()));
+    }
+    absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(payload);
+    const auto* registration =
+        rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
+    if (registration == nullptr) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": record ", record, " is not a RegisterExecutor",
+          rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")")));
+    }
+    // Validated again: the roots may have changed since it was written.
+    if (absl::Status s = registry->Validate(*registration); !s.ok()) {
+      return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ", s.message()));
+    }
+    registry->executors_[{registration->app_id, registration->exec_id}] = registration->info;
+  }
+  return registry;
+}
+
+absl::Status ExecutorRegistry::Validate(const spark::RegisterExecutor& r) const {
+  const std::string who = absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ",
+                                       r.app_id.substr(0, 130));
+  if (!BlockStore::IsValidAppId(r.app_id) || !BlockStore::IsValidAppId(r.exec_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128}"));
+  }
+  if (r.info.local_dirs.empty() || r.info.local_dirs.size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": ", r.info.local_dirs.size(), " local dirs (1 to 64 allowed)"));
+  }
+  if (r.info.sub_dirs_per_local_dir < 1 || r.info.sub_dirs_per_local_dir > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": subDirsPerLocalDir ", r.info.sub_dirs_per_local_dir, " (1 to 4096 allowed)"));
+  }
+  for (const std::string& dir : r.info.local_dirs) {
+    if (!IsNormalAbsolute(dir)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": local dir '", dir, "' is not an absolute, normalized path"));
+    }
+    const std::string* root = nullptr;
+    for (const std::string& candidate : options_.dir_roots) {
+      if (dir.size() > candidate.size() && dir.compare(0, candidate.size(), candidate) == 0 &&
+          dir[candidate.size()] == '/') {
+        root = &candidate;
+        break;
+      }
+    }
+    if (root == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, ": local dir '", dir, "' is not beneath a root this server serves "
+          "(--spark-dir-roots)"));
+    }
+    // Every component below the root must be a directory itself, not a link to one.
+    std::string prefix = *root;
+    for (absl::string_view part : absl::StrSplit(dir.substr(root->size() + 1), '/')) {
+      absl::StrAppend(&prefix, "/", part);
+      struct stat st;
+      if (::lstat(prefix.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            who, ": local dir '", dir, "': '", prefix, "' is not a directory (symlinks are not "
+            "followed)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
+  if (absl::Status s = Validate(registration); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Key key(registration.app_id, registration.exec_id);
+  auto it = executors_.find(key);
+  if (it == executors_.end() && executors_.size() >= options_.max_executors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.max_executors, " executors are registered; remove finished apps first"));
+  }
+  std::optional<spark::ExecutorShuffleInfo> previous;
+  if (it != executors_.end()) previous = it->second;
+  executors_[key] = registration.info;
+  if (absl::Status s = PersistLocked(); !s.ok()) {
+    if (previous.has_value()) {
+      executors_[key] = *std::move(previous);
+    } else {
+      executors_.erase(key);
+    }
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(
+    absl::string_view app_id, absl::string_view exec_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = executors_.find(Key(app_id, exec_id));
+  if (it == executors_.end()) {
+    return absl::NotFoundError(absl::StrCat("Executor is not registered (appId=",
+                                            app_id.substr(0, 130), ", execId=",
+                                            exec_id.substr(0, 130), ")"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<size_t> ExecutorRegistry::RemoveApp(absl::string_view app_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto first = executors_.lower_bound(Key(app_id, ""));
+  auto last = first;
+  size_t removed = 0;
+  while (last != executors_.end() && last->first.first == app_id) {
+    ++last;
+    ++removed;
+  }
+  if (removed == 0) return size_t{0};
+  const std::map<Key, spark::ExecutorShuffleInfo> kept(first, last);
+  executors_.erase(first, last);
+  if (absl::Status s = PersistLocked(); !s.ok()) {
+    executors_.insert(kept.begin(), kept.end());
+    return s;
+  }
+  return removed;
+}
+
+absl::StatusOr<size_t> ExecutorRegistry::RemoveExecutor(absl::string_view app_id,
+                                                        absl::string_view exec_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = executors_.find(Key(app_id, exec_id));
+  if (it == executors_.end()) return size_t{0};
+  const std::pair<Key, spark::ExecutorShuffleInfo> kept = *it;
+  executors_.erase(it);
+  if (absl::Status s = PersistLocked(); !s.ok()) {
+    executors_.insert(kept);
+    return s;
+  }
+  return size_t{1};
+}
+
+size_t ExecutorRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return executors_.size();
+}
+
+absl::Status ExecutorRegistry::PersistLocked() const {
+  if (options_.state_dir.empty()) return absl::OkStatus();
+  std::string bytes;
+  spark::WireWriter writer(&bytes);
+  for (const auto& [key, info] : executors_) {
+    writer.String(spark::EncodeRegisterExecutor({key.first, key.second, info}));
+  }
+  const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
+  const std::string temp = absl::StrCat(path, ".tmp");
+  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("create ", temp));
+  if (absl::Status s = WriteAll(fd.get(), bytes, temp); !s.ok()) return s;
+  if (::fsync(fd.get()) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temp));
+  fd.Reset();
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", temp, " to ", path));
+  }
+  UniqueFd dir(::open(options_.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid() || ::fsync(dir.get()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", options_.state_dir));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry
