@@ -71,11 +71,11 @@ absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_
 }
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
-                                                              const TicketRegistry* tickets) {
+                                                              Handler handler) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
   }
-  std::unique_ptr<DataServer> server(new DataServer(options, tickets));
+  std::unique_ptr<DataServer> server(new DataServer(options, std::move(handler)));
   absl::StatusOr<UniqueFd> listener = BindListener(options.host, options.port);
   if (!listener.ok()) return listener.status();
   server->listener_ = *std::move(listener);
@@ -191,7 +191,7 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
 void DataServer::Serve(size_t thread, uint32_t client, UniqueFd conn) {
   ConnectionControl control{.fd = conn.get(), .draining = &draining_};
   live_[thread].insert(&control);
-  ServeConnection(std::move(conn), *tickets_, options_.connection, &control);
+  handler_(std::move(conn), &control);
   live_[thread].erase(&control);
   Uncount(thread, client);
 }

@@ -2,11 +2,14 @@
 // accepts from the one listening socket; whichever thread's accept the kernel wakes
 // hands the connection to the thread serving the fewest (a Post() to its scheduler
 // when that is another thread), and from then on nothing on the per-block path is
-// shared. Every connection is served by its own fiber (connection.h).
+// shared. Every connection is served by its own fiber, running the handler the server
+// was started with: it knows the protocol (Ferry's is ServeConnection in connection.h),
+// the DataServer only the sockets.
 #ifndef FERRY_SERVER_DATA_SERVER_H_
 #define FERRY_SERVER_DATA_SERVER_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,7 +24,6 @@
 #include "common/io/scheduler.h"
 #include "common/unique_fd.h"
 #include "server/connection.h"
-#include "server/ticket_registry.h"
 
 namespace ferry {
 
@@ -35,16 +37,19 @@ struct DataServerOptions {
   size_t max_connections = 10000;
   // Of those, connections from one client address (any port).
   size_t max_connections_per_client = 1024;
-  ConnectionOptions connection;
   SchedulerOptions scheduler;
 };
 
 class DataServer {
  public:
-  // Binds the listener, then starts the threads. `tickets` must outlive the
-  // server.
+  // Serves one accepted connection on a fiber until it ends; the control is the
+  // server's view of it (drain), valid for the call.
+  using Handler = std::function<void(UniqueFd socket, ConnectionControl* control)>;
+
+  // Binds the listener, then starts the threads, each connection served by `handler`
+  // (which must outlive the server's threads).
   static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
-                                                           const TicketRegistry* tickets);
+                                                           Handler handler);
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
   ~DataServer();
@@ -69,8 +74,8 @@ class DataServer {
   void Stop();
 
  private:
-  DataServer(const DataServerOptions& options, const TicketRegistry* tickets)
-      : options_(options), tickets_(tickets) {}
+  DataServer(const DataServerOptions& options, Handler handler)
+      : options_(options), handler_(std::move(handler)) {}
   void RunThread(size_t i);
   // Counts a new connection from `client` against both connection limits; false
   // (nothing counted) with the reason in `refusal` when one is reached.
@@ -99,7 +104,7 @@ class DataServer {
   };
 
   DataServerOptions options_;
-  const TicketRegistry* tickets_;
+  const Handler handler_;
   uint16_t port_ = 0;
   UniqueFd listener_;
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's

@@ -83,9 +83,12 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   data.scheduler.max_bounded_workers = options.max_iowq_workers;
   data.scheduler.max_unbounded_workers = options.max_iowq_workers;
   data.scheduler.idle_poll = options.idle_poll;
-  data.connection = options.connection;
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
-      DataServer::Start(data, server->tickets_.get());
+      DataServer::Start(data, [tickets = server->tickets_.get(),
+                               connection = &server->options_.connection](
+                                  UniqueFd socket, ConnectionControl* control) {
+        ServeConnection(std::move(socket), *tickets, *connection, control);
+      });
   if (!data_server.ok()) return data_server.status();
   server->data_ = *std::move(data_server);
 
