@@ -134,7 +134,10 @@ UniqueFd Dial(const std::string& address) {
 class Reader {
  public:
   Reader(int fd, bool exact, size_t read_bytes, size_t shift)
-      : fd_(fd), exact_(exact), read_bytes_(read_bytes), storage_(AllocatePages(read_bytes + shift)),
+      : fd_(fd),
+        exact_(exact),
+        read_bytes_(read_bytes),
+        storage_(AllocatePages(read_bytes + shift)),
         buf_(static_cast<char*>(storage_.get()) + shift) {}
 
   // Exactly `n` bytes of head into `out`.
@@ -160,14 +163,20 @@ class Reader {
   // An HTTP response head, up to and including its blank line.
   bool ReadHttpHead(std::string* head) {
     head->clear();
+    const size_t peek_limit = std::min<size_t>(read_bytes_, 65536);
+    size_t peek_want = 1;  // exact: wait for more than was seen last time
     for (int i = 0; i < 100000; ++i) {
       size_t end;
       if (exact_) {
         // Find the head's end without taking payload bytes, then take the head alone.
-        const ssize_t got = Recv(buf_, std::min<size_t>(read_bytes_, 65536), MSG_PEEK);
+        const ssize_t got = Recv(buf_, peek_want, MSG_PEEK | MSG_WAITALL);
         if (got <= 0) return false;
         const absl::string_view seen(buf_, static_cast<size_t>(got));
-        if ((end = seen.find("\r\n\r\n")) == absl::string_view::npos) continue;
+        if ((end = seen.find("\r\n\r\n")) == absl::string_view::npos) {
+          if (static_cast<size_t>(got) >= peek_limit) return false;
+          peek_want = std::min(peek_limit, static_cast<size_t>(got) + 1);
+          continue;
+        }
         head->resize(end + 4);
         return ReadHead(head->data(), head->size());
       }

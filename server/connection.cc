@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -131,7 +132,8 @@ std::optional<Failure> Connection::ServeRequest(const FetchRequest& request) {
                    request.first_block};
   }
   uint64_t bytes = blocks[request.first_block].length - request.first_block_offset;
-  for (uint32_t i = request.first_block + 1; i < end && bytes < SegmentSender::kBulkResponseBytes; ++i) {
+  for (uint32_t i = request.first_block + 1;
+       i < end && bytes < SegmentSender::kBulkResponseBytes; ++i) {
     bytes += blocks[i].length;
   }
   sender_.StartResponse(bytes);
