@@ -2,6 +2,8 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,14 +54,23 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 }  // namespace
 
-absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& name,
+absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& relative,
                                          absl::string_view display_name, struct stat* st) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how,
+                                         sizeof(how))));
   if (!fd.valid()) {
     const int err = errno;
     if (err == ELOOP) {
-      return absl::DataLossError(absl::StrCat(display_name, " is a symlink; not followed"));
+      return absl::DataLossError(
+          absl::StrCat(display_name, " is, or is beneath, a symlink; not followed"));
+    }
+    if (err == EXDEV) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(display_name, " leads outside the directory it must be in"));
     }
     return absl::ErrnoToStatus(err, absl::StrCat("open ", display_name));
   }
@@ -157,56 +168,65 @@ absl::StatusOr<std::vector<uint32_t>> ParseChecksums(absl::string_view bytes, si
   return checksums;
 }
 
-absl::StatusOr<MapOutputFiles> LoadMapOutput(int dir_fd, absl::string_view dir_name,
-                                             int32_t shuffle_id, int64_t map_id) {
+absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t shuffle_id,
+                                             int64_t map_id) {
   MapOutputFiles files;
   MapOutputIndex& out = files.index;
   out.shuffle_id_ = shuffle_id;
   out.map_id_ = map_id;
-  out.data_path_ = absl::StrCat(dir_name, "/", DataFileName(shuffle_id, map_id));
-  const std::string index_path = absl::StrCat(dir_name, "/", IndexFileName(shuffle_id, map_id));
+  const ShuffleFileLocation index_at = locate(IndexFileName(shuffle_id, map_id));
+  const ShuffleFileLocation data_at = locate(DataFileName(shuffle_id, map_id));
+  out.data_path_ = data_at.display;
 
   struct stat st;
   absl::StatusOr<UniqueFd> index_fd =
-      OpenRegularFile(dir_fd, IndexFileName(shuffle_id, map_id), index_path, &st);
+      OpenRegularFile(index_at.dir_fd, index_at.relative, index_at.display, &st);
   if (!index_fd.ok()) return index_fd.status();
   files.index_identity = IdentityOf(st);
   absl::StatusOr<std::string> index =
-      ReadSmallFile(index_fd->get(), index_path, kMaxIndexFileBytes);
+      ReadSmallFile(index_fd->get(), index_at.display, kMaxIndexFileBytes);
   if (!index.ok()) return index.status();
   // The size comes from the descriptor that will be served, not from a second lookup of
   // the path, which may name another file by then.
   absl::StatusOr<UniqueFd> data_fd =
-      OpenRegularFile(dir_fd, DataFileName(shuffle_id, map_id), out.data_path_, &st);
+      OpenRegularFile(data_at.dir_fd, data_at.relative, data_at.display, &st);
   if (absl::IsNotFound(data_fd.status())) {
     return absl::DataLossError(
-        absl::StrCat(out.data_path_, " is missing but its index ", index_path, " exists"));
+        absl::StrCat(data_at.display, " is missing but its index ", index_at.display, " exists"));
   }
   if (!data_fd.ok()) return data_fd.status();
   files.data = *std::move(data_fd);
   files.data_identity = IdentityOf(st);
   absl::StatusOr<std::vector<uint64_t>> offsets =
-      ParseIndex(*index, static_cast<uint64_t>(st.st_size), index_path);
+      ParseIndex(*index, static_cast<uint64_t>(st.st_size), index_at.display);
   if (!offsets.ok()) return offsets.status();
   out.offsets_ = *std::move(offsets);
 
   for (ChecksumAlgorithm algorithm : {ChecksumAlgorithm::kCrc32c, ChecksumAlgorithm::kCrc32,
                                       ChecksumAlgorithm::kAdler32}) {
-    const std::string name = ChecksumFileName(shuffle_id, map_id, algorithm);
-    const std::string path = absl::StrCat(dir_name, "/", name);
-    absl::StatusOr<UniqueFd> fd = OpenRegularFile(dir_fd, name, path, &st);
+    const ShuffleFileLocation at = locate(ChecksumFileName(shuffle_id, map_id, algorithm));
+    absl::StatusOr<UniqueFd> fd = OpenRegularFile(at.dir_fd, at.relative, at.display, &st);
     if (absl::IsNotFound(fd.status())) continue;
     if (!fd.ok()) return fd.status();
-    absl::StatusOr<std::string> bytes = ReadSmallFile(fd->get(), path, kMaxIndexFileBytes);
+    absl::StatusOr<std::string> bytes = ReadSmallFile(fd->get(), at.display, kMaxIndexFileBytes);
     if (!bytes.ok()) return bytes.status();
     absl::StatusOr<std::vector<uint32_t>> checksums =
-        ParseChecksums(*bytes, out.partitions(), path);
+        ParseChecksums(*bytes, out.partitions(), at.display);
     if (!checksums.ok()) return checksums.status();
     out.checksum_algorithm_ = algorithm;
     out.checksums_ = *std::move(checksums);
     break;
   }
   return files;
+}
+
+absl::StatusOr<MapOutputFiles> LoadMapOutput(int dir_fd, absl::string_view dir_name,
+                                             int32_t shuffle_id, int64_t map_id) {
+  return LoadMapOutput(
+      [&](const std::string& name) {
+        return ShuffleFileLocation{dir_fd, name, absl::StrCat(dir_name, "/", name)};
+      },
+      shuffle_id, map_id);
 }
 
 absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int32_t shuffle_id,

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/checksum.h"
@@ -34,12 +35,25 @@ std::string DataFileName(int32_t shuffle_id, int64_t map_id);
 std::string IndexFileName(int32_t shuffle_id, int64_t map_id);
 std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm);
 
-// Opens `name` in the directory `dir_fd` for reading: no symlink is followed, and
-// anything but a regular file (a FIFO, a device, a directory) is DATA_LOSS without
-// waiting on it. NOT_FOUND when it does not exist. Fills `st`. `display_name` names
-// the file in errors.
-absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& name,
+// Opens `relative` (one or more path components) beneath the directory `dir_fd` for
+// reading: resolution never leaves `dir_fd` and follows no symlink (openat2
+// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), and anything but a regular file (a FIFO, a
+// device, a directory) is DATA_LOSS without waiting on it. NOT_FOUND when it does not
+// exist. Fills `st`. `display_name` names the file in errors.
+absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& relative,
                                          absl::string_view display_name, struct stat* st);
+
+// Where a file of a map output is: `relative` beneath the directory `dir_fd`, named
+// `display` in errors.
+struct ShuffleFileLocation {
+  int dir_fd = -1;
+  std::string relative;
+  std::string display;
+};
+// A producer's layout: where the file called `name` (IndexFileName(...) and the like)
+// is. Ferry keeps an app's files in one directory; a Spark executor spreads them over
+// hashed subdirectories of its local dirs (common/spark_layout.h).
+using ShuffleFileLocator = absl::FunctionRef<ShuffleFileLocation(const std::string& name)>;
 
 // Parses `name` as one of the three file names; returns false for anything else.
 bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* map_id);
@@ -86,7 +100,7 @@ class MapOutputIndex {
   const std::vector<uint32_t>& checksums() const { return checksums_; }
 
  private:
-  friend absl::StatusOr<MapOutputFiles> LoadMapOutput(int, absl::string_view, int32_t, int64_t);
+  friend absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator, int32_t, int64_t);
 
   int32_t shuffle_id_ = 0;
   int64_t map_id_ = 0;
@@ -104,12 +118,16 @@ struct MapOutputFiles {
   FileIdentity data_identity;
 };
 
-// Loads the map output (shuffle_id, map_id) from the directory `dir_fd`, which
-// `dir_name` names in errors. NOT_FOUND when its index file is absent (a map output
-// without an index is not whole: writers rename the index into place last); DATA_LOSS
-// when a file is malformed, not a regular file, or disagrees with the data file (whose
-// size is read from the descriptor returned). Looks for checksum files in the order
-// CRC32C, CRC32, ADLER32; none is fine.
+// Loads the map output (shuffle_id, map_id), its files where `locate` says. NOT_FOUND
+// when its index file is absent (a map output without an index is not whole: writers
+// rename the index into place first and the data file after it, so a missing data
+// file is DATA_LOSS); DATA_LOSS when a file is malformed, not a regular file, or
+// disagrees with the data file (whose size is read from the descriptor returned): an
+// index committed over an older data file, or a torn write, is never served. Looks for
+// checksum files in the order CRC32C, CRC32, ADLER32; none is fine.
+absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t shuffle_id,
+                                             int64_t map_id);
+// LoadMapOutput() of files all in the directory `dir_fd`, which `dir_name` names.
 absl::StatusOr<MapOutputFiles> LoadMapOutput(int dir_fd, absl::string_view dir_name,
                                              int32_t shuffle_id, int64_t map_id);
 

@@ -37,10 +37,23 @@ absl::StatusOr<std::string> ExecutorFilePath(const std::vector<std::string>& loc
     return absl::InvalidArgumentError(
         absl::StrCat("'", name.substr(0, 100), "' is not a plain ASCII file name"));
   }
+  const FilePlacement at = PlaceFile(local_dirs.size(), sub_dirs_per_local_dir, name);
+  return absl::StrFormat("%s/%02x/%s", local_dirs[at.local_dir], at.sub_dir, name);
+}
+
+FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir,
+                        absl::string_view name) {
   const int32_t h = NonNegativeHash(name);
-  const int32_t n = static_cast<int32_t>(local_dirs.size());
-  const std::string& dir = local_dirs[static_cast<size_t>(h % n)];
-  return absl::StrFormat("%s/%02x/%s", dir, (h / n) % sub_dirs_per_local_dir, name);
+  const int32_t n = static_cast<int32_t>(local_dirs);
+  return FilePlacement{static_cast<size_t>(h % n), (h / n) % sub_dirs_per_local_dir};
+}
+
+ShuffleFileLocation ExecutorDirs::Locate(absl::string_view name) const {
+  const FilePlacement at = PlaceFile(local_dirs.size(), sub_dirs_per_local_dir, name);
+  const LocalDir& dir = local_dirs[at.local_dir];
+  const std::string sub = absl::StrFormat("%02x/%s", at.sub_dir, name);
+  return ShuffleFileLocation{dir.root_fd, absl::StrCat(dir.relative, "/", sub),
+                             absl::StrCat(dir.path, "/", sub)};
 }
 
 absl::StatusOr<SparkBlockId> ParseBlockId(absl::string_view id) {

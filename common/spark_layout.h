@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/shuffle_files.h"
 
 namespace ferry::spark {
 
@@ -29,6 +30,31 @@ int32_t NonNegativeHash(absl::string_view ascii);
 absl::StatusOr<std::string> ExecutorFilePath(const std::vector<std::string>& local_dirs,
                                              int32_t sub_dirs_per_local_dir,
                                              absl::string_view name);
+
+// Which of `local_dirs` local dirs, and which subdirectory of it, hold the file `name`.
+struct FilePlacement {
+  size_t local_dir = 0;
+  int32_t sub_dir = 0;
+};
+FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir,
+                        absl::string_view name);
+
+// A registered executor's local dirs as the server opens them: each beneath a
+// directory descriptor of a root it serves (which outlives this), so that opening a
+// file never follows a symlink out of the root.
+struct ExecutorDirs {
+  struct LocalDir {
+    int root_fd = -1;
+    std::string relative;  // beneath the root
+    std::string path;      // absolute, as the executor registered it
+  };
+  std::vector<LocalDir> local_dirs;
+  int32_t sub_dirs_per_local_dir = 1;
+
+  // Where the file `name` is. Requires local_dirs non-empty and a positive
+  // sub_dirs_per_local_dir (ExecutorRegistry checks both).
+  ShuffleFileLocation Locate(absl::string_view name) const;
+};
 
 // shuffle_<shuffleId>_<mapId>_<reduceId> (end = reduce + 1), or the batch form
 // shuffle_<shuffleId>_<mapId>_<startReduceId>_<endReduceId> (end exclusive).

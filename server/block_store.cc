@@ -13,6 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/pread_full.h"
 
 namespace ferry {
 
@@ -27,9 +29,12 @@ struct BlockStore::Entry {
 
 namespace {
 
-bool SameFile(int dir_fd, const std::string& name, const FileIdentity& identity) {
+// How long a Spark map output whose index and data disagree gets to finish its commit.
+constexpr absl::Duration kSparkCommitWait = absl::Milliseconds(20);
+
+bool SameFile(const ShuffleFileLocation& at, const FileIdentity& identity) {
   struct stat st;
-  return ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+  return ::fstatat(at.dir_fd, at.relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
          FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)} ==
              identity;
 }
@@ -78,9 +83,24 @@ absl::StatusOr<UniqueFd> BlockStore::OpenApp(absl::string_view app_id) {
   return absl::ErrnoToStatus(err, absl::StrCat("open the directory of app ", app_id));
 }
 
-absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutput(
+absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetFerryMapOutput(
     int app_fd, absl::string_view app_id, int32_t shuffle_id, int64_t map_id) {
-  const Key key(std::string(app_id), shuffle_id, map_id);
+  absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(
+      [&](const std::string& name) {
+        return ShuffleFileLocation{app_fd, name, absl::StrCat(app_id, "/", name)};
+      },
+      Key(std::string(app_id), "", shuffle_id, map_id));
+  if (absl::IsNotFound(entry.status())) {
+    return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
+                                            " of shuffle ", shuffle_id));
+  }
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutput(
+    ShuffleFileLocator locate, const Key& key) {
+  const int32_t shuffle_id = std::get<2>(key);
+  const int64_t map_id = std::get<3>(key);
   std::shared_ptr<const Entry> cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,8 +111,8 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     }
   }
   if (cached != nullptr) {
-    if (SameFile(app_fd, IndexFileName(shuffle_id, map_id), cached->index_identity) &&
-        SameFile(app_fd, DataFileName(shuffle_id, map_id), cached->data_identity)) {
+    if (SameFile(locate(IndexFileName(shuffle_id, map_id)), cached->index_identity) &&
+        SameFile(locate(DataFileName(shuffle_id, map_id)), cached->data_identity)) {
       return cached;
     }
     // Deleted or replaced (a map task run again): load what is there now.
@@ -116,13 +136,9 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     live_files_->fetch_add(1, std::memory_order_relaxed);  // this load's file
   }
   // Loaded outside the lock: a slow disk delays this request only.
-  absl::StatusOr<MapOutputFiles> loaded = LoadMapOutput(app_fd, app_id, shuffle_id, map_id);
+  absl::StatusOr<MapOutputFiles> loaded = LoadMapOutput(locate, shuffle_id, map_id);
   if (!loaded.ok()) {
     live_files_->fetch_sub(1, std::memory_order_relaxed);
-    if (absl::IsNotFound(loaded.status())) {
-      return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
-                                              " of shuffle ", shuffle_id));
-    }
     return loaded.status();
   }
   auto entry = std::make_shared<Entry>();
@@ -160,7 +176,19 @@ void BlockStore::EraseLocked(const Key& key) {
 void BlockStore::DropAppLocked(absl::string_view app_id) {
   std::vector<Key> doomed;
   for (const auto& [key, slot] : entries_) {
-    if (std::get<0>(key) == app_id) doomed.push_back(key);
+    if (std::get<0>(key) == app_id && std::get<1>(key).empty()) doomed.push_back(key);
+  }
+  for (const Key& key : doomed) EraseLocked(key);
+}
+
+void BlockStore::DropSpark(absl::string_view app_id, absl::string_view exec_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Key> doomed;
+  for (const auto& [key, slot] : entries_) {
+    if (std::get<0>(key) == app_id && !std::get<1>(key).empty() &&
+        (exec_id.empty() || std::get<1>(key) == exec_id)) {
+      doomed.push_back(key);
+    }
   }
   for (const Key& key : doomed) EraseLocked(key);
 }
@@ -170,9 +198,16 @@ size_t BlockStore::DropStale() {
   std::vector<Key> doomed;
   std::map<std::string, bool> app_exists;
   for (const auto& [key, slot] : entries_) {
+    struct stat st;
+    if (!std::get<1>(key).empty()) {
+      // A Spark executor's: kept while its data file is.
+      if (::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
+        doomed.push_back(key);
+      }
+      continue;
+    }
     const std::string& app = std::get<0>(key);
     auto [it, inserted] = app_exists.try_emplace(app, false);
-    struct stat st;
     if (inserted) {
       it->second = ::fstatat(data_dir_.get(), app.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                    S_ISDIR(st.st_mode);
@@ -213,13 +248,52 @@ absl::StatusOr<std::vector<ResolvedBlock>> BlockStore::ResolveAll(absl::string_v
     std::shared_ptr<const Entry>& entry = seen[{key.shuffle_id, key.map_id}];
     if (entry == nullptr) {
       absl::StatusOr<std::shared_ptr<const Entry>> got =
-          GetMapOutput(app->get(), app_id, key.shuffle_id, key.map_id);
+          GetFerryMapOutput(app->get(), app_id, key.shuffle_id, key.map_id);
       if (!got.ok()) return got.status();
       entry = *std::move(got);
     }
     absl::StatusOr<ResolvedBlock> r = ResolveIn(entry, app_id, key);
     if (!r.ok()) return r.status();
     resolved.push_back(*std::move(r));
+  }
+  return resolved;
+}
+
+std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
+    absl::string_view app_id, absl::string_view exec_id, const spark::ExecutorDirs& dirs,
+    absl::Span<const BlockId> keys) {
+  const auto locate = [&](const std::string& name) { return dirs.Locate(name); };
+  absl::flat_hash_map<std::pair<int32_t, int64_t>,
+                      absl::StatusOr<std::shared_ptr<const Entry>>>
+      seen;
+  std::vector<absl::StatusOr<ResolvedBlock>> resolved;
+  resolved.reserve(keys.size());
+  for (const BlockId& key : keys) {
+    if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
+        key.end_reduce_id <= key.start_reduce_id) {
+      resolved.push_back(absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key))));
+      continue;
+    }
+    auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id),
+                                           absl::UnknownError("not loaded"));
+    if (inserted) {
+      const Key cache_key(std::string(app_id), std::string(exec_id), key.shuffle_id, key.map_id);
+      it->second = GetMapOutput(locate, cache_key);
+      if (absl::IsDataLoss(it->second.status())) {
+        absl::SleepFor(kSparkCommitWait);
+        it->second = GetMapOutput(locate, cache_key);
+      }
+      if (absl::IsNotFound(it->second.status())) {
+        it->second = absl::NotFoundError(absl::StrCat(
+            "executor ", exec_id, " of app ", app_id, " has no map output ", key.map_id,
+            " of shuffle ", key.shuffle_id, " (", it->second.status().message(), ")"));
+      }
+    }
+    if (!it->second.ok()) {
+      resolved.push_back(it->second.status());
+      continue;
+    }
+    resolved.push_back(ResolveIn(*it->second, app_id, key));
   }
   return resolved;
 }
@@ -249,6 +323,27 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const 
   return r;
 }
 
+absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
+                                        ChecksumAlgorithm algorithm) {
+  constexpr size_t kBufferBytes = size_t{1} << 20;
+  auto buffer = std::make_unique<char[]>(kBufferBytes);
+  Checksum checksum(algorithm);
+  for (uint64_t done = 0; done < block.length;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(block.length - done, kBufferBytes));
+    const ssize_t n = PreadFull(block.file->fd.get(), buffer.get(), want, block.offset + done);
+    if (n < 0) {
+      return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", block.file->path));
+    }
+    if (static_cast<size_t>(n) != want) {
+      return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", name,
+                                              " does (byte ", block.offset + block.length, ")"));
+    }
+    checksum.Update(absl::string_view(buffer.get(), want));
+    done += want;
+  }
+  return checksum.Value();
+}
+
 absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
   absl::StatusOr<UniqueFd> app = OpenApp(app_id);
   if (!app.ok()) return app.status();
@@ -271,7 +366,7 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
     absl::StatusOr<std::shared_ptr<const Entry>> entry =
-        GetMapOutput(app->get(), app_id, shuffle_id, map_id);
+        GetFerryMapOutput(app->get(), app_id, shuffle_id, map_id);
     if (!entry.ok()) return entry.status();
     const MapOutputIndex& index = (*entry)->index;
     MapOutputInfo info;

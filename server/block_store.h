@@ -1,7 +1,9 @@
-// BlockStore: resolves block ids to segments of shuffle data files under
-// `<data-dir>/<appId>/`, through one bounded cache of map outputs: each entry is a
-// validated index together with its data file's open descriptor, so the index always
-// describes the very file that is served.
+// BlockStore: resolves block ids to segments of shuffle data files, through one
+// bounded cache of map outputs: each entry is a validated index together with its data
+// file's open descriptor, so the index always describes the very file that is served.
+// Two layouts: Ferry's, every file of an app in `<data-dir>/<appId>/`; and a registered
+// Spark executor's, its files hashed over the subdirectories of its local dirs
+// (common/spark_layout.h), opened beneath the --spark-dir-roots they lie in.
 //
 // App ids are validated ([A-Za-z0-9_.-]{1,128}, not "." or "..") before they touch a
 // path; nothing else from a request becomes part of a path except the decimal shuffle
@@ -40,6 +42,7 @@
 #include "absl/types/span.h"
 #include "common/block_id.h"
 #include "common/shuffle_files.h"
+#include "common/spark_layout.h"
 #include "common/unique_fd.h"
 #include "server/ticket_registry.h"
 
@@ -63,6 +66,11 @@ struct ShuffleInfo {
   int32_t shuffle_id = 0;
   std::vector<MapOutputInfo> map_outputs;  // by map id
 };
+
+// The checksum of the block's bytes in its data file now, read through a bounded
+// buffer; `name` names the block in errors. DATA_LOSS if the file ends first.
+absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
+                                        ChecksumAlgorithm algorithm);
 
 class BlockStore {
  public:
@@ -92,6 +100,20 @@ class BlockStore {
   absl::StatusOr<std::vector<ResolvedBlock>> ResolveAll(absl::string_view app_id,
                                                         absl::Span<const BlockId> keys);
 
+  // Blocks of a registered Spark executor's map outputs, in Spark's layout under `dirs`.
+  // One result per key, in order, each failing on its own (Spark fails a block's chunk,
+  // not the request): errors as Resolve(). A map output whose index and data file
+  // disagree may be mid-commit (Spark renames the index into place before the data
+  // file): it is loaded once more after a moment before it is reported.
+  std::vector<absl::StatusOr<ResolvedBlock>> ResolveSpark(absl::string_view app_id,
+                                                          absl::string_view exec_id,
+                                                          const spark::ExecutorDirs& dirs,
+                                                          absl::Span<const BlockId> keys);
+
+  // Drops cached map outputs of the Spark app (one executor of it, or all when
+  // `exec_id` is empty), whose files are about to go.
+  void DropSpark(absl::string_view app_id, absl::string_view exec_id);
+
   // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
 
@@ -104,7 +126,8 @@ class BlockStore {
   size_t open_files() const { return live_files_->load(std::memory_order_relaxed); }
 
  private:
-  using Key = std::tuple<std::string, int32_t, int64_t>;
+  // (app, executor, shuffle, map); the executor is empty in Ferry's layout.
+  using Key = std::tuple<std::string, std::string, int32_t, int64_t>;
   struct Entry;
   struct Slot {
     std::shared_ptr<const Entry> entry;
@@ -115,9 +138,15 @@ class BlockStore {
   // The app's directory, opened beneath the data dir. NOT_FOUND (and its cached map
   // outputs dropped) when it is not there.
   absl::StatusOr<UniqueFd> OpenApp(absl::string_view app_id);
-  // The map output, from the cache if its files are still the ones loaded.
-  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(int app_fd, absl::string_view app_id,
-                                                            int32_t shuffle_id, int64_t map_id);
+  // The map output `key`, its files where `locate` says, from the cache if they are
+  // still the ones loaded.
+  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(ShuffleFileLocator locate,
+                                                            const Key& key);
+  // GetMapOutput() in the app's directory (Ferry's layout).
+  absl::StatusOr<std::shared_ptr<const Entry>> GetFerryMapOutput(int app_fd,
+                                                                 absl::string_view app_id,
+                                                                 int32_t shuffle_id,
+                                                                 int64_t map_id);
   absl::StatusOr<ResolvedBlock> ResolveIn(const std::shared_ptr<const Entry>& entry,
                                           absl::string_view app_id, const BlockId& key) const;
   void EraseLocked(const Key& key);

@@ -36,29 +36,6 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-// The checksum of the block's bytes in its data file, read through a bounded buffer.
-// DATA_LOSS if the file ends first.
-absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
-                                        ChecksumAlgorithm algorithm) {
-  constexpr size_t kBufferBytes = size_t{1} << 20;
-  auto buffer = std::make_unique<char[]>(kBufferBytes);
-  Checksum checksum(algorithm);
-  for (uint64_t done = 0; done < block.length;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(block.length - done, kBufferBytes));
-    const ssize_t n = PreadFull(block.file->fd.get(), buffer.get(), want, block.offset + done);
-    if (n < 0) {
-      return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("read ", block.file->path));
-    }
-    if (static_cast<size_t>(n) != want) {
-      return absl::DataLossError(absl::StrCat(block.file->path, " ends before ", name,
-                                              " does (byte ", block.offset + block.length, ")"));
-    }
-    checksum.Update(absl::string_view(buffer.get(), want));
-    done += want;
-  }
-  return checksum.Value();
-}
-
 }  // namespace
 
 grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {

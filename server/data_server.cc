@@ -12,7 +12,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/frame_header.h"
 #include "common/io/ops.h"
 
 namespace ferry {
@@ -71,15 +70,17 @@ absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_
 }
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
-                                                              Handler handler) {
+                                                              std::vector<Listener> listeners) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
   }
-  std::unique_ptr<DataServer> server(new DataServer(options, std::move(handler)));
-  absl::StatusOr<UniqueFd> listener = BindListener(options.host, options.port);
-  if (!listener.ok()) return listener.status();
-  server->listener_ = *std::move(listener);
-  server->port_ = LocalPort(server->listener_.get());
+  std::unique_ptr<DataServer> server(new DataServer(options));
+  for (Listener& l : listeners) {
+    absl::StatusOr<UniqueFd> fd = BindListener(l.host, l.port);
+    if (!fd.ok()) return fd.status();
+    const uint16_t port = LocalPort(fd->get());
+    server->listeners_.push_back(Bound{std::move(l), *std::move(fd), port});
+  }
   for (int i = 0; i < options.threads; ++i) {
     absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
         FiberScheduler::Create(options.scheduler);
@@ -104,66 +105,77 @@ void DataServer::RunThread(size_t i) {
   sigaddset(&pipe_signal, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
 
+  for (size_t l = 0; l < listeners_.size(); ++l) {
+    (void)schedulers_[i]->Spawn([this, i, l] { AcceptLoop(i, l); });
+  }
+  schedulers_[i]->RunUntilStopped();
+}
+
+void DataServer::AcceptLoop(size_t i, size_t l) {
   FiberScheduler* scheduler = schedulers_[i].get();
-  const int listener = listener_.get();
-  (void)scheduler->Spawn([this, scheduler, listener, i] {
-    while (!scheduler->stopping()) {
-      const int fd = Accept(listener);
-      if (fd == -ECANCELED) return;
-      if (draining_.load(std::memory_order_relaxed)) {
-        // Drain() shut the listener down, which ends the accept with EINVAL. A
-        // connection that won the race is closed unserved; its client retries.
-        if (fd >= 0) ::close(fd);
-        return;
-      }
-      if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
-        // Out of descriptors or memory: back off instead of spinning on the error;
-        // pending connections wait in the backlog.
-        (void)Sleep(absl::Milliseconds(10));
-        continue;
-      }
-      if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
-      UniqueFd conn(fd);
-      accepted_.fetch_add(1, std::memory_order_relaxed);
-      sockaddr_in peer{};
-      socklen_t peer_len = sizeof(peer);
-      if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-        continue;  // gone already
-      }
-      const uint32_t client = peer.sin_addr.s_addr;
-      if (std::string refusal; !Admit(client, &refusal)) {
-        refused_.fetch_add(1, std::memory_order_relaxed);
-        // Told, not dropped: the client sees a retryable error. The frame fits in an
-        // empty socket buffer, so a non-blocking send either goes out whole or not at all.
-        const std::string busy = EncodeErrorFrame(absl::ResourceExhaustedError(refusal), 0);
-        (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        continue;
-      }
-      // The thread serving the fewest connections takes it; this one on a tie. The
-      // counts may be a moment stale, which only makes the balance approximate.
-      size_t target = i;
-      for (size_t t = 0; t < schedulers_.size(); ++t) {
-        if (thread_open_[t].load(std::memory_order_relaxed) <
-            thread_open_[target].load(std::memory_order_relaxed)) {
-          target = t;
-        }
-      }
-      thread_open_[target].fetch_add(1, std::memory_order_relaxed);
-      if (target != i) {
-        schedulers_[target]->Post([h = Handoff(this, target, client, std::move(conn))]() mutable {
-          h.server->Serve(h.thread, h.client, std::move(h.conn));
-        });
-        continue;
-      }
-      absl::Status spawned = scheduler->Spawn([this, i, client, c = std::move(conn)]() mutable {
-        Serve(i, client, std::move(c));
-      });
-      if (!spawned.ok()) Uncount(i, client);
-      // Without a stack the connection cannot be served; its descriptor closed with the
-      // failed closure, which the peer sees as a reset.
+  const Bound& bound = listeners_[l];
+  const int listener = bound.fd.get();
+  while (!scheduler->stopping()) {
+    const int fd = Accept(listener);
+    if (fd == -ECANCELED) return;
+    if (draining_.load(std::memory_order_relaxed)) {
+      // Drain() shut the listener down, which ends the accept with EINVAL. A
+      // connection that won the race is closed unserved; its client retries.
+      if (fd >= 0) ::close(fd);
+      return;
     }
-  });
-  scheduler->RunUntilStopped();
+    if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+      // Out of descriptors or memory: back off instead of spinning on the error;
+      // pending connections wait in the backlog.
+      (void)Sleep(absl::Milliseconds(10));
+      continue;
+    }
+    if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
+    UniqueFd conn(fd);
+    accepted_.fetch_add(1, std::memory_order_relaxed);
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof(peer);
+    if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      continue;  // gone already
+    }
+    const uint32_t client = peer.sin_addr.s_addr;
+    if (std::string refusal; !Admit(client, &refusal)) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      // Told, not dropped, where the protocol can say it: the client sees a retryable
+      // error. The bytes fit in an empty socket buffer, so a non-blocking send either
+      // goes out whole or not at all.
+      if (bound.listener.refusal) {
+        const std::string busy = bound.listener.refusal(absl::ResourceExhaustedError(refusal));
+        (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
+      continue;
+    }
+    // The thread serving the fewest connections takes it; this one on a tie. The
+    // counts may be a moment stale, which only makes the balance approximate.
+    size_t target = i;
+    for (size_t t = 0; t < schedulers_.size(); ++t) {
+      if (thread_open_[t].load(std::memory_order_relaxed) <
+          thread_open_[target].load(std::memory_order_relaxed)) {
+        target = t;
+      }
+    }
+    thread_open_[target].fetch_add(1, std::memory_order_relaxed);
+    const Handler* handler = &bound.listener.handler;
+    if (target != i) {
+      schedulers_[target]->Post(
+          [h = Handoff(this, target, client, handler, std::move(conn))]() mutable {
+            h.server->Serve(h.thread, h.client, *h.handler, std::move(h.conn));
+          });
+      continue;
+    }
+    absl::Status spawned =
+        scheduler->Spawn([this, i, client, handler, c = std::move(conn)]() mutable {
+          Serve(i, client, *handler, std::move(c));
+        });
+    if (!spawned.ok()) Uncount(i, client);
+    // Without a stack the connection cannot be served; its descriptor closed with the
+    // failed closure, which the peer sees as a reset.
+  }
 }
 
 bool DataServer::Admit(uint32_t client, std::string* refusal) {
@@ -188,10 +200,10 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
   return true;
 }
 
-void DataServer::Serve(size_t thread, uint32_t client, UniqueFd conn) {
+void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn) {
   ConnectionControl control{.fd = conn.get(), .draining = &draining_};
   live_[thread].insert(&control);
-  handler_(std::move(conn), &control);
+  handler(std::move(conn), &control);
   live_[thread].erase(&control);
   Uncount(thread, client);
 }
@@ -217,7 +229,7 @@ size_t DataServer::Drain(absl::Duration grace) {
   draining_.store(true, std::memory_order_relaxed);
   // shutdown() on a listening socket takes it out of the port (connections still in its
   // backlog are reset) and wakes every thread's pending accept with EINVAL.
-  ::shutdown(listener_.get(), SHUT_RDWR);
+  for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     schedulers_[i]->Post([this, i] {
       // Idle connections wait for a request that must not be served now: end the wait
@@ -242,8 +254,8 @@ void DataServer::Stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
-  // Close the listener too, so the port is free for a restarted server at once.
-  listener_.Reset();
+  // Close the listeners too, so the ports are free for a restarted server at once.
+  for (Bound& l : listeners_) l.fd.Reset();
 }
 
 DataServer::~DataServer() { Stop(); }

@@ -1,16 +1,18 @@
 // DataServer: the data plane's threads. Each thread runs its own FiberScheduler and
-// accepts from the one listening socket; whichever thread's accept the kernel wakes
-// hands the connection to the thread serving the fewest (a Post() to its scheduler
-// when that is another thread), and from then on nothing on the per-block path is
-// shared. Every connection is served by its own fiber, running the handler the server
-// was started with: it knows the protocol (Ferry's is ServeConnection in connection.h),
-// the DataServer only the sockets.
+// accepts from every listening socket (one per front door: Ferry's protocol, Spark's);
+// whichever thread's accept the kernel wakes hands the connection to the thread serving
+// the fewest (a Post() to its scheduler when that is another thread), and from then on
+// nothing on the per-block path is shared. Every connection is served by its own fiber,
+// running the handler of the listener that accepted it: the handler knows the protocol
+// (Ferry's is ServeConnection in connection.h, Spark's ServeSparkConnection in
+// spark_connection.h), the DataServer only the sockets. The connection limits hold
+// across all listeners.
 #ifndef FERRY_SERVER_DATA_SERVER_H_
 #define FERRY_SERVER_DATA_SERVER_H_
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,12 +30,9 @@
 namespace ferry {
 
 struct DataServerOptions {
-  // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;
   int threads = 1;
-  // Connections served at once, across threads. One more is answered with a
-  // RESOURCE_EXHAUSTED error frame (retry later) and closed, not silently dropped.
+  // Connections served at once, across threads and listeners. One more is told so in
+  // its listener's protocol (Listener::refusal) and closed.
   size_t max_connections = 10000;
   // Of those, connections from one client address (any port).
   size_t max_connections_per_client = 1024;
@@ -46,15 +45,26 @@ class DataServer {
   // server's view of it (drain), valid for the call.
   using Handler = std::function<void(UniqueFd socket, ConnectionControl* control)>;
 
-  // Binds the listener, then starts the threads, each connection served by `handler`
-  // (which must outlive the server's threads).
+  struct Listener {
+    // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
+    // Serves the listener's connections; must outlive the server's threads.
+    Handler handler;
+    // The bytes that tell a connection over the limits why it is closed (the
+    // protocol's error for the status), sent if they fit at once. Null: closed untold.
+    std::function<std::string(const absl::Status&)> refusal;
+  };
+
+  // Binds every listener, then starts the threads.
   static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
-                                                           Handler handler);
+                                                           std::vector<Listener> listeners);
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
   ~DataServer();
 
-  uint16_t port() const { return port_; }
+  // The bound port of listener `i`, in the order given to Start().
+  uint16_t port(size_t i = 0) const { return listeners_[i].port; }
   const DataServerOptions& options() const { return options_; }
   uint64_t connections_accepted() const { return accepted_.load(std::memory_order_relaxed); }
   // Connections being served now, and those turned away as over the limit.
@@ -74,15 +84,21 @@ class DataServer {
   void Stop();
 
  private:
-  DataServer(const DataServerOptions& options, Handler handler)
-      : options_(options), handler_(std::move(handler)) {}
+  struct Bound {
+    Listener listener;
+    UniqueFd fd;
+    uint16_t port = 0;
+  };
+  explicit DataServer(const DataServerOptions& options) : options_(options) {}
   void RunThread(size_t i);
+  // Thread i's loop accepting from listener l.
+  void AcceptLoop(size_t i, size_t l);
   // Counts a new connection from `client` against both connection limits; false
   // (nothing counted) with the reason in `refusal` when one is reached.
   bool Admit(uint32_t client, std::string* refusal);
-  // Serves `conn` on thread `thread`, from a fiber there; the connection is already
-  // counted (Admit) and in thread_open_[thread].
-  void Serve(size_t thread, uint32_t client, UniqueFd conn);
+  // Serves `conn` with `handler` on thread `thread`, from a fiber there; the connection
+  // is already counted (Admit) and in thread_open_[thread].
+  void Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn);
   // Takes a counted connection out of the counts without serving it.
   void Uncount(size_t thread, uint32_t client);
 
@@ -93,9 +109,10 @@ class DataServer {
     DataServer* server;
     size_t thread;
     uint32_t client;
+    const Handler* handler;
     UniqueFd conn;
-    Handoff(DataServer* s, size_t t, uint32_t a, UniqueFd c)
-        : server(s), thread(t), client(a), conn(std::move(c)) {}
+    Handoff(DataServer* s, size_t t, uint32_t a, const Handler* h, UniqueFd c)
+        : server(s), thread(t), client(a), handler(h), conn(std::move(c)) {}
     Handoff(Handoff&&) = default;
     Handoff& operator=(Handoff&&) = delete;
     ~Handoff() {
@@ -104,9 +121,7 @@ class DataServer {
   };
 
   DataServerOptions options_;
-  const Handler handler_;
-  uint16_t port_ = 0;
-  UniqueFd listener_;
+  std::vector<Bound> listeners_;
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's
   // pending work still updates them.
   std::atomic<bool> draining_{false};

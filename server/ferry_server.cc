@@ -74,9 +74,19 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
                    .max_blocks = options.max_stream_blocks});
 
   DataServerOptions data;
-  if (absl::Status s = ParseHostPort(options.data_address, &data.host, &data.port); !s.ok()) {
+  DataServer::Listener ferry_door;
+  if (absl::Status s = ParseHostPort(options.data_address, &ferry_door.host, &ferry_door.port);
+      !s.ok()) {
     return s;
   }
+  ferry_door.handler = [tickets = server->tickets_.get(),
+                        connection = &server->options_.connection](UniqueFd socket,
+                                                                   ConnectionControl* control) {
+    ServeConnection(std::move(socket), *tickets, *connection, control);
+  };
+  ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
+  std::vector<DataServer::Listener> listeners;
+  listeners.push_back(std::move(ferry_door));
   data.threads = options.threads;
   data.max_connections = server->options_.max_connections;
   data.max_connections_per_client = options.max_connections_per_client;
@@ -84,16 +94,12 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   data.scheduler.max_unbounded_workers = options.max_iowq_workers;
   data.scheduler.idle_poll = options.idle_poll;
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
-      DataServer::Start(data, [tickets = server->tickets_.get(),
-                               connection = &server->options_.connection](
-                                  UniqueFd socket, ConnectionControl* control) {
-        ServeConnection(std::move(socket), *tickets, *connection, control);
-      });
+      DataServer::Start(data, std::move(listeners));
   if (!data_server.ok()) return data_server.status();
   server->data_ = *std::move(data_server);
 
   ControlServiceOptions control;
-  control.data_host = data.host;
+  ParseHostPort(options.data_address, &control.data_host, &control.data_port).IgnoreError();
   control.data_port = server->data_->port();
   if (!options.advertise_data_address.empty()) {
     if (absl::Status s = ParseHostPort(options.advertise_data_address, &control.data_host,

@@ -52,6 +52,11 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
     }
   }
   std::unique_ptr<ExecutorRegistry> registry(new ExecutorRegistry(std::move(options)));
+  for (const std::string& root : registry->options_.dir_roots) {
+    UniqueFd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open Spark dir root ", root));
+    registry->root_fds_.push_back(std::move(fd));
+  }
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -84,15 +89,18 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
           rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")")));
     }
     // Validated again: the roots may have changed since it was written.
-    if (absl::Status s = registry->Validate(*registration); !s.ok()) {
-      return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ", s.message()));
+    absl::StatusOr<Registered> valid = registry->Validate(*registration);
+    if (!valid.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": record ", record, ": ", valid.status().message()));
     }
-    registry->executors_[{registration->app_id, registration->exec_id}] = registration->info;
+    registry->executors_[{registration->app_id, registration->exec_id}] = *std::move(valid);
   }
   return registry;
 }
 
-absl::Status ExecutorRegistry::Validate(const spark::RegisterExecutor& r) const {
+absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
+    const spark::RegisterExecutor& r) const {
   const std::string who = absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ",
                                        r.app_id.substr(0, 130));
   if (!BlockStore::IsValidAppId(r.app_id) || !BlockStore::IsValidAppId(r.exec_id)) {
@@ -107,13 +115,17 @@ absl::Status ExecutorRegistry::Validate(const spark::RegisterExecutor& r) const 
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": subDirsPerLocalDir ", r.info.sub_dirs_per_local_dir, " (1 to 4096 allowed)"));
   }
+  auto dirs = std::make_shared<spark::ExecutorDirs>();
+  dirs->sub_dirs_per_local_dir = r.info.sub_dirs_per_local_dir;
   for (const std::string& dir : r.info.local_dirs) {
     if (!IsNormalAbsolute(dir)) {
       return absl::InvalidArgumentError(
           absl::StrCat(who, ": local dir '", dir, "' is not an absolute, normalized path"));
     }
     const std::string* root = nullptr;
-    for (const std::string& candidate : options_.dir_roots) {
+    size_t root_index = 0;
+    for (; root_index < options_.dir_roots.size(); ++root_index) {
+      const std::string& candidate = options_.dir_roots[root_index];
       if (dir.size() > candidate.size() && dir.compare(0, candidate.size(), candidate) == 0 &&
           dir[candidate.size()] == '/') {
         root = &candidate;
@@ -136,12 +148,15 @@ absl::Status ExecutorRegistry::Validate(const spark::RegisterExecutor& r) const 
             "followed)"));
       }
     }
+    dirs->local_dirs.push_back(
+        {root_fds_[root_index].get(), dir.substr(root->size() + 1), dir});
   }
-  return absl::OkStatus();
+  return Registered{r.info, std::move(dirs)};
 }
 
 absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
-  if (absl::Status s = Validate(registration); !s.ok()) return s;
+  absl::StatusOr<Registered> valid = Validate(registration);
+  if (!valid.ok()) return valid.status();
   std::lock_guard<std::mutex> lock(mu_);
   const Key key(registration.app_id, registration.exec_id);
   auto it = executors_.find(key);
@@ -149,9 +164,9 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
     return absl::ResourceExhaustedError(absl::StrCat(
         options_.max_executors, " executors are registered; remove finished apps first"));
   }
-  std::optional<spark::ExecutorShuffleInfo> previous;
+  std::optional<Registered> previous;
   if (it != executors_.end()) previous = it->second;
-  executors_[key] = registration.info;
+  executors_[key] = *std::move(valid);
   if (absl::Status s = PersistLocked(); !s.ok()) {
     if (previous.has_value()) {
       executors_[key] = *std::move(previous);
@@ -167,12 +182,23 @@ absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(
     absl::string_view app_id, absl::string_view exec_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = executors_.find(Key(app_id, exec_id));
-  if (it == executors_.end()) {
-    return absl::NotFoundError(absl::StrCat("Executor is not registered (appId=",
-                                            app_id.substr(0, 130), ", execId=",
-                                            exec_id.substr(0, 130), ")"));
-  }
-  return it->second;
+  if (it == executors_.end()) return NotRegistered(app_id, exec_id);
+  return it->second.info;
+}
+
+absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> ExecutorRegistry::FindDirs(
+    absl::string_view app_id, absl::string_view exec_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = executors_.find(Key(app_id, exec_id));
+  if (it == executors_.end()) return NotRegistered(app_id, exec_id);
+  return it->second.dirs;
+}
+
+absl::Status ExecutorRegistry::NotRegistered(absl::string_view app_id,
+                                             absl::string_view exec_id) const {
+  return absl::NotFoundError(absl::StrCat("Executor is not registered (appId=",
+                                          app_id.substr(0, 130), ", execId=",
+                                          exec_id.substr(0, 130), ")"));
 }
 
 absl::StatusOr<size_t> ExecutorRegistry::RemoveApp(absl::string_view app_id) {
@@ -185,7 +211,7 @@ absl::StatusOr<size_t> ExecutorRegistry::RemoveApp(absl::string_view app_id) {
     ++removed;
   }
   if (removed == 0) return size_t{0};
-  const std::map<Key, spark::ExecutorShuffleInfo> kept(first, last);
+  const std::map<Key, Registered> kept(first, last);
   executors_.erase(first, last);
   if (absl::Status s = PersistLocked(); !s.ok()) {
     executors_.insert(kept.begin(), kept.end());
@@ -199,7 +225,7 @@ absl::StatusOr<size_t> ExecutorRegistry::RemoveExecutor(absl::string_view app_id
   std::lock_guard<std::mutex> lock(mu_);
   auto it = executors_.find(Key(app_id, exec_id));
   if (it == executors_.end()) return size_t{0};
-  const std::pair<Key, spark::ExecutorShuffleInfo> kept = *it;
+  const std::pair<Key, Registered> kept = *it;
   executors_.erase(it);
   if (absl::Status s = PersistLocked(); !s.ok()) {
     executors_.insert(kept);
@@ -217,8 +243,8 @@ absl::Status ExecutorRegistry::PersistLocked() const {
   if (options_.state_dir.empty()) return absl::OkStatus();
   std::string bytes;
   spark::WireWriter writer(&bytes);
-  for (const auto& [key, info] : executors_) {
-    writer.String(spark::EncodeRegisterExecutor({key.first, key.second, info}));
+  for (const auto& [key, registered] : executors_) {
+    writer.String(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}));
   }
   const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
   const std::string temp = absl::StrCat(path, ".tmp");

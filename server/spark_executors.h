@@ -27,7 +27,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/spark_layout.h"
 #include "common/spark_wire.h"
+#include "common/unique_fd.h"
 
 namespace ferry {
 
@@ -54,6 +56,9 @@ class ExecutorRegistry {
   // NOT_FOUND "Executor is not registered (appId=..., execId=...)", Spark's wording.
   absl::StatusOr<spark::ExecutorShuffleInfo> Find(absl::string_view app_id,
                                                   absl::string_view exec_id) const;
+  // The executor's local dirs, to open its files beneath the roots. NOT_FOUND as Find().
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> FindDirs(
+      absl::string_view app_id, absl::string_view exec_id) const;
 
   // Forgets every executor of the app (or one of them); returns how many were
   // forgotten, after the state file says so.
@@ -64,14 +69,22 @@ class ExecutorRegistry {
 
  private:
   using Key = std::pair<std::string, std::string>;
+  struct Registered {
+    spark::ExecutorShuffleInfo info;
+    std::shared_ptr<const spark::ExecutorDirs> dirs;
+  };
   explicit ExecutorRegistry(Options options) : options_(std::move(options)) {}
-  absl::Status Validate(const spark::RegisterExecutor& registration) const;
+  // The registration checked, and its dirs beneath the roots.
+  absl::StatusOr<Registered> Validate(const spark::RegisterExecutor& registration) const;
+  absl::Status NotRegistered(absl::string_view app_id, absl::string_view exec_id) const;
   // Writes the whole set to the state file atomically (no-op without a state dir).
   absl::Status PersistLocked() const;
 
   const Options options_;
+  // One per root, opened once: executors' files are opened beneath them.
+  std::vector<UniqueFd> root_fds_;
   mutable std::mutex mu_;
-  std::map<Key, spark::ExecutorShuffleInfo> executors_;  // guarded by mu_
+  std::map<Key, Registered> executors_;  // guarded by mu_
 };
 
 }  // namespace ferry

@@ -1,0 +1,99 @@
+#include "common/io/blocking_pool.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
+#include "common/unique_fd.h"
+
+namespace ferry {
+
+struct BlockingPool::Job {
+  absl::AnyInvocable<void()> fn;
+  // Written once the job has run (1) or will never run (2).
+  UniqueFd done;
+
+  void Signal(uint64_t value) const {
+    // An eventfd write of a counter far below its maximum cannot fail or block.
+    (void)!::write(done.get(), &value, sizeof(value));
+  }
+};
+
+BlockingPool::BlockingPool(const Options& options) : options_(options) {
+  for (size_t i = 0; i < std::max<size_t>(options_.threads, 1); ++i) {
+    threads_.emplace_back([this] { Work(); });
+  }
+}
+
+BlockingPool::~BlockingPool() {
+  std::deque<std::shared_ptr<Job>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  for (const auto& job : dropped) job->Signal(2);
+}
+
+absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline) {
+  auto job = std::make_shared<Job>();
+  job->fn = std::move(fn);
+  job->done = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!job->done.valid()) return absl::ErrnoToStatus(errno, "eventfd for a blocking job");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::CancelledError("the blocking-work pool is stopping");
+    if (queue_.size() >= options_.max_queued) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: ", options_.max_queued, " blocking jobs are waiting; retry later"));
+    }
+    queue_.push_back(job);
+  }
+  cv_.notify_one();
+  uint64_t value = 0;
+  // The job holds its own reference to the eventfd, so a worker signalling after this
+  // wait has ended writes to a live descriptor.
+  const ssize_t n = Read(job->done.get(), &value, sizeof(value), -1, deadline);
+  if (n == -ETIMEDOUT) {
+    return absl::DeadlineExceededError("a blocking job (file I/O) did not finish in time");
+  }
+  if (n == -ECANCELED) return absl::CancelledError("the server is stopping");
+  if (n != sizeof(value)) {
+    return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
+                               "waiting for a blocking job");
+  }
+  if (value != 1) return absl::CancelledError("the blocking-work pool stopped first");
+  return absl::OkStatus();
+}
+
+size_t BlockingPool::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void BlockingPool::Work() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job->fn();
+    // What the job captured goes before the waiter hears, so that nothing it held
+    // outlives the wait.
+    job->fn = nullptr;
+    job->Signal(1);
+  }
+}
+
+}  // namespace ferry

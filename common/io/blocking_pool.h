@@ -1,0 +1,80 @@
+// BlockingPool: a few threads for the blocking work a fiber must not do on its own
+// thread: loading an index from a cold disk, opening files, fsyncing a state file,
+// deleting directories. One such call on a fiber would stall every other connection of
+// its thread for as long as the disk takes.
+//
+// A fiber hands a job over with Run() and waits for it on an io_uring read of an
+// eventfd that the worker signals when the job is done, so its thread serves its other
+// fibers meanwhile, and a deadline or a stopping scheduler ends the wait like any other
+// I/O. The job owns what it touches (capture by value): a fiber whose wait ended early
+// has left, and the job finishes unobserved.
+//
+// Jobs waiting for a worker are bounded; past the bound Run() refuses at once.
+// Thread-safe.
+#ifndef FERRY_COMMON_IO_BLOCKING_POOL_H_
+#define FERRY_COMMON_IO_BLOCKING_POOL_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ferry {
+
+class BlockingPool {
+ public:
+  struct Options {
+    size_t threads = 4;
+    // Jobs waiting for a worker.
+    size_t max_queued = 4096;
+  };
+
+  explicit BlockingPool(const Options& options);
+  BlockingPool(const BlockingPool&) = delete;
+  BlockingPool& operator=(const BlockingPool&) = delete;
+  // Lets the running jobs finish; queued ones do not run, and their waiters are told
+  // so (CANCELLED).
+  ~BlockingPool();
+
+  // Runs `job` on a worker; the calling fiber waits until it has run. OK once it ran;
+  // RESOURCE_EXHAUSTED when max_queued jobs are waiting already; DEADLINE_EXCEEDED
+  // when `deadline` passes first and CANCELLED when the scheduler stops first (the job
+  // still runs, unobserved). Call from a fiber.
+  absl::Status Run(absl::AnyInvocable<void()> job, absl::Time deadline);
+
+  // Run() for a job with a result.
+  template <typename T>
+  absl::StatusOr<T> Call(absl::AnyInvocable<absl::StatusOr<T>()> fn, absl::Time deadline) {
+    auto out = std::make_shared<absl::StatusOr<T>>(absl::UnknownError("not run"));
+    absl::Status ran = Run([out, fn = std::move(fn)]() mutable { *out = fn(); }, deadline);
+    if (!ran.ok()) return ran;
+    return std::move(*out);
+  }
+
+  // Jobs waiting for a worker now.
+  size_t queued() const;
+
+ private:
+  struct Job;
+  void Work();
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;  // guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_IO_BLOCKING_POOL_H_

@@ -1,0 +1,269 @@
+#include "server/spark_service.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/spark_layout.h"
+#include "common/unique_fd.h"
+
+namespace ferry {
+
+namespace {
+
+// Spark's CorruptionCause values.
+constexpr uint8_t kDiskIssue = 0;
+constexpr uint8_t kNetworkIssue = 1;
+constexpr uint8_t kUnknownIssue = 2;
+constexpr uint8_t kChecksumVerifyPass = 3;
+constexpr uint8_t kUnsupportedChecksumAlgorithm = 4;
+
+std::string SparkName(const BlockId& id) {
+  return spark::ShuffleBlockName(
+      {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
+}
+
+absl::Status CheckIds(absl::string_view app_id, absl::string_view exec_id) {
+  if (!BlockStore::IsValidAppId(app_id) || !BlockStore::IsValidAppId(exec_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "app id '", app_id.substr(0, 130), "' or executor id '", exec_id.substr(0, 130),
+        "' is not [A-Za-z0-9_.-]{1,128}"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ChunkLease& ChunkLease::operator=(ChunkLease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    counter_ = std::move(other.counter_);
+    count_ = other.count_;
+  }
+  return *this;
+}
+
+void ChunkLease::Release() {
+  if (counter_ != nullptr) counter_->fetch_sub(count_, std::memory_order_relaxed);
+  counter_ = nullptr;
+}
+
+SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* store,
+                                         ExecutorRegistry* executors, BlockingPool* pool)
+    : options_(options),
+      store_(store),
+      executors_(executors),
+      pool_(pool),
+      // As Spark's OneForOneStreamManager: a random start, so that ids of one server's
+      // runs differ, counting up.
+      next_stream_id_(absl::Uniform<int64_t>(absl::BitGen(), 0, INT32_MAX) * 1000),
+      open_chunks_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+
+absl::Status SparkShuffleService::Register(const spark::RegisterExecutor& registration) {
+  return pool_->Call<bool>(
+                  [executors = executors_, registration]() -> absl::StatusOr<bool> {
+                    if (absl::Status s = executors->Register(registration); !s.ok()) return s;
+                    return true;
+                  },
+                  absl::Now() + options_.blocking_timeout)
+      .status();
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
+    const spark::FetchShuffleBlocks& request) {
+  if (request.map_ids.size() != request.reduce_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FetchShuffleBlocks names ", request.map_ids.size(), " map ids but ",
+        request.reduce_ids.size(), " lists of reduce ids"));
+  }
+  size_t count = 0;
+  for (const auto& reduces : request.reduce_ids) {
+    count += request.batch_fetch_enabled ? 1 : reduces.size();
+  }
+  if (count > options_.max_chunks_per_stream) {
+    return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlocks names ", count,
+                                                   " blocks; the limit is ",
+                                                   options_.max_chunks_per_stream));
+  }
+  if (request.shuffle_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FetchShuffleBlocks names shuffle ", request.shuffle_id));
+  }
+  std::vector<BlockId> keys;
+  keys.reserve(count);
+  for (size_t i = 0; i < request.map_ids.size(); ++i) {
+    const int64_t map_id = request.map_ids[i];
+    const std::vector<int32_t>& reduces = request.reduce_ids[i];
+    if (map_id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlocks names map ", map_id));
+    }
+    if (request.batch_fetch_enabled) {
+      if (reduces.size() != 2 || reduces[0] < 0 || reduces[1] <= reduces[0]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FetchShuffleBlocks with batch fetch needs one [start, end) reduce range per map; "
+            "map ", map_id, " has ", reduces.size(), " numbers"));
+      }
+      keys.push_back({request.shuffle_id, map_id, reduces[0], reduces[1]});
+      continue;
+    }
+    for (int32_t r : reduces) {
+      if (r < 0 || r == INT32_MAX) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("FetchShuffleBlocks names reduce id ", r, " of map ", map_id));
+      }
+      keys.push_back({request.shuffle_id, map_id, r, r + 1});
+    }
+  }
+  return Open(request.app_id, request.exec_id, std::move(keys));
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlocks& request) {
+  if (request.block_ids.size() > options_.max_chunks_per_stream) {
+    return absl::InvalidArgumentError(absl::StrCat("OpenBlocks names ", request.block_ids.size(),
+                                                   " blocks; the limit is ",
+                                                   options_.max_chunks_per_stream));
+  }
+  std::vector<BlockId> keys;
+  keys.reserve(request.block_ids.size());
+  for (const std::string& id : request.block_ids) {
+    absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
+    if (!parsed.ok()) return parsed.status();
+    const auto* shuffle = std::get_if<spark::ShuffleBlockId>(&*parsed);
+    if (shuffle == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block id '", id, "': rdd blocks are not served here (leave "
+          "spark.shuffle.service.fetch.rdd.enabled off)"));
+    }
+    keys.push_back({shuffle->shuffle_id, shuffle->map_id, shuffle->start_reduce_id,
+                    shuffle->end_reduce_id});
+  }
+  return Open(request.app_id, request.exec_id, std::move(keys));
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
+                                                      const std::string& exec_id,
+                                                      std::vector<BlockId> keys) {
+  if (absl::Status s = CheckIds(app_id, exec_id); !s.ok()) return s;
+  const uint64_t count = keys.size();
+  if (open_chunks_->fetch_add(count, std::memory_order_relaxed) + count >
+      options_.max_open_chunks) {
+    open_chunks_->fetch_sub(count, std::memory_order_relaxed);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: open streams hold ", options_.max_open_chunks, " chunks; retry later"));
+  }
+  SparkStream stream;
+  stream.lease = ChunkLease(open_chunks_, count);
+  stream.app_id = app_id;
+  stream.exec_id = exec_id;
+  using Chunks = std::vector<absl::StatusOr<StreamBlock>>;
+  absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
+      [store = store_, executors = executors_, app_id, exec_id,
+       keys = std::move(keys)]() -> absl::StatusOr<Chunks> {
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(app_id, exec_id);
+        if (!dirs.ok()) return Chunks(keys.size(), dirs.status());
+        std::vector<absl::StatusOr<ResolvedBlock>> resolved =
+            store->ResolveSpark(app_id, exec_id, **dirs, keys);
+        Chunks out;
+        out.reserve(resolved.size());
+        for (size_t i = 0; i < resolved.size(); ++i) {
+          if (resolved[i].ok()) {
+            out.push_back(std::move(resolved[i]->block));
+          } else {
+            out.push_back(absl::Status(
+                resolved[i].status().code(),
+                absl::StrCat(SparkName(keys[i]), ": ", resolved[i].status().message())));
+          }
+        }
+        return out;
+      },
+      absl::Now() + options_.blocking_timeout);
+  if (!chunks.ok()) return chunks.status();
+  stream.chunks = *std::move(chunks);
+  stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
+  return stream;
+}
+
+absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlocks& request) {
+  if (absl::Status s = CheckIds(request.app_id, request.exec_id); !s.ok()) return s;
+  return pool_->Call<int32_t>(
+      [executors = executors_, request]() -> absl::StatusOr<int32_t> {
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(request.app_id, request.exec_id);
+        if (!dirs.ok()) return dirs.status();
+        int32_t removed = 0;
+        for (const std::string& id : request.block_ids) {
+          absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
+          // Only rdd blocks are files of their own; anything else names no file.
+          if (!parsed.ok() || !std::holds_alternative<spark::RddBlockId>(*parsed)) continue;
+          const ShuffleFileLocation at = (*dirs)->Locate(id);
+          const size_t slash = at.relative.rfind('/');
+          open_how how{};
+          how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+          how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+          UniqueFd dir(static_cast<int>(::syscall(
+              SYS_openat2, at.dir_fd, at.relative.substr(0, slash).c_str(), &how, sizeof(how))));
+          if (!dir.valid()) continue;
+          if (::unlinkat(dir.get(), id.c_str(), 0) == 0) ++removed;
+        }
+        return removed;
+      },
+      absl::Now() + options_.blocking_timeout);
+}
+
+absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
+    const spark::GetLocalDirsForExecutors& request) {
+  std::vector<int32_t> counts;
+  std::vector<std::string> all_dirs;
+  for (const std::string& exec_id : request.exec_ids) {
+    absl::StatusOr<spark::ExecutorShuffleInfo> info = executors_->Find(request.app_id, exec_id);
+    if (!info.ok()) return info.status();
+    counts.push_back(static_cast<int32_t>(info->local_dirs.size()));
+    all_dirs.insert(all_dirs.end(), info->local_dirs.begin(), info->local_dirs.end());
+  }
+  return spark::EncodeLocalDirsForExecutors(request.exec_ids, counts, all_dirs);
+}
+
+absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorruption& request) {
+  const std::optional<ChecksumAlgorithm> algorithm = ParseChecksumAlgorithm(request.algorithm);
+  if (!algorithm.has_value()) return kUnsupportedChecksumAlgorithm;
+  if (absl::Status s = CheckIds(request.app_id, request.exec_id); !s.ok()) return s;
+  if (request.shuffle_id < 0 || request.map_id < 0 || request.reduce_id < 0 ||
+      request.reduce_id == INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DiagnoseCorruption names shuffle ", request.shuffle_id, " map ", request.map_id,
+        " reduce ", request.reduce_id));
+  }
+  return pool_->Call<uint8_t>(
+      [store = store_, executors = executors_, request,
+       algorithm = *algorithm]() -> absl::StatusOr<uint8_t> {
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(request.app_id, request.exec_id);
+        if (!dirs.ok()) return dirs.status();
+        const BlockId key{request.shuffle_id, request.map_id, request.reduce_id,
+                          request.reduce_id + 1};
+        std::vector<absl::StatusOr<ResolvedBlock>> resolved =
+            store->ResolveSpark(request.app_id, request.exec_id, **dirs, {key});
+        if (!resolved[0].ok()) return resolved[0].status();
+        const StreamBlock& block = resolved[0]->block;
+        // No checksum file of that algorithm: Spark cannot tell either.
+        if (!block.has_checksum || block.checksum_algorithm != algorithm) return kUnknownIssue;
+        absl::StatusOr<uint32_t> disk = ChecksumOnDisk(block, SparkName(key), algorithm);
+        if (absl::IsDataLoss(disk.status())) return kDiskIssue;
+        if (!disk.ok()) return kUnknownIssue;
+        if (*disk != block.checksum) return kDiskIssue;
+        if (static_cast<uint64_t>(request.checksum) != block.checksum) return kNetworkIssue;
+        return kChecksumVerifyPass;
+      },
+      absl::Now() + options_.blocking_timeout);
+}
+
+}  // namespace ferry
