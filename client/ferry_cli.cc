@@ -1,7 +1,8 @@
 // ferry: the command-line client.
 //
 //   ferry gen   --dir=DIR [--apps=1 --shuffles=1 --maps=16 --partitions=64
-//               --total-bytes=1G --distribution=uniform|exponential --seed=1]
+//               --total-bytes=1G --distribution=uniform|exponential --seed=1
+//               --layout=ferry|spark --spark-local-dirs=2 --subdirs=64]
 //   ferry fetch --server=HOST:PORT --app=APP [--shuffle=ID] [--to=DIR | (discard)]
 //               [--verify=true] [--batch] [--max-in-flight=64M]
 //   ferry ls    --server=HOST:PORT --app=APP
@@ -20,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
 #include "common/auth_token.h"
@@ -35,6 +37,11 @@ ABSL_FLAG(std::string, total_bytes, "1G", "gen: total data size (K, M, G suffixe
 ABSL_FLAG(std::string, distribution, "uniform",
           "gen: partition sizes: uniform (0.5x to 1.5x the mean), exponential (skewed, with "
           "empty and tiny partitions) or fixed (every partition the mean).");
+ABSL_FLAG(std::string, layout, "ferry",
+          "gen: ferry (DIR/<app>/shuffle_*) or spark (executor 0 of each app: its files hashed "
+          "over DIR/local<k>/blockmgr-<app>/<%02x>/ as Spark's ExecutorDiskUtils places them)");
+ABSL_FLAG(int, spark_local_dirs, 2, "gen --layout=spark: local dirs per executor.");
+ABSL_FLAG(int, subdirs, 64, "gen --layout=spark: subdirectories per local dir.");
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
 ABSL_FLAG(std::string, app, "app-0", "App id.");
@@ -94,11 +101,16 @@ int Gen() {
   const int partitions = absl::GetFlag(FLAGS_partitions);
   absl::StatusOr<uint64_t> total = ParseBytes(absl::GetFlag(FLAGS_total_bytes));
   const std::string distribution = absl::GetFlag(FLAGS_distribution);
+  const std::string layout = absl::GetFlag(FLAGS_layout);
+  const int local_dirs = absl::GetFlag(FLAGS_spark_local_dirs);
+  const int subdirs = absl::GetFlag(FLAGS_subdirs);
   if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || partitions < 1 || !total.ok() ||
       (distribution != "uniform" && distribution != "exponential" &&
-       distribution != "fixed")) {
-    std::fprintf(stderr, "ferry gen: needs --dir, positive counts, a byte size and a known "
-                         "--distribution\n");
+       distribution != "fixed") ||
+      (layout != "ferry" && layout != "spark") || local_dirs < 1 || local_dirs > 64 ||
+      subdirs < 1 || subdirs > 4096) {
+    std::fprintf(stderr, "ferry gen: needs --dir, positive counts, a byte size, a known "
+                         "--distribution and --layout, 1 to 64 local dirs, 1 to 4096 subdirs\n");
     return 2;
   }
   const double mean = static_cast<double>(*total) /
@@ -110,19 +122,36 @@ int Gen() {
   uint64_t written = 0;
   const absl::Time start = absl::Now();
   std::string buffer;
-  for (int a = 0; a < apps; ++a) {
-    const std::string app_dir = absl::StrCat(dir, "/app-", a);
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      std::perror(dir.c_str());
-      return 1;
+  const auto make_dir = [](const std::string& path) {
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::perror(path.c_str());
+      return false;
     }
-    if (::mkdir(app_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      std::perror(app_dir.c_str());
-      return 1;
+    return true;
+  };
+  if (!make_dir(dir)) return 1;
+  for (int a = 0; a < apps; ++a) {
+    const std::string app = absl::StrCat("app-", a);
+    const std::string app_dir = absl::StrCat(dir, "/", app);
+    std::vector<std::string> executor_dirs;
+    if (layout == "ferry") {
+      if (!make_dir(app_dir)) return 1;
+    } else {
+      for (int k = 0; k < local_dirs; ++k) {
+        const std::string local = absl::StrCat(dir, "/local", k);
+        executor_dirs.push_back(absl::StrCat(local, "/blockmgr-", app));
+        if (!make_dir(local) || !make_dir(executor_dirs.back())) return 1;
+      }
+      std::printf("%s executor 0: --local-dirs=%s --subdirs=%d\n", app.c_str(),
+                  absl::StrJoin(executor_dirs, ",").c_str(), subdirs);
     }
     for (int s = 0; s < shuffles; ++s) {
       for (int m = 0; m < maps; ++m) {
-        auto writer = ShuffleWriter::Create(app_dir, s, m);
+        // Spark writes ADLER32 checksums unless told otherwise.
+        auto writer = layout == "ferry"
+                          ? ShuffleWriter::Create(app_dir, s, m)
+                          : ShuffleWriter::CreateInSparkLayout(executor_dirs, subdirs, s, m,
+                                                               ChecksumAlgorithm::kAdler32);
         if (!writer.ok()) {
           std::fprintf(stderr, "ferry gen: %s\n", writer.status().ToString().c_str());
           return 1;

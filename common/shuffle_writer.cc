@@ -3,8 +3,10 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/shuffle_files.h"
+#include "common/spark_layout.h"
 
 namespace ferry {
 
@@ -39,6 +42,18 @@ absl::StatusOr<UniqueFd> CreateFile(const std::string& path) {
   return fd;
 }
 
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// A hidden temporary name beside `path`.
+std::string TemporaryFor(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  return absl::StrCat(path.substr(0, base), ".", path.substr(base), ".", RandomSuffix(), ".tmp");
+}
+
 absl::Status Rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("rename ", from, " to ", to));
@@ -50,23 +65,54 @@ absl::Status Rename(const std::string& from, const std::string& to) {
 
 absl::StatusOr<ShuffleWriter> ShuffleWriter::Create(std::string dir, int32_t shuffle_id,
                                                     int64_t map_id, ChecksumAlgorithm algorithm) {
+  return CreateAt(absl::StrCat(dir, "/", DataFileName(shuffle_id, map_id)),
+                  absl::StrCat(dir, "/", IndexFileName(shuffle_id, map_id)),
+                  absl::StrCat(dir, "/", ChecksumFileName(shuffle_id, map_id, algorithm)),
+                  shuffle_id, map_id, algorithm);
+}
+
+absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateInSparkLayout(
+    const std::vector<std::string>& local_dirs, int32_t sub_dirs_per_local_dir,
+    int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm) {
+  std::string paths[3];
+  const std::string names[3] = {DataFileName(shuffle_id, map_id),
+                                IndexFileName(shuffle_id, map_id),
+                                ChecksumFileName(shuffle_id, map_id, algorithm)};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> path =
+        spark::ExecutorFilePath(local_dirs, sub_dirs_per_local_dir, names[i]);
+    if (!path.ok()) return path.status();
+    // Spark's executors create the subdirectories as files need them.
+    const std::string sub = Dirname(*path);
+    if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", sub));
+    }
+    paths[i] = *std::move(path);
+  }
+  return CreateAt(std::move(paths[0]), std::move(paths[1]), std::move(paths[2]), shuffle_id,
+                  map_id, algorithm);
+}
+
+absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateAt(std::string data_path,
+                                                      std::string index_path,
+                                                      std::string checksum_path,
+                                                      int32_t shuffle_id, int64_t map_id,
+                                                      ChecksumAlgorithm algorithm) {
   if (shuffle_id < 0 || map_id < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shuffle id ", shuffle_id, " and map id ", map_id, " must be >= 0"));
   }
   ShuffleWriter w;
-  w.dir_ = std::move(dir);
+  w.data_path_ = std::move(data_path);
+  w.index_path_ = std::move(index_path);
+  w.checksum_path_ = std::move(checksum_path);
   w.shuffle_id_ = shuffle_id;
   w.map_id_ = map_id;
   w.algorithm_ = algorithm;
   w.running_ = Checksum(algorithm);
-  const std::string suffix = absl::StrCat(".", RandomSuffix(), ".tmp");
-  w.data_tmp_ = absl::StrCat(w.dir_, "/.", DataFileName(shuffle_id, map_id), suffix);
-  w.index_tmp_ = absl::StrCat(w.dir_, "/.", IndexFileName(shuffle_id, map_id), suffix);
-  if (algorithm != ChecksumAlgorithm::kNone) {
-    w.checksum_tmp_ =
-        absl::StrCat(w.dir_, "/.", ChecksumFileName(shuffle_id, map_id, algorithm), suffix);
-  }
+  w.data_tmp_ = TemporaryFor(w.data_path_);
+  w.index_tmp_ = TemporaryFor(w.index_path_);
+  if (algorithm != ChecksumAlgorithm::kNone) w.checksum_tmp_ = TemporaryFor(w.checksum_path_);
   absl::StatusOr<UniqueFd> fd = CreateFile(w.data_tmp_);
   if (!fd.ok()) return fd.status();
   w.data_fd_ = *std::move(fd);
@@ -79,7 +125,9 @@ ShuffleWriter::ShuffleWriter(ShuffleWriter&& other) noexcept { *this = std::move
 ShuffleWriter& ShuffleWriter::operator=(ShuffleWriter&& other) noexcept {
   if (this != &other) {
     RemoveTemporaries();
-    dir_ = std::move(other.dir_);
+    data_path_ = std::move(other.data_path_);
+    index_path_ = std::move(other.index_path_);
+    checksum_path_ = std::move(other.checksum_path_);
     shuffle_id_ = other.shuffle_id_;
     map_id_ = other.map_id_;
     algorithm_ = other.algorithm_;
@@ -184,22 +232,21 @@ absl::Status ShuffleWriter::Commit(int32_t num_partitions) {
     }
     // Data and checksum first; the index last, since its presence is what makes the
     // output whole.
-    if (s = Rename(data_tmp_, absl::StrCat(dir_, "/", DataFileName(shuffle_id_, map_id_)));
-        !s.ok()) {
-      return s;
-    }
+    if (s = Rename(data_tmp_, data_path_); !s.ok()) return s;
     if (!checksum_tmp_.empty()) {
-      s = Rename(checksum_tmp_,
-                 absl::StrCat(dir_, "/", ChecksumFileName(shuffle_id_, map_id_, algorithm_)));
-      if (!s.ok()) return s;
+      if (s = Rename(checksum_tmp_, checksum_path_); !s.ok()) return s;
     }
-    if (s = Rename(index_tmp_, absl::StrCat(dir_, "/", IndexFileName(shuffle_id_, map_id_)));
-        !s.ok()) {
-      return s;
+    if (s = Rename(index_tmp_, index_path_); !s.ok()) return s;
+    std::vector<std::string> dirs = {Dirname(data_path_), Dirname(index_path_)};
+    if (!checksum_tmp_.empty()) dirs.push_back(Dirname(checksum_path_));
+    std::sort(dirs.begin(), dirs.end());
+    dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+    for (const std::string& dir : dirs) {
+      UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
+      if (s = Fsync(dir_fd.get(), dir); !s.ok()) return s;
     }
-    UniqueFd dir_fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir_));
-    return Fsync(dir_fd.get(), dir_);
+    return absl::OkStatus();
   }();
   data_fd_.Reset();
   if (!status.ok()) {

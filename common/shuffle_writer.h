@@ -1,9 +1,13 @@
 // ShuffleWriter: writes one map output in Spark's sort-shuffle format (data, index,
 // checksum files; see shuffle_files.h), atomically.
 //
-// Bytes go to hidden temporary files in the target directory. Commit() writes the
+// Two layouts: Ferry's, the three files side by side in one directory; and a Spark
+// executor's, each file in the subdirectory of the local dirs that ExecutorDiskUtils
+// hashes its name to (common/spark_layout.h), as Spark's own map tasks leave them.
+//
+// Bytes go to hidden temporary files beside their final names. Commit() writes the
 // index and checksums, fsyncs all three, renames data and checksum into place and the
-// index last, then fsyncs the directory. A reader only serves a map output whose index
+// index last, then fsyncs the directories. A reader only serves a map output whose index
 // exists, so a crash or an error (ENOSPC included) at any point never leaves an output
 // that looks whole; the temporary files are removed on error and on destruction
 // without Commit(). Move-only; not thread-safe.
@@ -37,6 +41,13 @@ class ShuffleWriter {
   // Removes the temporary files unless Commit() succeeded.
   ~ShuffleWriter();
 
+  // Starts a map output in Spark's layout under an executor's local dirs (which must
+  // exist), creating the hashed subdirectories it needs.
+  static absl::StatusOr<ShuffleWriter> CreateInSparkLayout(
+      const std::vector<std::string>& local_dirs, int32_t sub_dirs_per_local_dir,
+      int32_t shuffle_id, int64_t map_id,
+      ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
+
   // Appends `bytes` to partition `reduce_id`. Partitions are written in order: a
   // reduce id below the current one is INVALID_ARGUMENT; ids skipped are empty.
   absl::Status Write(int32_t reduce_id, absl::string_view bytes);
@@ -49,12 +60,19 @@ class ShuffleWriter {
 
  private:
   ShuffleWriter() = default;
+  // Starts the output whose files end up at these paths (checksum_path unused with
+  // kNone).
+  static absl::StatusOr<ShuffleWriter> CreateAt(std::string data_path, std::string index_path,
+                                                std::string checksum_path, int32_t shuffle_id,
+                                                int64_t map_id, ChecksumAlgorithm algorithm);
   absl::Status WriteFile(int fd, const std::string& path, absl::string_view bytes,
                          uint64_t offset);
   void EndPartitionsBefore(int32_t reduce_id);
   void RemoveTemporaries();
 
-  std::string dir_;
+  std::string data_path_;
+  std::string index_path_;
+  std::string checksum_path_;
   int32_t shuffle_id_ = 0;
   int64_t map_id_ = 0;
   ChecksumAlgorithm algorithm_ = ChecksumAlgorithm::kNone;

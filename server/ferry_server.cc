@@ -10,6 +10,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/spark_connection.h"
 
 namespace ferry {
 
@@ -87,6 +88,35 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
+  if (!options.spark_address.empty()) {
+    if (options.spark_dir_roots.empty()) {
+      return absl::InvalidArgumentError(
+          "the Spark front door needs the roots executors' local dirs may lie beneath "
+          "(--spark-dir-roots)");
+    }
+    absl::StatusOr<std::unique_ptr<ExecutorRegistry>> executors =
+        ExecutorRegistry::Open({.dir_roots = options.spark_dir_roots,
+                                .state_dir = options.state_dir,
+                                .max_executors = options.max_spark_executors});
+    if (!executors.ok()) return executors.status();
+    server->executors_ = *std::move(executors);
+    server->pool_ = std::make_unique<BlockingPool>(
+        BlockingPool::Options{.threads = options.blocking_threads});
+    server->spark_ = std::make_unique<SparkShuffleService>(
+        options.spark, server->store_.get(), server->executors_.get(), server->pool_.get());
+    DataServer::Listener spark_door;
+    if (absl::Status s = ParseHostPort(options.spark_address, &spark_door.host, &spark_door.port);
+        !s.ok()) {
+      return s;
+    }
+    // A connection over the limits is closed untold: Spark's client retries that.
+    spark_door.handler = [spark = server->spark_.get(),
+                          connection = &server->options_.connection](UniqueFd socket,
+                                                                     ConnectionControl* control) {
+      ServeSparkConnection(std::move(socket), *spark, *connection, control);
+    };
+    listeners.push_back(std::move(spark_door));
+  }
   data.threads = options.threads;
   data.max_connections = server->options_.max_connections;
   data.max_connections_per_client = options.max_connections_per_client;

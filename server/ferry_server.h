@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/server.h>
 
@@ -16,7 +17,10 @@
 #include "absl/time/time.h"
 #include "server/block_store.h"
 #include "server/control_service.h"
+#include "common/io/blocking_pool.h"
 #include "server/data_server.h"
+#include "server/spark_executors.h"
+#include "server/spark_service.h"
 #include "server/ticket_registry.h"
 
 namespace ferry {
@@ -52,6 +56,19 @@ struct FerryServerOptions {
   // only TLS; when both are empty, only plaintext.
   std::string tls_cert_chain;
   std::string tls_private_key;
+
+  // The Spark front door: host:port for Spark's shuffle protocol on the data plane's
+  // threads (Spark's default port is 7337); empty: off.
+  std::string spark_address;
+  // Registered executors' local dirs must lie beneath these (required with
+  // spark_address).
+  std::vector<std::string> spark_dir_roots;
+  // Where Spark executors' registrations are kept across restarts; empty: memory only.
+  std::string state_dir;
+  size_t max_spark_executors = 100000;
+  SparkShuffleService::Options spark;
+  // Threads for the data plane's blocking work (index loads, file opens, deletes).
+  size_t blocking_threads = 4;
 };
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
@@ -86,6 +103,10 @@ class FerryServer {
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const { return data_->port(); }
+  // The Spark front door's port; 0 when it is off.
+  uint16_t spark_port() const { return spark_ != nullptr ? data_->port(1) : 0; }
+  // The registered Spark executors; null when the Spark front door is off.
+  ExecutorRegistry* spark_executors() { return executors_.get(); }
   const DataServer& data_server() const { return *data_; }
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;
@@ -105,6 +126,11 @@ class FerryServer {
   DescriptorPlan descriptors_;
   std::unique_ptr<BlockStore> store_;
   std::unique_ptr<TicketRegistry> tickets_;
+  // The Spark front door's parts (null when it is off). The data plane's threads use
+  // them, so they are declared first and outlive it.
+  std::unique_ptr<ExecutorRegistry> executors_;
+  std::unique_ptr<BlockingPool> pool_;
+  std::unique_ptr<SparkShuffleService> spark_;
   std::unique_ptr<DataServer> data_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<grpc::Server> grpc_;

@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/auth_token.h"
 #include "common/flag_names.h"
@@ -73,6 +74,22 @@ ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
           "Close a data connection that sends no request for this long.");
 ABSL_FLAG(absl::Duration, io_timeout, absl::Seconds(30),
           "Drop a data connection whose peer accepts no bytes for this long.");
+ABSL_FLAG(std::string, spark_address, "",
+          "host:port of the Spark front door: Spark's shuffle protocol (Spark's default port "
+          "is 7337) on the data plane's threads. Empty: off.");
+ABSL_FLAG(std::vector<std::string>, spark_dir_roots, {},
+          "Comma-separated directories that Spark executors' local dirs must lie beneath "
+          "(required with --spark-address; symlinks below them are not followed).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory where Spark executors' registrations are kept across restarts. Empty: "
+          "in memory only.");
+ABSL_FLAG(int64_t, max_spark_executors, 100000, "Spark executors registered at once.");
+ABSL_FLAG(int64_t, max_spark_streams_per_connection, 1024,
+          "Spark streams one connection may hold open.");
+ABSL_FLAG(int64_t, max_spark_open_chunks, int64_t{4} << 20,
+          "Chunks of all open Spark streams together.");
+ABSL_FLAG(int, blocking_threads, 4,
+          "Threads for the data plane's blocking work (index loads, file opens, deletes).");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
@@ -152,6 +169,12 @@ int Main() {
       !InRange("max-connections-per-client", absl::GetFlag(FLAGS_max_connections_per_client), 1,
                kMaxCount) ||
       !InRange("max-iowq-workers", absl::GetFlag(FLAGS_max_iowq_workers), 0, 1 << 16) ||
+      !InRange("max-spark-executors", absl::GetFlag(FLAGS_max_spark_executors), 1, kMaxCount) ||
+      !InRange("max-spark-streams-per-connection",
+               absl::GetFlag(FLAGS_max_spark_streams_per_connection), 1, kMaxCount) ||
+      !InRange("max-spark-open-chunks", absl::GetFlag(FLAGS_max_spark_open_chunks), 1,
+               kMaxCount) ||
+      !InRange("blocking-threads", absl::GetFlag(FLAGS_blocking_threads), 1, 1024) ||
       !Positive("ticket-ttl", absl::GetFlag(FLAGS_ticket_ttl)) ||
       !Positive("first-request-timeout", absl::GetFlag(FLAGS_first_request_timeout)) ||
       !Positive("idle-timeout", absl::GetFlag(FLAGS_idle_timeout)) ||
@@ -194,6 +217,15 @@ int Main() {
     options.tls_private_key = *std::move(key);
   }
   options.advertise_data_address = absl::GetFlag(FLAGS_advertise_data_address);
+  options.spark_address = absl::GetFlag(FLAGS_spark_address);
+  options.spark_dir_roots = absl::GetFlag(FLAGS_spark_dir_roots);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.max_spark_executors = static_cast<size_t>(absl::GetFlag(FLAGS_max_spark_executors));
+  options.spark.max_streams_per_connection =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_spark_streams_per_connection));
+  options.spark.max_open_chunks =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks));
+  options.blocking_threads = static_cast<size_t>(absl::GetFlag(FLAGS_blocking_threads));
   options.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_max_connections));
   options.max_connections_per_client =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_connections_per_client));
@@ -225,6 +257,14 @@ int Main() {
             << " (" << options.data_address << "), " << options.threads << " threads, mode "
             << mode << ", io engine " << engine
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
+  if ((*server)->spark_port() != 0) {
+    LOG(INFO) << "ferry_server: Spark front door on port " << (*server)->spark_port() << " ("
+              << options.spark_address << "), executors' local dirs beneath "
+              << absl::StrJoin(options.spark_dir_roots, ",") << ", "
+              << (*server)->spark_executors()->size() << " executors registered"
+              << (options.state_dir.empty() ? " (registrations kept in memory only)"
+                                            : absl::StrCat(" (kept in ", options.state_dir, ")"));
+  }
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
             << " reserved, up to " << fds.max_data_files << " data files ("
