@@ -1,0 +1,158 @@
+// The Spark front door end to end against Spark's own client: spark-ess-fetch (Spark
+// 3.5.0's ExternalBlockStoreClient and OneForOneBlockFetcher, from ../shared/spark-ess)
+// registers an executor with ferry_server and fetches every block of a shuffle written
+// in Spark's layout, and checks every byte against the files. Skipped, saying why, where
+// spark-ess is not there.
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/shuffle_writer.h"
+#include "gtest/gtest.h"
+#include "server/ferry_server.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/spark_ess.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::CommandResult;
+using ::ferry::testing::ServerConfig;
+using ::ferry::testing::TempDir;
+
+constexpr char kApp[] = "app-20261130233000-0000";
+constexpr char kExec[] = "1";
+constexpr int kSubdirs = 64;
+// Spark's map ids are task attempt ids.
+const std::vector<int64_t> kMaps = {1000, 1007, 1014};
+// Empty partitions, one byte, a skewed one of 5 MiB, odd sizes.
+const std::vector<std::vector<size_t>> kSizes = {
+    {0, 1, 300000, 0, size_t{5} << 20, 17},
+    {65536, 0, 0, 3, 1000, 0},
+    {7, 7, 7, 7, 7, 7},
+};
+
+class SparkFrontDoorTest : public ::testing::TestWithParam<ServerConfig> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    ess_ = testing::SparkEssDir(&why);
+    if (ess_.empty()) GTEST_SKIP() << "Spark's own client is not available: " << why;
+    for (int k = 0; k < 2; ++k) {
+      const std::string local = absl::StrCat(roots_.path(), "/local", k);
+      ASSERT_EQ(::mkdir(local.c_str(), 0755), 0);
+      local_dirs_.push_back(absl::StrCat(local, "/blockmgr-", kApp));
+      ASSERT_EQ(::mkdir(local_dirs_.back().c_str(), 0755), 0);
+    }
+    for (size_t m = 0; m < kMaps.size(); ++m) {
+      auto writer = ShuffleWriter::CreateInSparkLayout(local_dirs_, kSubdirs, 0, kMaps[m],
+                                                       ChecksumAlgorithm::kAdler32);
+      ASSERT_TRUE(writer.ok()) << writer.status();
+      for (size_t r = 0; r < kSizes[m].size(); ++r) {
+        ASSERT_TRUE(writer->Write(static_cast<int32_t>(r),
+                                  testing::PartitionBytes(0, kMaps[m], static_cast<int32_t>(r),
+                                                          kSizes[m][r]))
+                        .ok());
+      }
+      ASSERT_TRUE(writer->Commit(static_cast<int32_t>(kSizes[m].size())).ok());
+    }
+    StartServer();
+  }
+
+  void StartServer() {
+    FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), GetParam());
+    options.spark_address = "127.0.0.1:0";
+    options.spark_dir_roots = {roots_.path()};
+    options.state_dir = state_dir_.path();
+    server_ = testing::StartServer(options);
+  }
+
+  // spark-ess-fetch of every partition of shuffle 0 from the Spark front door, with
+  // `extra` flags.
+  CommandResult Fetch(const std::vector<std::string>& extra,
+                      const std::vector<std::string>& local_dirs = {}) {
+    std::vector<std::string> maps;
+    for (int64_t m : kMaps) maps.push_back(absl::StrCat(m));
+    std::vector<std::string> argv = {
+        absl::StrCat(ess_, "/spark-ess-fetch"), "--port", absl::StrCat(server_->spark_port()),
+        "--app", kApp, "--exec-id", kExec, "--local-dirs",
+        absl::StrJoin(local_dirs.empty() ? local_dirs_ : local_dirs, ","), "--subdirs",
+        absl::StrCat(kSubdirs), "--shuffle", "0", "--maps", absl::StrJoin(maps, ","),
+        "--partitions", absl::StrCat(kSizes[0].size()), "--timeout", "60"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    absl::StatusOr<CommandResult> result = testing::RunCommand(argv, absl::Seconds(90));
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : CommandResult{};
+  }
+
+  std::string ess_;
+  TempDir roots_;
+  TempDir data_dir_;
+  TempDir state_dir_;
+  TempDir downloads_;
+  std::vector<std::string> local_dirs_;
+  std::unique_ptr<FerryServer> server_;
+};
+
+TEST_P(SparkFrontDoorTest, SparksClientRegistersAndFetchesEveryByteEveryWay) {
+  const CommandResult registered = Fetch({"--register"});
+  ASSERT_EQ(registered.exit_code, 0) << registered.output;
+  EXPECT_NE(registered.output.find("verified"), std::string::npos) << registered.output;
+  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  // Batch ids (one chunk per map), the old OpenBlocks protocol, Spark's fetch-to-disk
+  // path (StreamRequest), several connections, and zero-length blocks asked for anyway.
+  for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
+           {"--batch"},
+           {"--old-protocol"},
+           {"--fetch-to-disk", downloads_.path()},
+           {"--connections", "3", "--include-empty", "--iterations", "2"},
+           {"--batch", "--request-bytes", "1"}}) {
+    const CommandResult fetched = Fetch(variant);
+    EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+    EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
+        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+  }
+}
+
+TEST_P(SparkFrontDoorTest, AnUnregisteredExecutorFailsEachBlockWithSparksMessage) {
+  const CommandResult fetched = Fetch({});
+  EXPECT_EQ(fetched.exit_code, 1) << fetched.output;
+  EXPECT_NE(fetched.output.find(absl::StrCat("Executor is not registered (appId=", kApp,
+                                             ", execId=", kExec, ")")),
+            std::string::npos)
+      << fetched.output;
+}
+
+TEST_P(SparkFrontDoorTest, LocalDirsOutsideTheRootsAreRefusedAtRegistration) {
+  TempDir elsewhere;
+  const CommandResult fetched = Fetch({"--register"}, {elsewhere.path()});
+  EXPECT_NE(fetched.exit_code, 0) << fetched.output;
+  EXPECT_NE(fetched.output.find("is not beneath a root this server serves"), std::string::npos)
+      << fetched.output;
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+}
+
+TEST_P(SparkFrontDoorTest, RegistrationsSurviveARestart) {
+  ASSERT_EQ(Fetch({"--register"}).exit_code, 0);
+  server_->Shutdown();
+  server_.reset();
+  StartServer();
+  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  const CommandResult fetched = Fetch({"--batch"});
+  EXPECT_EQ(fetched.exit_code, 0) << fetched.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SparkFrontDoorTest,
+                         ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline},
+                                           ServerConfig{DataPlaneMode::kCopy, IoEngine::kUring}),
+                         [](const ::testing::TestParamInfo<ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
+                         });
+
+}  // namespace
+}  // namespace ferry
