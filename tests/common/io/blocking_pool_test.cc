@@ -8,6 +8,7 @@
 #include "common/io/scheduler.h"
 #include "common/io/sync.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/run_fiber.h"
 
 namespace ferry {
@@ -140,5 +141,20 @@ TEST(BlockingPoolTest, AStoppingSchedulerCancelsTheWait) {
   EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
 }
 
+// Each job's eventfd is fresh: thousands in a row leave nothing behind and none is lost.
+TEST(BlockingPoolTest, ThousandsOfJobsInARowAllRun) {
+  BlockingPool pool({.threads = 2});
+  int ran = 0;
+  const int fds_before = testing::OpenFdCount();
+  RunInFiber([&] {
+    for (int i = 0; i < 3000; ++i) {
+      if (pool.Run([] {}, Soon()).ok()) ++ran;
+    }
+  });
+  EXPECT_EQ(ran, 3000);
+  EXPECT_EQ(testing::OpenFdCount(), fds_before);
+}
+
 }  // namespace
 }  // namespace ferry
+
