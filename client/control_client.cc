@@ -49,9 +49,11 @@ std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& s
 }
 
 absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
-    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks) {
+    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
+    const std::string& spark_exec_id) {
   ferry::v1::OpenStreamRequest request;
   request.set_app_id(app_id);
+  request.set_spark_exec_id(spark_exec_id);
   for (const BlockId& b : blocks) {
     ferry::v1::BlockId* id = request.add_blocks();
     id->set_shuffle_id(b.shuffle_id);
@@ -134,9 +136,10 @@ absl::StatusOr<ferry::v1::ServerInfo> ControlClient::GetServerInfo(const std::st
 
 absl::StatusOr<ferry::v1::CorruptionDiagnosis> ControlClient::DiagnoseCorruption(
     const std::string& server, const std::string& app_id, const BlockId& partition,
-    uint32_t received_checksum) {
+    uint32_t received_checksum, const std::string& spark_exec_id) {
   ferry::v1::DiagnoseCorruptionRequest request;
   request.set_app_id(app_id);
+  request.set_spark_exec_id(spark_exec_id);
   ferry::v1::BlockId* id = request.mutable_block();
   id->set_shuffle_id(partition.shuffle_id);
   id->set_map_id(partition.map_id);
@@ -148,6 +151,16 @@ absl::StatusOr<ferry::v1::CorruptionDiagnosis> ControlClient::DiagnoseCorruption
   ferry::v1::CorruptionDiagnosis response;
   grpc::Status status = Stub(server)->DiagnoseCorruption(&context, request, &response);
   if (!status.ok()) return Annotate(status, "DiagnoseCorruption", server);
+  return response;
+}
+
+absl::StatusOr<ferry::v1::RemoveSparkAppResponse> ControlClient::RemoveSparkApp(
+    const std::string& server, const ferry::v1::RemoveSparkAppRequest& request) {
+  grpc::ClientContext context;
+  Prepare(context);
+  ferry::v1::RemoveSparkAppResponse response;
+  grpc::Status status = Stub(server)->RemoveSparkApp(&context, request, &response);
+  if (!status.ok()) return Annotate(status, "RemoveSparkApp", server);
   return response;
 }
 

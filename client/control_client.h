@@ -36,10 +36,12 @@ class ControlClient {
                          std::string auth_token = "")
       : ControlClient(Options(rpc_timeout, std::move(auth_token))) {}
 
-  // `server` is the control plane's "host:port".
+  // `server` is the control plane's "host:port"; `spark_exec_id` as in
+  // FetchOptions.
   absl::StatusOr<ferry::v1::StreamHandle> OpenStream(const std::string& server,
                                                      const std::string& app_id,
-                                                     const std::vector<BlockId>& blocks);
+                                                     const std::vector<BlockId>& blocks,
+                                                     const std::string& spark_exec_id = "");
   absl::Status CloseStream(const std::string& server, const std::string& ticket);
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
                                                                const std::string& app_id);
@@ -47,7 +49,9 @@ class ControlClient {
   // `partition`: one reduce partition; `received_checksum`: over the bytes received.
   absl::StatusOr<ferry::v1::CorruptionDiagnosis> DiagnoseCorruption(
       const std::string& server, const std::string& app_id, const BlockId& partition,
-      uint32_t received_checksum);
+      uint32_t received_checksum, const std::string& spark_exec_id = "");
+  absl::StatusOr<ferry::v1::RemoveSparkAppResponse> RemoveSparkApp(
+      const std::string& server, const ferry::v1::RemoveSparkAppRequest& request);
 
  private:
   static ControlClientOptions Options(absl::Duration rpc_timeout, std::string auth_token) {

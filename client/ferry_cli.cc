@@ -7,6 +7,7 @@
 //               [--verify=true] [--batch] [--max-in-flight=64M]
 //   ferry ls    --server=HOST:PORT --app=APP
 //   ferry info  --server=HOST:PORT
+//   ferry remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,10 @@ ABSL_FLAG(int, subdirs, 64, "gen --layout=spark: subdirectories per local dir.")
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
 ABSL_FLAG(std::string, app, "app-0", "App id.");
+ABSL_FLAG(std::string, exec_id, "",
+          "remove-app: one executor of the app (empty: all of its executors).");
+ABSL_FLAG(bool, delete_local_dirs, false,
+          "remove-app: also delete the executors' local dirs and everything in them.");
 ABSL_FLAG(int, shuffle, -1, "fetch: only this shuffle id (-1: every shuffle of the app).");
 ABSL_FLAG(std::string, to, "", "fetch: write each block to a file under this directory (with "
                                "splice); empty discards the bytes after verifying them.");
@@ -332,16 +337,42 @@ int Info(ShuffleClient& client) {
   return 0;
 }
 
+// Forgets a Spark application's executors on a server (what Spark's worker tells its
+// shuffle service when an application ends), optionally deleting their local dirs.
+int RemoveApp(ShuffleClient& client) {
+  ferry::v1::RemoveSparkAppRequest request;
+  request.set_app_id(absl::GetFlag(FLAGS_app));
+  request.set_exec_id(absl::GetFlag(FLAGS_exec_id));
+  request.set_delete_local_dirs(absl::GetFlag(FLAGS_delete_local_dirs));
+  auto removed = client.control().RemoveSparkApp(absl::GetFlag(FLAGS_server), request);
+  if (!removed.ok()) {
+    std::fprintf(stderr, "ferry remove-app: %s\n", removed.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("removed %u executor(s) of %s", removed->executors_removed(),
+              request.app_id().c_str());
+  if (request.delete_local_dirs()) {
+    std::printf(", deleted %u local dir(s)", removed->local_dirs_deleted());
+  }
+  std::printf("\n");
+  for (const std::string& error : removed->errors()) {
+    std::fprintf(stderr, "ferry remove-app: %s\n", error.c_str());
+  }
+  return removed->errors().empty() ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace ferry
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ferry <gen|fetch|ls|info> [flags]: generate shuffle data, fetch it from a "
-      "ferry_server, list an app's shuffles, show a server's settings.");
+      "ferry <gen|fetch|ls|info|remove-app> [flags]: generate shuffle data, fetch it from "
+      "a ferry_server, list an app's shuffles, show a server's settings, forget a Spark "
+      "application's executors.");
   const std::vector<std::string> positional = ferry::ParseFlags(argc, argv);
   if (positional.size() != 2) {
-    std::fprintf(stderr, "usage: ferry <gen|fetch|ls|info> [flags]; ferry --help for flags\n");
+    std::fprintf(stderr,
+                 "usage: ferry <gen|fetch|ls|info|remove-app> [flags]; ferry --help for flags\n");
     return 2;
   }
   const std::string command = positional[1];
@@ -367,6 +398,8 @@ int main(int argc, char** argv) {
   if (command == "fetch") return ferry::Fetch(client);
   if (command == "ls") return ferry::Ls(client);
   if (command == "info") return ferry::Info(client);
-  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info)\n", command.c_str());
+  if (command == "remove-app") return ferry::RemoveApp(client);
+  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info, remove-app)\n",
+               command.c_str());
   return 2;
 }

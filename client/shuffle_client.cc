@@ -104,7 +104,7 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     std::vector<BlockId> refs;
     refs.reserve(indexes.size());
     for (size_t i : indexes) refs.push_back(blocks[i].block);
-    absl::StatusOr<ferry::v1::StreamHandle> handle = control_.OpenStream(server, app_id, refs);
+    absl::StatusOr<ferry::v1::StreamHandle> handle = control_.OpenStream(server, app_id, refs, options.spark_exec_id);
     if (!handle.ok()) {
       fail_status(handle.status());
       continue;  // the other servers' blocks can still arrive this round
@@ -175,7 +175,8 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     // stored, on-disk and received checksums. Only damage in transfer is worth a refetch.
     absl::StatusOr<ferry::v1::CorruptionDiagnosis> diagnosis =
         control_.DiagnoseCorruption(c.plan->server, app_id, *c.progress.corrupt_partition,
-                                    c.progress.corrupt_received_checksum);
+                                    c.progress.corrupt_received_checksum,
+                                    options.spark_exec_id);
     const std::string verdict =
         diagnosis.ok() ? diagnosis->explanation()
                        : absl::StrCat("no diagnosis (", diagnosis.status().message(), ")");

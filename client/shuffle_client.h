@@ -37,6 +37,10 @@ struct BlockLocation {
 };
 
 struct FetchOptions {
+  // The blocks are this Spark executor's (registered with each server's Spark front
+  // door), in Spark's layout under its local dirs; empty: Ferry's layout, the app's
+  // directory under the data dir.
+  std::string spark_exec_id;
   bool verify_checksums = true;
   // Bytes requested but not yet received, across all servers (split evenly among them;
   // a single block larger than a server's share is still fetched, alone).

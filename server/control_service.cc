@@ -53,8 +53,8 @@ grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const
 }
 
 ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
-                               TicketRegistry* tickets)
-    : options_(std::move(options)), store_(store), tickets_(tickets) {
+                               TicketRegistry* tickets, ExecutorRegistry* executors)
+    : options_(std::move(options)), store_(store), tickets_(tickets), executors_(executors) {
   if (options_.data_host == "0.0.0.0") options_.data_host.clear();
 }
 
@@ -130,7 +130,8 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   for (const ferry::v1::BlockId& id : request.blocks()) {
     keys.push_back({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()});
   }
-  absl::StatusOr<std::vector<ResolvedBlock>> resolved = store_->ResolveAll(request.app_id(), keys);
+  absl::StatusOr<std::vector<ResolvedBlock>> resolved =
+      Resolve(request.app_id(), request.spark_exec_id(), keys);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   auto stream = std::make_shared<Stream>();
   stream->app_id = request.app_id();
@@ -173,6 +174,56 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   response->set_data_host(options_.data_host);
   response->set_data_port(options_.data_port);
   response->set_expires_unix_ms(expires_ms);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
+    const std::string& app_id, const std::string& spark_exec_id,
+    const std::vector<BlockId>& keys) {
+  if (spark_exec_id.empty()) return store_->ResolveAll(app_id, keys);
+  if (executors_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the request names a Spark executor, but the Spark front door is off "
+        "(--spark-address)");
+  }
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+      executors_->FindDirs(app_id, spark_exec_id);
+  if (!dirs.ok()) return dirs.status();
+  std::vector<absl::StatusOr<ResolvedBlock>> each =
+      store_->ResolveSpark(app_id, spark_exec_id, **dirs, keys);
+  std::vector<ResolvedBlock> resolved;
+  resolved.reserve(each.size());
+  for (absl::StatusOr<ResolvedBlock>& r : each) {
+    if (!r.ok()) return r.status();
+    resolved.push_back(*std::move(r));
+  }
+  return resolved;
+}
+
+grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
+                                            const ferry::v1::RemoveSparkAppRequest* request,
+                                            ferry::v1::RemoveSparkAppResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (executors_ == nullptr) {
+    return ToGrpcStatus(
+        absl::FailedPreconditionError("the Spark front door is off (--spark-address)"));
+  }
+  if (!BlockStore::IsValidAppId(request->app_id()) ||
+      (!request->exec_id().empty() && !BlockStore::IsValidAppId(request->exec_id()))) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "app id '", request->app_id().substr(0, 160), "' or executor id '",
+        request->exec_id().substr(0, 160), "' is not [A-Za-z0-9_.-]{1,128}")));
+  }
+  // Deleting an executor's files can take a while: a heavy call.
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  absl::StatusOr<ExecutorRegistry::Removal> removed =
+      executors_->Remove(request->app_id(), request->exec_id(), request->delete_local_dirs());
+  if (removed.ok()) store_->DropSpark(request->app_id(), request->exec_id());
+  LeaveHeavy();
+  if (!removed.ok()) return ToGrpcStatus(removed.status());
+  response->set_executors_removed(static_cast<uint32_t>(removed->executors));
+  response->set_local_dirs_deleted(static_cast<uint32_t>(removed->dirs_deleted));
+  for (const std::string& e : removed->errors) response->add_errors(e);
   return grpc::Status::OK;
 }
 
@@ -243,8 +294,10 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
         "DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
   }
-  absl::StatusOr<ResolvedBlock> resolved = store_->Resolve(request.app_id(), key);
-  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  absl::StatusOr<std::vector<ResolvedBlock>> all =
+      Resolve(request.app_id(), request.spark_exec_id(), {key});
+  if (!all.ok()) return ToGrpcStatus(all.status());
+  const ResolvedBlock* resolved = &all->front();
   const std::string name = absl::StrCat(BlockName(key), " of app ", request.app_id());
   if (!resolved->block.has_checksum) {
     return ToGrpcStatus(absl::FailedPreconditionError(

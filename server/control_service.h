@@ -15,6 +15,7 @@
 #include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
 #include "server/block_store.h"
+#include "server/spark_executors.h"
 #include "server/connection.h"
 #include "server/ticket_registry.h"
 
@@ -43,8 +44,10 @@ struct ControlServiceOptions {
 
 class ControlService final : public ferry::v1::Ferry::Service {
  public:
-  // `store` and `tickets` must outlive the service.
-  ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets);
+  // `store`, `tickets` and `executors` must outlive the service; `executors` is null
+  // when the Spark front door is off.
+  ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets,
+                 ExecutorRegistry* executors = nullptr);
 
   grpc::Status OpenStream(grpc::ServerContext* context, const ferry::v1::OpenStreamRequest* request,
                           ferry::v1::StreamHandle* response) override;
@@ -60,6 +63,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
   grpc::Status DiagnoseCorruption(grpc::ServerContext* context,
                                   const ferry::v1::DiagnoseCorruptionRequest* request,
                                   ferry::v1::CorruptionDiagnosis* response) override;
+  grpc::Status RemoveSparkApp(grpc::ServerContext* context,
+                              const ferry::v1::RemoveSparkAppRequest* request,
+                              ferry::v1::RemoveSparkAppResponse* response) override;
 
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
@@ -70,12 +76,18 @@ class ControlService final : public ferry::v1::Ferry::Service {
   grpc::Status OpenStreamAdmitted(const grpc::ServerContext& context,
                                   const ferry::v1::OpenStreamRequest& request,
                                   ferry::v1::StreamHandle* response);
+  // The blocks in Ferry's layout, or a registered Spark executor's when
+  // `spark_exec_id` is set.
+  absl::StatusOr<std::vector<ResolvedBlock>> Resolve(const std::string& app_id,
+                                                     const std::string& spark_exec_id,
+                                                     const std::vector<BlockId>& keys);
   grpc::Status DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
                                 ferry::v1::CorruptionDiagnosis* response);
 
   ControlServiceOptions options_;
   BlockStore* store_;
   TicketRegistry* tickets_;
+  ExecutorRegistry* executors_;
   std::mutex heavy_mu_;
   std::condition_variable heavy_done_;
   int heavy_calls_ = 0;  // guarded by heavy_mu_

@@ -144,8 +144,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.connection = options.connection;
   control.ticket_ttl = options.ticket_ttl;
   control.auth_token = options.auth_token;
-  server->service_ =
-      std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get());
+  server->service_ = std::make_unique<ControlService>(
+      control, server->store_.get(), server->tickets_.get(), server->executors_.get());
 
   grpc::ServerBuilder builder;
   int selected_port = 0;

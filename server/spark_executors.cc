@@ -1,6 +1,9 @@
 #include "server/spark_executors.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +40,72 @@ absl::Status WriteAll(int fd, absl::string_view bytes, absl::string_view path) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
     bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+// Deletes `relative` beneath `parent_fd` and everything in it, never following a
+// symlink (a link is removed, not what it points to). `path` names it in errors.
+absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::string& path,
+                        int depth) {
+  // Spark's dirs are two levels deep (blockmgr-*/<%02x>/); deeper is not Spark's.
+  constexpr int kMaxDepth = 8;
+  if (depth > kMaxDepth) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is nested deeper than ",
+                                                      kMaxDepth, " levels; not deleted"));
+  }
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const int fd = static_cast<int>(
+      ::syscall(SYS_openat2, parent_fd, relative.c_str(), &how, sizeof(how)));
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " to delete it"));
+  }
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(err, absl::StrCat("list ", path));
+  }
+  absl::Status status;
+  std::vector<std::pair<std::string, bool>> entries;  // name, is a directory
+  while (dirent* entry = ::readdir(dir)) {
+    const absl::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    const bool is_dir = ::fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        S_ISDIR(st.st_mode);
+    entries.emplace_back(std::string(name), is_dir);
+  }
+  for (const auto& [name, is_dir] : entries) {
+    const std::string child = absl::StrCat(path, "/", name);
+    absl::Status s = is_dir ? DeleteTree(fd, name, child, depth + 1) : absl::OkStatus();
+    if (s.ok() && !is_dir && ::unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      s = absl::ErrnoToStatus(errno, absl::StrCat("delete ", child));
+    }
+    if (!s.ok() && status.ok()) status = s;
+  }
+  ::closedir(dir);
+  if (!status.ok()) return status;
+  // The directory itself, from its parent; a last component that is now a symlink is
+  // removed as a link.
+  const size_t slash = relative.rfind('/');
+  if (slash == std::string::npos) {
+    if (::unlinkat(parent_fd, relative.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("delete ", path));
+    }
+    return absl::OkStatus();
+  }
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  UniqueFd parent(static_cast<int>(::syscall(SYS_openat2, parent_fd,
+                                             relative.substr(0, slash).c_str(), &how,
+                                             sizeof(how))));
+  if (!parent.valid() ||
+      (::unlinkat(parent.get(), relative.substr(slash + 1).c_str(), AT_REMOVEDIR) != 0 &&
+       errno != ENOENT)) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("delete ", path));
   }
   return absl::OkStatus();
 }
@@ -201,37 +270,38 @@ absl::Status ExecutorRegistry::NotRegistered(absl::string_view app_id,
                                           exec_id.substr(0, 130), ")"));
 }
 
-absl::StatusOr<size_t> ExecutorRegistry::RemoveApp(absl::string_view app_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto first = executors_.lower_bound(Key(app_id, ""));
-  auto last = first;
-  size_t removed = 0;
-  while (last != executors_.end() && last->first.first == app_id) {
-    ++last;
-    ++removed;
+absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_view app_id,
+                                                                  absl::string_view exec_id,
+                                                                  bool delete_local_dirs) {
+  std::vector<std::pair<Key, Registered>> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = executors_.lower_bound(Key(app_id, exec_id));
+    while (it != executors_.end() && it->first.first == app_id &&
+           (exec_id.empty() || it->first.second == exec_id)) {
+      removed.push_back(*it);
+      it = executors_.erase(it);
+    }
+    if (removed.empty()) return Removal{};
+    if (absl::Status s = PersistLocked(); !s.ok()) {
+      executors_.insert(removed.begin(), removed.end());
+      return s;
+    }
   }
-  if (removed == 0) return size_t{0};
-  const std::map<Key, Registered> kept(first, last);
-  executors_.erase(first, last);
-  if (absl::Status s = PersistLocked(); !s.ok()) {
-    executors_.insert(kept.begin(), kept.end());
-    return s;
+  Removal result;
+  result.executors = removed.size();
+  if (!delete_local_dirs) return result;
+  // Outside the lock: deleting a big executor's files takes a while.
+  for (const auto& [key, registered] : removed) {
+    for (const spark::ExecutorDirs::LocalDir& dir : registered.dirs->local_dirs) {
+      if (absl::Status s = DeleteTree(dir.root_fd, dir.relative, dir.path, 0); !s.ok()) {
+        result.errors.push_back(std::string(s.message()));
+      } else {
+        ++result.dirs_deleted;
+      }
+    }
   }
-  return removed;
-}
-
-absl::StatusOr<size_t> ExecutorRegistry::RemoveExecutor(absl::string_view app_id,
-                                                        absl::string_view exec_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = executors_.find(Key(app_id, exec_id));
-  if (it == executors_.end()) return size_t{0};
-  const std::pair<Key, Registered> kept = *it;
-  executors_.erase(it);
-  if (absl::Status s = PersistLocked(); !s.ok()) {
-    executors_.insert(kept);
-    return s;
-  }
-  return size_t{1};
+  return result;
 }
 
 size_t ExecutorRegistry::size() const {

@@ -60,10 +60,18 @@ class ExecutorRegistry {
   absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> FindDirs(
       absl::string_view app_id, absl::string_view exec_id) const;
 
-  // Forgets every executor of the app (or one of them); returns how many were
-  // forgotten, after the state file says so.
-  absl::StatusOr<size_t> RemoveApp(absl::string_view app_id);
-  absl::StatusOr<size_t> RemoveExecutor(absl::string_view app_id, absl::string_view exec_id);
+  struct Removal {
+    size_t executors = 0;
+    // Local dirs deleted (with delete_local_dirs), and those that could not be.
+    size_t dirs_deleted = 0;
+    std::vector<std::string> errors;
+  };
+  // Forgets one executor of the app, or every executor of it when `exec_id` is empty,
+  // after the state file says so; with `delete_local_dirs`, then deletes their local
+  // dirs and everything in them, as Spark's worker does when an application ends.
+  // Deleting never follows a symlink or leaves the dir's root.
+  absl::StatusOr<Removal> Remove(absl::string_view app_id, absl::string_view exec_id,
+                                 bool delete_local_dirs);
 
   size_t size() const;
 

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/control_client.h"
+#include "client/shuffle_client.h"
 #include "common/shuffle_writer.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
@@ -37,12 +39,11 @@ const std::vector<std::vector<size_t>> kSizes = {
     {7, 7, 7, 7, 7, 7},
 };
 
-class SparkFrontDoorTest : public ::testing::TestWithParam<ServerConfig> {
+// A shuffle in Spark's layout under two local dirs of one executor, and a server with
+// the Spark front door on over them.
+class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
  protected:
   void SetUp() override {
-    std::string why;
-    ess_ = testing::SparkEssDir(&why);
-    if (ess_.empty()) GTEST_SKIP() << "Spark's own client is not available: " << why;
     for (int k = 0; k < 2; ++k) {
       const std::string local = absl::StrCat(roots_.path(), "/local", k);
       ASSERT_EQ(::mkdir(local.c_str(), 0755), 0);
@@ -72,6 +73,75 @@ class SparkFrontDoorTest : public ::testing::TestWithParam<ServerConfig> {
     server_ = testing::StartServer(options);
   }
 
+  void Register() {
+    ASSERT_TRUE(server_->spark_executors()
+                    ->Register({kApp, kExec, {local_dirs_, kSubdirs,
+                                              "org.apache.spark.shuffle.sort.SortShuffleManager"}})
+                    .ok());
+  }
+
+  TempDir roots_;
+  TempDir data_dir_;
+  TempDir state_dir_;
+  std::vector<std::string> local_dirs_;
+  std::unique_ptr<FerryServer> server_;
+};
+
+// Ferry's own client reads a registered executor's blocks in place through Ferry's
+// protocol: both front doors serve the same files.
+TEST_P(SparkLayoutTest, FerrysClientFetchesARegisteredExecutorsBlocks) {
+  Register();
+  std::vector<BlockLocation> blocks;
+  std::vector<std::string> expected;
+  for (size_t m = 0; m < kMaps.size(); ++m) {
+    for (size_t r = 0; r < kSizes[m].size(); ++r) {
+      blocks.push_back({server_->control_target(),
+                        {0, kMaps[m], static_cast<int32_t>(r), static_cast<int32_t>(r) + 1}});
+      expected.push_back(
+          testing::PartitionBytes(0, kMaps[m], static_cast<int32_t>(r), kSizes[m][r]));
+    }
+  }
+  ShuffleClient client;
+  FetchOptions options;
+  options.spark_exec_id = kExec;
+  absl::StatusOr<std::vector<std::string>> fetched =
+      client.FetchToBuffers(kApp, blocks, options);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(*fetched, expected);
+  // Without the executor it is Ferry's layout, where the app has nothing.
+  EXPECT_EQ(client.FetchToBuffers(kApp, blocks).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(SparkLayoutTest, RemovingAnAppForgetsItsExecutorsAndCanDeleteTheirDirs) {
+  Register();
+  ControlClient control;
+  ferry::v1::RemoveSparkAppRequest request;
+  request.set_app_id(kApp);
+  request.set_delete_local_dirs(true);
+  absl::StatusOr<ferry::v1::RemoveSparkAppResponse> removed =
+      control.RemoveSparkApp(server_->control_target(), request);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->executors_removed(), 1u);
+  EXPECT_EQ(removed->local_dirs_deleted(), 2u);
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  struct stat st;
+  for (const std::string& dir : local_dirs_) EXPECT_NE(::lstat(dir.c_str(), &st), 0) << dir;
+  // Gone from the state file too.
+  server_->Shutdown();
+  StartServer();
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+}
+
+// The same, read by Spark 3.5.0's own client.
+class SparkFrontDoorTest : public SparkLayoutTest {
+ protected:
+  void SetUp() override {
+    std::string why;
+    ess_ = testing::SparkEssDir(&why);
+    if (ess_.empty()) GTEST_SKIP() << "Spark's own client is not available: " << why;
+    SparkLayoutTest::SetUp();
+  }
+
   // spark-ess-fetch of every partition of shuffle 0 from the Spark front door, with
   // `extra` flags.
   CommandResult Fetch(const std::vector<std::string>& extra,
@@ -91,12 +161,7 @@ class SparkFrontDoorTest : public ::testing::TestWithParam<ServerConfig> {
   }
 
   std::string ess_;
-  TempDir roots_;
-  TempDir data_dir_;
-  TempDir state_dir_;
   TempDir downloads_;
-  std::vector<std::string> local_dirs_;
-  std::unique_ptr<FerryServer> server_;
 };
 
 TEST_P(SparkFrontDoorTest, SparksClientRegistersAndFetchesEveryByteEveryWay) {
@@ -147,6 +212,11 @@ TEST_P(SparkFrontDoorTest, RegistrationsSurviveARestart) {
   EXPECT_EQ(fetched.exit_code, 0) << fetched.output;
 }
 
+INSTANTIATE_TEST_SUITE_P(Modes, SparkLayoutTest,
+                         ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline}),
+                         [](const ::testing::TestParamInfo<ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
+                         });
 INSTANTIATE_TEST_SUITE_P(Modes, SparkFrontDoorTest,
                          ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline},
                                            ServerConfig{DataPlaneMode::kCopy, IoEngine::kUring}),

@@ -48,7 +48,7 @@ TEST_F(ExecutorRegistryTest, RegistrationsSurviveARestart) {
     ASSERT_TRUE(registry->Register(Registration("app-1", "0", {root_ + "/blockmgr-1"})).ok());
     ASSERT_TRUE(registry->Register(Registration("app-1", "1", {root_ + "/blockmgr-2"})).ok());
     ASSERT_TRUE(registry->Register(Registration("app-2", "0", {root_ + "/blockmgr-1"})).ok());
-    EXPECT_EQ(*registry->RemoveExecutor("app-2", "0"), 1u);
+    EXPECT_EQ(registry->Remove("app-2", "0", false)->executors, 1u);
   }
   auto registry = Open();
   EXPECT_EQ(registry->size(), 2u);
@@ -59,8 +59,36 @@ TEST_F(ExecutorRegistryTest, RegistrationsSurviveARestart) {
   EXPECT_EQ(info->shuffle_manager, kSortShuffleManager);
   EXPECT_EQ(registry->Find("app-2", "0").status().message(),
             "Executor is not registered (appId=app-2, execId=0)");
-  EXPECT_EQ(*registry->RemoveApp("app-1"), 2u);
+  EXPECT_EQ(registry->Remove("app-1", "", false)->executors, 2u);
   EXPECT_EQ(Open()->size(), 0u);
+}
+
+TEST_F(ExecutorRegistryTest, RemovingAnAppCanDeleteItsLocalDirsButNothingOutsideThem) {
+  auto registry = Open();
+  // blockmgr-1/0c/shuffle_0_1_0.data, and a symlink in it to a file outside the root.
+  ASSERT_EQ(::mkdir((root_ + "/blockmgr-1/0c").c_str(), 0755), 0);
+  ASSERT_EQ(::close(::open((root_ + "/blockmgr-1/0c/shuffle_0_1_0.data").c_str(),
+                           O_CREAT | O_WRONLY, 0644)),
+            0);
+  const std::string outside = dir_.path() + "/elsewhere/precious";
+  ASSERT_EQ(::close(::open(outside.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+  ASSERT_EQ(::symlink((dir_.path() + "/elsewhere").c_str(),
+                      (root_ + "/blockmgr-1/0c/link").c_str()),
+            0);
+  ASSERT_TRUE(registry->Register(Registration("app-1", "0", {root_ + "/blockmgr-1"})).ok());
+  ASSERT_TRUE(registry->Register(Registration("app-1", "1", {root_ + "/blockmgr-2"})).ok());
+  ASSERT_TRUE(registry->Register(Registration("app-2", "0", {root_ + "/blockmgr-1"})).ok());
+  absl::StatusOr<ExecutorRegistry::Removal> removed = registry->Remove("app-1", "", true);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->executors, 2u);
+  EXPECT_EQ(removed->dirs_deleted, 2u);
+  EXPECT_TRUE(removed->errors.empty());
+  struct stat st;
+  EXPECT_NE(::lstat((root_ + "/blockmgr-1").c_str(), &st), 0);
+  EXPECT_NE(::lstat((root_ + "/blockmgr-2").c_str(), &st), 0);
+  EXPECT_EQ(::lstat(outside.c_str(), &st), 0);  // the link went, not what it named
+  EXPECT_EQ(registry->size(), 1u);
+  EXPECT_EQ(registry->Remove("app-9", "", true)->executors, 0u);
 }
 
 TEST_F(ExecutorRegistryTest, LocalDirsOutsideTheRootsAreRefused) {
