@@ -5,6 +5,8 @@
 // spark-ess is not there.
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "client/control_client.h"
 #include "client/shuffle_client.h"
+#include "client/spark_client.h"
 #include "common/shuffle_writer.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
@@ -132,6 +135,85 @@ TEST_P(SparkLayoutTest, RemovingAnAppForgetsItsExecutorsAndCanDeleteTheirDirs) {
   EXPECT_EQ(server_->spark_executors()->size(), 0u);
 }
 
+// Every partition of every map output, and what each holds; with `ranges`, one block
+// per map output of partitions [1, 5) as well (Spark's batch ids).
+std::vector<spark::ShuffleBlockId> AllBlocks(bool ranges, std::vector<std::string>* expected) {
+  std::vector<spark::ShuffleBlockId> blocks;
+  for (size_t m = 0; m < kMaps.size(); ++m) {
+    for (size_t r = 0; r < kSizes[m].size(); ++r) {
+      blocks.push_back({0, kMaps[m], static_cast<int32_t>(r), static_cast<int32_t>(r) + 1});
+      expected->push_back(
+          testing::PartitionBytes(0, kMaps[m], static_cast<int32_t>(r), kSizes[m][r]));
+    }
+  }
+  if (ranges) {
+    for (size_t m = 0; m < kMaps.size(); ++m) {
+      blocks.push_back({0, kMaps[m], 1, 5});
+      std::string range;
+      for (int32_t r = 1; r < 5; ++r) range += testing::PartitionBytes(0, kMaps[m], r, kSizes[m][r]);
+      expected->push_back(range);
+    }
+  }
+  return blocks;
+}
+
+// Ferry's C++ client for Spark's protocol against a Spark shuffle service at `address`
+// (already told about the executor): every way of fetching, every byte compared.
+void FetchEveryWay(const std::string& address) {
+  SparkShuffleClient client;
+  std::vector<std::string> expected;
+  const std::vector<spark::ShuffleBlockId> blocks = AllBlocks(/*ranges=*/true, &expected);
+  for (const SparkFetchOptions& options :
+       {SparkFetchOptions{}, SparkFetchOptions{.connections = 3, .blocks_per_request = 4},
+        SparkFetchOptions{.fetch_to_disk = true}}) {
+    BuffersSink sink(blocks.size());
+    absl::StatusOr<SparkFetchStats> stats =
+        client.Fetch(address, kApp, kExec, blocks, sink, options);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->blocks, blocks.size());
+    EXPECT_EQ(sink.blocks(), expected);
+  }
+  // Spliced straight into files.
+  TempDir out;
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < blocks.size(); ++i) paths.push_back(absl::StrCat(out.path(), "/", i));
+  FilesSink files(paths);
+  ASSERT_TRUE(client.Fetch(address, kApp, kExec, blocks, files).ok());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::ifstream in(paths[i], std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(got, expected[i]) << "block " << i;
+  }
+  // A map output that is not there fails the fetch, naming the block.
+  BuffersSink sink(1);
+  absl::StatusOr<SparkFetchStats> missing =
+      client.Fetch(address, kApp, kExec, {{0, 4242, 0, 1}}, sink);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("shuffle_0_4242_0"), std::string::npos)
+      << missing.status();
+}
+
+TEST_P(SparkLayoutTest, FerrysSparkClientFetchesFromTheSparkFrontDoor) {
+  const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+  SparkShuffleClient client;
+  BuffersSink sink(1);
+  absl::StatusOr<SparkFetchStats> unregistered =
+      client.Fetch(address, kApp, kExec, {{0, kMaps[0], 1, 2}}, sink);
+  EXPECT_NE(unregistered.status().message().find("Executor is not registered"),
+            std::string::npos)
+      << unregistered.status();
+  ASSERT_TRUE(client
+                  .RegisterExecutor(address, {kApp, kExec, {local_dirs_, kSubdirs,
+                                                            "org.apache.spark.shuffle.sort."
+                                                            "SortShuffleManager"}})
+                  .ok());
+  FetchEveryWay(address);
+  // Registration refused (a dir outside the roots): the service's words come back.
+  absl::Status outside = client.RegisterExecutor(
+      address, {kApp, "2", {{"/etc"}, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+  EXPECT_NE(outside.message().find("is not beneath a root"), std::string::npos) << outside;
+}
+
 // The same, read by Spark 3.5.0's own client.
 class SparkFrontDoorTest : public SparkLayoutTest {
  protected:
@@ -210,6 +292,20 @@ TEST_P(SparkFrontDoorTest, RegistrationsSurviveARestart) {
   EXPECT_EQ(server_->spark_executors()->size(), 1u);
   const CommandResult fetched = Fetch({"--batch"});
   EXPECT_EQ(fetched.exit_code, 0) << fetched.output;
+}
+
+// Ferry's C++ client for Spark's protocol against Spark 3.5.0's own shuffle service.
+TEST_P(SparkFrontDoorTest, FerrysSparkClientFetchesFromSparksOwnService) {
+  absl::StatusOr<std::unique_ptr<testing::SparkEssServer>> ess = testing::SparkEssServer::Start();
+  ASSERT_TRUE(ess.ok()) << ess.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
+  SparkShuffleClient client;
+  ASSERT_TRUE(client
+                  .RegisterExecutor(address, {kApp, kExec, {local_dirs_, kSubdirs,
+                                                            "org.apache.spark.shuffle.sort."
+                                                            "SortShuffleManager"}})
+                  .ok());
+  FetchEveryWay(address);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SparkLayoutTest,

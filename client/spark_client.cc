@@ -1,0 +1,409 @@
+#include "client/spark_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/block_verifier.h"
+#include "common/io/ops.h"
+#include "common/io/scheduler.h"
+#include "common/unique_fd.h"
+#include "proto/ferry.pb.h"
+
+namespace ferry {
+
+namespace {
+
+namespace sw = spark;
+
+// The most a reply other than a block may hold (a StreamHandle, a failure's text).
+constexpr uint64_t kMaxReplyBytes = uint64_t{16} << 20;
+// frameLen and type.
+constexpr size_t kFramePrefixBytes = sw::kFrameLengthBytes + 1;
+
+absl::Status IoError(ssize_t res, absl::string_view what) {
+  if (res == -ETIMEDOUT) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  if (res >= 0) return absl::UnavailableError(absl::StrCat(what, ": connection closed"));
+  return absl::ErrnoToStatus(static_cast<int>(-res), what);
+}
+
+absl::StatusOr<sockaddr_in> ParseAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  uint32_t port = 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (host == "localhost") host = "127.0.0.1";
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port == 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' is not an IPv4 host:port of a shuffle service"));
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+// One request: blocks that go in one FetchShuffleBlocks, and which caller block each
+// chunk of its stream is.
+struct Request {
+  bool batch = false;
+  sw::FetchShuffleBlocks message;
+  std::vector<size_t> chunk_to_block;
+};
+
+// Packs blocks into requests as Spark's client builds FetchShuffleBlocks: maps in order
+// of first appearance, each map's reduce ids in the order given, one range per map when
+// batched (a range's request holds only ranges).
+std::vector<Request> PlanRequests(const std::string& app_id, const std::string& exec_id,
+                                  const std::vector<sw::ShuffleBlockId>& blocks,
+                                  size_t blocks_per_request) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<bool> group_batch;
+  absl::flat_hash_set<int64_t> maps_in_group;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const bool batch = blocks[i].end_reduce_id - blocks[i].start_reduce_id != 1;
+    const bool fits = !groups.empty() && group_batch.back() == batch &&
+                      groups.back().size() < std::max<size_t>(blocks_per_request, 1) &&
+                      blocks[i].shuffle_id == blocks[groups.back().front()].shuffle_id &&
+                      !(batch && maps_in_group.contains(blocks[i].map_id));
+    if (!fits) {
+      groups.emplace_back();
+      group_batch.push_back(batch);
+      maps_in_group.clear();
+    }
+    groups.back().push_back(i);
+    maps_in_group.insert(blocks[i].map_id);
+  }
+  std::vector<Request> requests;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Request r;
+    r.batch = group_batch[g];
+    r.message = {app_id, exec_id, blocks[groups[g].front()].shuffle_id, {}, {}, r.batch};
+    std::vector<std::vector<size_t>> members;  // per map, the caller's blocks
+    for (size_t i : groups[g]) {
+      auto it = std::find(r.message.map_ids.begin(), r.message.map_ids.end(), blocks[i].map_id);
+      size_t m = static_cast<size_t>(it - r.message.map_ids.begin());
+      if (it == r.message.map_ids.end()) {
+        r.message.map_ids.push_back(blocks[i].map_id);
+        r.message.reduce_ids.emplace_back();
+        members.emplace_back();
+      }
+      if (r.batch) {
+        r.message.reduce_ids[m] = {blocks[i].start_reduce_id, blocks[i].end_reduce_id};
+      } else {
+        r.message.reduce_ids[m].push_back(blocks[i].start_reduce_id);
+      }
+      members[m].push_back(i);
+    }
+    for (const std::vector<size_t>& of_map : members) {
+      r.chunk_to_block.insert(r.chunk_to_block.end(), of_map.begin(), of_map.end());
+    }
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+// One connection to the service, used from one fiber.
+class SparkConnection {
+ public:
+  SparkConnection(std::string address, const SparkFetchOptions& options)
+      : address_(std::move(address)), options_(options) {}
+
+  absl::Status Connect(const sockaddr_in& addr) {
+    fd_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd_.valid()) return absl::ErrnoToStatus(errno, "socket");
+    const int res = ferry::Connect(fd_.get(), reinterpret_cast<const sockaddr*>(&addr),
+                                   sizeof(addr), Deadline());
+    if (res < 0) return IoError(res, absl::StrCat("connect to shuffle service ", address_));
+    const int one = 1;
+    ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return absl::OkStatus();
+  }
+
+  // Sends an RPC and returns its reply's body; the service's RpcFailure as an error.
+  absl::StatusOr<std::string> Call(absl::string_view body, absl::string_view what) {
+    const int64_t id = next_request_id_++;
+    if (absl::Status s = SendBytes(sw::EncodeRpcRequest(id, body), what); !s.ok()) return s;
+    absl::StatusOr<Frame> reply = ReadFrame(what);
+    if (!reply.ok()) return reply.status();
+    sw::WireReader r(reply->rest);
+    int64_t reply_id = 0;
+    r.I64(&reply_id, "requestId");
+    if (reply->type == sw::MessageType::kRpcFailure) {
+      std::string error;
+      r.String(&error, "error", kMaxReplyBytes);
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": shuffle service ", address_, " says: ", error));
+    }
+    int32_t body_len = 0;
+    r.I32(&body_len, "bodyLen");
+    if (reply->type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
+        reply_id != id) {
+      return Protocol(what, "a reply that is not the RPC's");
+    }
+    return std::string(r.rest());
+  }
+
+  // Fetches one request's blocks into the sink.
+  absl::Status FetchRequest(const Request& request,
+                            const std::vector<sw::ShuffleBlockId>& blocks, BlockSink& sink,
+                            SparkFetchStats& stats) {
+    const std::string first = BlockName(blocks[request.chunk_to_block.front()]);
+    absl::StatusOr<std::string> handle =
+        Call(sw::EncodeFetchShuffleBlocks(request.message),
+             absl::StrCat("FetchShuffleBlocks of ", first, " and ",
+                          request.chunk_to_block.size() - 1, " more"));
+    if (!handle.ok()) return handle.status();
+    sw::WireReader r(*handle);
+    uint8_t type = 0;
+    int64_t stream_id = 0;
+    int32_t chunks = 0;
+    r.U8(&type, "type");
+    r.I64(&stream_id, "streamId");
+    r.I32(&chunks, "numChunks");
+    if (!r.Finish("StreamHandle").ok() ||
+        type != static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle) ||
+        chunks != static_cast<int32_t>(request.chunk_to_block.size())) {
+      return Protocol(first, absl::StrCat("a stream handle of ", chunks, " chunks for ",
+                                          request.chunk_to_block.size(), " blocks"));
+    }
+    // Every chunk asked for at once, as Spark's fetcher does; the service answers in
+    // order.
+    std::string asks;
+    for (int32_t i = 0; i < chunks; ++i) {
+      asks += options_.fetch_to_disk
+                  ? sw::EncodeStreamRequest(absl::StrCat(stream_id, "_", i))
+                  : sw::EncodeChunkFetchRequest({stream_id, i});
+    }
+    if (absl::Status s = SendBytes(asks, first); !s.ok()) return s;
+    for (int32_t i = 0; i < chunks; ++i) {
+      const size_t block = request.chunk_to_block[static_cast<size_t>(i)];
+      absl::StatusOr<uint64_t> got = ReceiveChunk(stream_id, i, block, blocks, sink);
+      if (!got.ok()) return got.status();
+      stats.bytes += *got;
+      ++stats.blocks;
+    }
+    return absl::OkStatus();
+  }
+
+  std::string BlockName(const sw::ShuffleBlockId& id) const {
+    return absl::StrCat(sw::ShuffleBlockName(id), " from ", address_);
+  }
+
+ private:
+  struct Frame {
+    sw::MessageType type{};
+    std::string rest;  // the frame after its type byte (a block's body excluded)
+    uint64_t length = 0;
+  };
+
+  absl::Time Deadline() const { return absl::Now() + options_.io_timeout; }
+
+  absl::Status Protocol(absl::string_view what, absl::string_view got) const {
+    return absl::InternalError(absl::StrCat(what, ": protocol error: shuffle service ",
+                                            address_, " sent ", got));
+  }
+
+  absl::Status SendBytes(const std::string& bytes, absl::string_view what) {
+    const ssize_t sent = SendAll(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL, Deadline());
+    if (sent < 0) return IoError(sent, absl::StrCat(what, ": send to ", address_));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadExactly(char* buf, size_t n, absl::string_view what) {
+    const ssize_t got = ReadFull(fd_.get(), buf, n, -1, Deadline());
+    if (got != static_cast<ssize_t>(n)) {
+      return IoError(got < 0 ? got : 0, absl::StrCat(what, ": read from ", address_));
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads a frame's length and type; with `whole`, the rest of it too (bounded).
+  absl::StatusOr<Frame> ReadFrame(absl::string_view what, bool whole = true) {
+    char prefix[kFramePrefixBytes];
+    if (absl::Status s = ReadExactly(prefix, sizeof(prefix), what); !s.ok()) return s;
+    absl::StatusOr<uint64_t> length =
+        sw::DecodeFrameLength(absl::string_view(prefix, sw::kFrameLengthBytes));
+    if (!length.ok()) return Protocol(what, length.status().message());
+    Frame frame;
+    frame.type = static_cast<sw::MessageType>(prefix[sw::kFrameLengthBytes]);
+    frame.length = *length;
+    if (!whole) return frame;
+    if (*length - 1 > kMaxReplyBytes) {
+      return Protocol(what, absl::StrCat("a reply frame of ", *length, " bytes"));
+    }
+    frame.rest.resize(static_cast<size_t>(*length - 1));
+    if (absl::Status s = ReadExactly(frame.rest.data(), frame.rest.size(), what); !s.ok()) {
+      return s;
+    }
+    return frame;
+  }
+
+  // Reads chunk `chunk` of the stream into the sink as block `block`: its size.
+  absl::StatusOr<uint64_t> ReceiveChunk(int64_t stream_id, int32_t chunk, size_t block,
+                                        const std::vector<sw::ShuffleBlockId>& blocks,
+                                        BlockSink& sink) {
+    const std::string name = BlockName(blocks[block]);
+    absl::StatusOr<Frame> frame = ReadFrame(name, /*whole=*/false);
+    if (!frame.ok()) return frame.status();
+    uint64_t body = 0;
+    switch (frame->type) {
+      case sw::MessageType::kChunkFetchSuccess: {
+        char header[12];
+        if (frame->length < 13) return Protocol(name, "a short ChunkFetchSuccess");
+        if (absl::Status s = ReadExactly(header, sizeof(header), name); !s.ok()) return s;
+        sw::WireReader r(absl::string_view(header, sizeof(header)));
+        int64_t got_stream = 0;
+        int32_t got_chunk = 0;
+        r.I64(&got_stream, "streamId");
+        r.I32(&got_chunk, "chunkIndex");
+        if (got_stream != stream_id || got_chunk != chunk) {
+          return Protocol(name, absl::StrCat("chunk ", got_stream, "/", got_chunk, " for ",
+                                             stream_id, "/", chunk));
+        }
+        body = frame->length - 13;
+        break;
+      }
+      case sw::MessageType::kStreamResponse: {
+        // The frame holds the stream id and byte count; the bytes follow it.
+        if (frame->length - 1 > 1024) return Protocol(name, "an oversized StreamResponse");
+        std::string rest(static_cast<size_t>(frame->length - 1), '\0');
+        if (absl::Status s = ReadExactly(rest.data(), rest.size(), name); !s.ok()) return s;
+        sw::WireReader r(rest);
+        std::string got_stream;
+        int64_t count = 0;
+        r.String(&got_stream, "streamId", 64);
+        r.I64(&count, "byteCount");
+        if (!r.Finish("StreamResponse").ok() || count < 0 ||
+            got_stream != absl::StrCat(stream_id, "_", chunk)) {
+          return Protocol(name, absl::StrCat("a StreamResponse for '", got_stream, "'"));
+        }
+        body = static_cast<uint64_t>(count);
+        break;
+      }
+      case sw::MessageType::kChunkFetchFailure:
+      case sw::MessageType::kStreamFailure: {
+        if (frame->length - 1 > kMaxReplyBytes) return Protocol(name, "an oversized failure");
+        std::string rest(static_cast<size_t>(frame->length - 1), '\0');
+        if (absl::Status s = ReadExactly(rest.data(), rest.size(), name); !s.ok()) return s;
+        sw::WireReader r(rest);
+        if (frame->type == sw::MessageType::kChunkFetchFailure) {
+          int64_t ignored_stream = 0;
+          int32_t ignored_chunk = 0;
+          r.I64(&ignored_stream, "streamId");
+          r.I32(&ignored_chunk, "chunkIndex");
+        } else {
+          std::string ignored;
+          r.String(&ignored, "streamId", 64);
+        }
+        std::string error;
+        r.String(&error, "error", kMaxReplyBytes);
+        return absl::FailedPreconditionError(
+            absl::StrCat(name, ": the shuffle service could not serve it: ", error));
+      }
+      default:
+        return Protocol(name, absl::StrCat("frame type ", static_cast<int>(frame->type)));
+    }
+    static const ferry::v1::BlockInfo kNoChecksums;
+    BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
+    if (absl::Status s = sink.Receive(fd_.get(), block, body, verifier, name, Deadline());
+        !s.ok()) {
+      return s;
+    }
+    return body;
+  }
+
+  const std::string address_;
+  const SparkFetchOptions& options_;
+  UniqueFd fd_;
+  int64_t next_request_id_ = 1;
+};
+
+// Runs `fn` as the one fiber of a scheduler on this thread.
+absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
+  absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
+  if (!scheduler.ok()) return scheduler.status();
+  if (absl::Status s = (*scheduler)->Spawn(std::move(fn)); !s.ok()) return s;
+  (*scheduler)->Run();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SparkShuffleClient::RegisterExecutor(const std::string& address,
+                                                  const spark::RegisterExecutor& registration,
+                                                  absl::Duration timeout) {
+  absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
+  if (!addr.ok()) return addr.status();
+  SparkFetchOptions options;
+  options.io_timeout = timeout;
+  absl::Status result;
+  absl::Status ran = RunOnFiber([&] {
+    SparkConnection connection(address, options);
+    result = connection.Connect(*addr);
+    if (!result.ok()) return;
+    absl::StatusOr<std::string> reply =
+        connection.Call(sw::EncodeRegisterExecutor(registration),
+                        absl::StrCat("RegisterExecutor of executor ", registration.exec_id,
+                                     " of app ", registration.app_id));
+    result = reply.status();
+  });
+  return ran.ok() ? result : ran;
+}
+
+absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
+    const std::string& address, const std::string& app_id, const std::string& exec_id,
+    const std::vector<spark::ShuffleBlockId>& blocks, BlockSink& sink,
+    const SparkFetchOptions& options) {
+  absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
+  if (!addr.ok()) return addr.status();
+  for (const spark::ShuffleBlockId& b : blocks) {
+    if (b.shuffle_id < 0 || b.map_id < 0 || b.start_reduce_id < 0 ||
+        b.end_reduce_id <= b.start_reduce_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block ", spark::ShuffleBlockName(b), " is not a valid shuffle block"));
+    }
+  }
+  SparkFetchStats stats;
+  if (blocks.empty()) return stats;
+  const std::vector<Request> requests =
+      PlanRequests(app_id, exec_id, blocks, options.blocks_per_request);
+  const size_t connections =
+      std::clamp<size_t>(static_cast<size_t>(std::max(options.connections, 1)), 1,
+                         requests.size());
+  absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
+  if (!scheduler.ok()) return scheduler.status();
+  FiberScheduler* s = scheduler->get();
+  absl::Status first_error;
+  for (size_t c = 0; c < connections; ++c) {
+    absl::Status spawned = s->Spawn([&, c, s] {
+      SparkConnection connection(address, options);
+      absl::Status status = connection.Connect(*addr);
+      // Requests go round-robin over the connections.
+      for (size_t r = c; status.ok() && r < requests.size(); r += connections) {
+        status = connection.FetchRequest(requests[r], blocks, sink, stats);
+      }
+      if (!status.ok() && first_error.ok()) {
+        first_error = status;
+        s->Stop();  // the other connections' I/O is cancelled
+      }
+    });
+    if (!spawned.ok()) return spawned;
+  }
+  const absl::Time start = absl::Now();
+  s->Run();
+  stats.elapsed = absl::Now() - start;
+  if (!first_error.ok()) return first_error;
+  return stats;
+}
+
+}  // namespace ferry

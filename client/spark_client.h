@@ -1,0 +1,70 @@
+// SparkShuffleClient: fetches shuffle blocks from any Spark external shuffle service,
+// Spark's own or ferry_server's Spark front door, over Spark's protocol
+// (docs/protocol.md), into the same sinks as Ferry's own client (block_sink.h; the
+// FilesSink splices socket -> pipe -> file). C++ engines can then read shuffle data of
+// existing Spark clusters.
+//
+// What Spark's reducer does (OneForOneBlockFetcher): per request, a FetchShuffleBlocks
+// RPC (batch ids for ranges of partitions) answered with a stream handle, then every
+// chunk of the stream asked for at once, answered in order by ChunkFetchSuccess frames,
+// or (SparkFetchOptions::fetch_to_disk, Spark's path for large requests) by
+// StreamRequests answered with StreamResponses. Requests are spread over the
+// connections; each connection runs on a fiber of a scheduler on the calling thread.
+//
+// Spark's protocol carries no checksums with the blocks: nothing is verified on the
+// way (a sink's BlockVerifier is inactive).
+#ifndef FERRY_CLIENT_SPARK_CLIENT_H_
+#define FERRY_CLIENT_SPARK_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/block_sink.h"
+#include "common/spark_layout.h"
+#include "common/spark_wire.h"
+
+namespace ferry {
+
+struct SparkFetchOptions {
+  // Connections to the service, each with its own share of the requests.
+  int connections = 1;
+  // Blocks per FetchShuffleBlocks request (Spark packs about 9.6 MiB into one).
+  size_t blocks_per_request = 64;
+  // Ask for each chunk with a StreamRequest, as Spark does for requests above
+  // spark.network.maxRemoteBlockSizeFetchToMem (the only way to move a block over 2 GiB).
+  bool fetch_to_disk = false;
+  // Deadline for each connect, send and receive.
+  absl::Duration io_timeout = absl::Seconds(60);
+};
+
+struct SparkFetchStats {
+  uint64_t bytes = 0;
+  uint64_t blocks = 0;
+  absl::Duration elapsed;
+};
+
+class SparkShuffleClient {
+ public:
+  // `address` is the service's "host:port" (IPv4 or localhost).
+  // RegisterExecutor, as each executor sends it at start-up. The service's RpcFailure
+  // text in the error otherwise.
+  absl::Status RegisterExecutor(const std::string& address,
+                                const spark::RegisterExecutor& registration,
+                                absl::Duration timeout = absl::Seconds(30));
+
+  // Fetches `blocks` (single partitions, or ranges of one map output) of the executor
+  // (app_id, exec_id); block i goes to `sink` as index i. A block the service cannot
+  // serve fails the fetch with the service's text, naming the block.
+  absl::StatusOr<SparkFetchStats> Fetch(const std::string& address, const std::string& app_id,
+                                        const std::string& exec_id,
+                                        const std::vector<spark::ShuffleBlockId>& blocks,
+                                        BlockSink& sink, const SparkFetchOptions& options = {});
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_CLIENT_SPARK_CLIENT_H_
