@@ -263,9 +263,12 @@ std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
     absl::string_view app_id, absl::string_view exec_id, const spark::ExecutorDirs& dirs,
     absl::Span<const BlockId> keys) {
   const auto locate = [&](const std::string& name) { return dirs.Locate(name); };
-  absl::flat_hash_map<std::pair<int32_t, int64_t>,
-                      absl::StatusOr<std::shared_ptr<const Entry>>>
-      seen;
+  // Each map output is looked up (and revalidated) once: what it gave, by (shuffle, map).
+  struct Loaded {
+    std::shared_ptr<const Entry> entry;
+    absl::Status status;
+  };
+  absl::flat_hash_map<std::pair<int32_t, int64_t>, Loaded> seen;
   std::vector<absl::StatusOr<ResolvedBlock>> resolved;
   resolved.reserve(keys.size());
   for (const BlockId& key : keys) {
@@ -274,26 +277,30 @@ std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
       resolved.push_back(absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key))));
       continue;
     }
-    auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id),
-                                           absl::UnknownError("not loaded"));
+    auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id));
+    Loaded& loaded = it->second;
     if (inserted) {
       const Key cache_key(std::string(app_id), std::string(exec_id), key.shuffle_id, key.map_id);
-      it->second = GetMapOutput(locate, cache_key);
-      if (absl::IsDataLoss(it->second.status())) {
+      absl::StatusOr<std::shared_ptr<const Entry>> got = GetMapOutput(locate, cache_key);
+      if (absl::IsDataLoss(got.status())) {
         absl::SleepFor(kSparkCommitWait);
-        it->second = GetMapOutput(locate, cache_key);
+        got = GetMapOutput(locate, cache_key);
       }
-      if (absl::IsNotFound(it->second.status())) {
-        it->second = absl::NotFoundError(absl::StrCat(
+      if (got.ok()) {
+        loaded.entry = *std::move(got);
+      } else if (absl::IsNotFound(got.status())) {
+        loaded.status = absl::NotFoundError(absl::StrCat(
             "executor ", exec_id, " of app ", app_id, " has no map output ", key.map_id,
-            " of shuffle ", key.shuffle_id, " (", it->second.status().message(), ")"));
+            " of shuffle ", key.shuffle_id, " (", got.status().message(), ")"));
+      } else {
+        loaded.status = got.status();
       }
     }
-    if (!it->second.ok()) {
-      resolved.push_back(it->second.status());
+    if (loaded.entry == nullptr) {
+      resolved.push_back(loaded.status);
       continue;
     }
-    resolved.push_back(ResolveIn(*it->second, app_id, key));
+    resolved.push_back(ResolveIn(loaded.entry, app_id, key));
   }
   return resolved;
 }

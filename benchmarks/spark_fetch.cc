@@ -1,0 +1,93 @@
+// spark_fetch: Ferry's C++ client for Spark's shuffle protocol (client/spark_client.h)
+// as a reader for benchmarks/spark_peers, beside Spark's own spark-ess-fetch: fetches
+// every partition of a shuffle from a Spark shuffle service (Spark's own or Ferry's
+// front door) into a DiscardSink, several times, and prints GB/s.
+//
+//   spark_fetch --address=127.0.0.1:7337 --app=APP --exec-id=0 --shuffle=0
+//               --maps=0,1,2 --partitions=8 [--batch] [--connections=1]
+//               [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
+//               [--register --local-dirs=D1,D2 --subdirs=64]
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/block_sink.h"
+#include "client/spark_client.h"
+#include "common/flag_names.h"
+
+ABSL_FLAG(std::string, address, "127.0.0.1:7337", "host:port of the shuffle service.");
+ABSL_FLAG(std::string, app, "app-0", "Application id.");
+ABSL_FLAG(std::string, exec_id, "0", "Executor id.");
+ABSL_FLAG(int, shuffle, 0, "Shuffle id.");
+ABSL_FLAG(std::string, maps, "0", "Comma-separated map ids.");
+ABSL_FLAG(int, partitions, 1, "Reduce partitions per map output.");
+ABSL_FLAG(bool, batch, false, "One batch id per map output (all its partitions).");
+ABSL_FLAG(int, connections, 1, "Connections to the service.");
+ABSL_FLAG(int, blocks_per_request, 64, "Blocks per FetchShuffleBlocks.");
+ABSL_FLAG(bool, fetch_to_disk, false, "StreamRequest instead of ChunkFetchRequest.");
+ABSL_FLAG(int, iterations, 3, "Fetches of the whole shuffle.");
+ABSL_FLAG(bool, register_executor, false, "Send RegisterExecutor first.");
+ABSL_FLAG(std::string, local_dirs, "", "--register-executor: the executor's local dirs.");
+ABSL_FLAG(int, subdirs, 64, "--register-executor: subdirectories per local dir.");
+
+int main(int argc, char** argv) {
+  ferry::ParseFlags(argc, argv);
+  const std::string address = absl::GetFlag(FLAGS_address);
+  const std::string app = absl::GetFlag(FLAGS_app);
+  const std::string exec = absl::GetFlag(FLAGS_exec_id);
+  ferry::SparkShuffleClient client;
+  if (absl::GetFlag(FLAGS_register_executor)) {
+    const std::vector<std::string> dirs = absl::StrSplit(absl::GetFlag(FLAGS_local_dirs), ',');
+    absl::Status registered = client.RegisterExecutor(
+        address, {app, exec, {dirs, absl::GetFlag(FLAGS_subdirs),
+                              "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+    if (!registered.ok()) {
+      std::fprintf(stderr, "spark_fetch: %s\n", registered.ToString().c_str());
+      return 1;
+    }
+  }
+  std::vector<ferry::spark::ShuffleBlockId> blocks;
+  const int partitions = absl::GetFlag(FLAGS_partitions);
+  for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_maps), ',')) {
+    int64_t map = 0;
+    if (!absl::SimpleAtoi(m, &map)) {
+      std::fprintf(stderr, "spark_fetch: bad map id '%s'\n", std::string(m).c_str());
+      return 2;
+    }
+    if (absl::GetFlag(FLAGS_batch)) {
+      blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, 0, partitions});
+      continue;
+    }
+    for (int r = 0; r < partitions; ++r) blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, r, r + 1});
+  }
+  ferry::SparkFetchOptions options;
+  options.connections = absl::GetFlag(FLAGS_connections);
+  options.blocks_per_request = static_cast<size_t>(absl::GetFlag(FLAGS_blocks_per_request));
+  options.fetch_to_disk = absl::GetFlag(FLAGS_fetch_to_disk);
+  double best = 0;
+  uint64_t bytes = 0;
+  for (int i = 0; i < absl::GetFlag(FLAGS_iterations); ++i) {
+    ferry::DiscardSink sink;
+    absl::StatusOr<ferry::SparkFetchStats> stats =
+        client.Fetch(address, app, exec, blocks, sink, options);
+    if (!stats.ok()) {
+      std::fprintf(stderr, "spark_fetch: %s\n", stats.status().ToString().c_str());
+      return 1;
+    }
+    bytes = stats->bytes;
+    const double gbps = static_cast<double>(stats->bytes) / absl::ToDoubleSeconds(stats->elapsed) / 1e9;
+    std::printf("iteration %d: %llu blocks, %llu bytes, %.3f s, %.3f GB/s\n", i + 1,
+                static_cast<unsigned long long>(stats->blocks),
+                static_cast<unsigned long long>(stats->bytes),
+                absl::ToDoubleSeconds(stats->elapsed), gbps);
+    best = std::max(best, gbps);
+  }
+  std::printf("OK: total %llu bytes per iteration, best %.3f GB/s over %d iteration(s), %d "
+              "connection(s)\n",
+              static_cast<unsigned long long>(bytes), best, absl::GetFlag(FLAGS_iterations),
+              options.connections);
+  return 0;
+}
