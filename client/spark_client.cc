@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <memory>
 
 #include "absl/container/flat_hash_set.h"
@@ -133,64 +135,68 @@ class SparkConnection {
   absl::StatusOr<std::string> Call(absl::string_view body, absl::string_view what) {
     const int64_t id = next_request_id_++;
     if (absl::Status s = SendBytes(sw::EncodeRpcRequest(id, body), what); !s.ok()) return s;
-    absl::StatusOr<Frame> reply = ReadFrame(what);
-    if (!reply.ok()) return reply.status();
-    sw::WireReader r(reply->rest);
-    int64_t reply_id = 0;
-    r.I64(&reply_id, "requestId");
-    if (reply->type == sw::MessageType::kRpcFailure) {
-      std::string error;
-      r.String(&error, "error", kMaxReplyBytes);
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": shuffle service ", address_, " says: ", error));
-    }
-    int32_t body_len = 0;
-    r.I32(&body_len, "bodyLen");
-    if (reply->type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
-        reply_id != id) {
-      return Protocol(what, "a reply that is not the RPC's");
-    }
-    return std::string(r.rest());
+    return ReadReply(id, what);
   }
 
-  // Fetches one request's blocks into the sink.
-  absl::Status FetchRequest(const Request& request,
-                            const std::vector<sw::ShuffleBlockId>& blocks, BlockSink& sink,
-                            SparkFetchStats& stats) {
-    const std::string first = BlockName(blocks[request.chunk_to_block.front()]);
-    absl::StatusOr<std::string> handle =
-        Call(sw::EncodeFetchShuffleBlocks(request.message),
-             absl::StrCat("FetchShuffleBlocks of ", first, " and ",
-                          request.chunk_to_block.size() - 1, " more"));
-    if (!handle.ok()) return handle.status();
-    sw::WireReader r(*handle);
-    uint8_t type = 0;
-    int64_t stream_id = 0;
-    int32_t chunks = 0;
-    r.U8(&type, "type");
-    r.I64(&stream_id, "streamId");
-    r.I32(&chunks, "numChunks");
-    if (!r.Finish("StreamHandle").ok() ||
-        type != static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle) ||
-        chunks != static_cast<int32_t>(request.chunk_to_block.size())) {
-      return Protocol(first, absl::StrCat("a stream handle of ", chunks, " chunks for ",
-                                          request.chunk_to_block.size(), " blocks"));
-    }
-    // Every chunk asked for at once, as Spark's fetcher does; the service answers in
-    // order.
-    std::string asks;
-    for (int32_t i = 0; i < chunks; ++i) {
-      asks += options_.fetch_to_disk
-                  ? sw::EncodeStreamRequest(absl::StrCat(stream_id, "_", i))
-                  : sw::EncodeChunkFetchRequest({stream_id, i});
-    }
-    if (absl::Status s = SendBytes(asks, first); !s.ok()) return s;
-    for (int32_t i = 0; i < chunks; ++i) {
-      const size_t block = request.chunk_to_block[static_cast<size_t>(i)];
-      absl::StatusOr<uint64_t> got = ReceiveChunk(stream_id, i, block, blocks, sink);
+  // Fetches the requests' blocks into the sink. Up to kRequestsInFlight requests are
+  // open at once, so the service always has the next stream's chunks queued when one
+  // ends. The service answers frames in the order it receives them, so each reply is
+  // matched against a queue of what was sent.
+  absl::Status FetchRequests(const std::vector<const Request*>& requests,
+                             const std::vector<sw::ShuffleBlockId>& blocks, BlockSink& sink,
+                             SparkFetchStats& stats) {
+    constexpr size_t kRequestsInFlight = 2;
+    struct Expected {
+      size_t request;
+      int32_t chunk;  // -1: the FetchShuffleBlocks reply
+    };
+    std::deque<Expected> expected;
+    std::vector<int64_t> stream_of(requests.size());
+    size_t next = 0;
+    size_t open = 0;
+    auto send_next = [&]() -> absl::Status {
+      for (; next < requests.size() && open < kRequestsInFlight; ++next, ++open) {
+        const Request& r = *requests[next];
+        const std::string what = Describe(r, blocks);
+        if (absl::Status s = SendBytes(
+                sw::EncodeRpcRequest(next_request_id_++, sw::EncodeFetchShuffleBlocks(r.message)),
+                what);
+            !s.ok()) {
+          return s;
+        }
+        expected.push_back({next, -1});
+      }
+      return absl::OkStatus();
+    };
+    if (absl::Status s = send_next(); !s.ok()) return s;
+    while (!expected.empty()) {
+      const Expected e = expected.front();
+      expected.pop_front();
+      const Request& r = *requests[e.request];
+      if (e.chunk < 0) {
+        absl::StatusOr<int64_t> stream = ReadStreamHandle(r, blocks);
+        if (!stream.ok()) return stream.status();
+        stream_of[e.request] = *stream;
+        // Every chunk asked for at once, as Spark's fetcher does.
+        std::string asks;
+        for (int32_t i = 0; i < static_cast<int32_t>(r.chunk_to_block.size()); ++i) {
+          asks += options_.fetch_to_disk ? sw::EncodeStreamRequest(absl::StrCat(*stream, "_", i))
+                                         : sw::EncodeChunkFetchRequest({*stream, i});
+          expected.push_back({e.request, i});
+        }
+        if (absl::Status s = SendBytes(asks, Describe(r, blocks)); !s.ok()) return s;
+        continue;
+      }
+      const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
+      absl::StatusOr<uint64_t> got =
+          ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink);
       if (!got.ok()) return got.status();
       stats.bytes += *got;
       ++stats.blocks;
+      if (static_cast<size_t>(e.chunk) + 1 == r.chunk_to_block.size()) {
+        --open;
+        if (absl::Status s = send_next(); !s.ok()) return s;
+      }
     }
     return absl::OkStatus();
   }
@@ -205,6 +211,57 @@ class SparkConnection {
     std::string rest;  // the frame after its type byte (a block's body excluded)
     uint64_t length = 0;
   };
+
+  std::string Describe(const Request& r, const std::vector<sw::ShuffleBlockId>& blocks) const {
+    return absl::StrCat("FetchShuffleBlocks of ", BlockName(blocks[r.chunk_to_block.front()]),
+                        r.chunk_to_block.size() > 1
+                            ? absl::StrCat(" and ", r.chunk_to_block.size() - 1, " more")
+                            : "");
+  }
+
+  // The stream id of the request's reply, checked against the request.
+  absl::StatusOr<int64_t> ReadStreamHandle(const Request& request,
+                                           const std::vector<sw::ShuffleBlockId>& blocks) {
+    const std::string what = Describe(request, blocks);
+    absl::StatusOr<std::string> handle = ReadReply(std::nullopt, what);
+    if (!handle.ok()) return handle.status();
+    sw::WireReader r(*handle);
+    uint8_t type = 0;
+    int64_t stream_id = 0;
+    int32_t chunks = 0;
+    r.U8(&type, "type");
+    r.I64(&stream_id, "streamId");
+    r.I32(&chunks, "numChunks");
+    if (!r.Finish("StreamHandle").ok() ||
+        type != static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle) ||
+        chunks != static_cast<int32_t>(request.chunk_to_block.size())) {
+      return Protocol(what, absl::StrCat("a stream handle of ", chunks, " chunks for ",
+                                         request.chunk_to_block.size(), " blocks"));
+    }
+    return stream_id;
+  }
+
+  // The next frame as an RPC's reply body (of request `id`, when given).
+  absl::StatusOr<std::string> ReadReply(std::optional<int64_t> id, absl::string_view what) {
+    absl::StatusOr<Frame> reply = ReadFrame(what);
+    if (!reply.ok()) return reply.status();
+    sw::WireReader r(reply->rest);
+    int64_t reply_id = 0;
+    r.I64(&reply_id, "requestId");
+    if (reply->type == sw::MessageType::kRpcFailure) {
+      std::string error;
+      r.String(&error, "error", kMaxReplyBytes);
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": shuffle service ", address_, " says: ", error));
+    }
+    int32_t body_len = 0;
+    r.I32(&body_len, "bodyLen");
+    if (reply->type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
+        (id.has_value() && reply_id != *id)) {
+      return Protocol(what, "a reply that is not the RPC's");
+    }
+    return std::string(r.rest());
+  }
 
   absl::Time Deadline() const { return absl::Now() + options_.io_timeout; }
 
@@ -389,9 +446,9 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
       SparkConnection connection(address, options);
       absl::Status status = connection.Connect(*addr);
       // Requests go round-robin over the connections.
-      for (size_t r = c; status.ok() && r < requests.size(); r += connections) {
-        status = connection.FetchRequest(requests[r], blocks, sink, stats);
-      }
+      std::vector<const Request*> mine;
+      for (size_t r = c; r < requests.size(); r += connections) mine.push_back(&requests[r]);
+      if (status.ok()) status = connection.FetchRequests(mine, blocks, sink, stats);
       if (!status.ok() && first_error.ok()) {
         first_error = status;
         s->Stop();  // the other connections' I/O is cancelled

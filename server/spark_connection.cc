@@ -26,9 +26,9 @@ namespace ferry {
 
 namespace {
 
-// A connection's buffer while its requests are small; pipelined ChunkFetchRequests are
-// 21 bytes each.
-constexpr size_t kBaseBufferBytes = size_t{16} << 10;
+// A connection's buffer while its requests are small: pipelined ChunkFetchRequests are
+// 21 bytes each, so one read takes nearly 200. Small, since every connection holds one.
+constexpr size_t kBaseBufferBytes = size_t{4} << 10;
 
 // Request bytes held in buffers grown past kBaseBufferBytes, across connections.
 std::atomic<uint64_t> grown_buffer_bytes{0};
