@@ -113,6 +113,8 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   if (cached != nullptr) {
     if (SameFile(locate(IndexFileName(shuffle_id, map_id)), cached->index_identity) &&
         SameFile(locate(DataFileName(shuffle_id, map_id)), cached->data_identity)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.hits;
       return cached;
     }
     // Deleted or replaced (a map task run again): load what is there now.
@@ -124,9 +126,11 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     // Room for one more open file, made by evicting the least recently used map
     // outputs; files that open streams still hold stay open, and count.
     std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.misses;
     while (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files &&
            !lru_.empty()) {
       EraseLocked(lru_.back());
+      ++counts_.evictions;
     }
     if (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -162,6 +166,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   while (entries_.size() > 1 && (entries_.size() > options_.max_open_files ||
                                  cached_index_bytes_ > options_.max_cached_index_bytes)) {
     EraseLocked(lru_.back());
+    ++counts_.evictions;
   }
   return entry;
 }
@@ -218,6 +223,11 @@ size_t BlockStore::DropStale() {
   }
   for (const Key& key : doomed) EraseLocked(key);
   return doomed.size();
+}
+
+BlockStore::CacheCounts BlockStore::cache_counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
 }
 
 size_t BlockStore::cached_map_outputs() const {

@@ -124,6 +124,15 @@ class BlockStore {
   // Map outputs cached, and data files open (cached or held by streams).
   size_t cached_map_outputs() const;
   size_t open_files() const { return live_files_->load(std::memory_order_relaxed); }
+  // Since the store opened: lookups of a map output answered from the cache, those that
+  // loaded it from disk (absent, replaced or never seen), and entries evicted to stay
+  // within the bounds.
+  struct CacheCounts {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t evictions = 0;
+  };
+  CacheCounts cache_counts() const;
 
  private:
   // (app, executor, shuffle, map); the executor is empty in Ferry's layout.
@@ -160,6 +169,7 @@ class BlockStore {
   std::list<Key> lru_;                      // guarded by mu_; least recent at the back
   absl::flat_hash_map<Key, Slot> entries_;  // guarded by mu_
   uint64_t cached_index_bytes_ = 0;         // guarded by mu_
+  CacheCounts counts_;                      // guarded by mu_
 };
 
 }  // namespace ferry

@@ -58,6 +58,9 @@ class Connection {
   bool served_any_ = false;
   // The stream of the request being served.
   const Stream* stream_ = nullptr;
+  // When the request being served was read, and when its first byte went out.
+  absl::Time request_start_;
+  std::optional<absl::Time> first_byte_;
 };
 
 ssize_t Connection::ReadRequest(char (&frame)[kRequestBytes]) {
@@ -90,6 +93,8 @@ void Connection::Serve() {
     if (n < 0) return;   // idle timeout, reset, or stopping: nobody to tell
     if (control_ != nullptr) control_->serving = true;
     served_any_ = true;
+    request_start_ = absl::Now();
+    first_byte_.reset();
     if (n != static_cast<ssize_t>(sizeof(frame))) {
       failure = Failure{absl::InvalidArgumentError(absl::StrCat(
           "connection closed after ", n, " bytes of a ", kRequestBytes, "-byte request"))};
@@ -102,6 +107,13 @@ void Connection::Serve() {
       failure = ServeRequest(*request);
     }
     if (control_ != nullptr) control_->serving = false;
+    if (control_ != nullptr && control_->metrics != nullptr) {
+      const absl::Time done = absl::Now();
+      control_->metrics->Request(
+          FrontDoor::kFerry,
+          failure.has_value() ? failure->status.code() : absl::StatusCode::kOk,
+          first_byte_.value_or(done) - request_start_, done - request_start_);
+    }
     if (!failure.has_value()) continue;
     if (failure->can_send_error) {
       const std::string error = EncodeErrorFrame(failure->status, failure->block_index);
@@ -183,9 +195,13 @@ std::optional<Failure> Connection::SendBlock(const StreamBlock& block, uint32_t 
     return Failure{sender_.PeerError(sent, absl::StrCat("send header of ", Name(block))), index,
                    false};
   }
+  if (!first_byte_.has_value()) first_byte_ = absl::Now();
   absl::Status status = sender_.SendFile(*block.file, block.offset + offset, length,
                                          [&] { return Name(block); });
   if (!status.ok()) return Failure{std::move(status), index, false};
+  if (control_ != nullptr && control_->metrics != nullptr) {
+    control_->metrics->Sent(FrontDoor::kFerry, length, 1);
+  }
   return std::nullopt;
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "server/metrics.h"
 #include "server/segment_sender.h"
 #include "server/ticket_registry.h"
 
@@ -34,6 +35,8 @@ struct ConnectionControl {
   // Once true, the connection serves only the requests already in its socket buffer,
   // then closes (the server is draining). May be null.
   const std::atomic<bool>* draining = nullptr;
+  // The serving thread's counters. May be null.
+  ThreadMetrics* metrics = nullptr;
 };
 
 // Serves `socket` until the peer closes, errs or stalls, the server drains, or the

@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   }
   server->live_.resize(server->schedulers_.size());
   server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
+  server->metrics_ = std::make_unique<ThreadMetrics[]>(server->schedulers_.size());
   for (size_t i = 0; i < server->schedulers_.size(); ++i) {
     server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
   }
@@ -201,7 +202,7 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
 }
 
 void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn) {
-  ConnectionControl control{.fd = conn.get(), .draining = &draining_};
+  ConnectionControl control{.fd = conn.get(), .draining = &draining_, .metrics = &metrics_[thread]};
   live_[thread].insert(&control);
   handler(std::move(conn), &control);
   live_[thread].erase(&control);
@@ -222,6 +223,12 @@ std::vector<uint64_t> DataServer::connections_per_thread() const {
     counts.push_back(thread_open_[t].load(std::memory_order_relaxed));
   }
   return counts;
+}
+
+std::vector<const ThreadMetrics*> DataServer::thread_metrics() const {
+  std::vector<const ThreadMetrics*> out;
+  for (size_t t = 0; t < schedulers_.size(); ++t) out.push_back(&metrics_[t]);
+  return out;
 }
 
 size_t DataServer::Drain(absl::Duration grace) {

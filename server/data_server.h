@@ -72,6 +72,9 @@ class DataServer {
   uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
   // Connections being served now by each thread.
   std::vector<uint64_t> connections_per_thread() const;
+  // Each thread's counters (metrics.h).
+  std::vector<const ThreadMetrics*> thread_metrics() const;
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
   // A graceful stop: stops accepting (the listeners leave the port, so new connections
   // are refused), closes idle connections, and lets each busy one finish the requests
@@ -135,6 +138,8 @@ class DataServer {
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
+  // Per thread: its counters, written only by it.
+  std::unique_ptr<ThreadMetrics[]> metrics_;
   std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
   std::vector<std::thread> threads_;
   // Per thread: its live connections. Touched only on that thread.

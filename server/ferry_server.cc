@@ -172,8 +172,72 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
                      " (is another server on this port?)"));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
+  if (!options.metrics_address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsExporter>> metrics = MetricsExporter::Start(
+        options.metrics_address, [s = server.get()] { return s->CollectMetrics(); });
+    if (!metrics.ok()) return metrics.status();
+    server->metrics_ = *std::move(metrics);
+  }
   server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
   return server;
+}
+
+std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
+  std::vector<MetricFamilySamples> out;
+  const std::string mode =
+      options_.connection.mode == DataPlaneMode::kSplice ? "splice" : "copy";
+  AppendThreadMetrics(data_->thread_metrics(), mode, &out);
+  auto gauge = [&out](std::string name, std::string help, double value) {
+    out.emplace_back(std::move(name), std::move(help), MetricKind::kGauge,
+                     std::vector<MetricSample>{MetricSample({}, value)});
+  };
+  auto counter = [&out](std::string name, std::string help, double value) {
+    out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter,
+                     std::vector<MetricSample>{MetricSample({}, value)});
+  };
+  gauge("ferry_connections_open", "Data-plane connections being served, both front doors.",
+        static_cast<double>(data_->connections_open()));
+  counter("ferry_connections_accepted_total", "Data-plane connections accepted.",
+          static_cast<double>(data_->connections_accepted()));
+  counter("ferry_connections_refused_total",
+          "Data-plane connections turned away over --max-connections or "
+          "--max-connections-per-client.",
+          static_cast<double>(data_->connections_refused()));
+  gauge("ferry_streams_open", "Streams (tickets) the control plane has open.",
+        static_cast<double>(tickets_->size()));
+  const BlockStore::CacheCounts cache = store_->cache_counts();
+  gauge("ferry_map_output_cache_entries",
+        "Map outputs cached, each an index with its data file open.",
+        static_cast<double>(store_->cached_map_outputs()));
+  gauge("ferry_data_files_open", "Data files open, cached or held by open streams.",
+        static_cast<double>(store_->open_files()));
+  counter("ferry_map_output_cache_hits_total", "Map output lookups answered from the cache.",
+          static_cast<double>(cache.hits));
+  counter("ferry_map_output_cache_misses_total", "Map output lookups that loaded from disk.",
+          static_cast<double>(cache.misses));
+  counter("ferry_map_output_cache_evictions_total",
+          "Map outputs evicted to stay within the cache's bounds.",
+          static_cast<double>(cache.evictions));
+  gauge("ferry_io_worker_threads", "io_uring worker threads (io-wq) of the process.",
+        static_cast<double>(IoWorkerThreads()));
+  gauge("ferry_draining", "1 from the start of a drain (SIGTERM) on.",
+        data_->draining() ? 1 : 0);
+  if (spark_ != nullptr) {
+    gauge("ferry_spark_executors_registered", "Spark executors registered.",
+          static_cast<double>(executors_->size()));
+    gauge("ferry_spark_open_chunks", "Chunks held by open Spark streams.",
+          static_cast<double>(spark_->open_chunks()));
+    gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
+          static_cast<double>(pool_->queued()));
+  }
+  out.emplace_back(
+      "ferry_build_info", "The server's version and data-plane settings.", MetricKind::kGauge,
+      std::vector<MetricSample>{MetricSample(
+          {{"version", kFerryVersion},
+           {"mode", mode},
+           {"io_engine", options_.connection.engine == IoEngine::kInline ? "inline" : "uring"}},
+          1)});
+  return out;
 }
 
 std::string FerryServer::control_target() const {

@@ -19,6 +19,8 @@
 #include "server/control_service.h"
 #include "common/io/blocking_pool.h"
 #include "server/data_server.h"
+#include "server/metrics.h"
+#include "server/metrics_exporter.h"
 #include "server/spark_executors.h"
 #include "server/spark_service.h"
 #include "server/ticket_registry.h"
@@ -69,6 +71,8 @@ struct FerryServerOptions {
   SparkShuffleService::Options spark;
   // Threads for the data plane's blocking work (index loads, file opens, deletes).
   size_t blocking_threads = 4;
+  // host:port serving Prometheus metrics at /metrics; empty: off.
+  std::string metrics_address;
 };
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
@@ -105,6 +109,10 @@ class FerryServer {
   uint16_t data_port() const { return data_->port(); }
   // The Spark front door's port; 0 when it is off.
   uint16_t spark_port() const { return spark_ != nullptr ? data_->port(1) : 0; }
+  // The metrics endpoint's port; 0 when it is off.
+  uint16_t metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  // Every metric's samples now (what a scrape serves).
+  std::vector<MetricFamilySamples> CollectMetrics() const;
   // The registered Spark executors; null when the Spark front door is off.
   ExecutorRegistry* spark_executors() { return executors_.get(); }
   const DataServer& data_server() const { return *data_; }
@@ -132,6 +140,8 @@ class FerryServer {
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> spark_;
   std::unique_ptr<DataServer> data_;
+  // Reads everything above; declared after it so that it stops first.
+  std::unique_ptr<MetricsExporter> metrics_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<grpc::Server> grpc_;
   uint16_t control_port_ = 0;

@@ -90,6 +90,8 @@ ABSL_FLAG(int64_t, max_spark_open_chunks, int64_t{4} << 20,
           "Chunks of all open Spark streams together.");
 ABSL_FLAG(int, blocking_threads, 4,
           "Threads for the data plane's blocking work (index loads, file opens, deletes).");
+ABSL_FLAG(std::string, metrics_address, "",
+          "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: off.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
@@ -226,6 +228,7 @@ int Main() {
   options.spark.max_open_chunks =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks));
   options.blocking_threads = static_cast<size_t>(absl::GetFlag(FLAGS_blocking_threads));
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_max_connections));
   options.max_connections_per_client =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_connections_per_client));
@@ -264,6 +267,10 @@ int Main() {
               << (*server)->spark_executors()->size() << " executors registered"
               << (options.state_dir.empty() ? " (registrations kept in memory only)"
                                             : absl::StrCat(" (kept in ", options.state_dir, ")"));
+  }
+  if ((*server)->metrics_port() != 0) {
+    LOG(INFO) << "ferry_server: metrics on port " << (*server)->metrics_port() << " ("
+              << options.metrics_address << "), /metrics";
   }
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -85,6 +86,9 @@ class SparkConnection {
   bool SendFrame(const std::string& frame);
   bool Reply(int64_t request_id, const absl::StatusOr<std::string>& body);
 
+  // Counts the request being handled, answered with `code`.
+  void Count(absl::StatusCode code);
+
   UniqueFd socket_;
   SparkShuffleService& service_;
   const ConnectionOptions& options_;
@@ -96,6 +100,9 @@ class SparkConnection {
   size_t begin_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte
   absl::flat_hash_map<int64_t, OpenStream> streams_;
+  // When the request being handled was read, and when its first byte went out.
+  absl::Time request_start_;
+  std::optional<absl::Time> first_byte_;
 };
 
 bool SparkConnection::Resize(size_t bytes) {
@@ -188,7 +195,16 @@ void SparkConnection::Serve() {
   }
 }
 
+void SparkConnection::Count(absl::StatusCode code) {
+  if (control_ == nullptr || control_->metrics == nullptr) return;
+  const absl::Time done = absl::Now();
+  control_->metrics->Request(FrontDoor::kSpark, code, first_byte_.value_or(done) - request_start_,
+                             done - request_start_);
+}
+
 bool SparkConnection::Handle(absl::string_view frame) {
+  request_start_ = absl::Now();
+  first_byte_.reset();
   absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
   if (!message.ok()) return false;  // out of frame: nothing more can be read
   if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
@@ -285,6 +301,7 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
 }
 
 bool SparkConnection::Reply(int64_t request_id, const absl::StatusOr<std::string>& body) {
+  Count(body.status().code());
   if (!body.ok()) {
     return SendFrame(spark::EncodeRpcFailure(request_id, body.status().ToString()));
   }
@@ -298,6 +315,7 @@ bool SparkConnection::SendFrame(const std::string& frame) {
 
 bool SparkConnection::SendChunkFailure(int64_t stream_id, int32_t chunk_index,
                                        const std::string* stream_name, absl::string_view error) {
+  Count(absl::StatusCode::kFailedPrecondition);
   if (stream_name != nullptr) return SendFrame(spark::EncodeStreamFailure(*stream_name, error));
   return SendFrame(spark::EncodeChunkFetchFailure(stream_id, chunk_index, error));
 }
@@ -353,11 +371,16 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
       static_cast<ssize_t>(header.size())) {
     return false;
   }
+  first_byte_ = absl::Now();
   // A failure past the header leaves the peer's stream out of frame: only closing the
   // connection is honest, and Spark's client retries it.
   if (!sender_.SendFile(*block.file, block.offset, block.length, [&] { return name; }).ok()) {
     return false;
   }
+  if (control_ != nullptr && control_->metrics != nullptr) {
+    control_->metrics->Sent(FrontDoor::kSpark, block.length, 1);
+  }
+  Count(absl::StatusCode::kOk);
   sender_.TakeTurns(0, 1);
   return true;
 }

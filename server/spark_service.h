@@ -83,6 +83,8 @@ class SparkShuffleService {
   SparkShuffleService& operator=(const SparkShuffleService&) = delete;
 
   const Options& options() const { return options_; }
+  // Chunks held by open streams now.
+  uint64_t open_chunks() const { return open_chunks_->load(std::memory_order_relaxed); }
   ExecutorRegistry& executors() { return *executors_; }
 
   absl::Status Register(const spark::RegisterExecutor& registration);

@@ -1,0 +1,143 @@
+// ferry_server's Prometheus metrics end to end: a fetch through the data plane shows in
+// /metrics, and a real Prometheus (Debian's, started by the test with a scrape config
+// for the server) reports through its own query API that the byte counter rose by the
+// bytes fetched.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/shuffle_client.h"
+#include "gtest/gtest.h"
+#include "server/ferry_server.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataSet;
+using ::ferry::testing::TempDir;
+
+constexpr char kApp[] = "app-metrics";
+constexpr char kPrometheus[] = "/usr/bin/prometheus";
+
+// The value of the sample `line_prefix` ("name{labels}") in Prometheus's text format.
+double Sample(const std::string& text, const std::string& line_prefix) {
+  const size_t at = text.find("\n" + line_prefix + " ");
+  if (at == std::string::npos) return -1;
+  const size_t start = at + 1 + line_prefix.size() + 1;
+  double value = -1;
+  EXPECT_TRUE(absl::SimpleAtod(text.substr(start, text.find('\n', start) - start), &value));
+  return value;
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_.AddMapOutput(dir_.path(), kApp, 0, 0, {1000, 0, 300000, 7});
+    data_.AddMapOutput(dir_.path(), kApp, 0, 1, {65536, 1, 2, 3});
+    FerryServerOptions options = testing::TestServerOptions(dir_.path(), {});
+    options.metrics_address = "127.0.0.1:0";
+    server_ = testing::StartServer(options);
+    ASSERT_NE(server_->metrics_port(), 0);
+  }
+
+  // Fetches every block; returns the bytes.
+  uint64_t FetchAll() {
+    const std::vector<BlockLocation> blocks = data_.AllPartitions(server_->control_target());
+    ShuffleClient client;
+    absl::StatusOr<std::vector<std::string>> fetched = client.FetchToBuffers(kApp, blocks);
+    EXPECT_TRUE(fetched.ok()) << fetched.status();
+    uint64_t bytes = 0;
+    if (fetched.ok()) {
+      for (const std::string& b : *fetched) bytes += b.size();
+    }
+    return bytes;
+  }
+
+  TempDir dir_;
+  DataSet data_;
+  std::unique_ptr<FerryServer> server_;
+};
+
+TEST_F(MetricsTest, AFetchShowsInTheExposition) {
+  const uint64_t bytes = FetchAll();
+  ASSERT_EQ(bytes, 1000u + 300000 + 7 + 65536 + 1 + 2 + 3);
+  absl::StatusOr<std::string> text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(Sample(*text, "ferry_sent_bytes_total{front_door=\"ferry\",mode=\"splice\"}"),
+            static_cast<double>(bytes));
+  EXPECT_EQ(Sample(*text, "ferry_sent_blocks_total{front_door=\"ferry\",mode=\"splice\"}"), 8);
+  EXPECT_GE(Sample(*text, "ferry_requests_total{front_door=\"ferry\",code=\"OK\"}"), 1);
+  EXPECT_GE(Sample(*text, "ferry_request_service_seconds_count{front_door=\"ferry\"}"), 1);
+  EXPECT_EQ(Sample(*text, "ferry_map_output_cache_entries"), 2);
+  EXPECT_GE(Sample(*text, "ferry_connections_accepted_total"), 1);
+  EXPECT_EQ(Sample(*text, "ferry_draining"), 0);
+  EXPECT_NE(text->find("ferry_build_info{"), std::string::npos);
+  EXPECT_GE(Sample(*text, "ferry_metrics_scrapes_total"), 0);
+}
+
+TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
+  if (::access(kPrometheus, X_OK) != 0) {
+    GTEST_SKIP() << kPrometheus << " is missing (scripts/setup installs Debian's prometheus)";
+  }
+  TempDir prom;
+  const uint16_t port = testing::FreeLoopbackPort();
+  const std::string config = absl::StrCat(prom.path(), "/prometheus.yml");
+  {
+    std::ofstream out(config);
+    out << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        << "scrape_configs:\n  - job_name: ferry\n    static_configs:\n"
+        << "      - targets: ['127.0.0.1:" << server_->metrics_port() << "']\n";
+  }
+  const std::string listen = absl::StrCat("--web.listen-address=127.0.0.1:", port);
+  const std::string storage = absl::StrCat("--storage.tsdb.path=", prom.path(), "/data");
+  const std::string config_flag = absl::StrCat("--config.file=", config);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(STDOUT_FILENO);
+    ::close(STDERR_FILENO);
+    ::execl(kPrometheus, kPrometheus, config_flag.c_str(), storage.c_str(), listen.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const uint64_t bytes = FetchAll();
+  // Prometheus's own answer, once it has scraped after the fetch (bounded: 60 s).
+  const std::string query =
+      "/api/v1/query?query=sum(ferry_sent_bytes_total%7Bfront_door%3D%22ferry%22%7D)";
+  std::string last;
+  double seen = -1;
+  for (int i = 0; i < 300 && seen != static_cast<double>(bytes); ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    absl::StatusOr<std::string> answer = testing::HttpGet(port, query);
+    if (!answer.ok()) {
+      last = std::string(answer.status().message());
+      continue;
+    }
+    last = *answer;
+    // {"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[t,"N"]}]}}
+    std::smatch m;
+    if (std::regex_search(last, m, std::regex("\"value\":\\[[0-9.]+,\"([0-9.e+]+)\"\\]"))) {
+      (void)absl::SimpleAtod(m[1].str(), &seen);
+    }
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(seen, static_cast<double>(bytes)) << "Prometheus answered: " << last;
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,51 @@
+#include "tests/testing/http_get.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
+#include "tests/testing/loopback.h"
+
+namespace ferry::testing {
+
+absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket");
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  const sockaddr_in addr = LoopbackAddress(port);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("connect to 127.0.0.1:", port));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return absl::ErrnoToStatus(errno, "send the request");
+  }
+  std::string response;
+  char buf[16384];
+  // Bounded by the receive timeout and the response's size.
+  while (response.size() < (size_t{64} << 20)) {
+    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, "read the response");
+    if (n == 0) break;
+    response.append(buf, static_cast<size_t>(n));
+  }
+  const size_t end_of_head = response.find("\r\n\r\n");
+  const std::string status_line = response.substr(0, response.find("\r\n"));
+  if (end_of_head == std::string::npos || !absl::StrContains(status_line, " 200")) {
+    return absl::UnavailableError(absl::StrCat("GET ", path, ": '", status_line, "'"));
+  }
+  return response.substr(end_of_head + 4);
+}
+
+}  // namespace ferry::testing

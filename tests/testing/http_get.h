@@ -1,0 +1,19 @@
+// A plain HTTP/1.0 GET on 127.0.0.1, for tests of HTTP endpoints (ferry_server's
+// /metrics, Prometheus's query API).
+#ifndef FERRY_TESTS_TESTING_HTTP_GET_H_
+#define FERRY_TESTS_TESTING_HTTP_GET_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ferry::testing {
+
+// The body of GET http://127.0.0.1:<port><path> when the status is 200; an error naming
+// the status line otherwise. Waits at most 10 s.
+absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path);
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_TESTING_HTTP_GET_H_
