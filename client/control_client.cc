@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/control_plane.h"
 #include "common/grpc_status.h"
+#include "proto/health.grpc.pb.h"
 
 namespace ferry {
 
@@ -29,6 +30,10 @@ void ControlClient::Prepare(grpc::ClientContext& context) const {
 }
 
 std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& server) {
+  return ferry::v1::Ferry::NewStub(Channel(server));
+}
+
+std::shared_ptr<grpc::Channel> ControlClient::Channel(const std::string& server) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[server];
   if (channel == nullptr) {
@@ -45,7 +50,18 @@ std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& s
     args.SetMaxSendMessageSize(kMaxControlMessageBytes);
     channel = grpc::CreateCustomChannel(server, credentials, args);
   }
-  return ferry::v1::Ferry::NewStub(channel);
+  return channel;
+}
+
+absl::StatusOr<bool> ControlClient::CheckHealth(const std::string& server) {
+  grpc::ClientContext context;
+  Prepare(context);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status =
+      grpc::health::v1::Health::NewStub(Channel(server))->Check(&context, request, &response);
+  if (!status.ok()) return Annotate(status, "health check", server);
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(

@@ -52,6 +52,9 @@ class ControlClient {
       uint32_t received_checksum, const std::string& spark_exec_id = "");
   absl::StatusOr<ferry::v1::RemoveSparkAppResponse> RemoveSparkApp(
       const std::string& server, const ferry::v1::RemoveSparkAppRequest& request);
+  // gRPC's standard health check of the server's control plane: true when SERVING,
+  // false when NOT_SERVING (draining).
+  absl::StatusOr<bool> CheckHealth(const std::string& server);
 
  private:
   static ControlClientOptions Options(absl::Duration rpc_timeout, std::string auth_token) {
@@ -61,6 +64,8 @@ class ControlClient {
     return options;
   }
   std::unique_ptr<ferry::v1::Ferry::Stub> Stub(const std::string& server);
+  // The channel to `server`, made on first use and kept.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& server);
   // Sets the call's deadline and credentials.
   void Prepare(grpc::ClientContext& context) const;
 

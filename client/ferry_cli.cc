@@ -8,6 +8,7 @@
 //   ferry ls    --server=HOST:PORT --app=APP
 //   ferry info  --server=HOST:PORT
 //   ferry remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]
+//   ferry health --server=HOST:PORT     exit 0 when SERVING
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -337,6 +338,17 @@ int Info(ShuffleClient& client) {
   return 0;
 }
 
+// gRPC's standard health check: SERVING (exit 0) or not (exit 1).
+int Health(ShuffleClient& client) {
+  absl::StatusOr<bool> serving = client.control().CheckHealth(absl::GetFlag(FLAGS_server));
+  if (!serving.ok()) {
+    std::fprintf(stderr, "ferry health: %s\n", serving.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", *serving ? "SERVING" : "NOT_SERVING");
+  return *serving ? 0 : 1;
+}
+
 // Forgets a Spark application's executors on a server (what Spark's worker tells its
 // shuffle service when an application ends), optionally deleting their local dirs.
 int RemoveApp(ShuffleClient& client) {
@@ -366,13 +378,14 @@ int RemoveApp(ShuffleClient& client) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ferry <gen|fetch|ls|info|remove-app> [flags]: generate shuffle data, fetch it from "
-      "a ferry_server, list an app's shuffles, show a server's settings, forget a Spark "
-      "application's executors.");
+      "ferry <gen|fetch|ls|info|health|remove-app> [flags]: generate shuffle data, fetch it "
+      "from a ferry_server, list an app's shuffles, show a server's settings, check its "
+      "health, forget a Spark application's executors.");
   const std::vector<std::string> positional = ferry::ParseFlags(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr,
-                 "usage: ferry <gen|fetch|ls|info|remove-app> [flags]; ferry --help for flags\n");
+                 "usage: ferry <gen|fetch|ls|info|health|remove-app> [flags]; ferry --help for "
+                 "flags\n");
     return 2;
   }
   const std::string command = positional[1];
@@ -399,7 +412,8 @@ int main(int argc, char** argv) {
   if (command == "ls") return ferry::Ls(client);
   if (command == "info") return ferry::Info(client);
   if (command == "remove-app") return ferry::RemoveApp(client);
-  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info, remove-app)\n",
+  if (command == "health") return ferry::Health(client);
+  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info, health, remove-app)\n",
                command.c_str());
   return 2;
 }

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +149,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->service_ = std::make_unique<ControlService>(
       control, server->store_.get(), server->tickets_.get(), server->executors_.get());
 
+  // gRPC's standard health service (SERVING until a drain begins) and server reflection,
+  // so standard gRPC tooling works against the control plane.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int selected_port = 0;
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
@@ -287,6 +293,11 @@ size_t FerryServer::Shutdown(absl::Duration drain) {
     grpc_->Shutdown(control_deadline);
     data_->Stop();
     return 0;
+  }
+  // Health checks say NOT_SERVING from the start of a drain, until the control plane
+  // stops answering.
+  if (grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService()) {
+    health->SetServingStatus(false);
   }
   // Both planes stop accepting at once; the data plane's drain does not wait for gRPC.
   std::thread control([this, control_deadline] { grpc_->Shutdown(control_deadline); });

@@ -80,6 +80,18 @@ TEST_F(ControlPlaneTest, SecondServerOnEitherPortFailsToStartAndTheFirstKeepsSer
   }
 }
 
+// gRPC's standard health service: SERVING while the server runs, and not once it has
+// begun to drain.
+TEST_F(ControlPlaneTest, HealthIsServingUntilADrainBegins) {
+  absl::StatusOr<bool> serving = client_.control().CheckHealth(server_->control_target());
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
+  const std::string target = server_->control_target();
+  server_->Shutdown(absl::Seconds(1));
+  absl::StatusOr<bool> after = client_.control().CheckHealth(target);
+  EXPECT_TRUE(!after.ok() || !*after);
+}
+
 TEST_F(ControlPlaneTest, TicketsAreDistinct) {
   auto a = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
   auto b = client_.control().OpenStream(server_->control_target(), kApp, {{2, 10, 0, 1}});
