@@ -28,6 +28,7 @@
 #include "client/shuffle_client.h"
 #include "common/auth_token.h"
 #include "common/flag_names.h"
+#include "common/version.h"
 #include "common/shuffle_writer.h"
 
 ABSL_FLAG(std::string, dir, "", "gen: directory to write <app>/ shuffle files into.");

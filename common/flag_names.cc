@@ -5,6 +5,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
 
 namespace ferry {
 
@@ -28,6 +30,9 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
 }
 
 std::vector<std::string> ParseFlags(int argc, char** argv) {
+  // --version: the program's name and Ferry's version.
+  std::string name = argc > 0 ? argv[0] : "ferry";
+  name = name.substr(name.rfind('/') + 1);
   // absl's --help lists only flags defined in a file named after the program; Ferry's
   // live in main.cc and the like. List every flag but absl's own.
   absl::FlagsUsageConfig usage;
@@ -35,6 +40,7 @@ std::vector<std::string> ParseFlags(int argc, char** argv) {
     return !absl::StrContains(file, "absl/");
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [name] { return absl::StrCat(name, " ", kFerryVersion, "\n"); };
   absl::SetFlagsUsageConfig(usage);
   std::vector<char*> pointers;
   std::vector<std::string> args = NormalizeFlagNames(argc, argv, &pointers);

@@ -15,7 +15,8 @@ namespace ferry {
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 
 // absl::ParseCommandLine over the normalized arguments (exits on a bad flag, or after
-// --help). Returns the positional arguments, argv[0] first.
+// --help, or after --version, which prints the program's name and Ferry's version).
+// Returns the positional arguments, argv[0] first.
 std::vector<std::string> ParseFlags(int argc, char** argv);
 
 }  // namespace ferry

@@ -12,6 +12,7 @@
 #include "common/frame_header.h"
 #include "common/io/ops.h"
 #include "common/io/ready_ops.h"
+#include "server/peer_log.h"
 
 namespace ferry {
 
@@ -115,6 +116,7 @@ void Connection::Serve() {
           first_byte_.value_or(done) - request_start_, done - request_start_);
     }
     if (!failure.has_value()) continue;
+    LogPeerFailure(socket_.get(), "ferry", failure->status);
     if (failure->can_send_error) {
       const std::string error = EncodeErrorFrame(failure->status, failure->block_index);
       (void)sender_.Send(error.data(), error.size(), /*more=*/false);

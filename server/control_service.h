@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
+#include "common/version.h"
 #include "server/block_store.h"
 #include "server/spark_executors.h"
 #include "server/connection.h"
@@ -96,9 +97,6 @@ class ControlService final : public ferry::v1::Ferry::Service {
 // "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it
 // called from.
 std::string ClientOfPeer(const std::string& peer);
-
-// The version ferry_server reports.
-inline constexpr char kFerryVersion[] = "0.1.0";
 
 }  // namespace ferry
 

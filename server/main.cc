@@ -8,7 +8,12 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -21,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/auth_token.h"
 #include "common/flag_names.h"
+#include "common/version.h"
 #include "server/ferry_server.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory holding <appId>/ shuffle file folders.");
@@ -92,6 +98,9 @@ ABSL_FLAG(int, blocking_threads, 4,
           "Threads for the data plane's blocking work (index loads, file opens, deletes).");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: off.");
+ABSL_FLAG(std::string, log_level, "info", "Least severe log lines kept: info, warning or error.");
+ABSL_FLAG(std::string, log_file, "",
+          "Append log lines to this file instead of stderr; SIGHUP reopens it (logrotate).");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
@@ -124,6 +133,21 @@ void RaiseFileLimit() {
   if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
     PLOG(WARNING) << "ferry_server: cannot raise the open-file limit from " << before;
   }
+}
+
+// Points stderr (where the log lines go) at --log-file, when one is given.
+bool OpenLogFile() {
+  const std::string path = absl::GetFlag(FLAGS_log_file);
+  if (path.empty()) return true;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) {
+    std::fprintf(stderr, "ferry_server: cannot open --log-file %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
+  return true;
 }
 
 int Main() {
@@ -246,6 +270,7 @@ int Main() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseFileLimit();
@@ -279,8 +304,23 @@ int Main() {
             << fds.max_connections << " connections (" << options.max_connections_per_client
             << " per client)";
   if (!fds.clamped.empty()) LOG(WARNING) << "ferry_server: " << fds.clamped;
+  LOG(INFO) << "ferry_server: limits: " << options.max_connections << " connections ("
+            << options.max_connections_per_client << " per client), "
+            << options.max_open_streams << " streams (" << options.max_streams_per_client
+            << " per client), " << options.max_stream_blocks << " stream blocks, "
+            << options.max_open_files << " cached map outputs; first request within "
+            << absl::FormatDuration(options.connection.first_request_timeout) << ", idle "
+            << absl::FormatDuration(options.connection.idle_timeout) << ", io "
+            << absl::FormatDuration(options.connection.io_timeout) << ", ticket ttl "
+            << absl::FormatDuration(options.ticket_ttl);
   int signal = 0;
-  sigwait(&signals, &signal);
+  for (;;) {
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP) break;
+    // logrotate moved the file away: write to a fresh one under the same name.
+    if (!OpenLogFile()) return 1;
+    LOG(INFO) << "ferry_server: SIGHUP, log file reopened";
+  }
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const size_t cut = (*server)->Shutdown(drain);
@@ -298,7 +338,17 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Serves shuffle blocks over a gRPC control plane and a "
                                "zero-copy data plane.");
   ferry::ParseFlags(argc, argv);
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (level != "info" && level != "warning" && level != "error") {
+    std::fprintf(stderr, "ferry_server: --log-level must be info, warning or error, not '%s'\n",
+                 level.c_str());
+    return 2;
+  }
+  if (!OpenLogFile()) return 2;
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  FLAGS_minloglevel = level == "info" ? google::GLOG_INFO
+                      : level == "warning" ? google::GLOG_WARNING
+                                           : google::GLOG_ERROR;
   return Main();
 }

@@ -22,6 +22,7 @@
 #include "common/io/ready_ops.h"
 #include "common/spark_layout.h"
 #include "common/spark_wire.h"
+#include "server/peer_log.h"
 
 namespace ferry {
 
@@ -86,8 +87,9 @@ class SparkConnection {
   bool SendFrame(const std::string& frame);
   bool Reply(int64_t request_id, const absl::StatusOr<std::string>& body);
 
-  // Counts the request being handled, answered with `code`.
-  void Count(absl::StatusCode code);
+  // Counts the request being handled, answered with `code` (a failure is logged, with
+  // `error`).
+  void Count(absl::StatusCode code, absl::string_view error = "");
 
   UniqueFd socket_;
   SparkShuffleService& service_;
@@ -195,7 +197,10 @@ void SparkConnection::Serve() {
   }
 }
 
-void SparkConnection::Count(absl::StatusCode code) {
+void SparkConnection::Count(absl::StatusCode code, absl::string_view error) {
+  if (code != absl::StatusCode::kOk) {
+    LogPeerFailure(socket_.get(), "spark", absl::Status(code, error));
+  }
   if (control_ == nullptr || control_->metrics == nullptr) return;
   const absl::Time done = absl::Now();
   control_->metrics->Request(FrontDoor::kSpark, code, first_byte_.value_or(done) - request_start_,
@@ -206,7 +211,11 @@ bool SparkConnection::Handle(absl::string_view frame) {
   request_start_ = absl::Now();
   first_byte_.reset();
   absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
-  if (!message.ok()) return false;  // out of frame: nothing more can be read
+  if (!message.ok()) {
+    // Out of frame: nothing more can be read.
+    LogPeerFailure(socket_.get(), "spark", message.status());
+    return false;
+  }
   if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
   if (auto* chunk = std::get_if<spark::ChunkFetchRequest>(&*message)) {
     return ServeChunk(chunk->stream_id, chunk->chunk_index, nullptr);
@@ -301,7 +310,7 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
 }
 
 bool SparkConnection::Reply(int64_t request_id, const absl::StatusOr<std::string>& body) {
-  Count(body.status().code());
+  Count(body.status().code(), body.status().message());
   if (!body.ok()) {
     return SendFrame(spark::EncodeRpcFailure(request_id, body.status().ToString()));
   }
@@ -315,7 +324,7 @@ bool SparkConnection::SendFrame(const std::string& frame) {
 
 bool SparkConnection::SendChunkFailure(int64_t stream_id, int32_t chunk_index,
                                        const std::string* stream_name, absl::string_view error) {
-  Count(absl::StatusCode::kFailedPrecondition);
+  Count(absl::StatusCode::kFailedPrecondition, error);
   if (stream_name != nullptr) return SendFrame(spark::EncodeStreamFailure(*stream_name, error));
   return SendFrame(spark::EncodeChunkFetchFailure(stream_id, chunk_index, error));
 }

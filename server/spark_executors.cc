@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <optional>
 
+#include <glog/logging.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -244,6 +246,10 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
     }
     return s;
   }
+  LOG(INFO) << (previous.has_value() ? "re-registered" : "registered") << " Spark executor "
+            << registration.exec_id << " of app " << registration.app_id << ": "
+            << registration.info.local_dirs.size() << " local dirs, "
+            << registration.info.sub_dirs_per_local_dir << " subdirs each";
   return absl::OkStatus();
 }
 
@@ -290,6 +296,8 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
   }
   Removal result;
   result.executors = removed.size();
+  LOG(INFO) << "removed " << removed.size() << " Spark executor(s) of app " << app_id
+            << (delete_local_dirs ? ", deleting their local dirs" : "");
   if (!delete_local_dirs) return result;
   // Outside the lock: deleting a big executor's files takes a while.
   for (const auto& [key, registered] : removed) {
