@@ -1,25 +1,60 @@
 #include "common/flag_names.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 
 namespace ferry {
 
+namespace {
+
+// The lines of a flag file: one flag per line; blank lines and lines starting with '#'
+// are skipped, as absl does. Exits with a message when the file cannot be read.
+std::vector<std::string> FlagFileLines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "cannot read --flagfile %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::vector<std::string> lines;
+  std::string line;
+  // Bounded by the file's length.
+  while (std::getline(in, line)) {
+    const absl::string_view flag = absl::StripAsciiWhitespace(line);
+    if (flag.empty() || flag[0] == '#') continue;
+    lines.emplace_back(flag);
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers) {
-  std::vector<std::string> args(argv, argv + argc);
+  std::vector<std::string> args;
+  // --flagfile=F is replaced by F's lines, so that they are spelled either way too.
+  for (int i = 0; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (i > 0 && (absl::StartsWith(a, "--flagfile=") || absl::StartsWith(a, "--flag-file="))) {
+      for (std::string& line : FlagFileLines(std::string(a.substr(a.find('=') + 1)))) {
+        args.push_back(std::move(line));
+      }
+      continue;
+    }
+    args.emplace_back(a);
+  }
   bool flags_done = false;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& a = args[i];
+    if (a == "--") flags_done = true;
     if (flags_done || a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
-    if (a == "--") {
-      flags_done = true;
-      continue;
-    }
     const size_t end = std::min(a.find('='), a.size());
     std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
   }

@@ -10,8 +10,10 @@
 namespace ferry {
 
 // Returns argv with "--a-b=c" rewritten to "--a_b=c" (up to "=" or the end; a bare
-// "--" ends flag parsing and everything after it is kept as is). The returned strings
-// own the storage `pointers` points into.
+// "--" ends flag parsing and everything after it is kept as is), and each
+// "--flagfile=F" replaced by F's flags (one per line; blank lines and '#' comments
+// skipped), which are rewritten the same way. The returned strings own the storage
+// `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 
 // absl::ParseCommandLine over the normalized arguments (exits on a bad flag, or after
