@@ -9,6 +9,10 @@
 //   ferry info  --server=HOST:PORT
 //   ferry remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]
 //   ferry health --server=HOST:PORT     exit 0 when SERVING
+//
+// ls, info, fetch and health take --json (one line of JSON on stdout). `fetch` draws a
+// progress line on stderr when it is a terminal. Exit codes: 0 done, 1 the command
+// failed (the error is one line on stderr naming what failed), 2 bad usage.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +21,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -48,6 +55,7 @@ ABSL_FLAG(int, subdirs, 64, "gen --layout=spark: subdirectories per local dir.")
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
 ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
 ABSL_FLAG(std::string, app, "app-0", "App id.");
+ABSL_FLAG(bool, json, false, "ls, info, fetch, health: print the result as one line of JSON.");
 ABSL_FLAG(std::string, exec_id, "",
           "remove-app: one executor of the app (empty: all of its executors).");
 ABSL_FLAG(bool, delete_local_dirs, false,
@@ -190,6 +198,8 @@ int Gen() {
 }
 
 // Counts blocks and bytes for the progress line, passing each block to `inner`.
+// Counts what arrives and, on a terminal, redraws one progress line on stderr at most
+// five times a second: a bar, bytes, GB/s and the time left.
 class ProgressSink final : public BlockSink {
  public:
   ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)
@@ -198,24 +208,90 @@ class ProgressSink final : public BlockSink {
                        const std::string& name, absl::Time deadline) override {
     absl::Status s = inner_.Receive(socket, index, length, verifier, name, deadline);
     done_ += length;
-    if (show_ && absl::Now() >= next_print_) {
-      next_print_ = absl::Now() + absl::Milliseconds(200);
-      std::fprintf(stderr, "\r%6.1f%%  %llu / %llu bytes", total_ ? 100.0 * done_ / total_ : 100.0,
-                   static_cast<unsigned long long>(done_), static_cast<unsigned long long>(total_));
+    const absl::Time now = absl::Now();
+    if (start_ == absl::InfinitePast()) start_ = now;
+    if (show_ && now >= next_print_) {
+      next_print_ = now + absl::Milliseconds(200);
+      Draw(now);
     }
     return s;
   }
   void Finish() {
-    if (show_) std::fprintf(stderr, "\r%60s\r", "");
+    if (show_) std::fprintf(stderr, "\r%*s\r", kWidth, "");
   }
 
  private:
+  static constexpr int kWidth = 78;
+  void Draw(absl::Time now) const {
+    constexpr int kBar = 24;
+    const double fraction = total_ > 0 ? std::min(1.0, static_cast<double>(done_) / total_) : 1.0;
+    const int filled = static_cast<int>(fraction * kBar);
+    const double seconds = absl::ToDoubleSeconds(now - start_);
+    const double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0;
+    std::string eta = "--:--";
+    if (rate > 0 && total_ >= done_) {
+      const int64_t left = static_cast<int64_t>(static_cast<double>(total_ - done_) / rate);
+      eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
+    }
+    std::fprintf(stderr, "\r[%s%s] %5.1f%%  %s / %s  %.2f GB/s  ETA %s ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kBar - filled), '.').c_str(), 100 * fraction,
+                 HumanBytes(done_).c_str(), HumanBytes(total_).c_str(), rate / 1e9, eta.c_str());
+  }
+  static std::string HumanBytes(uint64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+      v /= 1024;
+      ++u;
+    }
+    return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  }
+
   BlockSink& inner_;
   uint64_t total_;
   bool show_;
   uint64_t done_ = 0;
+  absl::Time start_ = absl::InfinitePast();
   absl::Time next_print_ = absl::InfinitePast();
 };
+
+// Prints `message` as one line of JSON (protobuf's own printer), for --json.
+int PrintJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
+    std::fprintf(stderr, "ferry: cannot print JSON\n");
+    return 1;
+  }
+  std::printf("%s\n", json.c_str());
+  return 0;
+}
+
+// A JSON object of the given fields, for --json output of what has no message type.
+google::protobuf::Struct JsonObject(
+    std::initializer_list<std::pair<const char*, google::protobuf::Value>> fields) {
+  google::protobuf::Struct object;
+  for (const auto& [name, value] : fields) (*object.mutable_fields())[name] = value;
+  return object;
+}
+google::protobuf::Value JsonNumber(double v) {
+  google::protobuf::Value value;
+  value.set_number_value(v);
+  return value;
+}
+google::protobuf::Value JsonString(const std::string& v) {
+  google::protobuf::Value value;
+  value.set_string_value(v);
+  return value;
+}
+google::protobuf::Value JsonBool(bool v) {
+  google::protobuf::Value value;
+  value.set_bool_value(v);
+  return value;
+}
 
 int Fetch(ShuffleClient& client) {
   const std::string server = absl::GetFlag(FLAGS_server);
@@ -286,6 +362,17 @@ int Fetch(ShuffleClient& client) {
     return 1;
   }
   const double seconds = absl::ToDoubleSeconds(stats->elapsed);
+  if (absl::GetFlag(FLAGS_json)) {
+    return PrintJson(JsonObject(
+        {{"app", JsonString(app)},
+         {"server", JsonString(server)},
+         {"blocks", JsonNumber(static_cast<double>(stats->blocks))},
+         {"bytes", JsonNumber(static_cast<double>(stats->bytes))},
+         {"seconds", JsonNumber(seconds)},
+         {"gbps", JsonNumber(seconds > 0 ? static_cast<double>(stats->bytes) / seconds / 1e9 : 0)},
+         {"verified", JsonBool(options.verify_checksums)},
+         {"written_to", JsonString(to)}}));
+  }
   std::printf("fetched %llu blocks, %llu bytes in %.3f s: %.3f GB/s (%s, %s)\n",
               static_cast<unsigned long long>(stats->blocks),
               static_cast<unsigned long long>(stats->bytes), seconds,
@@ -301,6 +388,7 @@ int Ls(ShuffleClient& client) {
     std::fprintf(stderr, "ferry ls: %s\n", list.status().ToString().c_str());
     return 1;
   }
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(*list);
   std::printf("%-8s %-6s %-11s %-14s %s\n", "shuffle", "maps", "partitions", "bytes", "checksums");
   for (const auto& s : list->shuffles()) {
     uint64_t bytes = 0;
@@ -327,6 +415,7 @@ int Info(ShuffleClient& client) {
     std::fprintf(stderr, "ferry info: %s\n", info.status().ToString().c_str());
     return 1;
   }
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(*info);
   std::printf("version       %s\ndata plane    %s:%u\nmode          %s\nio engine     %s\n"
               "threads       %u\npipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
               info->version().c_str(),
@@ -346,7 +435,12 @@ int Health(ShuffleClient& client) {
     std::fprintf(stderr, "ferry health: %s\n", serving.status().ToString().c_str());
     return 1;
   }
-  std::printf("%s\n", *serving ? "SERVING" : "NOT_SERVING");
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(JsonObject({{"server", JsonString(absl::GetFlag(FLAGS_server))},
+                          {"status", JsonString(*serving ? "SERVING" : "NOT_SERVING")}}));
+  } else {
+    std::printf("%s\n", *serving ? "SERVING" : "NOT_SERVING");
+  }
   return *serving ? 0 : 1;
 }
 
