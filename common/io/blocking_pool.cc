@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 
@@ -15,12 +16,20 @@ namespace ferry {
 
 struct BlockingPool::Job {
   absl::AnyInvocable<void()> fn;
-  // Written once the job has run (1) or will never run (2).
+  // kRan once the job has run, kDropped when it never will; published (release) before
+  // the eventfd is written and read (acquire) after it is, which orders the job's
+  // writes before the waiter's reads in a way ThreadSanitizer sees too (it cannot see
+  // through the kernel's eventfd).
+  static constexpr int kRan = 1;
+  static constexpr int kDropped = 2;
+  std::atomic<int> outcome{0};
   UniqueFd done;
 
-  void Signal(uint64_t value) const {
+  void Signal(int result) {
+    outcome.store(result, std::memory_order_release);
+    const uint64_t one = 1;
     // An eventfd write of a counter far below its maximum cannot fail or block.
-    (void)!::write(done.get(), &value, sizeof(value));
+    (void)!::write(done.get(), &one, sizeof(one));
   }
 };
 
@@ -39,7 +48,7 @@ BlockingPool::~BlockingPool() {
   }
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
-  for (const auto& job : dropped) job->Signal(2);
+  for (const auto& job : dropped) job->Signal(Job::kDropped);
 }
 
 absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline) {
@@ -69,7 +78,9 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
     return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
                                "waiting for a blocking job");
   }
-  if (value != 1) return absl::CancelledError("the blocking-work pool stopped first");
+  if (job->outcome.load(std::memory_order_acquire) != Job::kRan) {
+    return absl::CancelledError("the blocking-work pool stopped first");
+  }
   return absl::OkStatus();
 }
 
@@ -92,7 +103,7 @@ void BlockingPool::Work() {
     // What the job captured goes before the waiter hears, so that nothing it held
     // outlives the wait.
     job->fn = nullptr;
-    job->Signal(1);
+    job->Signal(Job::kRan);
   }
 }
 
