@@ -16,20 +16,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/testing/command.h"
 
 namespace ferry::testing {
 
 // The spark-ess folder, or empty when it cannot be used (the reason in *why).
 std::string SparkEssDir(std::string* why = nullptr);
-
-struct CommandResult {
-  int exit_code = -1;  // -1: killed at the timeout or by a signal
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `argv` (argv[0] a path), its output captured, killed after `timeout`.
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         absl::Duration timeout);
 
 // spark-ess-server on a free loopback port, stopped (SIGTERM, then SIGKILL) when
 // destroyed.
