@@ -8,7 +8,6 @@
 
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -128,9 +127,11 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
     }
     last = *answer;
     // {"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[t,"N"]}]}}
-    std::smatch m;
-    if (std::regex_search(last, m, std::regex("\"value\":\\[[0-9.]+,\"([0-9.e+]+)\"\\]"))) {
-      (void)absl::SimpleAtod(m[1].str(), &seen);
+    const size_t value = last.find("\"value\":[");
+    const size_t open = value == std::string::npos ? value : last.find(",\"", value);
+    const size_t close = open == std::string::npos ? open : last.find('"', open + 2);
+    if (close != std::string::npos) {
+      (void)absl::SimpleAtod(last.substr(open + 2, close - open - 2), &seen);
     }
   }
   ::kill(pid, SIGTERM);
