@@ -4,6 +4,10 @@
 
 #include <cstdlib>
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
 #include "gtest/gtest.h"
@@ -90,6 +94,53 @@ TEST_F(ControlPlaneTest, HealthIsServingUntilADrainBegins) {
   server_->Shutdown(absl::Seconds(1));
   absl::StatusOr<bool> after = client_.control().CheckHealth(target);
   EXPECT_TRUE(!after.ok() || !*after);
+}
+
+// Server reflection: what standard gRPC tooling (grpcurl, grpc_cli) asks first. The
+// request is reflection's ListServices, written as its protobuf bytes (field 7, empty
+// string) over a generic bidirectional call, since Debian ships no reflection stubs.
+TEST_F(ControlPlaneTest, ReflectionListsTheService) {
+  auto channel = grpc::CreateChannel(server_->control_target(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&cq](intptr_t tag) {
+    void* got = nullptr;
+    bool ok = false;
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
+    return cq.AsyncNext(&got, &ok, deadline) == grpc::CompletionQueue::GOT_EVENT &&
+           got == reinterpret_cast<void*>(tag) && ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  grpc::Slice request("\x3a\x00", 2);
+  grpc::ByteBuffer request_buffer(&request, 1);
+  call->Write(request_buffer, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_NE(bytes.find("ferry.v1.Ferry"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+  context.TryCancel();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  (void)step(4);
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 TEST_F(ControlPlaneTest, TicketsAreDistinct) {
