@@ -98,6 +98,9 @@ ABSL_FLAG(int, blocking_threads, 4,
           "Threads for the data plane's blocking work (index loads, file opens, deletes).");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: off.");
+ABSL_FLAG(std::string, port_file, "",
+          "Once serving, write the ports listened on to this file (control=, data=, spark=, "
+          "metrics=, one per line; written whole, by rename): for addresses with port 0.");
 ABSL_FLAG(std::string, log_level, "info", "Least severe log lines kept: info, warning or error.");
 ABSL_FLAG(std::string, log_file, "",
           "Append log lines to this file instead of stderr; SIGHUP reopens it (logrotate).");
@@ -313,6 +316,19 @@ int Main() {
             << absl::FormatDuration(options.connection.idle_timeout) << ", io "
             << absl::FormatDuration(options.connection.io_timeout) << ", ticket ttl "
             << absl::FormatDuration(options.ticket_ttl);
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    const std::string temp = path + ".tmp";
+    std::FILE* f = std::fopen(temp.c_str(), "w");
+    if (f == nullptr ||
+        std::fprintf(f, "control=%u\ndata=%u\nspark=%u\nmetrics=%u\n",
+                     (*server)->control_port(), (*server)->data_port(), (*server)->spark_port(),
+                     (*server)->metrics_port()) < 0 ||
+        std::fclose(f) != 0 || std::rename(temp.c_str(), path.c_str()) != 0) {
+      LOG(ERROR) << "ferry_server: cannot write --port-file " << path << ": "
+                 << std::strerror(errno);
+      return 1;
+    }
+  }
   int signal = 0;
   for (;;) {
     sigwait(&signals, &signal);

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/control_client.h"
@@ -41,12 +43,18 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
     const std::string& log_path, uint64_t fd_limit) {
   std::unique_ptr<ServerProcess> p(new ServerProcess);
-  p->control_port_ = FreeLoopbackPort();
-  p->data_port_ = FreeLoopbackPort();
-  std::vector<std::string> argv_strings = {
-      binary, "--data-dir=" + data_dir,
-      absl::StrCat("--control-address=127.0.0.1:", p->control_port_),
-      absl::StrCat("--data-address=127.0.0.1:", p->data_port_)};
+  // The server binds port 0 and says which ports it got: a port picked here and bound
+  // there could be taken by another test's server in between.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string port_file = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ferry-ports-XXXXXX");
+  const int port_fd = ::mkstemp(port_file.data());
+  if (port_fd < 0) return absl::ErrnoToStatus(errno, "mkstemp for the port file");
+  ::close(port_fd);
+  ::unlink(port_file.c_str());
+  std::vector<std::string> argv_strings = {binary, "--data-dir=" + data_dir,
+                                           "--control-address=127.0.0.1:0",
+                                           "--data-address=127.0.0.1:0",
+                                           "--port-file=" + port_file};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
@@ -74,12 +82,26 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  absl::Status info = absl::UnavailableError("not asked yet");
+  absl::Status info = absl::UnavailableError("no port file yet");
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {
+    if (p->control_port_ == 0) {
+      std::ifstream in(port_file);
+      std::string line;
+      while (std::getline(in, line)) {
+        uint32_t port = 0;
+        const size_t eq = line.find('=');
+        if (eq == std::string::npos || !absl::SimpleAtoi(line.substr(eq + 1), &port)) continue;
+        if (line.compare(0, eq, "control") == 0) p->control_port_ = static_cast<uint16_t>(port);
+        if (line.compare(0, eq, "data") == 0) p->data_port_ = static_cast<uint16_t>(port);
+      }
+      if (p->control_port_ != 0) ::unlink(port_file.c_str());
+    }
     // A new channel each time: a channel that failed once waits out gRPC's reconnect
     // backoff (a second and growing) before it tries again.
-    info = ControlClient(absl::Seconds(2)).GetServerInfo(p->control_target()).status();
+    if (p->control_port_ != 0) {
+      info = ControlClient(absl::Seconds(2)).GetServerInfo(p->control_target()).status();
+    }
     if (info.ok()) return p;
     int status;
     if (::waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
