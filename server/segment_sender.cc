@@ -86,8 +86,15 @@ void SegmentSender::SetNoDelay(bool on) {
 absl::Status SegmentSender::SendFile(const DataFile& file, uint64_t pos, uint64_t length,
                                      absl::FunctionRef<std::string()> name) {
   if (length == 0) return absl::OkStatus();
-  return options_.mode == DataPlaneMode::kSplice ? SpliceFile(file, pos, length, name)
-                                                 : CopyFile(file, pos, length, name);
+  if (options_.mode == DataPlaneMode::kCopy) {
+    if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
+    return CopyFile(file, pos, length, name, buffer_.get(), options_.copy_buffer_bytes);
+  }
+  if (length <= kSmallSegmentBytes) {
+    if (small_buffer_ == nullptr) small_buffer_ = std::make_unique<char[]>(kSmallSegmentBytes);
+    return CopyFile(file, pos, length, name, small_buffer_.get(), kSmallSegmentBytes);
+  }
+  return SpliceFile(file, pos, length, name);
 }
 
 absl::Status SegmentSender::PipeReady() {
@@ -177,13 +184,12 @@ ssize_t SegmentSender::ReadFile(int file, char* buf, size_t len, uint64_t pos) {
 }
 
 absl::Status SegmentSender::CopyFile(const DataFile& data, uint64_t pos, uint64_t length,
-                                     absl::FunctionRef<std::string()> name) {
-  if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
+                                     absl::FunctionRef<std::string()> name, char* buffer,
+                                     size_t buffer_bytes) {
   const int file = data.fd.get();
   while (length > 0) {
-    const size_t chunk =
-        static_cast<size_t>(std::min<uint64_t>(length, options_.copy_buffer_bytes));
-    const ssize_t n = ReadFile(file, buffer_.get(), chunk, pos);
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, buffer_bytes));
+    const ssize_t n = ReadFile(file, buffer, chunk, pos);
     if (n < 0) {
       return absl::ErrnoToStatus(static_cast<int>(-n),
                                  absl::StrCat("read ", data.path, " for ", name()));
@@ -193,7 +199,7 @@ absl::Status SegmentSender::CopyFile(const DataFile& data, uint64_t pos, uint64_
                                               " ended early (truncated while being served)"));
     }
     const bool last = chunk == length;
-    const ssize_t sent = Send(buffer_.get(), chunk, !last);
+    const ssize_t sent = Send(buffer, chunk, !last);
     if (sent < 0) return PeerError(sent, absl::StrCat("send ", name(), " to the peer"));
     pos += chunk;
     TakeTurns(chunk, 0);

@@ -8,6 +8,9 @@
 //     The pipe belongs to the sender and dies with it, so a pipe left holding bytes by
 //     an error is never reused.
 //   * copy mode: read the segment into the sender's buffer, then send it.
+//   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
+//     small buffer: for it the pipe's two splices cost more than a read and a send
+//     (benchmarks/results/small-segments-2026-12-01.md).
 // A response of 64 KiB or more goes out with Nagle's algorithm on, and EndResponse()
 // pushes its tail by setting TCP_NODELAY (docs/protocol.md). A sender whose peer keeps
 // up yields its thread after every 4 MiB or 64 blocks, so the thread's other
@@ -70,6 +73,8 @@ class SegmentSender {
   SegmentSender(const SegmentSender&) = delete;
   // Responses of at least this many bytes are sent with Nagle's algorithm on.
   static constexpr uint64_t kBulkResponseBytes = uint64_t{64} << 10;
+  // Segments up to this size are copied even in splice mode.
+  static constexpr uint64_t kSmallSegmentBytes = uint64_t{16} << 10;
   SegmentSender& operator=(const SegmentSender&) = delete;
 
   // Sends all of `data`; `more` when a segment follows (MSG_MORE: they share a TCP
@@ -96,8 +101,10 @@ class SegmentSender {
   ssize_t SendPipe(size_t len, bool more);
   absl::Status SpliceFile(const DataFile& file, uint64_t pos, uint64_t length,
                           absl::FunctionRef<std::string()> name);
+  // Through `buffer` of `buffer_bytes`.
   absl::Status CopyFile(const DataFile& file, uint64_t pos, uint64_t length,
-                        absl::FunctionRef<std::string()> name);
+                        absl::FunctionRef<std::string()> name, char* buffer,
+                        size_t buffer_bytes);
   // File -> pipe, at most `len` bytes: the number moved or -errno.
   ssize_t FillPipe(int file, uint64_t pos, size_t len);
   absl::Status PipeReady();
@@ -114,6 +121,7 @@ class SegmentSender {
   uint32_t blocks_since_yield_ = 0;
   std::optional<Pipe> pipe_;        // splice mode, created on first use
   std::unique_ptr<char[]> buffer_;  // copy mode, created on first use
+  std::unique_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use
 };
 
 }  // namespace ferry

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +96,27 @@ TEST_P(SegmentSenderTest, HeaderThenExactlyTheSegment) {
   ASSERT_EQ(got.size(), 4 + length);
   EXPECT_EQ(got.substr(0, 4), "HEAD");
   EXPECT_TRUE(got.compare(4, length, content_, pos, length) == 0);
+}
+
+// Segments around kSmallSegmentBytes, which splice mode copies below and splices above.
+TEST_P(SegmentSenderTest, SmallAndJustLargerSegmentsArriveWhole) {
+  absl::Status status;
+  const uint64_t small = SegmentSender::kSmallSegmentBytes;
+  const std::vector<std::pair<uint64_t, uint64_t>> segments = {
+      {7, 1}, {100, 1000}, {4096, small}, {3, small + 1}};
+  uint64_t total = 0;
+  for (const auto& [pos, length] : segments) total += length;
+  const std::string got = SendAndRead(
+      [&](SegmentSender& sender) {
+        for (const auto& [pos, length] : segments) {
+          ASSERT_TRUE(
+              sender.SendFile(file_, pos, length, [] { return std::string("seg"); }).ok());
+        }
+      },
+      total, &status);
+  std::string expected;
+  for (const auto& [pos, length] : segments) expected += content_.substr(pos, length);
+  EXPECT_EQ(got, expected);
 }
 
 TEST_P(SegmentSenderTest, FileShorterThanTheSegmentIsDataLossNamingIt) {
