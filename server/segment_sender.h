@@ -2,9 +2,10 @@
 // whatever protocol frames them (each front door encodes its own headers and sends them
 // through here, then the segment):
 //   * splice mode: file -> pipe -> socket, a chunk of up to the pipe's capacity per
-//     pass; no payload byte enters user space. With the uring engine the two
-//     IORING_OP_SPLICE legs are linked in one submission; with the inline engine both
-//     legs are direct non-blocking splices and a full socket waits on an io_uring poll.
+//     pass; no payload byte of such a segment enters user space. With the uring engine
+//     the two IORING_OP_SPLICE legs are linked in one submission; with the inline
+//     engine both legs are direct non-blocking splices and a full socket waits on an
+//     io_uring poll.
 //     The pipe belongs to the sender and dies with it, so a pipe left holding bytes by
 //     an error is never reused.
 //   * copy mode: read the segment into the sender's buffer, then send it.
