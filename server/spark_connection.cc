@@ -96,7 +96,9 @@ class SparkConnection {
   const ConnectionOptions& options_;
   ConnectionControl* control_;
   SegmentSender sender_;
+  // Whether a whole frame has arrived yet, and when the frame being read must be whole.
   bool served_any_ = false;
+  absl::Time frame_deadline_ = absl::InfiniteFuture();
   std::unique_ptr<char[]> buffer_;
   size_t capacity_ = 0;
   size_t begin_ = 0;  // first unconsumed byte
@@ -141,13 +143,20 @@ ssize_t SparkConnection::Receive(char* buf, size_t len) {
     const ssize_t n = ::recv(socket_.get(), buf, len, MSG_DONTWAIT);
     return n < 0 ? -errno : n;
   }
-  // A new connection gets a shorter wait: a peer that connects and says nothing holds a
+  // One deadline for a whole frame, from when the wait for it began: a peer that
+  // trickles a byte at a time cannot hold the connection longer than one frame's wait.
+  // A new connection gets a shorter one: a peer that connects and says nothing holds a
   // connection slot.
-  const absl::Time deadline =
-      absl::Now() + (served_any_ ? options_.idle_timeout
-                                 : std::min(options_.idle_timeout, options_.first_request_timeout));
-  if (options_.engine == IoEngine::kInline) return RecvReady(socket_.get(), buf, len, deadline);
-  return Recv(socket_.get(), buf, len, 0, deadline);
+  if (frame_deadline_ == absl::InfiniteFuture()) {
+    frame_deadline_ =
+        absl::Now() + (served_any_ ? options_.idle_timeout
+                                   : std::min(options_.idle_timeout,
+                                              options_.first_request_timeout));
+  }
+  if (options_.engine == IoEngine::kInline) {
+    return RecvReady(socket_.get(), buf, len, frame_deadline_);
+  }
+  return Recv(socket_.get(), buf, len, 0, frame_deadline_);
 }
 
 SparkConnection::Next SparkConnection::NextFrame(absl::string_view* frame) {
@@ -163,6 +172,8 @@ SparkConnection::Next SparkConnection::NextFrame(absl::string_view* frame) {
         *frame = absl::string_view(buffer_.get() + begin_ + spark::kFrameLengthBytes,
                                    need - spark::kFrameLengthBytes);
         begin_ += need;
+        served_any_ = true;
+        frame_deadline_ = absl::InfiniteFuture();
         return Next::kFrame;
       }
     }
@@ -182,7 +193,6 @@ SparkConnection::Next SparkConnection::NextFrame(absl::string_view* frame) {
     if (n <= 0) return Next::kEnd;  // closed, reset, idle, draining or stopping
     SetServing(true);
     end_ += static_cast<size_t>(n);
-    served_any_ = true;
   }
 }
 

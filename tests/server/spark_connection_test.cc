@@ -125,6 +125,7 @@ class SparkClient {
     EXPECT_EQ(reply->id, id);
     return *reply;
   }
+  int fd() const { return fd_.get(); }
   // The server closed the connection: nothing more arrives (end of stream, or a reset
   // when the close left bytes of ours unread).
   bool Closed() {
@@ -178,8 +179,10 @@ class SparkConnectionTest : public ::testing::Test {
     ASSERT_TRUE(writer->Commit(static_cast<int32_t>(sizes.size())).ok());
   }
 
-  void Start(SparkShuffleService::Options spark = {}) {
+  void Start(SparkShuffleService::Options spark = {},
+             absl::Duration first_request_timeout = absl::Seconds(10)) {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), {});
+    options.connection.first_request_timeout = first_request_timeout;
     options.spark_address = "127.0.0.1:0";
     options.spark_dir_roots = {roots_.path()};
     options.spark = spark;
@@ -366,6 +369,24 @@ TEST_F(SparkConnectionTest, BadFramesCloseTheConnection) {
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->type, sw::MessageType::kRpcFailure);
   EXPECT_EQ(reply->id, 7);
+  EXPECT_TRUE(client.Closed());
+}
+
+// A peer that trickles its first frame a byte at a time is dropped when the whole frame
+// has not arrived within the first-request timeout, however often bytes come.
+TEST_F(SparkConnectionTest, AFrameTrickledByteByByteIsDroppedAtItsDeadline) {
+  Start({}, absl::Milliseconds(300));
+  SparkClient client(server_->spark_port());
+  const std::string frame = sw::EncodeRpcRequest(1, Registration());
+  const absl::Time start = absl::Now();
+  size_t sent = 0;
+  // Bounded: the frame is over 100 bytes, one every 50 ms would take over 5 s.
+  for (; sent < frame.size(); ++sent) {
+    if (::send(client.fd(), frame.data() + sent, 1, MSG_NOSIGNAL) != 1) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_LT(sent, frame.size());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_TRUE(client.Closed());
 }
 
