@@ -54,14 +54,18 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 }  // namespace
 
+UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return UniqueFd(
+      static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how, sizeof(how))));
+}
+
 absl::StatusOr<UniqueFd> OpenRegularFile(int dir_fd, const std::string& relative,
                                          absl::string_view display_name, struct stat* st) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-  open_how how{};
-  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how,
-                                         sizeof(how))));
+  UniqueFd fd = OpenBeneath(dir_fd, relative, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (!fd.valid()) {
     const int err = errno;
     if (err == ELOOP) {

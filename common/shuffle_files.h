@@ -35,6 +35,11 @@ std::string DataFileName(int32_t shuffle_id, int64_t map_id);
 std::string IndexFileName(int32_t shuffle_id, int64_t map_id);
 std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm);
 
+// openat2(dir_fd, relative, flags) resolving beneath `dir_fd` and through no symlink
+// (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the one way Ferry
+// opens anything a peer's request can name. Invalid, with errno set, on failure.
+UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags);
+
 // Opens `relative` (one or more path components) beneath the directory `dir_fd` for
 // reading: resolution never leaves `dir_fd` and follows no symlink (openat2
 // RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), and anything but a regular file (a FIFO, a

@@ -363,11 +363,11 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
     return SendChunkFailure(stream_id, chunk_index, stream_name, chunk.status().ToString());
   }
   const StreamBlock& block = *chunk;
-  const std::string name = SparkName(block.id);
+  // The block's name is built only for an error: not on the per-block path.
   if (stream_name == nullptr && block.length > spark::kMaxChunkBodyBytes) {
     return SendChunkFailure(
         stream_id, chunk_index, stream_name,
-        absl::StrCat(name, " is ", block.length, " bytes, more than a Spark frame can hold; "
+        absl::StrCat(SparkName(block.id), " is ", block.length, " bytes, more than a Spark frame can hold; "
                      "fetch it to disk (spark.network.maxRemoteBlockSizeFetchToMem)"));
   }
   // A file that shrank since the stream was opened is caught here, before the header
@@ -376,7 +376,7 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
   if (::fstat(block.file->fd.get(), &st) != 0 ||
       static_cast<uint64_t>(st.st_size) < block.offset + block.length) {
     return SendChunkFailure(stream_id, chunk_index, stream_name,
-                            absl::StrCat(name, ": data file ", block.file->path,
+                            absl::StrCat(SparkName(block.id), ": data file ", block.file->path,
                                          " no longer holds the block (it ends before byte ",
                                          block.offset + block.length, ")"));
   }
@@ -393,7 +393,9 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
   first_byte_ = absl::Now();
   // A failure past the header leaves the peer's stream out of frame: only closing the
   // connection is honest, and Spark's client retries it.
-  if (!sender_.SendFile(*block.file, block.offset, block.length, [&] { return name; }).ok()) {
+  if (!sender_.SendFile(*block.file, block.offset, block.length,
+                        [&] { return SparkName(block.id); })
+           .ok()) {
     return false;
   }
   if (control_ != nullptr && control_->metrics != nullptr) {

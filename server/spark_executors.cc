@@ -2,8 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/pread_full.h"
+#include "common/shuffle_files.h"
 #include "common/unique_fd.h"
 #include "server/block_store.h"
 
@@ -56,11 +55,9 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
     return absl::FailedPreconditionError(absl::StrCat(path, " is nested deeper than ",
                                                       kMaxDepth, " levels; not deleted"));
   }
-  open_how how{};
-  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  const int fd = static_cast<int>(
-      ::syscall(SYS_openat2, parent_fd, relative.c_str(), &how, sizeof(how)));
+  // fdopendir() takes the descriptor over.
+  const int fd =
+      OpenBeneath(parent_fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW).release();
   if (fd < 0) {
     if (errno == ENOENT) return absl::OkStatus();
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " to delete it"));
@@ -100,10 +97,8 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
     }
     return absl::OkStatus();
   }
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  UniqueFd parent(static_cast<int>(::syscall(SYS_openat2, parent_fd,
-                                             relative.substr(0, slash).c_str(), &how,
-                                             sizeof(how))));
+  const UniqueFd parent =
+      OpenBeneath(parent_fd, relative.substr(0, slash), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (!parent.valid() ||
       (::unlinkat(parent.get(), relative.substr(slash + 1).c_str(), AT_REMOVEDIR) != 0 &&
        errno != ENOENT)) {

@@ -1,8 +1,6 @@
 #include "server/spark_service.h"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/shuffle_files.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
 
@@ -206,11 +205,8 @@ absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlo
           if (!parsed.ok() || !std::holds_alternative<spark::RddBlockId>(*parsed)) continue;
           const ShuffleFileLocation at = (*dirs)->Locate(id);
           const size_t slash = at.relative.rfind('/');
-          open_how how{};
-          how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-          how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-          UniqueFd dir(static_cast<int>(::syscall(
-              SYS_openat2, at.dir_fd, at.relative.substr(0, slash).c_str(), &how, sizeof(how))));
+          const UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),
+                                           O_PATH | O_DIRECTORY | O_CLOEXEC);
           if (!dir.valid()) continue;
           if (::unlinkat(dir.get(), id.c_str(), 0) == 0) ++removed;
         }

@@ -76,12 +76,12 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
     server_ = testing::StartServer(options);
   }
 
-  void Register() {
-    ASSERT_TRUE(server_->spark_executors()
-                    ->Register({kApp, kExec, {local_dirs_, kSubdirs,
-                                              "org.apache.spark.shuffle.sort.SortShuffleManager"}})
-                    .ok());
+  // What executor kExec of kApp registers: its local dirs.
+  spark::RegisterExecutor Registration() const {
+    return {kApp, kExec,
+            {local_dirs_, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}};
   }
+  void Register() { ASSERT_TRUE(server_->spark_executors()->Register(Registration()).ok()); }
 
   TempDir roots_;
   TempDir data_dir_;
@@ -203,9 +203,7 @@ TEST_P(SparkLayoutTest, FerrysSparkClientFetchesFromTheSparkFrontDoor) {
             std::string::npos)
       << unregistered.status();
   ASSERT_TRUE(client
-                  .RegisterExecutor(address, {kApp, kExec, {local_dirs_, kSubdirs,
-                                                            "org.apache.spark.shuffle.sort."
-                                                            "SortShuffleManager"}})
+                  .RegisterExecutor(address, Registration())
                   .ok());
   FetchEveryWay(address);
   // Registration refused (a dir outside the roots): the service's words come back.
@@ -301,9 +299,7 @@ TEST_P(SparkFrontDoorTest, FerrysSparkClientFetchesFromSparksOwnService) {
   const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
   SparkShuffleClient client;
   ASSERT_TRUE(client
-                  .RegisterExecutor(address, {kApp, kExec, {local_dirs_, kSubdirs,
-                                                            "org.apache.spark.shuffle.sort."
-                                                            "SortShuffleManager"}})
+                  .RegisterExecutor(address, Registration())
                   .ok());
   FetchEveryWay(address);
 }
