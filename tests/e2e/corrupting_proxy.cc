@@ -19,10 +19,8 @@ constexpr absl::Duration kRelayLifetime = absl::Seconds(60);
 
 }  // namespace
 
-CorruptingProxy::CorruptingProxy(uint16_t upstream_port, uint64_t flip_offset,
-                                 int corrupt_connections)
-    : upstream_port_(upstream_port),
-      flip_offset_(flip_offset),
+CorruptingProxy::CorruptingProxy(uint64_t flip_offset, int corrupt_connections)
+    : flip_offset_(flip_offset),
       corrupt_connections_(corrupt_connections) {
   listener_ = ListenLoopback(&port_);
   acceptor_ = std::thread([this] { AcceptLoop(); });
@@ -49,7 +47,7 @@ void CorruptingProxy::AcceptLoop() {
 }
 
 void CorruptingProxy::Relay(UniqueFd client, bool corrupt) {
-  UniqueFd server = ConnectLoopback(upstream_port_);
+  UniqueFd server = ConnectLoopback(upstream_port_.load());
   uint64_t downstream = 0;  // server -> client bytes relayed so far
   const absl::Time end = absl::Now() + kRelayLifetime;
   char buf[65536];

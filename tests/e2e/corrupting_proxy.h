@@ -16,22 +16,26 @@ namespace ferry::testing {
 
 class CorruptingProxy {
  public:
-  // Relays to 127.0.0.1:upstream_port. On each of the first `corrupt_connections`
-  // connections, byte `flip_offset` of the server -> client stream is XORed with 0x01.
-  CorruptingProxy(uint16_t upstream_port, uint64_t flip_offset, int corrupt_connections);
+  // Listens on a port of its own at once; relays to 127.0.0.1:SetUpstream()'s port, so
+  // the server can be started on port 0 and told the proxy's port first. On each of the
+  // first `corrupt_connections` connections, byte `flip_offset` of the server -> client
+  // stream is XORed with 0x01.
+  CorruptingProxy(uint64_t flip_offset, int corrupt_connections);
   CorruptingProxy(const CorruptingProxy&) = delete;
   CorruptingProxy& operator=(const CorruptingProxy&) = delete;
   // Stops accepting, ends every relay, joins the threads.
   ~CorruptingProxy();
 
   uint16_t port() const { return port_; }
+  // Before the first connection arrives.
+  void SetUpstream(uint16_t port) { upstream_port_ = port; }
   int connections() const { return connections_.load(); }
 
  private:
   void AcceptLoop();
   void Relay(UniqueFd client, bool corrupt);
 
-  const uint16_t upstream_port_;
+  std::atomic<uint16_t> upstream_port_{0};
   const uint64_t flip_offset_;
   const int corrupt_connections_;
   UniqueFd listener_;

@@ -217,12 +217,11 @@ TEST_P(FetchTest, BytesDamagedInTransferAreDiagnosedAsSuchAndRefetched) {
   data_.AddMapOutput(dir_.path(), kApp, 3, 8, {1000, 200000});
   // The data plane is reached through a relay that flips a bit 5,000 bytes into
   // partition 1's payload, on its first two connections.
-  const uint16_t data_port = testing::FreeLoopbackPort();
-  testing::CorruptingProxy proxy(data_port, 2 * kResponseHeaderBytes + 1000 + 5000, 2);
+  testing::CorruptingProxy proxy(2 * kResponseHeaderBytes + 1000 + 5000, 2);
   FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
-  options.data_address = absl::StrCat("127.0.0.1:", data_port);
   options.advertise_data_address = absl::StrCat("127.0.0.1:", proxy.port());
   server_ = testing::StartServer(options);
+  proxy.SetUpstream(server_->data_port());
   const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
 
   FetchOptions once;
