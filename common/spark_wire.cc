@@ -259,18 +259,17 @@ std::string EncodeOneWayMessage(absl::string_view body) {
   return Frame(MessageType::kOneWayMessage, rest);
 }
 
-std::string EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
-                                          uint64_t body_bytes) {
-  // Once per chunk served: written in place, one allocation.
-  constexpr size_t kHeaderBytes = kFrameLengthBytes + 1 + 8 + 4;
-  std::string out;
-  out.reserve(kHeaderBytes);
-  WireWriter w(&out);
-  w.I64(static_cast<int64_t>(kHeaderBytes + body_bytes));
-  w.U8(static_cast<uint8_t>(MessageType::kChunkFetchSuccess));
-  w.I64(stream_id);
-  w.I32(chunk_index);
-  return out;
+ChunkFetchSuccessHeader EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
+                                                      uint64_t body_bytes) {
+  ChunkFetchSuccessHeader header;
+  const uint64_t length = htobe64(ChunkFetchSuccessHeader::kBytes + body_bytes);
+  const uint64_t stream = htobe64(static_cast<uint64_t>(stream_id));
+  const uint32_t chunk = htobe32(static_cast<uint32_t>(chunk_index));
+  std::memcpy(header.bytes, &length, 8);
+  header.bytes[8] = static_cast<char>(MessageType::kChunkFetchSuccess);
+  std::memcpy(header.bytes + 9, &stream, 8);
+  std::memcpy(header.bytes + 17, &chunk, 4);
+  return header;
 }
 
 std::string EncodeChunkFetchFailure(int64_t stream_id, int32_t chunk_index,

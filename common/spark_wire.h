@@ -131,9 +131,15 @@ std::string EncodeOneWayMessage(absl::string_view body);
 
 // The frame header of a ChunkFetchSuccess whose `body_bytes` of block follow in the frame
 // (sent separately: spliced or copied). body_bytes must be at most kMaxChunkBodyBytes.
+// Built once per chunk served, so it lives on the caller's stack, not the heap.
 inline constexpr uint64_t kMaxChunkBodyBytes = kMaxFrameBodyBytes - 13;
-std::string EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
-                                          uint64_t body_bytes);
+struct ChunkFetchSuccessHeader {
+  static constexpr size_t kBytes = kFrameLengthBytes + 1 + 8 + 4;
+  char bytes[kBytes];
+  absl::string_view view() const { return absl::string_view(bytes, kBytes); }
+};
+ChunkFetchSuccessHeader EncodeChunkFetchSuccessHeader(int64_t stream_id, int32_t chunk_index,
+                                                      uint64_t body_bytes);
 std::string EncodeChunkFetchFailure(int64_t stream_id, int32_t chunk_index,
                                     absl::string_view error);
 std::string EncodeRpcResponse(int64_t request_id, absl::string_view body);

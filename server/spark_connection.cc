@@ -380,10 +380,16 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
                                          " no longer holds the block (it ends before byte ",
                                          block.offset + block.length, ")"));
   }
-  const std::string header =
-      stream_name != nullptr
-          ? spark::EncodeStreamResponseHeader(*stream_name, block.length)
-          : spark::EncodeChunkFetchSuccessHeader(stream_id, chunk_index, block.length);
+  std::string stream_header;
+  spark::ChunkFetchSuccessHeader chunk_header;
+  absl::string_view header;
+  if (stream_name != nullptr) {
+    stream_header = spark::EncodeStreamResponseHeader(*stream_name, block.length);
+    header = stream_header;
+  } else {
+    chunk_header = spark::EncodeChunkFetchSuccessHeader(stream_id, chunk_index, block.length);
+    header = chunk_header.view();
+  }
   sender_.StartResponse(block.length);
   // MSG_MORE lets the header share a segment with the block that follows.
   if (sender_.Send(header.data(), header.size(), /*more=*/block.length > 0) !=

@@ -114,7 +114,7 @@ TEST(SparkWireTest, ChunkFrames) {
   EXPECT_EQ(std::get<ChunkFetchRequest>(*decoded).stream_id, kStreamId);
   EXPECT_EQ(std::get<ChunkFetchRequest>(*decoded).chunk_index, 1);
   // The header goes out on its own; the body follows inside the frame.
-  EXPECT_EQ(EncodeChunkFetchSuccessHeader(kStreamId, 1, 5) + "hello",
+  EXPECT_EQ(std::string(EncodeChunkFetchSuccessHeader(kStreamId, 1, 5).view()) + "hello",
             Hex("00 00 00 00 00 00 00 1a 01 11 22 33 44 55 66 77 88 00 00 00 01 68 65 6c 6c 6f"));
   EXPECT_EQ(EncodeChunkFetchFailure(kStreamId, 1, "boom"),
             Hex("00 00 00 00 00 00 00 1d 02 11 22 33 44 55 66 77 88 00 00 00 01 00 00 00 04 62 6f"
