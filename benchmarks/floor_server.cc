@@ -236,7 +236,7 @@ class Connection {
           buffer_.resize(chunk_);
           n = PreadFull(b.fd, buffer_.data(), want, static_cast<uint64_t>(pos));
           if (n > 0 && !SendAll(socket_.get(), buffer_.data(), static_cast<size_t>(n), MSG_MORE)) {
-            n = -1;
+            return false;
           }
           break;
         case Body::kSendmsg:
