@@ -2,11 +2,13 @@
 // /metrics, and a real Prometheus (Debian's, started by the test with a scrape config
 // for the server) reports through its own query API that the byte counter rose by the
 // bytes fetched.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +21,6 @@
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
-#include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ferry {
@@ -30,6 +31,33 @@ using ::ferry::testing::TempDir;
 
 constexpr char kApp[] = "app-metrics";
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The port in Prometheus's `msg="Listening on" address=127.0.0.1:PORT` log line, once it
+// is written (bounded: 60 s); 0 if it never is.
+uint16_t ListeningPort(const std::string& log) {
+  constexpr char kLine[] = "msg=\"Listening on\" address=127.0.0.1:";
+  for (int i = 0; i < 600; ++i) {
+    const std::string text = ReadAll(log);
+    const size_t at = text.find(kLine);
+    if (at != std::string::npos) {
+      const size_t start = at + sizeof(kLine) - 1;
+      const size_t end = text.find_first_not_of("0123456789", start);
+      uint32_t port = 0;
+      if (end != std::string::npos &&
+          absl::SimpleAtoi(text.substr(start, end - start), &port) && port > 0 &&
+          port < 65536) {
+        return static_cast<uint16_t>(port);
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return 0;
+}
 
 // The value of the sample `line_prefix` ("name{labels}") in Prometheus's text format.
 double Sample(const std::string& text, const std::string& line_prefix) {
@@ -92,7 +120,6 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
     GTEST_SKIP() << kPrometheus << " is missing (scripts/setup installs Debian's prometheus)";
   }
   TempDir prom;
-  const uint16_t port = testing::FreeLoopbackPort();
   const std::string config = absl::StrCat(prom.path(), "/prometheus.yml");
   {
     std::ofstream out(config);
@@ -100,17 +127,26 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
         << "scrape_configs:\n  - job_name: ferry\n    static_configs:\n"
         << "      - targets: ['127.0.0.1:" << server_->metrics_port() << "']\n";
   }
-  const std::string listen = absl::StrCat("--web.listen-address=127.0.0.1:", port);
+  // Port 0: Prometheus binds a free port itself and names it in its log.
+  const std::string listen = "--web.listen-address=127.0.0.1:0";
+  const std::string log = absl::StrCat(prom.path(), "/prometheus.log");
   const std::string storage = absl::StrCat("--storage.tsdb.path=", prom.path(), "/data");
   const std::string config_flag = absl::StrCat("--config.file=", config);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0 || ::dup2(log_fd, STDERR_FILENO) < 0) ::_exit(127);
     ::close(STDOUT_FILENO);
-    ::close(STDERR_FILENO);
     ::execl(kPrometheus, kPrometheus, config_flag.c_str(), storage.c_str(), listen.c_str(),
             static_cast<char*>(nullptr));
     ::_exit(127);
+  }
+  const uint16_t port = ListeningPort(log);
+  if (port == 0) {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+    FAIL() << "Prometheus named no port it listens on within 60 s; its log: " << ReadAll(log);
   }
   const uint64_t bytes = FetchAll();
   // Prometheus's own answer, once it has scraped after the fetch (bounded: 60 s).

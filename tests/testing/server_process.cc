@@ -1,13 +1,10 @@
 #include "tests/testing/server_process.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,22 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/control_client.h"
-#include "common/check.h"
-#include "common/unique_fd.h"
 
 namespace ferry::testing {
-
-uint16_t FreeLoopbackPort() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  FERRY_CHECK(fd.valid());
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  FERRY_CHECK(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  FERRY_CHECK(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  return ntohs(addr.sin_port);
-}
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,

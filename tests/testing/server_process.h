@@ -59,9 +59,6 @@ class ServerProcess {
   uint16_t data_port_ = 0;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-uint16_t FreeLoopbackPort();
-
 }  // namespace ferry::testing
 
 #endif  // FERRY_TESTS_TESTING_SERVER_PROCESS_H_
