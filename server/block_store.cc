@@ -113,8 +113,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   if (cached != nullptr) {
     if (SameFile(locate(IndexFileName(shuffle_id, map_id)), cached->index_identity) &&
         SameFile(locate(DataFileName(shuffle_id, map_id)), cached->data_identity)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++counts_.hits;
+      hits_.fetch_add(1, std::memory_order_relaxed);
       return cached;
     }
     // Deleted or replaced (a map task run again): load what is there now.
@@ -227,7 +226,9 @@ size_t BlockStore::DropStale() {
 
 BlockStore::CacheCounts BlockStore::cache_counts() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return counts_;
+  CacheCounts counts = counts_;
+  counts.hits = hits_.load(std::memory_order_relaxed);
+  return counts;
 }
 
 size_t BlockStore::cached_map_outputs() const {

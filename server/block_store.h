@@ -169,7 +169,9 @@ class BlockStore {
   std::list<Key> lru_;                      // guarded by mu_; least recent at the back
   absl::flat_hash_map<Key, Slot> entries_;  // guarded by mu_
   uint64_t cached_index_bytes_ = 0;         // guarded by mu_
-  CacheCounts counts_;                      // guarded by mu_
+  CacheCounts counts_;                      // guarded by mu_, but for hits
+  // A hit takes no second lock: counted apart from counts_.
+  std::atomic<uint64_t> hits_{0};
 };
 
 }  // namespace ferry

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/auth_token.h"
 #include "common/flag_names.h"
+#include "common/replace_file.h"
 #include "common/version.h"
 #include "server/ferry_server.h"
 
@@ -317,15 +318,14 @@ int Main() {
             << absl::FormatDuration(options.connection.io_timeout) << ", ticket ttl "
             << absl::FormatDuration(options.ticket_ttl);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
-    const std::string temp = path + ".tmp";
-    std::FILE* f = std::fopen(temp.c_str(), "w");
-    if (f == nullptr ||
-        std::fprintf(f, "control=%u\ndata=%u\nspark=%u\nmetrics=%u\n",
-                     (*server)->control_port(), (*server)->data_port(), (*server)->spark_port(),
-                     (*server)->metrics_port()) < 0 ||
-        std::fclose(f) != 0 || std::rename(temp.c_str(), path.c_str()) != 0) {
-      LOG(ERROR) << "ferry_server: cannot write --port-file " << path << ": "
-                 << std::strerror(errno);
+    const absl::Status written = ferry::ReplaceFile(
+        path,
+        absl::StrCat("control=", (*server)->control_port(), "\ndata=", (*server)->data_port(),
+                     "\nspark=", (*server)->spark_port(), "\nmetrics=",
+                     (*server)->metrics_port(), "\n"),
+        0644);
+    if (!written.ok()) {
+      LOG(ERROR) << "ferry_server: cannot write --port-file: " << written;
       return 1;
     }
   }

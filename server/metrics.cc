@@ -37,8 +37,9 @@ void ThreadMetrics::Sent(FrontDoor door, uint64_t bytes, uint64_t blocks) {
 
 void ThreadMetrics::Request(FrontDoor door, absl::StatusCode code, absl::Duration first_byte,
                             absl::Duration service) {
-  const size_t c = static_cast<size_t>(code) < kStatusCodes ? static_cast<size_t>(code)
-                                                            : static_cast<size_t>(absl::StatusCode::kUnknown);
+  const size_t c = static_cast<size_t>(code) < kStatusCodes
+                       ? static_cast<size_t>(code)
+                       : static_cast<size_t>(absl::StatusCode::kUnknown);
   Add(requests_[Index(door)][c], 1);
   if (code != absl::StatusCode::kOk) return;
   first_byte_[Index(door)].Observe(first_byte);
@@ -90,7 +91,7 @@ void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
     bytes.samples.emplace_back(labels, static_cast<double>(sent));
     blocks.samples.emplace_back(labels, static_cast<double>(count));
     for (size_t c = 0; c < kStatusCodes; ++c) {
-      // Every code of the door once it has any, so rates start from zero.
+      // OK always, so the door's series exists from the start; other codes once seen.
       if (by_code[c] == 0 && c != 0) continue;
       std::string code = absl::StatusCodeToString(static_cast<absl::StatusCode>(c));
       requests.samples.emplace_back(MetricLabels{{"front_door", door_names[d]}, {"code", code}},

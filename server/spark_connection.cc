@@ -367,8 +367,9 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
   if (stream_name == nullptr && block.length > spark::kMaxChunkBodyBytes) {
     return SendChunkFailure(
         stream_id, chunk_index, stream_name,
-        absl::StrCat(SparkName(block.id), " is ", block.length, " bytes, more than a Spark frame can hold; "
-                     "fetch it to disk (spark.network.maxRemoteBlockSizeFetchToMem)"));
+        absl::StrCat(SparkName(block.id), " is ", block.length,
+                     " bytes, more than a Spark frame can hold; fetch it to disk "
+                     "(spark.network.maxRemoteBlockSizeFetchToMem)"));
   }
   // A file that shrank since the stream was opened is caught here, before the header
   // promises bytes the file no longer has.

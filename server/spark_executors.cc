@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/pread_full.h"
+#include "common/replace_file.h"
 #include "common/shuffle_files.h"
 #include "common/unique_fd.h"
 #include "server/block_store.h"
@@ -33,16 +34,6 @@ bool IsNormalAbsolute(absl::string_view path) {
     if (part.empty() || part == "." || part == "..") return false;
   }
   return true;
-}
-
-absl::Status WriteAll(int fd, absl::string_view bytes, absl::string_view path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
 }
 
 // Deletes `relative` beneath `parent_fd` and everything in it, never following a
@@ -319,21 +310,7 @@ absl::Status ExecutorRegistry::PersistLocked() const {
   for (const auto& [key, registered] : executors_) {
     writer.String(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}));
   }
-  const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
-  const std::string temp = absl::StrCat(path, ".tmp");
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("create ", temp));
-  if (absl::Status s = WriteAll(fd.get(), bytes, temp); !s.ok()) return s;
-  if (::fsync(fd.get()) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temp));
-  fd.Reset();
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", temp, " to ", path));
-  }
-  UniqueFd dir(::open(options_.state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.valid() || ::fsync(dir.get()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", options_.state_dir));
-  }
-  return absl::OkStatus();
+  return ReplaceFile(absl::StrCat(options_.state_dir, "/", kStateFile), bytes, 0600);
 }
 
 }  // namespace ferry
