@@ -197,9 +197,8 @@ int Gen() {
   return 0;
 }
 
-// Counts blocks and bytes for the progress line, passing each block to `inner`.
-// Counts what arrives and, on a terminal, redraws one progress line on stderr at most
-// five times a second: a bar, bytes, GB/s and the time left.
+// Passes each block to `inner` and counts what arrives; on a terminal, redraws one
+// progress line on stderr at most five times a second: a bar, bytes, GB/s, time left.
 class ProgressSink final : public BlockSink {
  public:
   ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)

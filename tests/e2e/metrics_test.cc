@@ -20,6 +20,8 @@
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
+#include "common/unique_fd.h"
+#include "tests/testing/command.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/temp_dir.h"
 
@@ -127,20 +129,19 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
         << "scrape_configs:\n  - job_name: ferry\n    static_configs:\n"
         << "      - targets: ['127.0.0.1:" << server_->metrics_port() << "']\n";
   }
-  // Port 0: Prometheus binds a free port itself and names it in its log.
-  const std::string listen = "--web.listen-address=127.0.0.1:0";
   const std::string log = absl::StrCat(prom.path(), "/prometheus.log");
-  const std::string storage = absl::StrCat("--storage.tsdb.path=", prom.path(), "/data");
-  const std::string config_flag = absl::StrCat("--config.file=", config);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0 || ::dup2(log_fd, STDERR_FILENO) < 0) ::_exit(127);
-    ::close(STDOUT_FILENO);
-    ::execl(kPrometheus, kPrometheus, config_flag.c_str(), storage.c_str(), listen.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
+  pid_t pid = -1;
+  {
+    UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ASSERT_TRUE(log_fd.valid());
+    // Port 0: Prometheus binds a free port itself and names it in its log.
+    absl::StatusOr<pid_t> started = testing::Spawn(
+        {kPrometheus, absl::StrCat("--config.file=", config),
+         absl::StrCat("--storage.tsdb.path=", prom.path(), "/data"),
+         "--web.listen-address=127.0.0.1:0"},
+        log_fd.get());
+    ASSERT_TRUE(started.ok()) << started.status();
+    pid = *started;
   }
   const uint16_t port = ListeningPort(log);
   if (port == 0) {

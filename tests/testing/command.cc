@@ -32,7 +32,6 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& args, int out_fd) {
   return pid;
 }
 
-
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          absl::Duration timeout) {
   int fds[2];
