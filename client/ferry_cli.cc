@@ -461,6 +461,9 @@ int RemoveApp(ShuffleClient& client) {
     std::printf(", deleted %u local dir(s)", removed->local_dirs_deleted());
   }
   std::printf("\n");
+  for (const std::string& kept : removed->kept()) {
+    std::printf("kept %s: another registration names it\n", kept.c_str());
+  }
   for (const std::string& error : removed->errors()) {
     std::fprintf(stderr, "ferry remove-app: %s\n", error.c_str());
   }

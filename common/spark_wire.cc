@@ -22,10 +22,6 @@ std::string Frame(MessageType type, absl::string_view rest, uint64_t body_outsid
   return out;
 }
 
-// A shuffle manager string may carry a JSON tail (push-based shuffle); local dirs and
-// ids are paths and names.
-constexpr size_t kMaxShuffleManagerBytes = 64 << 10;
-
 }  // namespace
 
 void WireWriter::U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
@@ -126,9 +122,13 @@ bool WireReader::Count(int32_t* count, size_t element_bytes, const char* what) {
   return true;
 }
 
-bool WireReader::StringArray(std::vector<std::string>* v, const char* what, size_t max_bytes) {
+bool WireReader::StringArray(std::vector<std::string>* v, const char* what, size_t max_count,
+                             size_t max_bytes) {
   int32_t count = 0;
   if (!Count(&count, 4, what)) return false;
+  if (static_cast<size_t>(count) > max_count) {
+    return Fail(what, absl::StrCat(count, " strings, over the limit of ", max_count));
+  }
   v->clear();
   v->reserve(static_cast<size_t>(count));
   for (int32_t i = 0; i < count; ++i) {
@@ -339,7 +339,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       OpenBlocks m;
       r.String(&m.app_id, "appId");
       r.String(&m.exec_id, "execId");
-      r.StringArray(&m.block_ids, "blockIds", 256);
+      r.StringArray(&m.block_ids, "blockIds", kMaxBlockIds, 256);
       if (absl::Status s = r.Finish(name); !s.ok()) return s;
       if (type == static_cast<uint8_t>(BlockTransferType::kRemoveBlocks)) {
         return RemoveBlocks{std::move(m.app_id), std::move(m.exec_id), std::move(m.block_ids)};
@@ -350,7 +350,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       RegisterExecutor m;
       r.String(&m.app_id, "appId");
       r.String(&m.exec_id, "execId");
-      r.StringArray(&m.info.local_dirs, "localDirs");
+      r.StringArray(&m.info.local_dirs, "localDirs", kMaxLocalDirs);
       r.I32(&m.info.sub_dirs_per_local_dir, "subDirsPerLocalDir");
       r.String(&m.info.shuffle_manager, "shuffleManager", kMaxShuffleManagerBytes);
       if (absl::Status s = r.Finish(name); !s.ok()) return s;
@@ -377,7 +377,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
     case BlockTransferType::kGetLocalDirsForExecutors: {
       GetLocalDirsForExecutors m;
       r.String(&m.app_id, "appId");
-      r.StringArray(&m.exec_ids, "execIds");
+      r.StringArray(&m.exec_ids, "execIds", kMaxLocalDirsExecutors, 128);
       if (absl::Status s = r.Finish(name); !s.ok()) return s;
       return m;
     }

@@ -71,7 +71,10 @@ class WireReader {
   // A string of at most `max_bytes` bytes.
   bool String(std::string* s, const char* what, size_t max_bytes = 4096);
   // Arrays whose count must fit in the bytes left (so a huge count cannot allocate).
-  bool StringArray(std::vector<std::string>* v, const char* what, size_t max_bytes = 4096);
+  // A string array holds at most `max_count` strings: each costs a std::string (32
+  // bytes) for as few as 4 wire bytes, so the count is what bounds its memory.
+  bool StringArray(std::vector<std::string>* v, const char* what, size_t max_count,
+                   size_t max_bytes = 4096);
   bool IntArray(std::vector<int32_t>* v, const char* what);
   bool LongArray(std::vector<int64_t>* v, const char* what);
   // An array's count, which must fit in the bytes left as `element_bytes`-byte elements.
@@ -215,6 +218,17 @@ struct DiagnoseCorruption {
   int64_t checksum = 0;
   std::string algorithm;
 };
+// Bounds the decoder applies to what a peer sends, so that a decoded message holds
+// little more memory than its frame: Spark's own values are far below each.
+// An executor has a local dir per disk (DiskBlockManager).
+inline constexpr size_t kMaxLocalDirs = 64;
+// "sort", a class name, or (push-based shuffle) a class name with a short JSON tail.
+inline constexpr size_t kMaxShuffleManagerBytes = 4096;
+// The executors one GetLocalDirsForExecutors names: those of one host.
+inline constexpr size_t kMaxLocalDirsExecutors = 16384;
+// Block ids in one OpenBlocks or RemoveBlocks.
+inline constexpr size_t kMaxBlockIds = size_t{1} << 20;
+
 // A BlockTransferMessage the service does not serve (push-based shuffle, uploads,
 // Mesos, or an unknown id).
 struct UnsupportedRpc {

@@ -342,11 +342,16 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const 
 }
 
 absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
-                                        ChecksumAlgorithm algorithm) {
+                                        ChecksumAlgorithm algorithm, absl::Time deadline) {
   constexpr size_t kBufferBytes = size_t{1} << 20;
   auto buffer = std::make_unique<char[]>(kBufferBytes);
   Checksum checksum(algorithm);
   for (uint64_t done = 0; done < block.length;) {
+    if (deadline != absl::InfiniteFuture() && absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "checksumming ", name, " did not finish in time (", done, " of ", block.length,
+          " bytes read)"));
+    }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(block.length - done, kBufferBytes));
     const ssize_t n = PreadFull(block.file->fd.get(), buffer.get(), want, block.offset + done);
     if (n < 0) {

@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/block_id.h"
 #include "common/shuffle_files.h"
@@ -68,9 +69,12 @@ struct ShuffleInfo {
 };
 
 // The checksum of the block's bytes in its data file now, read through a bounded
-// buffer; `name` names the block in errors. DATA_LOSS if the file ends first.
+// buffer; `name` names the block in errors. DATA_LOSS if the file ends first;
+// DEADLINE_EXCEEDED if `deadline` passes before the last byte is read (checked before
+// each MiB, so a caller gone is not read for).
 absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
-                                        ChecksumAlgorithm algorithm);
+                                        ChecksumAlgorithm algorithm,
+                                        absl::Time deadline = absl::InfiniteFuture());
 
 class BlockStore {
  public:

@@ -224,6 +224,7 @@ grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
   response->set_executors_removed(static_cast<uint32_t>(removed->executors));
   response->set_local_dirs_deleted(static_cast<uint32_t>(removed->dirs_deleted));
   for (const std::string& e : removed->errors) response->add_errors(e);
+  for (const std::string& k : removed->kept) response->add_kept(k);
   return grpc::Status::OK;
 }
 

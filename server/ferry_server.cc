@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <thread>
 
+#include <glog/logging.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -99,7 +100,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     absl::StatusOr<std::unique_ptr<ExecutorRegistry>> executors =
         ExecutorRegistry::Open({.dir_roots = options.spark_dir_roots,
                                 .state_dir = options.state_dir,
-                                .max_executors = options.max_spark_executors});
+                                .max_executors = options.max_spark_executors,
+                                .max_bytes = options.max_spark_registry_bytes});
     if (!executors.ok()) return executors.status();
     server->executors_ = *std::move(executors);
     server->pool_ = std::make_unique<BlockingPool>(
@@ -264,6 +266,12 @@ void FerryServer::Sweep() {
     lock.unlock();
     tickets_->SweepExpired(absl::Now());
     store_->DropStale();
+    if (executors_ != nullptr) {
+      // Applications that ended without a RemoveSparkApp: their dirs were deleted.
+      if (absl::StatusOr<size_t> forgot = executors_->ForgetVanished(); !forgot.ok()) {
+        LOG(WARNING) << "forgetting Spark executors whose dirs are gone: " << forgot.status();
+      }
+    }
     lock.lock();
   }
 }

@@ -68,6 +68,7 @@ struct FerryServerOptions {
   // Where Spark executors' registrations are kept across restarts; empty: memory only.
   std::string state_dir;
   size_t max_spark_executors = 100000;
+  uint64_t max_spark_registry_bytes = ExecutorRegistry::Options{}.max_bytes;
   SparkShuffleService::Options spark;
   // Threads for the data plane's blocking work (index loads, file opens, deletes).
   size_t blocking_threads = 4;

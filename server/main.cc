@@ -95,6 +95,12 @@ ABSL_FLAG(int64_t, max_spark_streams_per_connection, 1024,
           "Spark streams one connection may hold open.");
 ABSL_FLAG(int64_t, max_spark_open_chunks, int64_t{4} << 20,
           "Chunks of all open Spark streams together.");
+ABSL_FLAG(int64_t, max_spark_open_chunks_per_client,
+          static_cast<int64_t>(ferry::SparkShuffleService::Options{}.max_open_chunks_per_client),
+          "Chunks of the open Spark streams of one client address.");
+ABSL_FLAG(int64_t, max_spark_registry_bytes,
+          static_cast<int64_t>(ferry::FerryServerOptions{}.max_spark_registry_bytes),
+          "Bytes of all Spark executors' registrations together (as kept in the state file).");
 ABSL_FLAG(int, blocking_threads, 4,
           "Threads for the data plane's blocking work (index loads, file opens, deletes).");
 ABSL_FLAG(std::string, metrics_address, "",
@@ -204,6 +210,10 @@ int Main() {
                absl::GetFlag(FLAGS_max_spark_streams_per_connection), 1, kMaxCount) ||
       !InRange("max-spark-open-chunks", absl::GetFlag(FLAGS_max_spark_open_chunks), 1,
                kMaxCount) ||
+      !InRange("max-spark-open-chunks-per-client",
+               absl::GetFlag(FLAGS_max_spark_open_chunks_per_client), 1, kMaxCount) ||
+      !InRange("max-spark-registry-bytes", absl::GetFlag(FLAGS_max_spark_registry_bytes),
+               1 << 20, int64_t{1} << 40) ||
       !InRange("blocking-threads", absl::GetFlag(FLAGS_blocking_threads), 1, 1024) ||
       !Positive("ticket-ttl", absl::GetFlag(FLAGS_ticket_ttl)) ||
       !Positive("first-request-timeout", absl::GetFlag(FLAGS_first_request_timeout)) ||
@@ -255,6 +265,10 @@ int Main() {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_spark_streams_per_connection));
   options.spark.max_open_chunks =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks));
+  options.spark.max_open_chunks_per_client =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks_per_client));
+  options.max_spark_registry_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_registry_bytes));
   options.blocking_threads = static_cast<size_t>(absl::GetFlag(FLAGS_blocking_threads));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_max_connections));

@@ -80,7 +80,13 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
   exporter->collector_ = std::make_shared<Collector>(std::move(collect));
   // civetweb reports a port it cannot bind by throwing; nothing else here throws.
   try {
-    exporter->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+    // civetweb gives each connection a worker until its request is read, and by default
+    // waits 30 s for a request's headers: one idle socket would hold the only worker and
+    // every scrape behind it. Several workers, each held at most kHeaderTimeout by a
+    // peer that never finishes its request.
+    exporter->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(kMetricsThreads),
+        "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kHeaderTimeout))});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));

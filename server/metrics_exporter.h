@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/metrics.h"
 
 namespace prometheus {
@@ -19,6 +20,12 @@ class Exposer;
 }
 
 namespace ferry {
+
+// The exporter's HTTP workers, and how long one waits for a request's headers (and for
+// each read and write after them): a peer can stall scrapes only by holding all the
+// workers, and each for at most this long.
+inline constexpr int kMetricsThreads = 8;
+inline constexpr absl::Duration kHeaderTimeout = absl::Seconds(2);
 
 class MetricsExporter {
  public:

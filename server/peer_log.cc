@@ -24,16 +24,30 @@ struct Window {
 };
 thread_local Window window;
 
-std::string PeerOf(int socket) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  if (::getpeername(socket, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "(gone)";
+bool PeerAddress(int socket, sockaddr_in* addr) {
+  socklen_t len = sizeof(*addr);
+  return ::getpeername(socket, reinterpret_cast<sockaddr*>(addr), &len) == 0;
+}
+
+std::string HostOf(const sockaddr_in& addr) {
   char host[INET_ADDRSTRLEN] = "?";
   ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
-  return absl::StrCat(host, ":", ntohs(addr.sin_port));
+  return host;
+}
+
+std::string PeerOf(int socket) {
+  sockaddr_in addr{};
+  if (!PeerAddress(socket, &addr)) return "(gone)";
+  return absl::StrCat(HostOf(addr), ":", ntohs(addr.sin_port));
 }
 
 }  // namespace
+
+std::string PeerHost(int socket) {
+  sockaddr_in addr{};
+  if (!PeerAddress(socket, &addr)) return "(gone)";
+  return HostOf(addr);
+}
 
 void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status) {
   const absl::Time now = absl::Now();

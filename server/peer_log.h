@@ -5,12 +5,18 @@
 #ifndef FERRY_SERVER_PEER_LOG_H_
 #define FERRY_SERVER_PEER_LOG_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace ferry {
 
 inline constexpr int kPeerLinesPerSecond = 20;
+
+// The address of the peer of `socket`, without its port ("(gone)" if it has gone): the
+// key that per-client bounds count by.
+std::string PeerHost(int socket);
 
 // `socket` is the peer's connection (its address is read only when a line is written).
 void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status);

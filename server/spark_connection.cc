@@ -62,6 +62,8 @@ class SparkConnection {
     SparkStream stream;
     int32_t next_chunk = 0;
   };
+  // How often streams past their lifetime are looked for.
+  static constexpr absl::Duration kExpiryCheck = absl::Seconds(1);
   enum class Next { kFrame, kEnd };
 
   bool Draining() const {
@@ -80,6 +82,8 @@ class SparkConnection {
 
   // Each returns false when the connection must close.
   bool Handle(absl::string_view frame);
+  // Closes the streams past their lifetime, at most once per kExpiryCheck.
+  void CloseExpired(absl::Time now);
   bool HandleRpc(const spark::RpcRequest& request);
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
   bool SendChunkFailure(int64_t stream_id, int32_t chunk_index, const std::string* stream_name,
@@ -104,6 +108,9 @@ class SparkConnection {
   size_t begin_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte
   absl::flat_hash_map<int64_t, OpenStream> streams_;
+  absl::Time next_expiry_check_ = absl::InfinitePast();
+  // The peer's address, the key of its share of the chunk budget; read when first needed.
+  std::string client_;
   // When the request being handled was read, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;
@@ -127,7 +134,8 @@ bool SparkConnection::Resize(size_t bytes) {
     capacity_ = begin_ = end_ = 0;
     return true;
   }
-  auto grown = std::make_unique<char[]>(bytes);
+  // Not value-initialized: the peer's bytes fill it.
+  std::unique_ptr<char[]> grown(new char[bytes]);
   const size_t held = end_ - begin_;
   if (held > 0) std::memcpy(grown.get(), buffer_.get() + begin_, held);
   buffer_ = std::move(grown);
@@ -177,14 +185,21 @@ SparkConnection::Next SparkConnection::NextFrame(absl::string_view* frame) {
         return Next::kFrame;
       }
     }
-    // Room for the whole frame: compact, grow for a large one, shrink back after one.
+    // Room for more of the frame: shrink back after a large one, compact, or grow. The
+    // buffer grows with the bytes that arrive (doubling, up to the frame's length), never
+    // to a length the peer has only announced.
     if (held == 0 && capacity_ > kBaseBufferBytes) Resize(0);
-    if (capacity_ < std::max(need, kBaseBufferBytes)) {
-      if (!Resize(std::max(need, kBaseBufferBytes))) return Next::kEnd;
-    } else if (capacity_ - begin_ < need) {
+    if (capacity_ == 0) Resize(kBaseBufferBytes);
+    if (end_ == capacity_ && begin_ > 0) {
       std::memmove(buffer_.get(), buffer_.get() + begin_, held);
       begin_ = 0;
       end_ = held;
+    } else if (end_ == capacity_ && !Resize(std::min(need, 2 * capacity_))) {
+      LogPeerFailure(socket_.get(), "spark", absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: the Spark requests being received hold ", kMaxBufferedRequestBytes,
+          " bytes beyond their connections' small buffers; closing a connection whose ",
+          need, "-byte frame does not fit")));
+      return Next::kEnd;
     }
     // Nothing left to serve: push what was sent before waiting on the peer.
     SetServing(false);
@@ -217,9 +232,16 @@ void SparkConnection::Count(absl::StatusCode code, absl::string_view error) {
                              done - request_start_);
 }
 
+void SparkConnection::CloseExpired(absl::Time now) {
+  if (streams_.empty() || now < next_expiry_check_) return;
+  next_expiry_check_ = now + kExpiryCheck;
+  absl::erase_if(streams_, [now](const auto& entry) { return entry.second.stream.expires <= now; });
+}
+
 bool SparkConnection::Handle(absl::string_view frame) {
   request_start_ = absl::Now();
   first_byte_.reset();
+  CloseExpired(request_start_);
   absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
   if (!message.ok()) {
     // Out of frame: nothing more can be read.
@@ -270,7 +292,7 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
   absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(request.body);
   if (!rpc.ok()) return Reply(id, rpc.status());
   if (auto* m = std::get_if<spark::RegisterExecutor>(&*rpc)) {
-    absl::Status registered = service_.Register(*m);
+    absl::Status registered = service_.Register(std::move(*m));
     if (!registered.ok()) return Reply(id, registered);
     return Reply(id, std::string());
   }
@@ -281,15 +303,17 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
                            service_.options().max_streams_per_connection,
                            " streams are open on this connection; fetch their chunks first")));
     }
+    if (client_.empty()) client_ = PeerHost(socket_.get());
     absl::StatusOr<SparkStream> stream =
         std::holds_alternative<spark::FetchShuffleBlocks>(*rpc)
-            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc))
-            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc));
+            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc), client_)
+            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc), client_);
     if (!stream.ok()) {
       // The server is short of something (chunks, workers, time): closing the connection
       // is what Spark's client retries; an RpcFailure it would not.
       if (absl::IsResourceExhausted(stream.status()) ||
           absl::IsDeadlineExceeded(stream.status()) || absl::IsCancelled(stream.status())) {
+        Count(stream.status().code(), stream.status().message());
         return false;
       }
       return Reply(id, stream.status());
@@ -356,13 +380,14 @@ bool SparkConnection::ServeChunk(int64_t stream_id, int32_t chunk_index,
                                          " (expected ", open.next_chunk, ")"));
   }
   // A chunk asked for in order counts as handed out, served or failed, as in Spark.
-  absl::StatusOr<StreamBlock> chunk = std::move(open.stream.chunks[chunk_index]);
+  SparkChunk chunk = std::move(open.stream.chunks[chunk_index]);
   ++open.next_chunk;
   if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
-  if (!chunk.ok()) {
-    return SendChunkFailure(stream_id, chunk_index, stream_name, chunk.status().ToString());
+  const StreamBlock& block = chunk.block;
+  if (!chunk.status.ok()) {
+    return SendChunkFailure(stream_id, chunk_index, stream_name,
+                            absl::StrCat(SparkName(block.id), ": ", chunk.status.ToString()));
   }
-  const StreamBlock& block = *chunk;
   // The block's name is built only for an error: not on the per-block path.
   if (stream_name == nullptr && block.length > spark::kMaxChunkBodyBytes) {
     return SendChunkFailure(

@@ -5,13 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <optional>
 
 #include <glog/logging.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/pread_full.h"
 #include "common/replace_file.h"
@@ -26,10 +28,17 @@ namespace {
 constexpr char kStateFile[] = "spark-executors";
 // A state file larger than this is not a state file of this server.
 constexpr uint64_t kMaxStateBytes = uint64_t{1} << 30;
+// The first byte of a record that forgets an (app, exec); a registration's record starts
+// with RegisterExecutor's type id (2).
+constexpr char kForgetTag = '\xF0';
+// The journal is rewritten when it holds more than twice the live records and this.
+constexpr uint64_t kMinCompactBytes = uint64_t{1} << 20;
 
-// An absolute path with no empty, "." or ".." component.
+// An absolute path with no empty, "." or ".." component, and no NUL byte (which no
+// path the kernel takes can hold).
 bool IsNormalAbsolute(absl::string_view path) {
   if (path.size() < 2 || path[0] != '/' || path.back() == '/') return false;
+  if (path.find('\0') != absl::string_view::npos) return false;
   for (absl::string_view part : absl::StrSplit(path.substr(1), '/')) {
     if (part.empty() || part == "." || part == "..") return false;
   }
@@ -98,6 +107,37 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
   return absl::OkStatus();
 }
 
+// Whether one of the two normalized absolute paths is the other or lies beneath it.
+bool Overlaps(absl::string_view a, absl::string_view b) {
+  if (a.size() > b.size()) std::swap(a, b);
+  return absl::StartsWith(b, a) && (b.size() == a.size() || b[a.size()] == '/');
+}
+
+// A journal record: its length, then `payload`.
+void AppendRecord(absl::string_view payload, std::string* out) {
+  spark::WireWriter(out).String(payload);
+}
+
+std::string ForgetRecord(absl::string_view app_id, absl::string_view exec_id) {
+  std::string payload(1, kForgetTag);
+  spark::WireWriter writer(&payload);
+  writer.String(app_id);
+  writer.String(exec_id);
+  std::string record;
+  AppendRecord(payload, &record);
+  return record;
+}
+
+absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("append to ", path));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options) {
@@ -116,9 +156,17 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   }
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
+  if (absl::Status s = registry->Load(path); !s.ok()) return s;
+  // Rewritten at once: what was dropped goes, and appends start from a whole file.
+  std::lock_guard<std::mutex> lock(registry->write_mu_);
+  if (absl::Status s = registry->CompactLocked(); !s.ok()) return s;
+  return registry;
+}
+
+absl::Status ExecutorRegistry::Load(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) {
-    if (errno == ENOENT) return registry;
+    if (errno == ENOENT) return absl::OkStatus();
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   }
   struct stat st;
@@ -130,30 +178,53 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   if (PreadFull(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
     return absl::DataLossError(absl::StrCat("read ", path));
   }
+  // The journal replayed: the last record of each (app, exec) wins.
+  std::map<Key, spark::RegisterExecutor> replayed;
   spark::WireReader reader(bytes);
   for (size_t record = 0; !reader.rest().empty(); ++record) {
+    const size_t left = reader.rest().size();
     std::string payload;
     if (!reader.String(&payload, "record", 1 << 20)) {
-      return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ",
-                                              reader.Finish("state file").message()));
+      // Appends are the only writes: a record cut short is the one a crash interrupted.
+      LOG(WARNING) << path << ": ignoring the last " << left << " bytes, a record cut short ("
+                   << reader.Finish("state file").message() << ")";
+      break;
+    }
+    if (!payload.empty() && payload[0] == kForgetTag) {
+      spark::WireReader forget(absl::string_view(payload).substr(1));
+      Key key;
+      forget.String(&key.first, "appId");
+      forget.String(&key.second, "execId");
+      if (absl::Status s = forget.Finish("forget record"); !s.ok()) {
+        return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ", s.message()));
+      }
+      replayed.erase(key);
+      continue;
     }
     absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(payload);
-    const auto* registration =
-        rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
+    auto* registration = rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
     if (registration == nullptr) {
       return absl::DataLossError(absl::StrCat(
           path, ": record ", record, " is not a RegisterExecutor",
           rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")")));
     }
-    // Validated again: the roots may have changed since it was written.
-    absl::StatusOr<Registered> valid = registry->Validate(*registration);
-    if (!valid.ok()) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": record ", record, ": ", valid.status().message()));
-    }
-    registry->executors_[{registration->app_id, registration->exec_id}] = *std::move(valid);
+    Key key(registration->app_id, registration->exec_id);
+    replayed[std::move(key)] = *std::move(registration);
   }
-  return registry;
+  for (auto& [key, registration] : replayed) {
+    // Validated again: the dirs may have been deleted (the app ended while the server
+    // was down) or the roots changed since it was written. Dropping it costs that
+    // executor alone.
+    absl::StatusOr<Registered> valid = Validate(registration);
+    if (!valid.ok()) {
+      LOG(WARNING) << path << ": dropping the registration of executor " << key.second
+                   << " of app " << key.first << ": " << valid.status().message();
+      continue;
+    }
+    bytes_ += valid->record_bytes;
+    executors_[key] = *std::move(valid);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
@@ -208,31 +279,48 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     dirs->local_dirs.push_back(
         {root_fds_[root_index].get(), dir.substr(root->size() + 1), dir});
   }
-  return Registered{r.info, std::move(dirs)};
+  const uint64_t record_bytes = spark::EncodeRegisterExecutor(r).size() + 4;
+  return Registered{r.info, std::move(dirs), record_bytes};
 }
 
 absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
   absl::StatusOr<Registered> valid = Validate(registration);
   if (!valid.ok()) return valid.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> write(write_mu_);
   const Key key(registration.app_id, registration.exec_id);
   auto it = executors_.find(key);
-  if (it == executors_.end() && executors_.size() >= options_.max_executors) {
+  uint64_t bytes_after = bytes_ + valid->record_bytes;
+  if (it != executors_.end()) {
+    const spark::ExecutorShuffleInfo& had = it->second.info;
+    if (had.local_dirs != registration.info.local_dirs ||
+        had.sub_dirs_per_local_dir != registration.info.sub_dirs_per_local_dir) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "executor ", registration.exec_id, " of app ", registration.app_id,
+          " is registered already, with other local dirs (", absl::StrJoin(had.local_dirs, ","),
+          "); an executor's dirs do not change: remove it first (ferry remove-app)"));
+    }
+    // Spark's executors register again, unchanged, when they reconnect.
+    if (had.shuffle_manager == registration.info.shuffle_manager) return absl::OkStatus();
+    bytes_after -= it->second.record_bytes;
+  } else if (executors_.size() >= options_.max_executors) {
     return absl::ResourceExhaustedError(absl::StrCat(
         options_.max_executors, " executors are registered; remove finished apps first"));
   }
-  std::optional<Registered> previous;
-  if (it != executors_.end()) previous = it->second;
-  executors_[key] = *std::move(valid);
-  if (absl::Status s = PersistLocked(); !s.ok()) {
-    if (previous.has_value()) {
-      executors_[key] = *std::move(previous);
-    } else {
-      executors_.erase(key);
-    }
-    return s;
+  if (bytes_after > options_.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "registrations would hold ", bytes_after, " bytes, over the limit of ",
+        options_.max_bytes, "; remove finished apps first"));
   }
-  LOG(INFO) << (previous.has_value() ? "re-registered" : "registered") << " Spark executor "
+  std::string record;
+  AppendRecord(spark::EncodeRegisterExecutor(registration), &record);
+  if (absl::Status s = AppendLocked(record); !s.ok()) return s;
+  const bool again = it != executors_.end();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes_ = bytes_after;
+    executors_[key] = *std::move(valid);
+  }
+  LOG(INFO) << (again ? "re-registered" : "registered") << " Spark executor "
             << registration.exec_id << " of app " << registration.app_id << ": "
             << registration.info.local_dirs.size() << " local dirs, "
             << registration.info.sub_dirs_per_local_dir << " subdirs each";
@@ -262,40 +350,97 @@ absl::Status ExecutorRegistry::NotRegistered(absl::string_view app_id,
                                           exec_id.substr(0, 130), ")"));
 }
 
+absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
+                                            std::vector<Registered>* removed) {
+  if (keys.empty()) return absl::OkStatus();
+  std::string records;
+  for (const Key& key : keys) records += ForgetRecord(key.first, key.second);
+  if (absl::Status s = AppendLocked(records); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Key& key : keys) {
+    auto it = executors_.find(key);
+    bytes_ -= it->second.record_bytes;
+    if (removed != nullptr) removed->push_back(std::move(it->second));
+    executors_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_view app_id,
                                                                   absl::string_view exec_id,
                                                                   bool delete_local_dirs) {
-  std::vector<std::pair<Key, Registered>> removed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = executors_.lower_bound(Key(app_id, exec_id));
-    while (it != executors_.end() && it->first.first == app_id &&
-           (exec_id.empty() || it->first.second == exec_id)) {
-      removed.push_back(*it);
-      it = executors_.erase(it);
-    }
-    if (removed.empty()) return Removal{};
-    if (absl::Status s = PersistLocked(); !s.ok()) {
-      executors_.insert(removed.begin(), removed.end());
-      return s;
-    }
-  }
+  std::vector<Registered> removed;
+  // The dirs to delete: each once, and none that a remaining registration overlaps.
+  std::vector<spark::ExecutorDirs::LocalDir> doomed;
   Removal result;
-  result.executors = removed.size();
-  LOG(INFO) << "removed " << removed.size() << " Spark executor(s) of app " << app_id
-            << (delete_local_dirs ? ", deleting their local dirs" : "");
-  if (!delete_local_dirs) return result;
-  // Outside the lock: deleting a big executor's files takes a while.
-  for (const auto& [key, registered] : removed) {
-    for (const spark::ExecutorDirs::LocalDir& dir : registered.dirs->local_dirs) {
-      if (absl::Status s = DeleteTree(dir.root_fd, dir.relative, dir.path, 0); !s.ok()) {
-        result.errors.push_back(std::string(s.message()));
-      } else {
-        ++result.dirs_deleted;
+  {
+    std::lock_guard<std::mutex> write(write_mu_);
+    std::vector<Key> keys;
+    for (auto it = executors_.lower_bound(Key(app_id, exec_id));
+         it != executors_.end() && it->first.first == app_id &&
+         (exec_id.empty() || it->first.second == exec_id);
+         ++it) {
+      keys.push_back(it->first);
+    }
+    if (absl::Status s = ForgetLocked(keys, &removed); !s.ok()) return s;
+    result.executors = removed.size();
+    if (delete_local_dirs) {
+      for (const Registered& registered : removed) {
+        for (const spark::ExecutorDirs::LocalDir& dir : registered.dirs->local_dirs) {
+          if (std::any_of(doomed.begin(), doomed.end(),
+                          [&](const auto& d) { return d.path == dir.path; })) {
+            continue;
+          }
+          const bool shared = std::any_of(executors_.begin(), executors_.end(), [&](const auto& e) {
+            return std::any_of(e.second.info.local_dirs.begin(), e.second.info.local_dirs.end(),
+                               [&](const std::string& other) { return Overlaps(dir.path, other); });
+          });
+          if (shared) {
+            result.kept.push_back(dir.path);
+          } else {
+            doomed.push_back(dir);
+          }
+        }
       }
     }
   }
+  if (removed.empty()) return result;
+  LOG(INFO) << "removed " << removed.size() << " Spark executor(s) of app " << app_id
+            << (delete_local_dirs ? absl::StrCat(", deleting ", doomed.size(), " local dir(s)")
+                                  : "")
+            << (result.kept.empty()
+                    ? ""
+                    : absl::StrCat("; kept ", absl::StrJoin(result.kept, ", "),
+                                   ", which other registrations name"));
+  // Outside the locks: deleting a big executor's files takes a while.
+  for (const spark::ExecutorDirs::LocalDir& dir : doomed) {
+    if (absl::Status s = DeleteTree(dir.root_fd, dir.relative, dir.path, 0); !s.ok()) {
+      result.errors.push_back(std::string(s.message()));
+    } else {
+      ++result.dirs_deleted;
+    }
+  }
   return result;
+}
+
+absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
+  std::lock_guard<std::mutex> write(write_mu_);
+  std::vector<Key> vanished;
+  for (const auto& [key, registered] : executors_) {
+    const auto& dirs = registered.dirs->local_dirs;
+    const bool gone = std::all_of(dirs.begin(), dirs.end(), [](const auto& dir) {
+      struct stat st;
+      return ::fstatat(dir.root_fd, dir.relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+             errno == ENOENT;
+    });
+    if (gone) vanished.push_back(key);
+  }
+  if (absl::Status s = ForgetLocked(vanished, nullptr); !s.ok()) return s;
+  for (const Key& key : vanished) {
+    LOG(INFO) << "forgot Spark executor " << key.second << " of app " << key.first
+              << ": its local dirs are gone";
+  }
+  return vanished.size();
 }
 
 size_t ExecutorRegistry::size() const {
@@ -303,14 +448,51 @@ size_t ExecutorRegistry::size() const {
   return executors_.size();
 }
 
-absl::Status ExecutorRegistry::PersistLocked() const {
+uint64_t ExecutorRegistry::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+absl::Status ExecutorRegistry::AppendLocked(absl::string_view records) {
   if (options_.state_dir.empty()) return absl::OkStatus();
-  std::string bytes;
-  spark::WireWriter writer(&bytes);
-  for (const auto& [key, registered] : executors_) {
-    writer.String(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}));
+  if (journal_broken_) {
+    if (absl::Status s = CompactLocked(); !s.ok()) return s;
   }
-  return ReplaceFile(absl::StrCat(options_.state_dir, "/", kStateFile), bytes, 0600);
+  const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
+  absl::Status written = WriteAll(journal_.get(), records, path);
+  if (written.ok() && ::fdatasync(journal_.get()) != 0) {
+    written = absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", path));
+  }
+  if (!written.ok()) {
+    // What reached the file is unknown: rewrite it whole before the next append.
+    journal_broken_ = true;
+    return written;
+  }
+  journal_bytes_ += records.size();
+  if (journal_bytes_ > 2 * bytes_ + kMinCompactBytes) return CompactLocked();
+  return absl::OkStatus();
+}
+
+absl::Status ExecutorRegistry::CompactLocked() {
+  if (options_.state_dir.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
+  std::string bytes;
+  for (const auto& [key, registered] : executors_) {
+    AppendRecord(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}), &bytes);
+  }
+  journal_.Reset();
+  if (absl::Status s = ReplaceFile(path, bytes, 0600); !s.ok()) {
+    journal_broken_ = true;
+    return s;
+  }
+  journal_ = UniqueFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
+  if (!journal_.valid()) {
+    journal_broken_ = true;
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " to append"));
+  }
+  journal_bytes_ = bytes.size();
+  journal_broken_ = false;
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

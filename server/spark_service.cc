@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +28,9 @@ constexpr uint8_t kUnknownIssue = 2;
 constexpr uint8_t kChecksumVerifyPass = 3;
 constexpr uint8_t kUnsupportedChecksumAlgorithm = 4;
 
+// Distinct failure messages one stream keeps.
+constexpr size_t kMaxFailureMessages = 64;
+
 std::string SparkName(const BlockId& id) {
   return spark::ShuffleBlockName(
       {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
@@ -41,20 +47,6 @@ absl::Status CheckIds(absl::string_view app_id, absl::string_view exec_id) {
 
 }  // namespace
 
-ChunkLease& ChunkLease::operator=(ChunkLease&& other) noexcept {
-  if (this != &other) {
-    Release();
-    counter_ = std::move(other.counter_);
-    count_ = other.count_;
-  }
-  return *this;
-}
-
-void ChunkLease::Release() {
-  if (counter_ != nullptr) counter_->fetch_sub(count_, std::memory_order_relaxed);
-  counter_ = nullptr;
-}
-
 SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* store,
                                          ExecutorRegistry* executors, BlockingPool* pool)
     : options_(options),
@@ -64,11 +56,13 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       // As Spark's OneForOneStreamManager: a random start, so that ids of one server's
       // runs differ, counting up.
       next_stream_id_(absl::Uniform<int64_t>(absl::BitGen(), 0, INT32_MAX) * 1000),
-      open_chunks_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+      open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
+                   "chunks of open streams") {}
 
-absl::Status SparkShuffleService::Register(const spark::RegisterExecutor& registration) {
+absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration) {
   return pool_->Call<bool>(
-                  [executors = executors_, registration]() -> absl::StatusOr<bool> {
+                  [executors = executors_,
+                   registration = std::move(registration)]() -> absl::StatusOr<bool> {
                     if (absl::Status s = executors->Register(registration); !s.ok()) return s;
                     return true;
                   },
@@ -77,7 +71,7 @@ absl::Status SparkShuffleService::Register(const spark::RegisterExecutor& regist
 }
 
 absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
-    const spark::FetchShuffleBlocks& request) {
+    const spark::FetchShuffleBlocks& request, const std::string& client) {
   if (request.map_ids.size() != request.reduce_ids.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "FetchShuffleBlocks names ", request.map_ids.size(), " map ids but ",
@@ -121,10 +115,11 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
       keys.push_back({request.shuffle_id, map_id, r, r + 1});
     }
   }
-  return Open(request.app_id, request.exec_id, std::move(keys));
+  return Open(request.app_id, request.exec_id, std::move(keys), client);
 }
 
-absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlocks& request) {
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlocks& request,
+                                                            const std::string& client) {
   if (request.block_ids.size() > options_.max_chunks_per_stream) {
     return absl::InvalidArgumentError(absl::StrCat("OpenBlocks names ", request.block_ids.size(),
                                                    " blocks; the limit is ",
@@ -144,49 +139,62 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlo
     keys.push_back({shuffle->shuffle_id, shuffle->map_id, shuffle->start_reduce_id,
                     shuffle->end_reduce_id});
   }
-  return Open(request.app_id, request.exec_id, std::move(keys));
+  return Open(request.app_id, request.exec_id, std::move(keys), client);
 }
 
 absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
                                                       const std::string& exec_id,
-                                                      std::vector<BlockId> keys) {
+                                                      std::vector<BlockId> keys,
+                                                      const std::string& client) {
   if (absl::Status s = CheckIds(app_id, exec_id); !s.ok()) return s;
-  const uint64_t count = keys.size();
-  if (open_chunks_->fetch_add(count, std::memory_order_relaxed) + count >
-      options_.max_open_chunks) {
-    open_chunks_->fetch_sub(count, std::memory_order_relaxed);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: open streams hold ", options_.max_open_chunks, " chunks; retry later"));
-  }
-  SparkStream stream;
-  stream.lease = ChunkLease(open_chunks_, count);
-  stream.app_id = app_id;
-  stream.exec_id = exec_id;
-  using Chunks = std::vector<absl::StatusOr<StreamBlock>>;
+  absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
+  if (!lease.ok()) return lease.status();
+  using Chunks = std::vector<SparkChunk>;
   absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
       [store = store_, executors = executors_, app_id, exec_id,
        keys = std::move(keys)]() -> absl::StatusOr<Chunks> {
+        Chunks out(keys.size());
+        for (size_t i = 0; i < keys.size(); ++i) out[i].block.id = keys[i];
         absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
             executors->FindDirs(app_id, exec_id);
-        if (!dirs.ok()) return Chunks(keys.size(), dirs.status());
+        if (!dirs.ok()) {
+          for (SparkChunk& chunk : out) chunk.status = dirs.status();
+          return out;
+        }
         std::vector<absl::StatusOr<ResolvedBlock>> resolved =
             store->ResolveSpark(app_id, exec_id, **dirs, keys);
-        Chunks out;
-        out.reserve(resolved.size());
+        // A failure's message is kept once per distinct message, up to
+        // kMaxFailureMessages a stream; failures past that share one, so that a stream
+        // of failing blocks costs its chunks and not a message each.
+        absl::flat_hash_map<std::string, absl::Status> messages;
         for (size_t i = 0; i < resolved.size(); ++i) {
           if (resolved[i].ok()) {
-            out.push_back(std::move(resolved[i]->block));
-          } else {
-            out.push_back(absl::Status(
-                resolved[i].status().code(),
-                absl::StrCat(SparkName(keys[i]), ": ", resolved[i].status().message())));
+            out[i].block = std::move(resolved[i]->block);
+            continue;
           }
+          const absl::Status& failed = resolved[i].status();
+          auto it = messages.find(failed.message());
+          if (it == messages.end() && messages.size() < kMaxFailureMessages) {
+            it = messages.emplace(std::string(failed.message()), failed).first;
+          }
+          if (it == messages.end()) {
+            it = messages.try_emplace(absl::StrCat("(past the limit, code ", failed.code(), ")"),
+                                      absl::Status(failed.code(),
+                                                   "cannot be served either (more blocks of "
+                                                   "this stream fail than are described one "
+                                                   "by one)"))
+                     .first;
+          }
+          out[i].status = it->second;
         }
         return out;
       },
       absl::Now() + options_.blocking_timeout);
   if (!chunks.ok()) return chunks.status();
+  SparkStream stream;
   stream.chunks = *std::move(chunks);
+  stream.lease = *std::move(lease);
+  stream.expires = absl::Now() + options_.stream_lifetime;
   stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
   return stream;
 }
@@ -217,15 +225,33 @@ absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlo
 
 absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
     const spark::GetLocalDirsForExecutors& request) {
+  std::vector<std::string> exec_ids;
   std::vector<int32_t> counts;
   std::vector<std::string> all_dirs;
+  absl::flat_hash_set<absl::string_view> seen;
+  size_t reply_bytes = 0;
   for (const std::string& exec_id : request.exec_ids) {
-    absl::StatusOr<spark::ExecutorShuffleInfo> info = executors_->Find(request.app_id, exec_id);
-    if (!info.ok()) return info.status();
-    counts.push_back(static_cast<int32_t>(info->local_dirs.size()));
-    all_dirs.insert(all_dirs.end(), info->local_dirs.begin(), info->local_dirs.end());
+    if (!seen.insert(exec_id).second) continue;
+    absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+        executors_->FindDirs(request.app_id, exec_id);
+    if (!dirs.ok()) return dirs.status();
+    reply_bytes += 8 + exec_id.size();
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+      reply_bytes += 4 + dir.path.size();
+    }
+    if (reply_bytes > options_.max_local_dirs_reply_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "GetLocalDirsForExecutors: the local dirs of ", seen.size(), " executors of app ",
+          request.app_id.substr(0, 130), " pass the reply limit of ",
+          options_.max_local_dirs_reply_bytes, " bytes; ask for fewer at a time"));
+    }
+    exec_ids.push_back(exec_id);
+    counts.push_back(static_cast<int32_t>((*dirs)->local_dirs.size()));
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+      all_dirs.push_back(dir.path);
+    }
   }
-  return spark::EncodeLocalDirsForExecutors(request.exec_ids, counts, all_dirs);
+  return spark::EncodeLocalDirsForExecutors(exec_ids, counts, all_dirs);
 }
 
 absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorruption& request) {
@@ -238,9 +264,19 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
         "DiagnoseCorruption names shuffle ", request.shuffle_id, " map ", request.map_id,
         " reduce ", request.reduce_id));
   }
+  // Each diagnosis reads a whole partition: a few at a time, so that they cannot take
+  // every blocking worker from the streams being opened.
+  if (diagnoses_.fetch_add(1, std::memory_order_relaxed) >= options_.max_diagnoses) {
+    diagnoses_.fetch_sub(1, std::memory_order_relaxed);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", options_.max_diagnoses, " DiagnoseCorruption calls are running; "
+        "retry later"));
+  }
+  const absl::Cleanup leave = [this] { diagnoses_.fetch_sub(1, std::memory_order_relaxed); };
+  const absl::Time deadline = absl::Now() + options_.blocking_timeout;
   return pool_->Call<uint8_t>(
-      [store = store_, executors = executors_, request,
-       algorithm = *algorithm]() -> absl::StatusOr<uint8_t> {
+      [store = store_, executors = executors_, request, algorithm = *algorithm,
+       deadline]() -> absl::StatusOr<uint8_t> {
         absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
             executors->FindDirs(request.app_id, request.exec_id);
         if (!dirs.ok()) return dirs.status();
@@ -252,14 +288,16 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
         const StreamBlock& block = resolved[0]->block;
         // No checksum file of that algorithm: Spark cannot tell either.
         if (!block.has_checksum || block.checksum_algorithm != algorithm) return kUnknownIssue;
-        absl::StatusOr<uint32_t> disk = ChecksumOnDisk(block, SparkName(key), algorithm);
+        absl::StatusOr<uint32_t> disk =
+            ChecksumOnDisk(block, SparkName(key), algorithm, deadline);
         if (absl::IsDataLoss(disk.status())) return kDiskIssue;
+        if (absl::IsDeadlineExceeded(disk.status())) return disk.status();
         if (!disk.ok()) return kUnknownIssue;
         if (*disk != block.checksum) return kDiskIssue;
         if (static_cast<uint64_t>(request.checksum) != block.checksum) return kNetworkIssue;
         return kChecksumVerifyPass;
       },
-      absl::Now() + options_.blocking_timeout);
+      deadline);
 }
 
 }  // namespace ferry

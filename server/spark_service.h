@@ -28,38 +28,27 @@
 #include "common/io/blocking_pool.h"
 #include "common/spark_wire.h"
 #include "server/block_store.h"
+#include "server/client_budget.h"
 #include "server/spark_executors.h"
 #include "server/ticket_registry.h"
 
 namespace ferry {
 
-// Chunks held by open streams, counted against the server-wide bound while held.
-class ChunkLease {
- public:
-  ChunkLease() = default;
-  ChunkLease(std::shared_ptr<std::atomic<uint64_t>> counter, uint64_t count)
-      : counter_(std::move(counter)), count_(count) {}
-  ChunkLease(ChunkLease&& other) noexcept
-      : counter_(std::move(other.counter_)), count_(other.count_) {}
-  ChunkLease& operator=(ChunkLease&& other) noexcept;
-  ChunkLease(const ChunkLease&) = delete;
-  ChunkLease& operator=(const ChunkLease&) = delete;
-  ~ChunkLease() { Release(); }
-
- private:
-  void Release();
-  std::shared_ptr<std::atomic<uint64_t>> counter_;
-  uint64_t count_ = 0;
+// Chunk i of a stream: block i of the request. `block.id` is always set; a block that
+// cannot be served has no file and says why in `status` (shared by the chunks that fail
+// for one cause, such as an unregistered executor or a missing map output).
+struct SparkChunk {
+  StreamBlock block;
+  absl::Status status;
 };
 
-// An opened stream: chunk i is block i of the request, in the order the client sends
-// its chunk requests.
+// An opened stream, whose chunks the client asks for in order.
 struct SparkStream {
   int64_t id = 0;
-  std::string app_id;
-  std::string exec_id;
-  std::vector<absl::StatusOr<StreamBlock>> chunks;
-  ChunkLease lease;
+  std::vector<SparkChunk> chunks;
+  // When its chunks are let go of whether fetched or not.
+  absl::Time expires;
+  ClientBudget::Lease lease;
 };
 
 class SparkShuffleService {
@@ -67,9 +56,19 @@ class SparkShuffleService {
   struct Options {
     // Streams one connection may hold open (chunks not all fetched yet).
     size_t max_streams_per_connection = 1024;
-    // Chunks of all open streams together (each costs about 100 bytes and may pin a
-    // data file).
+    // Chunks of all open streams together, and of one client's (by address). A chunk
+    // costs 80 bytes, and a failed one also its cause's message when that is its own
+    // (a block past its map output's partitions); chunks may pin data files.
     uint64_t max_open_chunks = uint64_t{4} << 20;
+    uint64_t max_open_chunks_per_client = uint64_t{1} << 20;
+    // How long a stream's chunks are held: a stream not fetched by then is closed
+    // (Spark's clients fetch a stream's chunks as soon as they have its handle).
+    absl::Duration stream_lifetime = absl::Minutes(10);
+    // DiagnoseCorruption calls running at once (each reads a whole partition); more
+    // are refused as busy.
+    size_t max_diagnoses = 2;
+    // The largest LocalDirsForExecutors reply.
+    size_t max_local_dirs_reply_bytes = size_t{4} << 20;
     // Chunks in one stream.
     size_t max_chunks_per_stream = size_t{1} << 20;
     // How long a fiber waits for its blocking work.
@@ -84,38 +83,43 @@ class SparkShuffleService {
 
   const Options& options() const { return options_; }
   // Chunks held by open streams now.
-  uint64_t open_chunks() const { return open_chunks_->load(std::memory_order_relaxed); }
+  uint64_t open_chunks() const { return open_chunks_.used(); }
   ExecutorRegistry& executors() { return *executors_; }
 
-  absl::Status Register(const spark::RegisterExecutor& registration);
+  absl::Status Register(spark::RegisterExecutor registration);
 
-  // A stream of the requested blocks. INVALID_ARGUMENT for a malformed request (Spark
-  // fails the RPC for those); RESOURCE_EXHAUSTED past max_open_chunks. Per-block
-  // failures are in the chunks.
-  absl::StatusOr<SparkStream> OpenStream(const spark::FetchShuffleBlocks& request);
-  absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request);
+  // A stream of the requested blocks for `client` (the peer's address). INVALID_ARGUMENT
+  // for a malformed request (Spark fails the RPC for those); RESOURCE_EXHAUSTED past
+  // max_open_chunks or the client's share. Per-block failures are in the chunks.
+  absl::StatusOr<SparkStream> OpenStream(const spark::FetchShuffleBlocks& request,
+                                         const std::string& client);
+  absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request,
+                                         const std::string& client);
 
   // Deletes the named rdd blocks' files; how many were deleted.
   absl::StatusOr<int32_t> RemoveBlocks(const spark::RemoveBlocks& request);
 
-  // The LocalDirsForExecutors reply. NOT_FOUND (Spark's message) if any executor is not
-  // registered.
+  // The LocalDirsForExecutors reply: each executor named once (as Spark's map of them
+  // does). NOT_FOUND (Spark's message) if any executor is not registered;
+  // RESOURCE_EXHAUSTED if the reply would pass max_local_dirs_reply_bytes.
   absl::StatusOr<std::string> LocalDirs(const spark::GetLocalDirsForExecutors& request);
 
   // Spark's CorruptionCause for the partition: 0 disk, 1 network, 2 unknown,
-  // 3 checksum verified, 4 unsupported algorithm.
+  // 3 checksum verified, 4 unsupported algorithm. RESOURCE_EXHAUSTED past max_diagnoses;
+  // DEADLINE_EXCEEDED when the partition is not read within blocking_timeout.
   absl::StatusOr<uint8_t> Diagnose(const spark::DiagnoseCorruption& request);
 
  private:
   absl::StatusOr<SparkStream> Open(const std::string& app_id, const std::string& exec_id,
-                                   std::vector<BlockId> keys);
+                                   std::vector<BlockId> keys, const std::string& client);
 
   const Options options_;
   BlockStore* const store_;
   ExecutorRegistry* const executors_;
   BlockingPool* const pool_;
   std::atomic<int64_t> next_stream_id_;
-  const std::shared_ptr<std::atomic<uint64_t>> open_chunks_;
+  ClientBudget open_chunks_;
+  std::atomic<size_t> diagnoses_{0};
 };
 
 }  // namespace ferry

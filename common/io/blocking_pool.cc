@@ -23,6 +23,9 @@ struct BlockingPool::Job {
   static constexpr int kRan = 1;
   static constexpr int kDropped = 2;
   std::atomic<int> outcome{0};
+  // Set when the waiter has left (deadline, stop): a job not started yet never runs, so
+  // work no one waits for does not hold a worker.
+  std::atomic<bool> abandoned{false};
   UniqueFd done;
 
   void Signal(int result) {
@@ -70,6 +73,7 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
   // The job holds its own reference to the eventfd, so a worker signalling after this
   // wait has ended writes to a live descriptor.
   const ssize_t n = Read(job->done.get(), &value, sizeof(value), -1, deadline);
+  if (n != sizeof(value)) job->abandoned.store(true, std::memory_order_relaxed);
   if (n == -ETIMEDOUT) {
     return absl::DeadlineExceededError("a blocking job (file I/O) did not finish in time");
   }
@@ -98,6 +102,11 @@ void BlockingPool::Work() {
       if (stopping_) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+    }
+    if (job->abandoned.load(std::memory_order_relaxed)) {
+      job->fn = nullptr;
+      job->Signal(Job::kDropped);
+      continue;
     }
     job->fn();
     // What the job captured goes before the waiter hears, so that nothing it held

@@ -7,7 +7,8 @@
 // eventfd that the worker signals when the job is done, so its thread serves its other
 // fibers meanwhile, and a deadline or a stopping scheduler ends the wait like any other
 // I/O. The job owns what it touches (capture by value): a fiber whose wait ended early
-// has left, and the job finishes unobserved.
+// has left, and the job finishes unobserved if it had started; one still queued then
+// never runs.
 //
 // Jobs waiting for a worker are bounded; past the bound Run() refuses at once.
 // Thread-safe.
@@ -47,8 +48,8 @@ class BlockingPool {
 
   // Runs `job` on a worker; the calling fiber waits until it has run. OK once it ran;
   // RESOURCE_EXHAUSTED when max_queued jobs are waiting already; DEADLINE_EXCEEDED
-  // when `deadline` passes first and CANCELLED when the scheduler stops first (the job
-  // still runs, unobserved). Call from a fiber.
+  // when `deadline` passes first and CANCELLED when the scheduler stops first (a job
+  // already running finishes unobserved; a queued one is dropped). Call from a fiber.
   absl::Status Run(absl::AnyInvocable<void()> job, absl::Time deadline);
 
   // Run() for a job with a result.
