@@ -116,6 +116,8 @@ class FerryServer {
   std::vector<MetricFamilySamples> CollectMetrics() const;
   // The registered Spark executors; null when the Spark front door is off.
   ExecutorRegistry* spark_executors() { return executors_.get(); }
+  // The Spark front door's service; null when it is off.
+  const SparkShuffleService* spark_service() const { return spark_.get(); }
   const DataServer& data_server() const { return *data_; }
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;

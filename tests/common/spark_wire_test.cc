@@ -251,5 +251,24 @@ TEST(SparkWireTest, MessagesNotServedAreNamedNotRejected) {
   EXPECT_FALSE(DecodeClientFrame(std::string(1, '\0') + "short").ok());
 }
 
+// Issue 18.9: a string array's count was bounded only by the bytes left, so 4 wire bytes
+// per empty string made 32 bytes of std::string: millions of empty local dirs decoded
+// before anything checked them.
+TEST(SparkWireTest, StringArraysAreBoundedInCountAsTheyAreDecoded) {
+  const std::string dirs = EncodeRegisterExecutor(
+      {"app", "0", {std::vector<std::string>(kMaxLocalDirs + 1), 1, "sort"}});
+  absl::StatusOr<ShuffleRpc> decoded = DecodeShuffleRpc(dirs);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(decoded.status().message().find("localDirs: 65 strings, over the limit of 64"),
+            std::string::npos)
+      << decoded.status();
+  const std::string execs = EncodeGetLocalDirsForExecutors(
+      {"app", std::vector<std::string>(kMaxLocalDirsExecutors + 1, "1")});
+  EXPECT_FALSE(DecodeShuffleRpc(execs).ok());
+  EXPECT_TRUE(DecodeShuffleRpc(EncodeGetLocalDirsForExecutors(
+                                   {"app", std::vector<std::string>(kMaxLocalDirsExecutors, "1")}))
+                  .ok());
+}
+
 }  // namespace
 }  // namespace ferry::spark

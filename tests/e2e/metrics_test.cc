@@ -3,6 +3,7 @@
 // for the server) reports through its own query API that the byte counter rose by the
 // bytes fetched.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,10 +20,12 @@
 #include "client/shuffle_client.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
+#include "server/metrics_exporter.h"
 #include "tests/e2e/test_cluster.h"
 #include "common/unique_fd.h"
 #include "tests/testing/command.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ferry {
@@ -115,6 +118,24 @@ TEST_F(MetricsTest, AFetchShowsInTheExposition) {
   EXPECT_EQ(Sample(*text, "ferry_draining"), 0);
   EXPECT_NE(text->find("ferry_build_info{"), std::string::npos);
   EXPECT_GE(Sample(*text, "ferry_metrics_scrapes_total"), 0);
+}
+
+// Issue 18.10: one connection that sent a request line and never finished its headers
+// held the exporter's only worker, and every scrape timed out for 30 s. Three such
+// connections, more than one worker's worth, and a scrape still answers at once.
+TEST_F(MetricsTest, IdleConnectionsDoNotStallScrapes) {
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(testing::ConnectLoopback(server_->metrics_port()));
+    const std::string line = "GET /metrics HTTP/1.1\r\n";
+    ASSERT_EQ(::send(idle.back().get(), line.data(), line.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(line.size()));
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> text = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_LT(absl::Now() - start, kHeaderTimeout);
+  EXPECT_NE(text->find("ferry_build_info{"), std::string::npos);
 }
 
 TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {

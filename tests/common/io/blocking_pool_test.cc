@@ -114,6 +114,43 @@ TEST(BlockingPoolTest, ADeadlineEndsTheWaitAndTheJobStillFinishesSafely) {
   EXPECT_TRUE(finished->load());
 }
 
+// Issue 18.5: jobs whose callers had left (their deadline passed) still ran, for minutes
+// of CPU. A job still queued when its waiter leaves never runs.
+TEST(BlockingPoolTest, AQueuedJobWhoseWaiterLeftNeverRuns) {
+  BlockingPool pool({.threads = 1});
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  RunInFiber([&] {
+    WaitGroup done;
+    done.Add(1);
+    FiberScheduler::Current()
+        ->Spawn([&] {
+          EXPECT_TRUE(pool.Run(
+                              [&] {
+                                started.store(true);
+                                for (int i = 0; i < 5000 && !release.load(); ++i) {
+                                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                }
+                              },
+                              Soon())
+                          .ok());
+          done.Done();
+        })
+        .IgnoreError();
+    for (int j = 0; j < 1000 && !started.load(); ++j) {
+      ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
+    }
+    absl::Status late = pool.Run([ran] { ran->store(true); }, absl::Now() + absl::Milliseconds(20));
+    EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+    release.store(true);
+    done.Wait();
+    // A job queued after the dropped one runs, so the dropped one has been passed.
+    EXPECT_TRUE(pool.Run([] {}, Soon()).ok());
+  });
+  EXPECT_FALSE(ran->load());
+}
+
 TEST(BlockingPoolTest, AStoppingSchedulerCancelsTheWait) {
   BlockingPool pool({.threads = 1});
   std::atomic<bool> release{false};

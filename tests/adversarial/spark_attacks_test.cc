@@ -1,0 +1,350 @@
+// Attacks on the Spark front door of a running server (in-process: real sockets on
+// loopback, real files), each a defect of issue 18 found by attacking ferry_server with
+// raw frames, scaled to run in seconds, and the bound that now stops it
+// (docs/security.md).
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/control_client.h"
+#include "common/shuffle_files.h"
+#include "common/shuffle_writer.h"
+#include "common/spark_layout.h"
+#include "common/spark_wire.h"
+#include "gtest/gtest.h"
+#include "server/ferry_server.h"
+#include "tests/e2e/spark_raw_client.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::Reply;
+using ::ferry::testing::SparkClient;
+using ::ferry::testing::StreamHandleOf;
+namespace sw = ::ferry::spark;
+
+constexpr char kApp[] = "victim";
+constexpr char kExec[] = "1";
+constexpr int kSubdirs = 8;
+constexpr char kShuffleManager[] = "org.apache.spark.shuffle.sort.SortShuffleManager";
+
+// Waits up to 10 s for `done` to hold; returns whether it did.
+template <typename Pred>
+bool WaitFor(Pred done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  return done();
+}
+
+class SparkAttackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* d : {"a", "b", "c"}) {
+      dirs_.push_back(absl::StrCat(roots_.path(), "/", d));
+      ASSERT_EQ(::mkdir(dirs_.back().c_str(), 0755), 0);
+    }
+    options_ = testing::TestServerOptions(data_dir_.path(), {});
+    options_.spark_address = "127.0.0.1:0";
+    options_.spark_dir_roots = {roots_.path()};
+    Write({dirs_[0], dirs_[1]}, 3, 1000, {10, 20, 30});
+  }
+
+  void Write(const std::vector<std::string>& dirs, int32_t shuffle, int64_t map,
+             const std::vector<size_t>& sizes) {
+    auto writer = ShuffleWriter::CreateInSparkLayout(dirs, kSubdirs, shuffle, map,
+                                                     ChecksumAlgorithm::kAdler32);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      ASSERT_TRUE(writer
+                      ->Write(static_cast<int32_t>(r),
+                              testing::PartitionBytes(shuffle, map, static_cast<int32_t>(r),
+                                                      sizes[r]))
+                      .ok());
+    }
+    ASSERT_TRUE(writer->Commit(static_cast<int32_t>(sizes.size())).ok());
+  }
+
+  void Start() { server_ = testing::StartServer(options_); }
+  uint16_t port() const { return server_->spark_port(); }
+
+  static std::string Registration(const std::string& app, const std::string& exec,
+                                  std::vector<std::string> dirs,
+                                  std::string manager = kShuffleManager) {
+    return sw::EncodeRegisterExecutor({app, exec, {std::move(dirs), kSubdirs, std::move(manager)}});
+  }
+  std::string VictimRegistration() const {
+    return Registration(kApp, kExec, {dirs_[0], dirs_[1]});
+  }
+  static std::string Fetch(const std::string& app, const std::string& exec,
+                           std::vector<int64_t> maps, std::vector<int32_t> reduces) {
+    std::vector<std::vector<int32_t>> per_map(maps.size(), reduces);
+    return sw::EncodeFetchShuffleBlocks({app, exec, 3, std::move(maps), per_map, false});
+  }
+  // Fetches partition 1 of map 1000 as (app, exec) and returns its bytes, or the failure.
+  std::string FetchOne(SparkClient& client, const std::string& app, const std::string& exec) {
+    const Reply handle = client.Call(Fetch(app, exec, {1000}, {1}));
+    if (handle.type != sw::MessageType::kRpcResponse) return "rpc failure: " + handle.text;
+    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
+    std::optional<Reply> chunk = client.Read();
+    if (!chunk.has_value()) return "closed";
+    return chunk->type == sw::MessageType::kChunkFetchSuccess ? chunk->body
+                                                              : "chunk failure: " + chunk->text;
+  }
+
+  testing::TempDir roots_;
+  testing::TempDir data_dir_;
+  std::vector<std::string> dirs_;
+  testing::TempDir state_;
+  FerryServerOptions options_;
+  std::unique_ptr<FerryServer> server_;
+};
+
+// 18.1: GetLocalDirsForExecutors naming one executor a million times built a reply of
+// a copy per name on the fiber thread (OOM-killed at 5 MB of request). Spark answers
+// with a map of executors: each is named once, and a request may name at most
+// spark::kMaxLocalDirsExecutors.
+TEST_F(SparkAttackTest, ALocalDirsRequestNamesEachExecutorOnceAndIsBounded) {
+  Start();
+  SparkClient client(port());
+  ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  const std::vector<std::string> repeated(sw::kMaxLocalDirsExecutors, kExec);
+  Reply dirs = client.Call(sw::EncodeGetLocalDirsForExecutors({kApp, repeated}));
+  ASSERT_EQ(dirs.type, sw::MessageType::kRpcResponse) << dirs.text;
+  EXPECT_EQ(dirs.body, sw::EncodeLocalDirsForExecutors({kExec}, {2}, {dirs_[0], dirs_[1]}));
+  const std::vector<std::string> too_many(200000, kExec);
+  Reply refused = client.Call(sw::EncodeGetLocalDirsForExecutors({kApp, too_many}));
+  EXPECT_EQ(refused.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused.text.find("200000 strings, over the limit of 16384"), std::string::npos)
+      << refused.text;
+  EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+}
+
+// 18.2: a registration whose local dir was deleted while the server was down (its app
+// ended) made the server exit at start with DATA_LOSS, for every application.
+TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
+  options_.state_dir = state_.path();
+  Start();
+  {
+    SparkClient client(port());
+    ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+    ASSERT_EQ(client.Call(Registration("ended", "0", {dirs_[2]})).type,
+              sw::MessageType::kRpcResponse);
+  }
+  server_.reset();
+  ASSERT_EQ(::rmdir(dirs_[2].c_str()), 0);
+  auto restarted = FerryServer::Start(options_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  server_ = *std::move(restarted);
+  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  SparkClient client(port());
+  EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+}
+
+// 18.3: registering `evil/1` with a running app's local dir and removing evil with
+// --delete-local-dirs deleted the victim's files; re-registering the victim's executor
+// onto another dir sent its reducers that dir's bytes.
+TEST_F(SparkAttackTest, AnotherAppCannotDeleteOrRedirectAnExecutorsDirs) {
+  Write({dirs_[2]}, 3, 1000, {99, 99, 99});  // other bytes under the same name
+  Start();
+  SparkClient client(port());
+  ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  ASSERT_EQ(client.Call(Registration("evil", "1", {dirs_[0], dirs_[1]})).type,
+            sw::MessageType::kRpcResponse);
+  ControlClient control;
+  ferry::v1::RemoveSparkAppRequest remove;
+  remove.set_app_id("evil");
+  remove.set_delete_local_dirs(true);
+  auto removed = control.RemoveSparkApp(server_->control_target(), remove);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->executors_removed(), 1u);
+  EXPECT_EQ(removed->local_dirs_deleted(), 0u);
+  EXPECT_EQ(removed->kept_size(), 2);
+  EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+
+  Reply moved = client.Call(Registration(kApp, kExec, {dirs_[2]}));
+  EXPECT_EQ(moved.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(moved.text.find("registered already, with other local dirs"), std::string::npos)
+      << moved.text;
+  EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+}
+
+// Bytes this process has written with write(2) and friends, files and sockets alike.
+uint64_t BytesWritten() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "wchar:") return value;
+  }
+  return 0;
+}
+
+// 18.4: each registration rewrote and fsynced the whole state file under the lock that
+// lookups on the fiber threads take: 300 registrations of 64 KiB made every request of
+// both front doors wait 200 ms. Registrations append their record; lookups never wait
+// on the file.
+TEST_F(SparkAttackTest, ARegistrationWritesItsRecordNotTheWholeStateFile) {
+  options_.state_dir = state_.path();
+  Start();
+  SparkClient client(port());
+  const std::string manager(sw::kMaxShuffleManagerBytes - 100, 'm');
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(client.Call(Registration(kApp, absl::StrCat(i), {dirs_[0]}, manager)).type,
+              sw::MessageType::kRpcResponse);
+  }
+  const uint64_t before = BytesWritten();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(client.Call(Registration(kApp, "7", {dirs_[0]}, absl::StrCat(manager, i))).type,
+              sw::MessageType::kRpcResponse);
+  }
+  // About 8 KiB each (the request sent, the record appended); rewriting the 1.2 MB file
+  // each time would be 120 MB.
+  EXPECT_LT(BytesWritten() - before, uint64_t{4} << 20);
+}
+
+// 18.5: 1,000 connections each sending one DiagnoseCorruption of a 512 MiB partition and
+// closing queued 988 jobs that all ran, and a victim's FetchShuffleBlocks waited 30 s. At
+// most max_diagnoses run at once; the rest are refused as busy at once.
+TEST_F(SparkAttackTest, DiagnosesAreBoundedAndOthersFetchMeanwhile) {
+  // A sparse 512 MiB partition with an ADLER32 checksum on record.
+  Write({dirs_[0], dirs_[1]}, 5, 1, {1});
+  const uint64_t big = uint64_t{512} << 20;
+  auto path = [&](const std::string& name) {
+    return *sw::ExecutorFilePath({dirs_[0], dirs_[1]}, kSubdirs, name);
+  };
+  ASSERT_EQ(::truncate(path(DataFileName(5, 1)).c_str(), static_cast<off_t>(big)), 0);
+  std::string index(16, '\0');
+  for (int i = 0; i < 8; ++i) index[8 + i] = static_cast<char>(big >> (56 - 8 * i));
+  std::ofstream(path(IndexFileName(5, 1)), std::ios::binary | std::ios::trunc) << index;
+  Start();
+  SparkClient registrar(port());
+  ASSERT_EQ(registrar.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  std::vector<std::unique_ptr<SparkClient>> diagnosers;
+  for (int i = 0; i < 8; ++i) {
+    diagnosers.push_back(std::make_unique<SparkClient>(port()));
+    diagnosers.back()->Send(sw::EncodeRpcRequest(
+        i, sw::EncodeDiagnoseCorruption({kApp, kExec, 5, 1, 0, 12345, "ADLER32"})));
+  }
+  SparkClient victim(port());
+  EXPECT_EQ(FetchOne(victim, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+  int busy = 0;
+  for (auto& d : diagnosers) {
+    std::optional<Reply> reply = d->Read();
+    ASSERT_TRUE(reply.has_value());
+    if (reply->type == sw::MessageType::kRpcFailure &&
+        reply->text.find("server busy") != std::string::npos) {
+      ++busy;
+    }
+  }
+  EXPECT_GE(busy, 8 - static_cast<int>(options_.spark.max_diagnoses));
+}
+
+// 18.6: four connections each holding a stream of 2^20 chunks held every open chunk of
+// the server, so that everyone else's fetches were refused. Each client address has a
+// share, and a stream's chunks are let go of when its lifetime ends.
+TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
+  options_.spark.max_open_chunks = 1000;
+  options_.spark.max_open_chunks_per_client = 400;
+  options_.spark.stream_lifetime = absl::Milliseconds(300);
+  Start();
+  SparkClient attacker(port());
+  ASSERT_EQ(attacker.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  StreamHandleOf(attacker.Call(Fetch(kApp, kExec, {1000}, std::vector<int32_t>(400, 0))));
+  SparkClient again(port());
+  again.Send(sw::EncodeRpcRequest(1, Fetch(kApp, kExec, {1000}, {0})));
+  EXPECT_TRUE(again.Closed());  // busy: Spark's client retries a closed connection
+  SparkClient other(port(), "127.0.0.2");
+  EXPECT_EQ(FetchOne(other, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+  // Past its lifetime the attacker's stream is closed at its next frame, and its share
+  // is free again.
+  EXPECT_TRUE(WaitFor([&] {
+    attacker.Send(sw::EncodeChunkFetchRequest({0, 0}));
+    return attacker.Read().has_value() && server_->spark_service()->open_chunks() == 0;
+  }));
+  EXPECT_EQ(FetchOne(attacker, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
+}
+
+// 18.6: failed chunks cost 586 bytes each, each with a message of its own. A stream
+// keeps a cause's message once.
+TEST_F(SparkAttackTest, FailedChunksShareTheirMessages) {
+  Start();
+  SparkClient client(port());
+  ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  constexpr int kChunks = 200000;
+  std::vector<int64_t> maps(kChunks);
+  for (int i = 0; i < kChunks; ++i) maps[i] = 5000000 + i;  // none of them exists
+  const std::string request = Fetch(kApp, kExec, maps, {0});
+  const size_t before = ::mallinfo2().uordblks;
+  auto [stream, chunks] = StreamHandleOf(client.Call(request));
+  const size_t held = ::mallinfo2().uordblks - before;
+  ASSERT_EQ(chunks, kChunks);
+  EXPECT_LT(held / kChunks, 160u) << held << " bytes for " << kChunks << " failed chunks";
+  client.Send(sw::EncodeChunkFetchRequest({stream, 7}));
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  client.Read();
+  std::optional<Reply> failed = client.Read();
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_NE(failed->text.find("shuffle_3_5000000_0"), std::string::npos) << failed->text;
+}
+
+// 18.7: sixteen connections each announcing a 16 MiB frame and sending nothing more
+// were given 16 MiB buffers at once, spending the shared 256 MiB budget, so that every
+// other client's request over 4 KiB was reset. Buffers grow with the bytes that arrive.
+TEST_F(SparkAttackTest, AnAnnouncedFrameHoldsNoMemoryUntilItsBytesArrive) {
+  Start();
+  std::vector<std::unique_ptr<SparkClient>> announcers;
+  const std::string header = std::string("\x00\x00\x00\x00\x01\x00\x00\x00\x03", 9);
+  for (int i = 0; i < 20; ++i) {
+    announcers.push_back(std::make_unique<SparkClient>(port()));
+    announcers.back()->Send(header);
+  }
+  SparkClient client(port());
+  ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  std::vector<int64_t> maps(1000, 1000);
+  const std::string request = Fetch(kApp, kExec, maps, {1});
+  ASSERT_GT(request.size(), 16000u);
+  const auto [stream, chunks] = StreamHandleOf(client.Call(request));
+  EXPECT_EQ(chunks, 1000);
+}
+
+// 18.8 and 18.9: registrations carried 64 KiB shuffle managers and millions of empty
+// local dirs, decoded before any check (6.7 GB from 256 MiB of requests), and were never
+// forgotten. Fields are bounded as they are decoded, and a registration whose dirs are
+// gone is forgotten by the sweep.
+TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDirsGo) {
+  options_.sweep_interval = absl::Milliseconds(50);
+  Start();
+  SparkClient client(port());
+  Reply big_manager = client.Call(Registration(kApp, "9", {dirs_[0]}, std::string(65536, 'x')));
+  EXPECT_EQ(big_manager.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(big_manager.text.find("shuffleManager: 65536 bytes, over the limit of 4096"),
+            std::string::npos) << big_manager.text;
+  Reply many_dirs = client.Call(Registration(kApp, "9", std::vector<std::string>(1 << 20)));
+  EXPECT_EQ(many_dirs.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(many_dirs.text.find("localDirs: 1048576 strings, over the limit of 64"),
+            std::string::npos) << many_dirs.text;
+  Reply nul = client.Call(Registration(kApp, "9", {dirs_[0] + std::string("\0/x", 3)}));
+  EXPECT_EQ(nul.type, sw::MessageType::kRpcFailure);  // 18.12
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+
+  ASSERT_EQ(client.Call(Registration("ended", "0", {dirs_[2]})).type,
+            sw::MessageType::kRpcResponse);
+  ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
+  ASSERT_EQ(::rmdir(dirs_[2].c_str()), 0);
+  EXPECT_TRUE(WaitFor([&] { return server_->spark_executors()->size() == 1; }));
+  EXPECT_FALSE(server_->spark_executors()->Find("ended", "0").ok());
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,132 @@
+#include "tests/e2e/spark_raw_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
+
+namespace ferry::testing {
+
+namespace sw = ::ferry::spark;
+
+SparkClient::SparkClient(uint16_t port, const char* source) {
+  if (source == nullptr) {
+    fd_ = ConnectLoopback(port);
+  } else {
+    fd_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &from.sin_addr);
+    sockaddr_in to = LoopbackAddress(port);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << errno;
+    EXPECT_EQ(::connect(fd_.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << errno;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+void SparkClient::Send(const std::string& bytes) {
+  ASSERT_EQ(::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+bool SparkClient::ReadExactly(std::string* out, size_t n) {
+  out->resize(n);
+  for (size_t done = 0; done < n;) {
+    const ssize_t r = ::recv(fd_.get(), out->data() + done, n - done, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+std::optional<Reply> SparkClient::Read() {
+  std::string len;
+  if (!ReadExactly(&len, 8)) return std::nullopt;
+  absl::StatusOr<uint64_t> length = sw::DecodeFrameLength(len);
+  EXPECT_TRUE(length.ok());
+  std::string frame;
+  if (!length.ok() || !ReadExactly(&frame, *length)) return std::nullopt;
+  sw::WireReader r(frame);
+  Reply reply;
+  uint8_t type = 0;
+  r.U8(&type, "type");
+  reply.type = static_cast<sw::MessageType>(type);
+  int32_t body_len = 0;
+  int64_t byte_count = 0;
+  switch (reply.type) {
+    case sw::MessageType::kChunkFetchSuccess:
+      r.I64(&reply.id, "streamId");
+      r.I32(&reply.chunk_index, "chunkIndex");
+      reply.body = std::string(r.rest());
+      break;
+    case sw::MessageType::kChunkFetchFailure:
+      r.I64(&reply.id, "streamId");
+      r.I32(&reply.chunk_index, "chunkIndex");
+      r.String(&reply.text, "error", 1 << 20);
+      break;
+    case sw::MessageType::kRpcResponse:
+      r.I64(&reply.id, "requestId");
+      r.I32(&body_len, "bodyLen");
+      reply.body = std::string(r.rest());
+      break;
+    case sw::MessageType::kRpcFailure:
+      r.I64(&reply.id, "requestId");
+      r.String(&reply.text, "error", 1 << 20);
+      break;
+    case sw::MessageType::kStreamResponse:
+      r.String(&reply.stream_id, "streamId");
+      r.I64(&byte_count, "byteCount");
+      if (!ReadExactly(&reply.body, static_cast<size_t>(byte_count))) return std::nullopt;
+      break;
+    case sw::MessageType::kStreamFailure:
+      r.String(&reply.stream_id, "streamId");
+      r.String(&reply.text, "error", 1 << 20);
+      break;
+    default:
+      ADD_FAILURE() << "unexpected frame type " << int{type};
+  }
+  return reply;
+}
+
+Reply SparkClient::Call(const std::string& body) {
+  const int64_t id = next_request_++;
+  Send(sw::EncodeRpcRequest(id, body));
+  std::optional<Reply> reply = Read();
+  EXPECT_TRUE(reply.has_value());
+  if (!reply.has_value()) return Reply{};
+  EXPECT_EQ(reply->id, id);
+  return *reply;
+}
+
+bool SparkClient::Closed() {
+  char c;
+  const ssize_t n = ::recv(fd_.get(), &c, 1, 0);
+  if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+  ADD_FAILURE() << "recv gave " << n
+                << (n < 0 ? absl::StrCat(", errno ", errno) : absl::StrCat(", byte ", int{c}));
+  return false;
+}
+
+std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply) {
+  EXPECT_EQ(reply.type, sw::MessageType::kRpcResponse) << reply.text;
+  sw::WireReader r(reply.body);
+  uint8_t type = 0;
+  int64_t stream = 0;
+  int32_t chunks = 0;
+  r.U8(&type, "type");
+  r.I64(&stream, "streamId");
+  r.I32(&chunks, "numChunks");
+  EXPECT_TRUE(r.Finish("StreamHandle").ok());
+  EXPECT_EQ(type, static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle));
+  return {stream, chunks};
+}
+
+}  // namespace ferry::testing

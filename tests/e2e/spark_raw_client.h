@@ -1,0 +1,53 @@
+// A raw client of Spark's shuffle protocol for tests: frames built with
+// common/spark_wire.h sent over a blocking loopback socket, and the server's frames read
+// back whole, so a test can send what Spark's client sends or what an attacker would.
+#ifndef FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
+#define FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/spark_wire.h"
+#include "common/unique_fd.h"
+
+namespace ferry::testing {
+
+// A server's frame, as read back.
+struct Reply {
+  spark::MessageType type{};
+  int64_t id = 0;           // requestId or streamId
+  int32_t chunk_index = 0;  // chunk frames
+  std::string stream_id;    // stream frames
+  std::string text;         // failures' error
+  std::string body;         // in-frame body, or the bytes after a StreamResponse
+};
+
+class SparkClient {
+ public:
+  // Connects to 127.0.0.1:port from `source` (another loopback address, for a second
+  // client address); reads time out after 10 s.
+  explicit SparkClient(uint16_t port, const char* source = nullptr);
+  void Send(const std::string& bytes);
+  bool ReadExactly(std::string* out, size_t n);
+  // The next frame, or nullopt when the server closed the connection.
+  std::optional<Reply> Read();
+  // Sends an RPC and reads its reply.
+  Reply Call(const std::string& body);
+  int fd() const { return fd_.get(); }
+  // The server closed the connection: nothing more arrives (end of stream, or a reset
+  // when the close left bytes of ours unread).
+  bool Closed();
+
+ private:
+  UniqueFd fd_;
+  int64_t next_request_ = 0x0102030405060708;
+};
+
+// (streamId, numChunks) from a StreamHandle reply.
+std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply);
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
