@@ -61,17 +61,7 @@ class SparkAttackTest : public ::testing::Test {
 
   void Write(const std::vector<std::string>& dirs, int32_t shuffle, int64_t map,
              const std::vector<size_t>& sizes) {
-    auto writer = ShuffleWriter::CreateInSparkLayout(dirs, kSubdirs, shuffle, map,
-                                                     ChecksumAlgorithm::kAdler32);
-    ASSERT_TRUE(writer.ok()) << writer.status();
-    for (size_t r = 0; r < sizes.size(); ++r) {
-      ASSERT_TRUE(writer
-                      ->Write(static_cast<int32_t>(r),
-                              testing::PartitionBytes(shuffle, map, static_cast<int32_t>(r),
-                                                      sizes[r]))
-                      .ok());
-    }
-    ASSERT_TRUE(writer->Commit(static_cast<int32_t>(sizes.size())).ok());
+    ASSERT_TRUE(testing::WriteSparkMapOutput(dirs, kSubdirs, shuffle, map, sizes).ok());
   }
 
   void Start() { server_ = testing::StartServer(options_); }

@@ -21,6 +21,21 @@ std::string PartitionBytes(int32_t shuffle, int64_t map, int32_t reduce, size_t 
   return s;
 }
 
+absl::Status WriteSparkMapOutput(const std::vector<std::string>& local_dirs, int subdirs,
+                                 int32_t shuffle, int64_t map, const std::vector<size_t>& sizes) {
+  auto writer = ShuffleWriter::CreateInSparkLayout(local_dirs, subdirs, shuffle, map,
+                                                   ChecksumAlgorithm::kAdler32);
+  if (!writer.ok()) return writer.status();
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    const auto reduce = static_cast<int32_t>(r);
+    if (absl::Status s = writer->Write(reduce, PartitionBytes(shuffle, map, reduce, sizes[r]));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return writer->Commit(static_cast<int32_t>(sizes.size()));
+}
+
 void DataSet::AddMapOutput(const std::string& root, const std::string& app, int32_t shuffle,
                            int64_t map, const std::vector<size_t>& sizes,
                            ChecksumAlgorithm algorithm) {

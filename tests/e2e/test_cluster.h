@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "client/shuffle_client.h"
 #include "server/ferry_server.h"
 #include "tests/testing/temp_dir.h"
@@ -17,6 +18,12 @@ namespace ferry::testing {
 
 // Deterministic pseudo-random bytes for (shuffle, map, reduce).
 std::string PartitionBytes(int32_t shuffle, int64_t map, int32_t reduce, size_t length);
+
+// Writes map output `map` of `shuffle` in a Spark executor's layout beneath `local_dirs`
+// (`subdirs` each), partition r holding PartitionBytes(shuffle, map, r, sizes[r]), with
+// an ADLER32 checksum file, as Spark's sort shuffle does.
+absl::Status WriteSparkMapOutput(const std::vector<std::string>& local_dirs, int subdirs,
+                                 int32_t shuffle, int64_t map, const std::vector<size_t>& sizes);
 
 class DataSet {
  public:
