@@ -82,6 +82,11 @@ class SparkConnection {
 
   // Each returns false when the connection must close.
   bool Handle(absl::string_view frame);
+  // The peer's address, the key of its shares of the service's budgets.
+  const std::string& Client() {
+    if (client_.empty()) client_ = PeerHost(socket_.get());
+    return client_;
+  }
   // Closes the streams past their lifetime, at most once per kExpiryCheck.
   void CloseExpired(absl::Time now);
   bool HandleRpc(const spark::RpcRequest& request);
@@ -109,8 +114,7 @@ class SparkConnection {
   size_t end_ = 0;    // one past the last received byte
   absl::flat_hash_map<int64_t, OpenStream> streams_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
-  // The peer's address, the key of its share of the chunk budget; read when first needed.
-  std::string client_;
+  std::string client_;  // read when first needed
   // When the request being handled was read, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;
@@ -303,11 +307,10 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
                            service_.options().max_streams_per_connection,
                            " streams are open on this connection; fetch their chunks first")));
     }
-    if (client_.empty()) client_ = PeerHost(socket_.get());
     absl::StatusOr<SparkStream> stream =
         std::holds_alternative<spark::FetchShuffleBlocks>(*rpc)
-            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc), client_)
-            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc), client_);
+            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc), Client())
+            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc), Client());
     if (!stream.ok()) {
       // The server is short of something (chunks, workers, time): closing the connection
       // is what Spark's client retries; an RpcFailure it would not.
@@ -332,7 +335,7 @@ bool SparkConnection::HandleRpc(const spark::RpcRequest& request) {
     return Reply(id, service_.LocalDirs(*m));
   }
   if (auto* m = std::get_if<spark::DiagnoseCorruption>(&*rpc)) {
-    absl::StatusOr<uint8_t> cause = service_.Diagnose(*m);
+    absl::StatusOr<uint8_t> cause = service_.Diagnose(*m, Client());
     if (!cause.ok()) return Reply(id, cause.status());
     return Reply(id, spark::EncodeCorruptionCause(*cause));
   }

@@ -424,16 +424,27 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
 }
 
 absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
-  std::lock_guard<std::mutex> write(write_mu_);
-  std::vector<Key> vanished;
-  for (const auto& [key, registered] : executors_) {
-    const auto& dirs = registered.dirs->local_dirs;
-    const bool gone = std::all_of(dirs.begin(), dirs.end(), [](const auto& dir) {
+  // The dirs are looked up with no lock held: registrations go on meanwhile, and one
+  // that changed by then (forgotten, or registered anew) is left alone.
+  std::vector<std::pair<Key, std::shared_ptr<const spark::ExecutorDirs>>> all;
+  {
+    std::lock_guard<std::mutex> write(write_mu_);
+    all.reserve(executors_.size());
+    for (const auto& [key, registered] : executors_) all.emplace_back(key, registered.dirs);
+  }
+  std::erase_if(all, [](const auto& entry) {
+    const auto& dirs = entry.second->local_dirs;
+    return !std::all_of(dirs.begin(), dirs.end(), [](const auto& dir) {
       struct stat st;
       return ::fstatat(dir.root_fd, dir.relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
              errno == ENOENT;
     });
-    if (gone) vanished.push_back(key);
+  });
+  std::lock_guard<std::mutex> write(write_mu_);
+  std::vector<Key> vanished;
+  for (const auto& [key, dirs] : all) {
+    auto it = executors_.find(key);
+    if (it != executors_.end() && it->second.dirs == dirs) vanished.push_back(key);
   }
   if (absl::Status s = ForgetLocked(vanished, nullptr); !s.ok()) return s;
   for (const Key& key : vanished) {

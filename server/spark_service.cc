@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
@@ -57,7 +56,9 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       // runs differ, counting up.
       next_stream_id_(absl::Uniform<int64_t>(absl::BitGen(), 0, INT32_MAX) * 1000),
       open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
-                   "chunks of open streams") {}
+                   "chunks of open streams"),
+      diagnoses_(options.max_diagnoses, options.max_diagnoses,
+                 "DiagnoseCorruption calls running") {}
 
 absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration) {
   return pool_->Call<bool>(
@@ -164,28 +165,29 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
         std::vector<absl::StatusOr<ResolvedBlock>> resolved =
             store->ResolveSpark(app_id, exec_id, **dirs, keys);
         // A failure's message is kept once per distinct message, up to
-        // kMaxFailureMessages a stream; failures past that share one, so that a stream
-        // of failing blocks costs its chunks and not a message each.
+        // kMaxFailureMessages a stream; failures past that share one per status code, so
+        // that a stream of failing blocks costs its chunks and not a message each.
         absl::flat_hash_map<std::string, absl::Status> messages;
+        absl::flat_hash_map<absl::StatusCode, absl::Status> past_limit;
         for (size_t i = 0; i < resolved.size(); ++i) {
           if (resolved[i].ok()) {
             out[i].block = std::move(resolved[i]->block);
             continue;
           }
           const absl::Status& failed = resolved[i].status();
-          auto it = messages.find(failed.message());
-          if (it == messages.end() && messages.size() < kMaxFailureMessages) {
-            it = messages.emplace(std::string(failed.message()), failed).first;
+          if (auto it = messages.find(failed.message()); it != messages.end()) {
+            out[i].status = it->second;
+          } else if (messages.size() < kMaxFailureMessages) {
+            out[i].status = messages.emplace(std::string(failed.message()), failed).first->second;
+          } else {
+            auto [shared, added] = past_limit.try_emplace(failed.code());
+            if (added) {
+              shared->second = absl::Status(failed.code(),
+                                            "cannot be served either (more blocks of this "
+                                            "stream fail than are described one by one)");
+            }
+            out[i].status = shared->second;
           }
-          if (it == messages.end()) {
-            it = messages.try_emplace(absl::StrCat("(past the limit, code ", failed.code(), ")"),
-                                      absl::Status(failed.code(),
-                                                   "cannot be served either (more blocks of "
-                                                   "this stream fail than are described one "
-                                                   "by one)"))
-                     .first;
-          }
-          out[i].status = it->second;
         }
         return out;
       },
@@ -254,7 +256,8 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
   return spark::EncodeLocalDirsForExecutors(exec_ids, counts, all_dirs);
 }
 
-absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorruption& request) {
+absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorruption& request,
+                                                      const std::string& client) {
   const std::optional<ChecksumAlgorithm> algorithm = ParseChecksumAlgorithm(request.algorithm);
   if (!algorithm.has_value()) return kUnsupportedChecksumAlgorithm;
   if (absl::Status s = CheckIds(request.app_id, request.exec_id); !s.ok()) return s;
@@ -266,13 +269,8 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
   }
   // Each diagnosis reads a whole partition: a few at a time, so that they cannot take
   // every blocking worker from the streams being opened.
-  if (diagnoses_.fetch_add(1, std::memory_order_relaxed) >= options_.max_diagnoses) {
-    diagnoses_.fetch_sub(1, std::memory_order_relaxed);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", options_.max_diagnoses, " DiagnoseCorruption calls are running; "
-        "retry later"));
-  }
-  const absl::Cleanup leave = [this] { diagnoses_.fetch_sub(1, std::memory_order_relaxed); };
+  absl::StatusOr<ClientBudget::Lease> running = diagnoses_.Acquire(client, 1);
+  if (!running.ok()) return running.status();
   const absl::Time deadline = absl::Now() + options_.blocking_timeout;
   return pool_->Call<uint8_t>(
       [store = store_, executors = executors_, request, algorithm = *algorithm,

@@ -105,9 +105,11 @@ class SparkShuffleService {
   absl::StatusOr<std::string> LocalDirs(const spark::GetLocalDirsForExecutors& request);
 
   // Spark's CorruptionCause for the partition: 0 disk, 1 network, 2 unknown,
-  // 3 checksum verified, 4 unsupported algorithm. RESOURCE_EXHAUSTED past max_diagnoses;
+  // 3 checksum verified, 4 unsupported algorithm, for `client` (the peer's address).
+  // RESOURCE_EXHAUSTED past max_diagnoses;
   // DEADLINE_EXCEEDED when the partition is not read within blocking_timeout.
-  absl::StatusOr<uint8_t> Diagnose(const spark::DiagnoseCorruption& request);
+  absl::StatusOr<uint8_t> Diagnose(const spark::DiagnoseCorruption& request,
+                                   const std::string& client);
 
  private:
   absl::StatusOr<SparkStream> Open(const std::string& app_id, const std::string& exec_id,
@@ -119,7 +121,7 @@ class SparkShuffleService {
   BlockingPool* const pool_;
   std::atomic<int64_t> next_stream_id_;
   ClientBudget open_chunks_;
-  std::atomic<size_t> diagnoses_{0};
+  ClientBudget diagnoses_;
 };
 
 }  // namespace ferry
