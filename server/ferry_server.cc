@@ -13,6 +13,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/segment_sender.h"
 #include "server/spark_connection.h"
 
 namespace ferry {
@@ -205,6 +206,10 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   };
   gauge("ferry_connections_open", "Data-plane connections being served, both front doors.",
         static_cast<double>(data_->connections_open()));
+  counter("ferry_pipes_undersized_total",
+          "Splice pipes created smaller than --pipe-size: the user's pipe budget "
+          "(fs.pipe-user-pages-soft) was spent.",
+          static_cast<double>(UndersizedPipes()));
   counter("ferry_connections_accepted_total", "Data-plane connections accepted.",
           static_cast<double>(data_->connections_accepted()));
   counter("ferry_connections_refused_total",

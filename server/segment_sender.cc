@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+
+#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
@@ -25,7 +28,11 @@ namespace {
 constexpr uint64_t kFairShareBytes = uint64_t{4} << 20;
 constexpr uint32_t kFairShareBlocks = 64;
 
+std::atomic<uint64_t> undersized_pipes{0};
+
 }  // namespace
+
+uint64_t UndersizedPipes() { return undersized_pipes.load(std::memory_order_relaxed); }
 
 absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const {
   if (res == -ETIMEDOUT) {
@@ -64,6 +71,9 @@ void SegmentSender::EndResponse() {
   // TCP_NODELAY pushes the response's tail at once: the client never waits on a delayed
   // ACK for it.
   SetNoDelay(true);
+  // A pipe smaller than asked for is let go of, empty, between responses: the next one
+  // asks again, and gets a full pipe once other connections have given theirs back.
+  if (pipe_.has_value() && pipe_->capacity_bytes() < options_.pipe_bytes) pipe_.reset();
 }
 
 void SegmentSender::TakeTurns(uint64_t bytes, uint32_t blocks) {
@@ -101,6 +111,15 @@ absl::Status SegmentSender::PipeReady() {
   if (pipe_.has_value()) return absl::OkStatus();
   absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
   if (!pipe.ok()) return pipe.status();
+  if (pipe->capacity_bytes() < options_.pipe_bytes) {
+    // The user's pipe budget (fs.pipe-user-pages-soft, 64 MiB for a user without
+    // CAP_SYS_RESOURCE) is spent: this response splices through what the kernel gave.
+    undersized_pipes.fetch_add(1, std::memory_order_relaxed);
+    LOG_EVERY_N(WARNING, 1000)
+        << "a pipe of " << pipe->capacity_bytes() << " bytes instead of " << options_.pipe_bytes
+        << ": this user's pipe budget (fs.pipe-user-pages-soft) is spent; "
+        << google::COUNTER << " such pipes so far";
+  }
   pipe_ = *std::move(pipe);
   return absl::OkStatus();
 }

@@ -65,6 +65,10 @@ struct ConnectionOptions {
   absl::Duration io_timeout = absl::Seconds(30);
 };
 
+// Pipes created smaller than ConnectionOptions::pipe_bytes (the user's pipe budget was
+// spent), since the process started.
+uint64_t UndersizedPipes();
+
 class SegmentSender {
  public:
   // `socket` and `options` must outlive the sender; with the inline engine the socket

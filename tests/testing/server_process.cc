@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -15,6 +17,7 @@
 #include <vector>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -24,16 +27,30 @@ namespace ferry::testing {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
-    const std::string& log_path, uint64_t fd_limit) {
+    const std::string& log_path, uint64_t fd_limit, const std::string& user) {
   std::unique_ptr<ServerProcess> p(new ServerProcess);
+  const passwd* account = nullptr;
+  if (!user.empty()) {
+    account = ::getpwnam(user.c_str());
+    if (account == nullptr) return absl::NotFoundError(absl::StrCat("no user ", user));
+  }
   // The server binds port 0 and says which ports it got: a port picked here and bound
-  // there could be taken by another test's server in between.
+  // there could be taken by another test's server in between. Another user writes it
+  // in a directory of its own beneath /tmp.
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string port_file = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ferry-ports-XXXXXX");
-  const int port_fd = ::mkstemp(port_file.data());
-  if (port_fd < 0) return absl::ErrnoToStatus(errno, "mkstemp for the port file");
-  ::close(port_fd);
-  ::unlink(port_file.c_str());
+  std::string port_dir = absl::StrCat(account != nullptr || tmp == nullptr ? "/tmp" : tmp,
+                                      "/ferry-ports-XXXXXX");
+  if (::mkdtemp(port_dir.data()) == nullptr) {
+    return absl::ErrnoToStatus(errno, "mkdtemp for the port file");
+  }
+  if (account != nullptr && ::chown(port_dir.c_str(), account->pw_uid, account->pw_gid) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("chown ", port_dir, " to ", user));
+  }
+  const std::string port_file = port_dir + "/ports";
+  const absl::Cleanup remove_port_file = [&] {
+    ::unlink(port_file.c_str());
+    ::rmdir(port_dir.c_str());
+  };
   std::vector<std::string> argv_strings = {binary, "--data-dir=" + data_dir,
                                            "--control-address=127.0.0.1:0",
                                            "--data-address=127.0.0.1:0",
@@ -62,6 +79,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       const rlimit limit{static_cast<rlim_t>(fd_limit), static_cast<rlim_t>(fd_limit)};
       ::setrlimit(RLIMIT_NOFILE, &limit);
     }
+    if (account != nullptr &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(account->pw_gid) != 0 ||
+         ::setuid(account->pw_uid) != 0)) {
+      ::_exit(126);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -77,8 +99,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
         if (eq == std::string::npos || !absl::SimpleAtoi(line.substr(eq + 1), &port)) continue;
         if (line.compare(0, eq, "control") == 0) p->control_port_ = static_cast<uint16_t>(port);
         if (line.compare(0, eq, "data") == 0) p->data_port_ = static_cast<uint16_t>(port);
+        if (line.compare(0, eq, "spark") == 0) p->spark_port_ = static_cast<uint16_t>(port);
+        if (line.compare(0, eq, "metrics") == 0) p->metrics_port_ = static_cast<uint16_t>(port);
       }
-      if (p->control_port_ != 0) ::unlink(port_file.c_str());
     }
     // A new channel each time: a channel that failed once waits out gRPC's reconnect
     // backoff (a second and growing) before it tries again.

@@ -22,11 +22,13 @@ class ServerProcess {
   // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. Its
   // stdout and stderr go to `log_path` (or nowhere), never to an inherited pipe, and it
   // is killed if this process dies. A `fd_limit` other than 0 sets its RLIMIT_NOFILE,
-  // soft and hard.
+  // soft and hard. A `user` runs it as that user (and its group, with no supplementary
+  // groups), as a packaged service runs: this process must be root, and the binary and
+  // every path it is given must be reachable by that user (not beneath /root).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::string& data_dir,
       const std::vector<std::string>& args, const std::string& log_path = "",
-      uint64_t fd_limit = 0);
+      uint64_t fd_limit = 0, const std::string& user = "");
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
   // Kills the process if it still runs, and reaps it.
@@ -35,6 +37,10 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   std::string control_target() const;
   uint16_t data_port() const { return data_port_; }
+  // The Spark front door's port; 0 when it is off.
+  uint16_t spark_port() const { return spark_port_; }
+  // The metrics endpoint's port; 0 when it is off.
+  uint16_t metrics_port() const { return metrics_port_; }
 
   // Sends `signal` (if not 0), then waits up to `timeout` for the process to exit.
   // Returns its wait status (see WIFEXITED), or DEADLINE_EXCEEDED if it still runs.
@@ -57,6 +63,8 @@ class ServerProcess {
   bool reaped_ = false;
   uint16_t control_port_ = 0;
   uint16_t data_port_ = 0;
+  uint16_t spark_port_ = 0;
+  uint16_t metrics_port_ = 0;
 };
 
 }  // namespace ferry::testing

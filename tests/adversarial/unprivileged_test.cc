@@ -1,0 +1,219 @@
+// The Spark front door's bounds as the packaged service runs: ferry_server as an
+// unprivileged user (nobody), with its binary, data, roots and state dir outside /root.
+// Each attack is one of issue 18's, scaled down (tests/adversarial/spark_attacks_test.cc
+// has them in process, as root).
+#include <pwd.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/spark_wire.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/spark_raw_client.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/server_process.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::Reply;
+using ::ferry::testing::ServerProcess;
+using ::ferry::testing::SparkClient;
+using ::ferry::testing::StreamHandleOf;
+namespace sw = ::ferry::spark;
+namespace fs = ::std::filesystem;
+
+constexpr char kServerBinary[] = "server/ferry_server";
+constexpr char kUser[] = "nobody";
+constexpr char kApp[] = "app-1";
+constexpr int kSubdirs = 8;
+// Spliced, not copied (SegmentSender copies segments of at most 16 KiB).
+constexpr size_t kBigBlockBytes = size_t{1} << 20;
+
+class UnprivilegedSparkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "starting the server as " << kUser << " needs root";
+    const passwd* account = ::getpwnam(kUser);
+    if (account == nullptr) GTEST_SKIP() << "no user " << kUser;
+    uid_ = account->pw_uid;
+    char dir[] = "/tmp/ferry-unprivileged-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    scratch_ = dir;
+    ASSERT_EQ(::chmod(dir, 0755), 0);
+    for (const char* sub : {"data", "roots", "roots/a", "roots/b", "roots/c", "state"}) {
+      ASSERT_EQ(::mkdir((scratch_ + "/" + sub).c_str(), 0755), 0) << sub;
+    }
+    ASSERT_EQ(::chown((scratch_ + "/state").c_str(), account->pw_uid, account->pw_gid), 0);
+    fs::copy_file(kServerBinary, scratch_ + "/ferry_server");
+    ASSERT_EQ(::chmod((scratch_ + "/ferry_server").c_str(), 0755), 0);
+    dirs_ = {scratch_ + "/roots/a", scratch_ + "/roots/b"};
+    ASSERT_TRUE(testing::WriteSparkMapOutput(dirs_, kSubdirs, 3, 1000, {10, 20, 30}).ok());
+    ASSERT_TRUE(testing::WriteSparkMapOutput(dirs_, kSubdirs, 4, 1, {kBigBlockBytes}).ok());
+  }
+  void TearDown() override {
+    server_.reset();
+    if (!scratch_.empty()) fs::remove_all(scratch_);
+  }
+
+  void Start() {
+    auto started = ServerProcess::Start(
+        scratch_ + "/ferry_server", scratch_ + "/data",
+        {"--spark-address=127.0.0.1:0", "--spark-dir-roots=" + scratch_ + "/roots",
+         "--state-dir=" + scratch_ + "/state", "--max-spark-open-chunks-per-client=100",
+         "--metrics-address=127.0.0.1:0", "--max-connections-per-client=4096"},
+        scratch_ + "/server.log", 4096, kUser);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+  }
+  uid_t ServerUid() const {
+    std::ifstream status(absl::StrCat("/proc/", server_->pid(), "/status"));
+    std::string key;
+    uid_t uid = 0;
+    while (status >> key) {
+      if (key == "Uid:" && (status >> uid)) return uid;
+    }
+    return 0;
+  }
+  static std::string Registration(const std::string& exec, std::vector<std::string> dirs) {
+    return sw::EncodeRegisterExecutor({kApp, exec, {std::move(dirs), kSubdirs, "sort"}});
+  }
+  static std::string Fetch(std::vector<int32_t> reduces) {
+    return sw::EncodeFetchShuffleBlocks({kApp, "1", 3, {1000}, {std::move(reduces)}, false});
+  }
+  // Partition 1 of map 1000, or what went wrong.
+  std::string FetchOne(SparkClient& client) {
+    const Reply handle = client.Call(Fetch({1}));
+    if (handle.type != sw::MessageType::kRpcResponse) return "rpc failure: " + handle.text;
+    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
+    std::optional<Reply> chunk = client.Read();
+    if (!chunk.has_value()) return "closed";
+    return chunk->type == sw::MessageType::kChunkFetchSuccess ? chunk->body
+                                                              : "chunk failure: " + chunk->text;
+  }
+
+  // Fetches shuffle 4's one block over `client`; whether all its bytes came.
+  static bool FetchBig(SparkClient& client) {
+    const Reply handle =
+        client.Call(sw::EncodeFetchShuffleBlocks({kApp, "1", 4, {1}, {{0}}, false}));
+    if (handle.type != sw::MessageType::kRpcResponse) return false;
+    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
+    std::optional<Reply> chunk = client.Read();
+    return chunk.has_value() && chunk->body == testing::PartitionBytes(4, 1, 0, kBigBlockBytes);
+  }
+  // ferry_pipes_undersized_total, from the metrics endpoint.
+  double UndersizedPipes() const {
+    absl::StatusOr<std::string> text = testing::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (!text.ok()) return -1;
+    const std::string name = "\nferry_pipes_undersized_total ";
+    const size_t at = text->find(name);
+    EXPECT_NE(at, std::string::npos);
+    double value = -1;
+    if (at != std::string::npos) {
+      EXPECT_TRUE(absl::SimpleAtod(text->substr(at + name.size(), text->find('\n', at + 1) -
+                                                                       at - name.size()),
+                                   &value));
+    }
+    return value;
+  }
+
+  std::string scratch_;
+  uid_t uid_ = 0;
+  std::vector<std::string> dirs_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_EQ(ServerUid(), uid_);
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+    ASSERT_EQ(client.Call(Registration("2", {scratch_ + "/roots/c"})).type,
+              sw::MessageType::kRpcResponse);
+    EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
+  }
+  // 18.7: announced frames hold nothing; a 16 KB request is still served.
+  std::vector<std::unique_ptr<SparkClient>> announcers;
+  for (int i = 0; i < 20; ++i) {
+    announcers.push_back(std::make_unique<SparkClient>(server_->spark_port()));
+    announcers.back()->Send(std::string("\x00\x00\x00\x00\x01\x00\x00\x00\x03", 9));
+  }
+  SparkClient client(server_->spark_port());
+  const std::string wide = sw::EncodeFetchShuffleBlocks(
+      {kApp, "1", 3, std::vector<int64_t>(90, 1000), std::vector<std::vector<int32_t>>(90, {0}),
+       false});
+  ASSERT_GT(wide.size(), 1000u);
+  EXPECT_EQ(StreamHandleOf(client.Call(wide)).second, 90);
+  // 18.6: that stream holds 90 of this address's 100 chunks; another from it is refused,
+  // another address is served.
+  SparkClient again(server_->spark_port());
+  again.Send(sw::EncodeRpcRequest(1, Fetch({0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1})));
+  EXPECT_TRUE(again.Closed());
+  SparkClient other(server_->spark_port(), "127.0.0.2");
+  EXPECT_EQ(FetchOne(other), testing::PartitionBytes(3, 1000, 1, 20));
+  announcers.clear();
+
+  // 18.2: the registrations are in the journal nobody wrote; one whose dir went while
+  // the server was down is dropped, and the server starts and serves the others.
+  ASSERT_TRUE(server_->SignalAndWait(SIGTERM, absl::Seconds(20)).ok());
+  ASSERT_EQ(::rmdir((scratch_ + "/roots/c").c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  SparkClient after(server_->spark_port());
+  EXPECT_EQ(FetchOne(after), testing::PartitionBytes(3, 1000, 1, 20));
+  const Reply gone = after.Call(sw::EncodeGetLocalDirsForExecutors({kApp, {"2"}}));
+  EXPECT_EQ(gone.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(gone.text.find("Executor is not registered"), std::string::npos) << gone.text;
+}
+
+
+// 18.11: as nobody, the 65th connection's pipe onward was 8 KiB, for the connection's
+// life, and nothing said so. Such pipes are counted and logged, and let go of after
+// their response, so that a connection asks again once others gave theirs back.
+TEST_F(UnprivilegedSparkTest, PipesPastTheUsersBudgetAreCountedAndNotKept) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+  }
+  // One connection after another, each keeping what it was given: fs.pipe-user-pages-soft
+  // (16,384 pages) holds 64 pipes of 1 MiB.
+  constexpr int kConnections = 70;
+  const int others = server_->PipeCount();  // the metrics endpoint's, for one
+  std::vector<std::unique_ptr<SparkClient>> clients;
+  for (int i = 0; i < kConnections; ++i) {
+    clients.push_back(std::make_unique<SparkClient>(server_->spark_port()));
+    ASSERT_TRUE(FetchBig(*clients.back())) << i;
+  }
+  const double undersized = UndersizedPipes();
+  EXPECT_GE(undersized, 1) << "is fs.pipe-user-pages-soft above 16384 here?";
+  std::printf("%d connections as %s: %.0f undersized pipes\n", kConnections, kUser, undersized);
+  // The connections with small pipes hold none now; the others keep theirs.
+  EXPECT_EQ(server_->PipeCount(), others + 2 * (kConnections - static_cast<int>(undersized)));
+  // Twenty full pipes go back; every connection left fetches again, and none is short.
+  clients.erase(clients.begin(), clients.begin() + 20);
+  const int full_left = kConnections - static_cast<int>(undersized) - 20;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server_->PipeCount() > others + 2 * full_left && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(server_->PipeCount(), others + 2 * full_left);
+  for (auto& client : clients) ASSERT_TRUE(FetchBig(*client));
+  EXPECT_EQ(UndersizedPipes(), undersized);
+}
+
+}  // namespace
+}  // namespace ferry
