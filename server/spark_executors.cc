@@ -113,6 +113,15 @@ bool Overlaps(absl::string_view a, absl::string_view b) {
   return absl::StartsWith(b, a) && (b.size() == a.size() || b[a.size()] == '/');
 }
 
+// The bytes of the registration's journal record (its length, then the RegisterExecutor
+// payload: type, three strings, a string array and an int), without encoding it.
+uint64_t RecordBytes(const spark::RegisterExecutor& r) {
+  uint64_t bytes = 4 + 1 + 4 + r.app_id.size() + 4 + r.exec_id.size() + 4 + 4 + 4 +
+                   r.info.shuffle_manager.size();
+  for (const std::string& dir : r.info.local_dirs) bytes += 4 + dir.size();
+  return bytes;
+}
+
 // A journal record: its length, then `payload`.
 void AppendRecord(absl::string_view payload, std::string* out) {
   spark::WireWriter(out).String(payload);
@@ -235,9 +244,10 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128}"));
   }
-  if (r.info.local_dirs.empty() || r.info.local_dirs.size() > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(who, ": ", r.info.local_dirs.size(), " local dirs (1 to 64 allowed)"));
+  if (r.info.local_dirs.empty() || r.info.local_dirs.size() > spark::kMaxLocalDirs) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": ", r.info.local_dirs.size(),
+                                                   " local dirs (1 to ", spark::kMaxLocalDirs,
+                                                   " allowed)"));
   }
   if (r.info.sub_dirs_per_local_dir < 1 || r.info.sub_dirs_per_local_dir > 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -279,8 +289,7 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     dirs->local_dirs.push_back(
         {root_fds_[root_index].get(), dir.substr(root->size() + 1), dir});
   }
-  const uint64_t record_bytes = spark::EncodeRegisterExecutor(r).size() + 4;
-  return Registered{r.info, std::move(dirs), record_bytes};
+  return Registered{r.info, std::move(dirs), RecordBytes(r)};
 }
 
 absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
