@@ -6,8 +6,12 @@
 //     the two IORING_OP_SPLICE legs are linked in one submission; with the inline
 //     engine both legs are direct non-blocking splices and a full socket waits on an
 //     io_uring poll.
-//     The pipe belongs to the sender and dies with it, so a pipe left holding bytes by
-//     an error is never reused.
+//     The pipe belongs to the sender while a response is being sent: EndResponse()
+//     closes it (empty), so a connection waiting for its next request holds none. Pipes
+//     count against the service user's pipe budget (fs.pipe-user-pages-soft, 64 MiB
+//     without CAP_SYS_RESOURCE), and connections that sit idle would otherwise keep a
+//     1 MiB pipe each out of it. A pipe left holding bytes by an error dies with the
+//     sender and is never reused.
 //   * copy mode: read the segment into the sender's buffer, then send it.
 //   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
 //     small buffer: for it the pipe's two splices cost more than a read and a send
@@ -92,7 +96,8 @@ class SegmentSender {
                         absl::FunctionRef<std::string()> name);
 
   // Around each response: Nagle's algorithm on while a response of `bytes` >= 64 KiB is
-  // sent, TCP_NODELAY again (pushing the tail at once) when it is done.
+  // sent, TCP_NODELAY again (pushing the tail at once) when it is done, and the pipe
+  // given back.
   void StartResponse(uint64_t bytes);
   void EndResponse();
 
@@ -124,7 +129,7 @@ class SegmentSender {
   bool nodelay_ = false;
   uint64_t bytes_since_yield_ = 0;
   uint32_t blocks_since_yield_ = 0;
-  std::optional<Pipe> pipe_;        // splice mode, created on first use
+  std::optional<Pipe> pipe_;        // splice mode, while a response needs one
   std::unique_ptr<char[]> buffer_;  // copy mode, created on first use
   std::unique_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use
 };
