@@ -82,13 +82,7 @@ class SparkAttackTest : public ::testing::Test {
   }
   // Fetches partition 1 of map 1000 as (app, exec) and returns its bytes, or the failure.
   std::string FetchOne(SparkClient& client, const std::string& app, const std::string& exec) {
-    const Reply handle = client.Call(Fetch(app, exec, {1000}, {1}));
-    if (handle.type != sw::MessageType::kRpcResponse) return "rpc failure: " + handle.text;
-    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
-    std::optional<Reply> chunk = client.Read();
-    if (!chunk.has_value()) return "closed";
-    return chunk->type == sw::MessageType::kChunkFetchSuccess ? chunk->body
-                                                              : "chunk failure: " + chunk->text;
+    return testing::FetchFirstChunk(client, Fetch(app, exec, {1000}, {1}));
   }
 
   testing::TempDir roots_;

@@ -97,13 +97,7 @@ class UnprivilegedSparkTest : public ::testing::Test {
   }
   // Partition 1 of map 1000, or what went wrong.
   std::string FetchOne(SparkClient& client) {
-    const Reply handle = client.Call(Fetch({1}));
-    if (handle.type != sw::MessageType::kRpcResponse) return "rpc failure: " + handle.text;
-    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
-    std::optional<Reply> chunk = client.Read();
-    if (!chunk.has_value()) return "closed";
-    return chunk->type == sw::MessageType::kChunkFetchSuccess ? chunk->body
-                                                              : "chunk failure: " + chunk->text;
+    return testing::FetchFirstChunk(client, Fetch({1}));
   }
 
   static std::string BigFetch() {
@@ -111,11 +105,7 @@ class UnprivilegedSparkTest : public ::testing::Test {
   }
   // Fetches shuffle 4's one block over `client`; whether all its bytes came.
   bool FetchBig(SparkClient& client) const {
-    const Reply handle = client.Call(BigFetch());
-    if (handle.type != sw::MessageType::kRpcResponse) return false;
-    client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
-    std::optional<Reply> chunk = client.Read();
-    return chunk.has_value() && chunk->body == big_block_;
+    return testing::FetchFirstChunk(client, BigFetch()) == big_block_;
   }
   // ferry_pipes_undersized_total, from the metrics endpoint.
   double UndersizedPipes() const {

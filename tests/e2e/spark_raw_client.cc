@@ -129,4 +129,14 @@ std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply) {
   return {stream, chunks};
 }
 
+std::string FetchFirstChunk(SparkClient& client, const std::string& request) {
+  const Reply handle = client.Call(request);
+  if (handle.type != sw::MessageType::kRpcResponse) return "rpc failure: " + handle.text;
+  client.Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
+  std::optional<Reply> chunk = client.Read();
+  if (!chunk.has_value()) return "closed";
+  return chunk->type == sw::MessageType::kChunkFetchSuccess ? chunk->body
+                                                            : "chunk failure: " + chunk->text;
+}
+
 }  // namespace ferry::testing

@@ -48,6 +48,10 @@ class SparkClient {
 // (streamId, numChunks) from a StreamHandle reply.
 std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply);
 
+// Opens a stream with `request` (a FetchShuffleBlocks or OpenBlocks payload) and fetches
+// its chunk 0: the block's bytes, or "rpc failure: ...", "chunk failure: ..." or "closed".
+std::string FetchFirstChunk(SparkClient& client, const std::string& request);
+
 }  // namespace ferry::testing
 
 #endif  // FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
