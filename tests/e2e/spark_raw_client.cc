@@ -108,7 +108,10 @@ Reply SparkClient::Call(const std::string& body) {
 
 bool SparkClient::Closed() {
   char c;
-  const ssize_t n = ::recv(fd_.get(), &c, 1, 0);
+  ssize_t n;
+  do {
+    n = ::recv(fd_.get(), &c, 1, 0);
+  } while (n < 0 && errno == EINTR);
   if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
   ADD_FAILURE() << "recv gave " << n
                 << (n < 0 ? absl::StrCat(", errno ", errno) : absl::StrCat(", byte ", int{c}));
