@@ -13,8 +13,8 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/segment_sender.h"
-#include "server/spark_connection.h"
+#include "server/dataplane/segment_sender.h"
+#include "server/spark/spark_connection.h"
 
 namespace ferry {
 

@@ -15,15 +15,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/block_store.h"
-#include "server/control_service.h"
+#include "server/storage/block_store.h"
+#include "server/control/control_service.h"
 #include "common/io/blocking_pool.h"
-#include "server/data_server.h"
-#include "server/metrics.h"
-#include "server/metrics_exporter.h"
-#include "server/spark_executors.h"
-#include "server/spark_service.h"
-#include "server/ticket_registry.h"
+#include "server/dataplane/data_server.h"
+#include "server/ops/metrics.h"
+#include "server/ops/metrics_exporter.h"
+#include "server/spark/spark_executors.h"
+#include "server/spark/spark_service.h"
+#include "server/control/ticket_registry.h"
 
 namespace ferry {
 

@@ -20,7 +20,7 @@
 #include "client/shuffle_client.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
-#include "server/metrics_exporter.h"
+#include "server/ops/metrics_exporter.h"
 #include "tests/e2e/test_cluster.h"
 #include "common/unique_fd.h"
 #include "tests/testing/command.h"

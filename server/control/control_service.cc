@@ -1,0 +1,337 @@
+#include "server/control/control_service.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/grpc_status.h"
+#include "server/storage/ids.h"
+
+namespace ferry {
+
+namespace {
+
+ferry::v1::ChecksumAlgorithm ToProto(ChecksumAlgorithm a) {
+  return static_cast<ferry::v1::ChecksumAlgorithm>(static_cast<int>(a));
+}
+
+absl::StatusOr<Ticket> ParseTicket(const std::string& bytes) {
+  if (bytes.size() != kTicketBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ticket is ", bytes.size(), " bytes, not ", kTicketBytes));
+  }
+  Ticket t;
+  std::copy(bytes.begin(), bytes.end(), t.begin());
+  return t;
+}
+
+// Compares without an early exit, so the time taken does not reveal how much of a
+// guessed token was right.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
+  if (options_.auth_token.empty()) return grpc::Status::OK;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    if (absl::ConsumePrefix(&value, "Bearer ") && ConstantTimeEquals(value, options_.auth_token)) {
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong auth token (metadata 'authorization: Bearer <token>')");
+}
+
+ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
+                               TicketRegistry* tickets, ExecutorRegistry* executors)
+    : options_(std::move(options)), store_(store), tickets_(tickets), executors_(executors) {
+  if (options_.data_host == "0.0.0.0") options_.data_host.clear();
+}
+
+std::string ClientOfPeer(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t bracket = peer.rfind(']');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme ||
+      (bracket != std::string::npos && colon < bracket)) {
+    return peer;  // "unix:/path" and the like: no port to strip
+  }
+  return peer.substr(0, colon);
+}
+
+grpc::Status ControlService::EnterHeavy() {
+  std::unique_lock<std::mutex> lock(heavy_mu_);
+  if (!heavy_done_.wait_for(lock, absl::ToChronoMilliseconds(options_.heavy_call_wait),
+                            [this] { return heavy_calls_ < options_.max_heavy_calls; })) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", options_.max_heavy_calls,
+        " OpenStream, ListShuffles and DiagnoseCorruption calls running; retry later")));
+  }
+  ++heavy_calls_;
+  return grpc::Status::OK;
+}
+
+void ControlService::LeaveHeavy() {
+  {
+    std::lock_guard<std::mutex> lock(heavy_mu_);
+    --heavy_calls_;
+  }
+  heavy_done_.notify_one();
+}
+
+grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
+                                        const ferry::v1::OpenStreamRequest* request,
+                                        ferry::v1::StreamHandle* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  grpc::Status status = OpenStreamAdmitted(*context, *request, response);
+  LeaveHeavy();
+  return status;
+}
+
+grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& context,
+                                                const ferry::v1::OpenStreamRequest& request,
+                                                ferry::v1::StreamHandle* response) {
+  if (absl::Status s = CheckAppId(request.app_id()); !s.ok()) return ToGrpcStatus(s);
+  if (request.blocks_size() == 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("OpenStream names no blocks"));
+  }
+  if (static_cast<size_t>(request.blocks_size()) > options_.max_blocks_per_stream) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("OpenStream names ", request.blocks_size(), " blocks; the limit is ",
+                     options_.max_blocks_per_stream, ": split the fetch into several streams")));
+  }
+  // Counted before anything is resolved: the handle holds one entry per partition.
+  uint64_t partitions = 0;
+  for (const ferry::v1::BlockId& id : request.blocks()) {
+    partitions += static_cast<uint64_t>(
+        std::max<int64_t>(0, int64_t{id.end_reduce_id()} - id.start_reduce_id()));
+  }
+  if (partitions > options_.max_partitions_per_stream) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "OpenStream's blocks cover ", partitions, " partitions; the limit is ",
+        options_.max_partitions_per_stream, ": split the fetch into several streams")));
+  }
+  std::vector<BlockId> keys;
+  keys.reserve(static_cast<size_t>(request.blocks_size()));
+  for (const ferry::v1::BlockId& id : request.blocks()) {
+    keys.push_back({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()});
+  }
+  absl::StatusOr<std::vector<ResolvedBlock>> resolved =
+      Resolve(request.app_id(), request.spark_exec_id(), keys);
+  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  auto stream = std::make_shared<Stream>();
+  stream->app_id = request.app_id();
+  stream->client = ClientOfPeer(context.peer());
+  stream->blocks.reserve(resolved->size());
+  response->mutable_blocks()->Reserve(request.blocks_size());
+  for (size_t i = 0; i < resolved->size(); ++i) {
+    ResolvedBlock& r = (*resolved)[i];
+    const MapOutputIndex& index = *r.index;
+    ferry::v1::BlockInfo* info = response->add_blocks();
+    *info->mutable_id() = request.blocks(static_cast<int>(i));
+    info->set_length(r.block.length);
+    info->set_checksum_algorithm(ToProto(index.checksum_algorithm()));
+    if (index.checksum_algorithm() != ChecksumAlgorithm::kNone) {
+      const size_t start = static_cast<size_t>(r.block.id.start_reduce_id);
+      const size_t end = static_cast<size_t>(r.block.id.end_reduce_id);
+      info->mutable_partitions()->Reserve(static_cast<int>(end - start));
+      for (size_t p = start; p < end; ++p) {
+        ferry::v1::PartitionChecksum* pc = info->add_partitions();
+        pc->set_length(index.RangeLength(p, p + 1));
+        pc->set_checksum(index.checksums()[p]);
+      }
+    }
+    stream->blocks.push_back(std::move(r.block));
+  }
+  resolved->clear();
+  // Checked before the stream is registered, so a handle no client could receive never
+  // leaves an open stream behind. The fields still to come add under 100 bytes.
+  const size_t handle_bytes = response->ByteSizeLong() + 100;
+  if (handle_bytes > static_cast<size_t>(kMaxControlMessageBytes)) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "OpenStream's handle would be ", handle_bytes, " bytes, over the ",
+        kMaxControlMessageBytes, "-byte message limit: split the fetch into several streams")));
+  }
+  stream->expires = absl::Now() + options_.ticket_ttl;
+  const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
+  absl::StatusOr<Ticket> ticket = tickets_->Register(std::move(stream));
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_ticket(std::string(ticket->begin(), ticket->end()));
+  response->set_data_host(options_.data_host);
+  response->set_data_port(options_.data_port);
+  response->set_expires_unix_ms(expires_ms);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
+    const std::string& app_id, const std::string& spark_exec_id,
+    const std::vector<BlockId>& keys) {
+  if (spark_exec_id.empty()) return store_->ResolveAll(app_id, keys);
+  if (executors_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the request names a Spark executor, but the Spark front door is off "
+        "(--spark-address)");
+  }
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+      executors_->FindDirs(app_id, spark_exec_id);
+  if (!dirs.ok()) return dirs.status();
+  std::vector<absl::StatusOr<ResolvedBlock>> each =
+      store_->ResolveSpark(app_id, spark_exec_id, **dirs, keys);
+  std::vector<ResolvedBlock> resolved;
+  resolved.reserve(each.size());
+  for (absl::StatusOr<ResolvedBlock>& r : each) {
+    if (!r.ok()) return r.status();
+    resolved.push_back(*std::move(r));
+  }
+  return resolved;
+}
+
+grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
+                                            const ferry::v1::RemoveSparkAppRequest* request,
+                                            ferry::v1::RemoveSparkAppResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (executors_ == nullptr) {
+    return ToGrpcStatus(
+        absl::FailedPreconditionError("the Spark front door is off (--spark-address)"));
+  }
+  if (absl::Status s = request->exec_id().empty()
+                           ? CheckAppId(request->app_id())
+                           : CheckAppAndExecutorIds(request->app_id(), request->exec_id());
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // Deleting an executor's files can take a while: a heavy call.
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  absl::StatusOr<ExecutorRegistry::Removal> removed =
+      executors_->Remove(request->app_id(), request->exec_id(), request->delete_local_dirs());
+  if (removed.ok()) store_->DropSpark(request->app_id(), request->exec_id());
+  LeaveHeavy();
+  if (!removed.ok()) return ToGrpcStatus(removed.status());
+  response->set_executors_removed(static_cast<uint32_t>(removed->executors));
+  response->set_local_dirs_deleted(static_cast<uint32_t>(removed->dirs_deleted));
+  for (const std::string& e : removed->errors) response->add_errors(e);
+  for (const std::string& k : removed->kept) response->add_kept(k);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CloseStream(grpc::ServerContext* context,
+                                         const ferry::v1::CloseStreamRequest* request,
+                                         ferry::v1::CloseStreamResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_was_open(tickets_->Close(*ticket));
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
+                                          const ferry::v1::ListShufflesRequest* request,
+                                          ferry::v1::ListShufflesResponse* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  absl::StatusOr<std::vector<ShuffleInfo>> shuffles = store_->ListShuffles(request->app_id());
+  LeaveHeavy();
+  if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
+  for (const ShuffleInfo& s : *shuffles) {
+    ferry::v1::ShuffleSummary* summary = response->add_shuffles();
+    summary->set_shuffle_id(s.shuffle_id);
+    for (const MapOutputInfo& m : s.map_outputs) {
+      ferry::v1::MapOutputSummary* out = summary->add_map_outputs();
+      out->set_map_id(m.map_id);
+      out->set_partitions(m.partitions);
+      out->set_data_bytes(m.data_bytes);
+      out->set_checksum_algorithm(ToProto(m.checksum_algorithm));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
+                                           const ferry::v1::ServerInfoRequest*,
+                                           ferry::v1::ServerInfo* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  response->set_version(kFerryVersion);
+  response->set_data_host(options_.data_host);
+  response->set_data_port(options_.data_port);
+  response->set_mode(options_.connection.mode == DataPlaneMode::kSplice ? ferry::v1::SPLICE
+                                                                        : ferry::v1::COPY);
+  response->set_data_threads(options_.data_threads);
+  response->set_pipe_bytes(options_.connection.pipe_bytes);
+  response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
+  response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
+  response->set_io_engine(options_.connection.engine == IoEngine::kInline ? "inline" : "uring");
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
+                                                const ferry::v1::DiagnoseCorruptionRequest* request,
+                                                ferry::v1::CorruptionDiagnosis* response) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
+  grpc::Status status = DiagnoseAdmitted(*request, response);
+  LeaveHeavy();
+  return status;
+}
+
+grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
+                                              ferry::v1::CorruptionDiagnosis* response) {
+  const ferry::v1::BlockId& id = request.block();
+  const BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
+  if (static_cast<int64_t>(key.end_reduce_id) - key.start_reduce_id != 1) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
+  }
+  absl::StatusOr<std::vector<ResolvedBlock>> all =
+      Resolve(request.app_id(), request.spark_exec_id(), {key});
+  if (!all.ok()) return ToGrpcStatus(all.status());
+  const ResolvedBlock* resolved = &all->front();
+  const std::string name = absl::StrCat(BlockName(key), " of app ", request.app_id());
+  if (!resolved->block.has_checksum) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        absl::StrCat(name, " has no stored checksum to diagnose against")));
+  }
+  const ChecksumAlgorithm algorithm = resolved->block.checksum_algorithm;
+  const uint32_t stored = resolved->block.checksum;
+  const uint32_t received = request.received_checksum();
+  response->set_checksum_algorithm(ToProto(algorithm));
+  response->set_stored_checksum(stored);
+  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(resolved->block, name, algorithm);
+  if (!disk.ok() && disk.status().code() != absl::StatusCode::kDataLoss) {
+    return ToGrpcStatus(disk.status());
+  }
+  if (disk.ok()) response->set_disk_checksum(*disk);
+  const std::string alg(ChecksumAlgorithmName(algorithm));
+  if (!disk.ok() || *disk != stored) {
+    response->set_cause(ferry::v1::CAUSE_DISK);
+    response->set_explanation(
+        disk.ok() ? absl::StrFormat("the disk is to blame: %s's bytes on disk now give %s "
+                                    "0x%08x, but 0x%08x was stored when they were written",
+                                    name, alg, *disk, stored)
+                  : absl::StrCat("the disk is to blame: ", disk.status().message()));
+  } else if (received != stored) {
+    response->set_cause(ferry::v1::CAUSE_TRANSFER);
+    response->set_explanation(absl::StrFormat(
+        "the transfer is to blame: %s's bytes on disk still match the stored %s 0x%08x, "
+        "but the bytes received give 0x%08x",
+        name, alg, stored, received));
+  } else {
+    response->set_cause(ferry::v1::CAUSE_NONE);
+    response->set_explanation(absl::StrFormat(
+        "no corruption: the received %s 0x%08x matches the stored one and the disk",
+        alg, received));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace ferry

@@ -1,0 +1,103 @@
+// ControlService: the gRPC control plane (proto/ferry.proto). It validates requests,
+// resolves blocks through the BlockStore, registers streams with the TicketRegistry and
+// answers with the data plane's endpoint. It touches payload bytes only to diagnose a
+// corruption a client reports (DiagnoseCorruption rereads that one partition).
+//
+// Thread-safe: gRPC calls it from its own threads.
+#ifndef FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_
+#define FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/control_plane.h"
+#include "proto/ferry.grpc.pb.h"
+#include "common/version.h"
+#include "server/storage/block_store.h"
+#include "server/spark/spark_executors.h"
+#include "server/dataplane/segment_sender.h"
+#include "server/control/ticket_registry.h"
+
+namespace ferry {
+
+struct ControlServiceOptions {
+  // What GetServerInfo and OpenStream report about the data plane. An empty or
+  // wildcard host tells clients to use the host they reached the control plane at.
+  std::string data_host;
+  uint16_t data_port = 0;
+  uint32_t data_threads = 1;
+  ConnectionOptions connection;
+  absl::Duration ticket_ttl = absl::Minutes(10);
+  // Most blocks one OpenStream may name, and most partitions they may cover together.
+  size_t max_blocks_per_stream = kMaxBlocksPerStream;
+  size_t max_partitions_per_stream = kMaxPartitionsPerStream;
+  // Calls that read files or build large answers (OpenStream, ListShuffles,
+  // DiagnoseCorruption) running at once; more wait up to `heavy_call_wait`, then get
+  // RESOURCE_EXHAUSTED.
+  int max_heavy_calls = 8;
+  absl::Duration heavy_call_wait = absl::Seconds(2);
+  // When not empty, every RPC must carry the metadata "authorization: Bearer <token>";
+  // others are UNAUTHENTICATED.
+  std::string auth_token;
+};
+
+class ControlService final : public ferry::v1::Ferry::Service {
+ public:
+  // `store`, `tickets` and `executors` must outlive the service; `executors` is null
+  // when the Spark front door is off.
+  ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets,
+                 ExecutorRegistry* executors = nullptr);
+
+  grpc::Status OpenStream(grpc::ServerContext* context, const ferry::v1::OpenStreamRequest* request,
+                          ferry::v1::StreamHandle* response) override;
+  grpc::Status CloseStream(grpc::ServerContext* context,
+                           const ferry::v1::CloseStreamRequest* request,
+                           ferry::v1::CloseStreamResponse* response) override;
+  grpc::Status ListShuffles(grpc::ServerContext* context,
+                            const ferry::v1::ListShufflesRequest* request,
+                            ferry::v1::ListShufflesResponse* response) override;
+  grpc::Status GetServerInfo(grpc::ServerContext* context,
+                             const ferry::v1::ServerInfoRequest* request,
+                             ferry::v1::ServerInfo* response) override;
+  grpc::Status DiagnoseCorruption(grpc::ServerContext* context,
+                                  const ferry::v1::DiagnoseCorruptionRequest* request,
+                                  ferry::v1::CorruptionDiagnosis* response) override;
+  grpc::Status RemoveSparkApp(grpc::ServerContext* context,
+                              const ferry::v1::RemoveSparkAppRequest* request,
+                              ferry::v1::RemoveSparkAppResponse* response) override;
+
+ private:
+  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
+  grpc::Status Authorize(const grpc::ServerContext* context) const;
+  // A place among the heavy calls, or RESOURCE_EXHAUSTED; LeaveHeavy() gives it back.
+  grpc::Status EnterHeavy();
+  void LeaveHeavy();
+  grpc::Status OpenStreamAdmitted(const grpc::ServerContext& context,
+                                  const ferry::v1::OpenStreamRequest& request,
+                                  ferry::v1::StreamHandle* response);
+  // The blocks in Ferry's layout, or a registered Spark executor's when
+  // `spark_exec_id` is set.
+  absl::StatusOr<std::vector<ResolvedBlock>> Resolve(const std::string& app_id,
+                                                     const std::string& spark_exec_id,
+                                                     const std::vector<BlockId>& keys);
+  grpc::Status DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
+                                ferry::v1::CorruptionDiagnosis* response);
+
+  ControlServiceOptions options_;
+  BlockStore* store_;
+  TicketRegistry* tickets_;
+  ExecutorRegistry* executors_;
+  std::mutex heavy_mu_;
+  std::condition_variable heavy_done_;
+  int heavy_calls_ = 0;  // guarded by heavy_mu_
+};
+
+// "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it
+// called from.
+std::string ClientOfPeer(const std::string& peer);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_

@@ -1,0 +1,113 @@
+#include "server/control/ticket_registry.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+std::string BlockName(const Stream& stream, const StreamBlock& block) {
+  return absl::StrCat(BlockName(block.id), " of app ", stream.app_id);
+}
+
+size_t TicketRegistry::TicketHash::operator()(const Ticket& t) const {
+  // The ticket is already uniformly random; any 8 of its bytes make a good hash.
+  uint64_t h;
+  std::memcpy(&h, t.data(), sizeof(h));
+  return static_cast<size_t>(h);
+}
+
+absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> stream) {
+  Ticket ticket;
+  size_t filled = 0;
+  while (filled < ticket.size()) {
+    const ssize_t n = ::getrandom(ticket.data() + filled, ticket.size() - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, "getrandom for a stream ticket");
+    filled += static_cast<size_t>(n);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  SweepExpiredLocked(absl::Now());
+  if (streams_.size() >= limits_.max_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", limits_.max_streams, " streams open; retry later"));
+  }
+  auto client = per_client_.find(stream->client);
+  if (client != per_client_.end() && client->second >= limits_.max_streams_per_client) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: client ", stream->client, " has ",
+                     limits_.max_streams_per_client, " streams open; close some or retry later"));
+  }
+  if (blocks_ + stream->blocks.size() > limits_.max_blocks) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: open streams hold ", blocks_, " blocks and this one adds ",
+                     stream->blocks.size(), " (limit ", limits_.max_blocks, "); retry later"));
+  }
+  ++per_client_[stream->client];
+  blocks_ += stream->blocks.size();
+  by_expiry_.emplace(stream->expires, ticket);
+  streams_.emplace(ticket, std::move(stream));
+  return ticket;
+}
+
+absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket& ticket,
+                                                                   absl::Time now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(ticket);
+  if (it == streams_.end()) {
+    return absl::UnauthenticatedError("unknown, closed or expired stream ticket");
+  }
+  if (it->second->expires <= now) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "stream ticket expired at ", absl::FormatTime(it->second->expires, absl::UTCTimeZone())));
+  }
+  return it->second;
+}
+
+bool TicketRegistry::Close(const Ticket& ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!streams_.contains(ticket)) return false;
+  EraseLocked(ticket);
+  return true;
+}
+
+void TicketRegistry::SweepExpired(absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SweepExpiredLocked(now);
+}
+
+size_t TicketRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  size_t expired = 0;
+  for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now; ++it) ++expired;
+  return streams_.size() - expired;
+}
+
+uint64_t TicketRegistry::blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocks_;
+}
+
+void TicketRegistry::SweepExpiredLocked(absl::Time now) {
+  // Soonest expiry first: each expired stream costs one step, a live one none.
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
+    EraseLocked(by_expiry_.begin()->second);
+  }
+}
+
+void TicketRegistry::EraseLocked(const Ticket& ticket) {
+  auto it = streams_.find(ticket);
+  const Stream& stream = *it->second;
+  by_expiry_.erase({stream.expires, ticket});
+  auto client = per_client_.find(stream.client);
+  if (--client->second == 0) per_client_.erase(client);
+  blocks_ -= stream.blocks.size();
+  streams_.erase(it);
+}
+
+}  // namespace ferry

@@ -1,0 +1,270 @@
+#include "server/dataplane/data_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
+
+namespace ferry {
+
+namespace {
+
+absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("data-plane host '", host,
+                                                   "' is not an IPv4 address"));
+  }
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
+  // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT.
+  // Not SO_REUSEPORT: that would also let a second server bind the same port and take
+  // a share of the connections, whose tickets it has never issued.
+  const int one = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEADDR on the data plane");
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("bind data plane to ", host, ":", port,
+                          err == EADDRINUSE ? " (is another server on this port?)" : ""));
+  }
+  if (::listen(fd.get(), 4096) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", host, ":", port));
+  }
+  return fd;
+}
+
+uint16_t LocalPort(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port) {
+  const size_t colon = address.rfind(':');
+  uint32_t p = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &p) ||
+      p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
+  }
+  *host = std::string(address.substr(0, colon));
+  if (*host == "localhost") *host = "127.0.0.1";
+  *port = static_cast<uint16_t>(p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
+                                                              std::vector<Listener> listeners) {
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
+  }
+  std::unique_ptr<DataServer> server(new DataServer(options));
+  for (Listener& l : listeners) {
+    absl::StatusOr<UniqueFd> fd = BindListener(l.host, l.port);
+    if (!fd.ok()) return fd.status();
+    const uint16_t port = LocalPort(fd->get());
+    server->listeners_.push_back(Bound{std::move(l), *std::move(fd), port});
+  }
+  for (int i = 0; i < options.threads; ++i) {
+    absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
+        FiberScheduler::Create(options.scheduler);
+    if (!scheduler.ok()) return scheduler.status();
+    server->schedulers_.push_back(*std::move(scheduler));
+  }
+  server->live_.resize(server->schedulers_.size());
+  server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
+  server->metrics_ = std::make_unique<ThreadMetrics[]>(server->schedulers_.size());
+  for (size_t i = 0; i < server->schedulers_.size(); ++i) {
+    server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
+  }
+  return server;
+}
+
+void DataServer::RunThread(size_t i) {
+  // splice(2) into a socket whose peer is gone raises SIGPIPE, and unlike send() it has
+  // no MSG_NOSIGNAL. The signal is sent to the thread that made the call, so blocking it
+  // here keeps a vanished client from killing the process (the call still fails with
+  // EPIPE, which the connection handles) without touching other threads' signals.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+
+  for (size_t l = 0; l < listeners_.size(); ++l) {
+    (void)schedulers_[i]->Spawn([this, i, l] { AcceptLoop(i, l); });
+  }
+  schedulers_[i]->RunUntilStopped();
+}
+
+void DataServer::AcceptLoop(size_t i, size_t l) {
+  FiberScheduler* scheduler = schedulers_[i].get();
+  const Bound& bound = listeners_[l];
+  const int listener = bound.fd.get();
+  while (!scheduler->stopping()) {
+    const int fd = Accept(listener);
+    if (fd == -ECANCELED) return;
+    if (draining_.load(std::memory_order_relaxed)) {
+      // Drain() shut the listener down, which ends the accept with EINVAL. A
+      // connection that won the race is closed unserved; its client retries.
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+      // Out of descriptors or memory: back off instead of spinning on the error;
+      // pending connections wait in the backlog.
+      (void)Sleep(absl::Milliseconds(10));
+      continue;
+    }
+    if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
+    UniqueFd conn(fd);
+    accepted_.fetch_add(1, std::memory_order_relaxed);
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof(peer);
+    if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      continue;  // gone already
+    }
+    const uint32_t client = peer.sin_addr.s_addr;
+    if (std::string refusal; !Admit(client, &refusal)) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      // Told, not dropped, where the protocol can say it: the client sees a retryable
+      // error. The bytes fit in an empty socket buffer, so a non-blocking send either
+      // goes out whole or not at all.
+      if (bound.listener.refusal) {
+        const std::string busy = bound.listener.refusal(absl::ResourceExhaustedError(refusal));
+        (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
+      continue;
+    }
+    // The thread serving the fewest connections takes it; this one on a tie. The
+    // counts may be a moment stale, which only makes the balance approximate.
+    size_t target = i;
+    for (size_t t = 0; t < schedulers_.size(); ++t) {
+      if (thread_open_[t].load(std::memory_order_relaxed) <
+          thread_open_[target].load(std::memory_order_relaxed)) {
+        target = t;
+      }
+    }
+    thread_open_[target].fetch_add(1, std::memory_order_relaxed);
+    const Handler* handler = &bound.listener.handler;
+    if (target != i) {
+      schedulers_[target]->Post(
+          [h = Handoff(this, target, client, handler, std::move(conn))]() mutable {
+            h.server->Serve(h.thread, h.client, *h.handler, std::move(h.conn));
+          });
+      continue;
+    }
+    absl::Status spawned =
+        scheduler->Spawn([this, i, client, handler, c = std::move(conn)]() mutable {
+          Serve(i, client, *handler, std::move(c));
+        });
+    if (!spawned.ok()) Uncount(i, client);
+    // Without a stack the connection cannot be served; its descriptor closed with the
+    // failed closure, which the peer sees as a reset.
+  }
+}
+
+bool DataServer::Admit(uint32_t client, std::string* refusal) {
+  if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
+    *refusal = absl::StrCat("server busy: ", options_.max_connections,
+                            " connections open; retry later");
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  size_t& mine = per_client_[client];
+  if (mine >= options_.max_connections_per_client) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
+    char text[INET_ADDRSTRLEN] = "?";
+    const in_addr addr{client};
+    ::inet_ntop(AF_INET, &addr, text, sizeof(text));
+    *refusal = absl::StrCat("server busy: ", options_.max_connections_per_client,
+                            " connections open from ", text, "; retry later");
+    return false;
+  }
+  ++mine;
+  return true;
+}
+
+void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn) {
+  ConnectionControl control{.fd = conn.get(), .draining = &draining_, .metrics = &metrics_[thread]};
+  live_[thread].insert(&control);
+  handler(std::move(conn), &control);
+  live_[thread].erase(&control);
+  Uncount(thread, client);
+}
+
+void DataServer::Uncount(size_t thread, uint32_t client) {
+  thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
+  open_.fetch_sub(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  auto it = per_client_.find(client);
+  if (--it->second == 0) per_client_.erase(it);
+}
+
+std::vector<uint64_t> DataServer::connections_per_thread() const {
+  std::vector<uint64_t> counts;
+  for (size_t t = 0; t < schedulers_.size(); ++t) {
+    counts.push_back(thread_open_[t].load(std::memory_order_relaxed));
+  }
+  return counts;
+}
+
+std::vector<const ThreadMetrics*> DataServer::thread_metrics() const {
+  std::vector<const ThreadMetrics*> out;
+  for (size_t t = 0; t < schedulers_.size(); ++t) out.push_back(&metrics_[t]);
+  return out;
+}
+
+size_t DataServer::Drain(absl::Duration grace) {
+  const absl::Time deadline = absl::Now() + grace;
+  draining_.store(true, std::memory_order_relaxed);
+  // shutdown() on a listening socket takes it out of the port (connections still in its
+  // backlog are reset) and wakes every thread's pending accept with EINVAL.
+  for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    schedulers_[i]->Post([this, i] {
+      // Idle connections wait for a request that must not be served now: end the wait
+      // with EOF. Busy ones see draining_ when their request is done.
+      for (ConnectionControl* c : live_[i]) {
+        if (!c->serving) ::shutdown(c->fd, SHUT_RD);
+      }
+    });
+  }
+  // Bounded by `grace`: polling the counter keeps the connections' path free of any
+  // wake-up bookkeeping for a once-per-process event.
+  while (open_.load(std::memory_order_relaxed) > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const size_t cut = open_.load(std::memory_order_relaxed);
+  Stop();
+  return cut;
+}
+
+void DataServer::Stop() {
+  for (auto& s : schedulers_) s->Stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  // Close the listeners too, so the ports are free for a restarted server at once.
+  for (Bound& l : listeners_) l.fd.Reset();
+}
+
+DataServer::~DataServer() { Stop(); }
+
+}  // namespace ferry

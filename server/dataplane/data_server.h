@@ -1,0 +1,154 @@
+// DataServer: the data plane's threads. Each thread runs its own FiberScheduler and
+// accepts from every listening socket (one per front door: Ferry's protocol, Spark's);
+// whichever thread's accept the kernel wakes hands the connection to the thread serving
+// the fewest (a Post() to its scheduler when that is another thread), and from then on
+// nothing on the per-block path is shared. Every connection is served by its own fiber,
+// running the handler of the listener that accepted it: the handler knows the protocol
+// (Ferry's is ServeConnection in connection.h, Spark's ServeSparkConnection in
+// spark_connection.h), the DataServer only the sockets. The connection limits hold
+// across all listeners.
+#ifndef FERRY_SERVER_DATAPLANE_DATA_SERVER_H_
+#define FERRY_SERVER_DATAPLANE_DATA_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/io/scheduler.h"
+#include "common/unique_fd.h"
+#include "server/dataplane/connection.h"
+
+namespace ferry {
+
+struct DataServerOptions {
+  int threads = 1;
+  // Connections served at once, across threads and listeners. One more is told so in
+  // its listener's protocol (Listener::refusal) and closed.
+  size_t max_connections = 10000;
+  // Of those, connections from one client address (any port).
+  size_t max_connections_per_client = 1024;
+  SchedulerOptions scheduler;
+};
+
+class DataServer {
+ public:
+  // Serves one accepted connection on a fiber until it ends; the control is the
+  // server's view of it (drain), valid for the call.
+  using Handler = std::function<void(UniqueFd socket, ConnectionControl* control)>;
+
+  struct Listener {
+    // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
+    // Serves the listener's connections; must outlive the server's threads.
+    Handler handler;
+    // The bytes that tell a connection over the limits why it is closed (the
+    // protocol's error for the status), sent if they fit at once. Null: closed untold.
+    std::function<std::string(const absl::Status&)> refusal;
+  };
+
+  // Binds every listener, then starts the threads.
+  static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
+                                                           std::vector<Listener> listeners);
+  DataServer(const DataServer&) = delete;
+  DataServer& operator=(const DataServer&) = delete;
+  ~DataServer();
+
+  // The bound port of listener `i`, in the order given to Start().
+  uint16_t port(size_t i = 0) const { return listeners_[i].port; }
+  const DataServerOptions& options() const { return options_; }
+  uint64_t connections_accepted() const { return accepted_.load(std::memory_order_relaxed); }
+  // Connections being served now, and those turned away as over the limit.
+  uint64_t connections_open() const { return open_.load(std::memory_order_relaxed); }
+  uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Connections being served now by each thread.
+  std::vector<uint64_t> connections_per_thread() const;
+  // Each thread's counters (metrics.h).
+  std::vector<const ThreadMetrics*> thread_metrics() const;
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+
+  // A graceful stop: stops accepting (the listeners leave the port, so new connections
+  // are refused), closes idle connections, and lets each busy one finish the requests
+  // it has already received, then Stop()s. Connections still busy after `grace` are cut.
+  // Returns how many were cut. Call from outside the server's threads, once.
+  size_t Drain(absl::Duration grace);
+
+  // Stops accepting, cancels every connection's pending I/O, waits for the threads.
+  // Idempotent.
+  void Stop();
+
+ private:
+  struct Bound {
+    Listener listener;
+    UniqueFd fd;
+    uint16_t port = 0;
+  };
+  explicit DataServer(const DataServerOptions& options) : options_(options) {}
+  void RunThread(size_t i);
+  // Thread i's loop accepting from listener l.
+  void AcceptLoop(size_t i, size_t l);
+  // Counts a new connection from `client` against both connection limits; false
+  // (nothing counted) with the reason in `refusal` when one is reached.
+  bool Admit(uint32_t client, std::string* refusal);
+  // Serves `conn` with `handler` on thread `thread`, from a fiber there; the connection
+  // is already counted (Admit) and in thread_open_[thread].
+  void Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn);
+  // Takes a counted connection out of the counts without serving it.
+  void Uncount(size_t thread, uint32_t client);
+
+  // A counted connection on its way to another thread's scheduler. Dropped unserved (no
+  // fiber stack there, or the scheduler destroyed first), it closes the connection and
+  // takes it out of the counts.
+  struct Handoff {
+    DataServer* server;
+    size_t thread;
+    uint32_t client;
+    const Handler* handler;
+    UniqueFd conn;
+    Handoff(DataServer* s, size_t t, uint32_t a, const Handler* h, UniqueFd c)
+        : server(s), thread(t), client(a), handler(h), conn(std::move(c)) {}
+    Handoff(Handoff&&) = default;
+    Handoff& operator=(Handoff&&) = delete;
+    ~Handoff() {
+      if (conn.valid()) server->Uncount(thread, client);
+    }
+  };
+
+  DataServerOptions options_;
+  std::vector<Bound> listeners_;
+  // The counters come before the schedulers: a Handoff destroyed with a scheduler's
+  // pending work still updates them.
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> accepted_{0};
+  std::atomic<uint64_t> open_{0};
+  std::atomic<uint64_t> refused_{0};
+  // Open connections by client IPv4 address (network byte order); touched only when a
+  // connection is accepted or closed.
+  std::mutex clients_mu_;
+  absl::flat_hash_map<uint32_t, size_t> per_client_;  // guarded by clients_mu_
+  // Per thread: connections it serves now. An accepted connection goes to the thread
+  // serving the fewest, whichever listener the kernel gave it to.
+  std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
+  // Per thread: its counters, written only by it.
+  std::unique_ptr<ThreadMetrics[]> metrics_;
+  std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
+  std::vector<std::thread> threads_;
+  // Per thread: its live connections. Touched only on that thread.
+  std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
+};
+
+// Parses "host:port" (IPv4 or "localhost"). INVALID_ARGUMENT otherwise.
+absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_DATAPLANE_DATA_SERVER_H_

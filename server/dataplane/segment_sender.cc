@@ -1,0 +1,231 @@
+#include "server/dataplane/segment_sender.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
+#include "common/io/ready_ops.h"
+#include "common/io/scheduler.h"
+#include "common/pread_full.h"
+
+namespace ferry {
+
+namespace {
+
+// A connection whose peer keeps up never finds its socket full, so it would never wait
+// and never let the other connections on its thread run: it yields after this many
+// bytes or blocks (a turn of the scheduler costs about a microsecond, against the
+// ~1 ms these bytes take to send).
+constexpr uint64_t kFairShareBytes = uint64_t{4} << 20;
+constexpr uint32_t kFairShareBlocks = 64;
+
+std::atomic<uint64_t> undersized_pipes{0};
+
+}  // namespace
+
+uint64_t UndersizedPipes() { return undersized_pipes.load(std::memory_order_relaxed); }
+
+absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const {
+  if (res == -ETIMEDOUT) {
+    return absl::DeadlineExceededError(absl::StrCat(what, ": peer stalled past ",
+                                                    absl::FormatDuration(options_.io_timeout)));
+  }
+  return absl::ErrnoToStatus(static_cast<int>(-res), what);
+}
+
+ssize_t SegmentSender::Send(const void* data, size_t len, bool more) {
+  const int flags = more ? MSG_MORE : 0;
+  if (options_.engine == IoEngine::kInline) {
+    return SendAllReady(socket_, data, len, flags, IoDeadline());
+  }
+  return SendAll(socket_, data, len, MSG_NOSIGNAL | flags, IoDeadline());
+}
+
+ssize_t SegmentSender::SendPipe(size_t len, bool more) {
+  const unsigned flags = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
+  if (options_.engine == IoEngine::kInline) {
+    return SpliceAllToSocketReady(pipe_->read_fd(), socket_, len, flags, IoDeadline());
+  }
+  return SpliceAll(pipe_->read_fd(), -1, socket_, -1, len, flags, IoDeadline());
+}
+
+void SegmentSender::StartResponse(uint64_t bytes) {
+  // A response of more than a segment or so goes out with Nagle's algorithm on: TCP then
+  // sends only full segments while earlier ones are unacknowledged, and each splice into
+  // the socket does not push a segment of its own. With TCP_NODELAY instead, the bare
+  // kernel's splice loses a third of its throughput on 4 connections and needs 1.4x the
+  // CPU per GB (benchmarks/results/splice_vs_copy.md).
+  if (bytes >= kBulkResponseBytes) SetNoDelay(false);
+}
+
+void SegmentSender::EndResponse() {
+  // TCP_NODELAY pushes the response's tail at once: the client never waits on a delayed
+  // ACK for it.
+  SetNoDelay(true);
+  // Empty now: the pipe goes back to the user's budget. Creating the next one costs two
+  // syscalls against the milliseconds a spliced response takes; a response of small
+  // segments never needs one.
+  pipe_.reset();
+}
+
+void SegmentSender::TakeTurns(uint64_t bytes, uint32_t blocks) {
+  bytes_since_yield_ += bytes;
+  blocks_since_yield_ += blocks;
+  if (bytes_since_yield_ < kFairShareBytes && blocks_since_yield_ < kFairShareBlocks) return;
+  bytes_since_yield_ = 0;
+  blocks_since_yield_ = 0;
+  FiberScheduler::Current()->Yield();
+}
+
+void SegmentSender::SetNoDelay(bool on) {
+  if (nodelay_ == on) return;
+  const int value = on ? 1 : 0;
+  if (::setsockopt(socket_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof(value)) == 0) {
+    nodelay_ = on;
+  }
+}
+
+absl::Status SegmentSender::SendFile(const DataFile& file, uint64_t pos, uint64_t length,
+                                     absl::FunctionRef<std::string()> name) {
+  if (length == 0) return absl::OkStatus();
+  if (options_.mode == DataPlaneMode::kCopy) {
+    if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
+    return CopyFile(file, pos, length, name, buffer_.get(), options_.copy_buffer_bytes);
+  }
+  if (length <= kSmallSegmentBytes) {
+    if (small_buffer_ == nullptr) small_buffer_ = std::make_unique<char[]>(kSmallSegmentBytes);
+    return CopyFile(file, pos, length, name, small_buffer_.get(), kSmallSegmentBytes);
+  }
+  return SpliceFile(file, pos, length, name);
+}
+
+absl::Status SegmentSender::PipeReady() {
+  if (pipe_.has_value()) return absl::OkStatus();
+  absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
+  if (!pipe.ok()) return pipe.status();
+  if (pipe->capacity_bytes() < options_.pipe_bytes) {
+    // The user's pipe budget (fs.pipe-user-pages-soft, 64 MiB for a user without
+    // CAP_SYS_RESOURCE) is spent: this response splices through what the kernel gave.
+    undersized_pipes.fetch_add(1, std::memory_order_relaxed);
+    LOG_EVERY_N(WARNING, 1000)
+        << "a pipe of " << pipe->capacity_bytes() << " bytes instead of " << options_.pipe_bytes
+        << ": this user's pipe budget (fs.pipe-user-pages-soft) is spent; "
+        << google::COUNTER << " such pipes so far";
+  }
+  pipe_ = *std::move(pipe);
+  return absl::OkStatus();
+}
+
+ssize_t SegmentSender::FillPipe(int file, uint64_t pos, size_t len) {
+  for (;;) {
+    // The pipe is empty here, so a non-blocking splice never waits on it; reading the
+    // file may still wait for the disk when the pages are not cached.
+    loff_t offset = static_cast<loff_t>(pos);
+    const ssize_t n = ::splice(file, &offset, pipe_->write_fd(), nullptr, len,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint64_t length,
+                                       absl::FunctionRef<std::string()> name) {
+  if (absl::Status s = PipeReady(); !s.ok()) return s;
+  const int file = data.fd.get();
+  const size_t capacity = pipe_->capacity_bytes();
+  while (length > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, capacity));
+    const bool last = chunk == length;
+    ssize_t in_res;
+    size_t moved = 0;
+    if (options_.engine == IoEngine::kInline) {
+      in_res = FillPipe(file, pos, chunk);
+    } else {
+      // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the
+      // first leg comes up short the kernel cancels the second, and what the pipe holds
+      // is moved below.
+      IoOp in;
+      IoOp out;
+      FiberScheduler::Current()->ReserveSqes(3);
+      PrepSplice(in, file, static_cast<int64_t>(pos), pipe_->write_fd(), -1, chunk,
+                 SPLICE_F_MOVE, IOSQE_IO_LINK);
+      PrepSplice(out, pipe_->read_fd(), -1, socket_, -1, chunk,
+                 SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), 0, IoDeadline());
+      in_res = in.Wait();
+      const int out_res = out.Wait();
+      if (out_res < 0 && out_res != -ECANCELED && in_res > 0) {
+        pipe_.reset();
+        return PeerError(out_res, absl::StrCat("splice ", name(), " to the peer"));
+      }
+      moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
+    }
+    if (in_res < 0) {
+      pipe_.reset();
+      return absl::ErrnoToStatus(
+          static_cast<int>(-in_res),
+          absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
+    }
+    if (in_res == 0) {
+      pipe_.reset();
+      return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
+                                              " ended early (truncated while being served)"));
+    }
+    const size_t in_pipe = static_cast<size_t>(in_res) - moved;
+    if (in_pipe > 0) {
+      const bool more = !last || static_cast<uint64_t>(in_res) < length;
+      const ssize_t drained = SendPipe(in_pipe, more);
+      if (drained != static_cast<ssize_t>(in_pipe)) {
+        pipe_.reset();
+        return PeerError(drained < 0 ? drained : -EPIPE,
+                         absl::StrCat("splice ", name(), " to the peer"));
+      }
+    }
+    pos += static_cast<uint64_t>(in_res);
+    TakeTurns(static_cast<uint64_t>(in_res), 0);
+    length -= static_cast<uint64_t>(in_res);
+  }
+  return absl::OkStatus();
+}
+
+ssize_t SegmentSender::ReadFile(int file, char* buf, size_t len, uint64_t pos) {
+  if (options_.engine == IoEngine::kUring) {
+    return ReadFull(file, buf, len, static_cast<int64_t>(pos));
+  }
+  return PreadFull(file, buf, len, pos);
+}
+
+absl::Status SegmentSender::CopyFile(const DataFile& data, uint64_t pos, uint64_t length,
+                                     absl::FunctionRef<std::string()> name, char* buffer,
+                                     size_t buffer_bytes) {
+  const int file = data.fd.get();
+  while (length > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, buffer_bytes));
+    const ssize_t n = ReadFile(file, buffer, chunk, pos);
+    if (n < 0) {
+      return absl::ErrnoToStatus(static_cast<int>(-n),
+                                 absl::StrCat("read ", data.path, " for ", name()));
+    }
+    if (static_cast<size_t>(n) != chunk) {
+      return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
+                                              " ended early (truncated while being served)"));
+    }
+    const bool last = chunk == length;
+    const ssize_t sent = Send(buffer, chunk, !last);
+    if (sent < 0) return PeerError(sent, absl::StrCat("send ", name(), " to the peer"));
+    pos += chunk;
+    TakeTurns(chunk, 0);
+    length -= chunk;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

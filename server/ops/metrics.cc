@@ -1,0 +1,122 @@
+#include "server/ops/metrics.h"
+
+#include <dirent.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+void LatencyHistogram::Observe(absl::Duration d) {
+  const double seconds = absl::ToDoubleSeconds(d);
+  size_t bucket = 0;
+  while (bucket < kBounds.size() && seconds > kBounds[bucket]) ++bucket;
+  std::atomic<uint64_t>& c = counts_[bucket];
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  sum_ns_.store(sum_ns_.load(std::memory_order_relaxed) + static_cast<uint64_t>(ns < 0 ? 0 : ns),
+                std::memory_order_relaxed);
+}
+
+std::array<uint64_t, LatencyHistogram::kBounds.size() + 1> LatencyHistogram::Counts() const {
+  std::array<uint64_t, kBounds.size() + 1> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = counts_[i].load(std::memory_order_relaxed);
+  return out;
+}
+
+double LatencyHistogram::SumSeconds() const {
+  return static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+}
+
+void ThreadMetrics::Sent(FrontDoor door, uint64_t bytes, uint64_t blocks) {
+  Add(bytes_[Index(door)], bytes);
+  Add(blocks_[Index(door)], blocks);
+}
+
+void ThreadMetrics::Request(FrontDoor door, absl::StatusCode code, absl::Duration first_byte,
+                            absl::Duration service) {
+  const size_t c = static_cast<size_t>(code) < kStatusCodes
+                       ? static_cast<size_t>(code)
+                       : static_cast<size_t>(absl::StatusCode::kUnknown);
+  Add(requests_[Index(door)][c], 1);
+  if (code != absl::StatusCode::kOk) return;
+  first_byte_[Index(door)].Observe(first_byte);
+  service_[Index(door)].Observe(service);
+}
+
+void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
+                         const std::string& mode, std::vector<MetricFamilySamples>* out) {
+  const FrontDoor doors[] = {FrontDoor::kFerry, FrontDoor::kSpark};
+  const char* door_names[] = {"ferry", "spark"};
+  MetricFamilySamples bytes{"ferry_sent_bytes_total",
+                            "Block bytes sent, by front door and data-plane mode.",
+                            MetricKind::kCounter};
+  MetricFamilySamples blocks{"ferry_sent_blocks_total", "Blocks sent, by front door and mode.",
+                             MetricKind::kCounter};
+  MetricFamilySamples requests{
+      "ferry_requests_total",
+      "Data-plane requests answered, by front door and outcome (a gRPC status code name): "
+      "Ferry's FETCH requests, Spark's chunk and stream fetches and RPCs.",
+      MetricKind::kCounter};
+  MetricFamilySamples first_byte{
+      "ferry_request_first_byte_seconds",
+      "Time from a request read to its first byte sent, successful requests.",
+      MetricKind::kHistogram};
+  MetricFamilySamples service{"ferry_request_service_seconds",
+                              "Time from a request read to its last byte sent, successful "
+                              "requests.",
+                              MetricKind::kHistogram};
+  for (size_t d = 0; d < kFrontDoors; ++d) {
+    uint64_t sent = 0, count = 0;
+    std::array<uint64_t, kStatusCodes> by_code{};
+    std::vector<uint64_t> fb(LatencyHistogram::kBounds.size() + 1), sv(fb.size());
+    double fb_sum = 0, sv_sum = 0;
+    for (const ThreadMetrics* t : threads) {
+      sent += t->bytes(doors[d]);
+      count += t->blocks(doors[d]);
+      for (size_t c = 0; c < kStatusCodes; ++c) by_code[c] += t->requests(doors[d], c);
+      const auto f = t->first_byte(doors[d]).Counts();
+      const auto s = t->service(doors[d]).Counts();
+      for (size_t i = 0; i < fb.size(); ++i) {
+        fb[i] += f[i];
+        sv[i] += s[i];
+      }
+      fb_sum += t->first_byte(doors[d]).SumSeconds();
+      sv_sum += t->service(doors[d]).SumSeconds();
+    }
+    const MetricLabels labels = {
+        {"front_door", door_names[d]}, {"mode", mode}};
+    bytes.samples.emplace_back(labels, static_cast<double>(sent));
+    blocks.samples.emplace_back(labels, static_cast<double>(count));
+    for (size_t c = 0; c < kStatusCodes; ++c) {
+      // OK always, so the door's series exists from the start; other codes once seen.
+      if (by_code[c] == 0 && c != 0) continue;
+      std::string code = absl::StatusCodeToString(static_cast<absl::StatusCode>(c));
+      requests.samples.emplace_back(MetricLabels{{"front_door", door_names[d]}, {"code", code}},
+                                    static_cast<double>(by_code[c]));
+    }
+    first_byte.samples.emplace_back(MetricLabels{{"front_door", door_names[d]}}, fb, fb_sum);
+    service.samples.emplace_back(MetricLabels{{"front_door", door_names[d]}}, sv, sv_sum);
+  }
+  for (MetricFamilySamples* f : {&bytes, &blocks, &requests, &first_byte, &service}) {
+    out->push_back(std::move(*f));
+  }
+}
+
+size_t IoWorkerThreads() {
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return 0;
+  size_t count = 0;
+  while (dirent* entry = ::readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream comm(absl::StrCat("/proc/self/task/", entry->d_name, "/comm"));
+    std::string name;
+    if (std::getline(comm, name) && absl::StartsWith(name, "iou-wrk")) ++count;
+  }
+  ::closedir(tasks);
+  return count;
+}
+
+}  // namespace ferry

@@ -1,0 +1,105 @@
+#include "server/ops/metrics_exporter.h"
+
+#include <atomic>
+#include <exception>
+#include <limits>
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace ferry {
+
+class MetricsExporter::Collector final : public prometheus::Collectable {
+ public:
+  explicit Collector(CollectFn collect) : collect_(std::move(collect)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const absl::Time start = absl::Now();
+    std::vector<MetricFamilySamples> families = collect_();
+    families.emplace_back(
+        "ferry_metrics_scrapes_total", "Scrapes of this endpoint.", MetricKind::kCounter,
+        std::vector<MetricSample>{
+            MetricSample({}, static_cast<double>(scrapes_.load(std::memory_order_relaxed)))});
+    families.emplace_back(
+        "ferry_metrics_scrape_seconds_total",
+        "Time spent building the answers to scrapes: what the metrics cost.",
+        MetricKind::kCounter,
+        std::vector<MetricSample>{MetricSample(
+            {}, static_cast<double>(scrape_ns_.load(std::memory_order_relaxed)) / 1e9)});
+    std::vector<prometheus::MetricFamily> out;
+    out.reserve(families.size());
+    for (const MetricFamilySamples& f : families) out.push_back(Convert(f));
+    scrapes_.fetch_add(1, std::memory_order_relaxed);
+    scrape_ns_.fetch_add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start)),
+                         std::memory_order_relaxed);
+    return out;
+  }
+
+ private:
+  static prometheus::MetricFamily Convert(const MetricFamilySamples& f) {
+    prometheus::MetricFamily family;
+    family.name = f.name;
+    family.help = f.help;
+    family.type = f.kind == MetricKind::kCounter   ? prometheus::MetricType::Counter
+                  : f.kind == MetricKind::kGauge   ? prometheus::MetricType::Gauge
+                                                   : prometheus::MetricType::Histogram;
+    for (const MetricSample& s : f.samples) {
+      prometheus::ClientMetric m;
+      for (const auto& [name, value] : s.labels) m.label.push_back({name, value});
+      if (f.kind == MetricKind::kCounter) m.counter.value = s.value;
+      if (f.kind == MetricKind::kGauge) m.gauge.value = s.value;
+      if (f.kind == MetricKind::kHistogram) {
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < s.buckets.size(); ++i) {
+          cumulative += s.buckets[i];
+          m.histogram.bucket.push_back(
+              {cumulative, i < LatencyHistogram::kBounds.size()
+                               ? LatencyHistogram::kBounds[i]
+                               : std::numeric_limits<double>::infinity()});
+        }
+        m.histogram.sample_count = cumulative;
+        m.histogram.sample_sum = s.sum;
+      }
+      family.metric.push_back(std::move(m));
+    }
+    return family;
+  }
+
+  const CollectFn collect_;
+  mutable std::atomic<uint64_t> scrapes_{0};
+  mutable std::atomic<uint64_t> scrape_ns_{0};
+};
+
+absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
+    const std::string& address, CollectFn collect) {
+  std::unique_ptr<MetricsExporter> exporter(new MetricsExporter);
+  exporter->collector_ = std::make_shared<Collector>(std::move(collect));
+  // civetweb reports a port it cannot bind by throwing; nothing else here throws.
+  try {
+    // civetweb gives each connection a worker until its request is read, and by default
+    // waits 30 s for a request's headers: one idle socket would hold the only worker and
+    // every scrape behind it. Several workers, each held at most kHeaderTimeout by a
+    // peer that never finishes its request.
+    exporter->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(kMetricsThreads),
+        "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kHeaderTimeout))});
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  exporter->exposer_->RegisterCollectable(exporter->collector_);
+  const std::vector<int> ports = exporter->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
+  }
+  exporter->port_ = static_cast<uint16_t>(ports.front());
+  return exporter;
+}
+
+MetricsExporter::~MetricsExporter() = default;
+
+}  // namespace ferry

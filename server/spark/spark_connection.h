@@ -1,0 +1,53 @@
+// Serving one connection of Spark's shuffle protocol (the Spark front door,
+// --spark-address), on a fiber. ../shared/spark-ess/PROTOCOL.md is the fact sheet;
+// docs/protocol.md says what Ferry answers to what.
+//
+// The connection reads frames into a buffer (pipelined requests arrive together and are
+// served in order) and answers:
+//   * RpcRequest: RegisterExecutor, FetchShuffleBlocks, OpenBlocks, RemoveBlocks,
+//     GetLocalDirsForExecutors and DiagnoseCorruption through the SparkShuffleService;
+//     anything else (push-based shuffle, uploads, spark.authenticate's handshake) gets an
+//     RpcFailure, and the connection goes on serving.
+//   * ChunkFetchRequest: ChunkFetchSuccess, whose frame header goes out with its own send
+//     (MSG_MORE) and whose body, the block, follows through the SegmentSender (spliced or
+//     copied); or ChunkFetchFailure naming the block and the cause.
+//   * StreamRequest ("<streamId>_<chunk>", Spark's fetch-to-disk path): StreamResponse and
+//     the block after the frame, or StreamFailure.
+// Streams belong to the connection that opened them, and their chunks must be asked for
+// in order, each once, as Spark's OneForOneStreamManager requires; a stream is closed
+// after its last chunk or with its connection.
+//
+// Bad input: a frame length outside (0, max_request_frame_bytes], a malformed frame,
+// a frame only a server sends, or an UploadStream (whose body would follow unframed)
+// closes the connection, which Spark's client retries. A peer cannot make the server
+// hold more than a bounded number of streams and chunks (SparkShuffleService::Options),
+// nor more request bytes than the frame bound (and all connections together than
+// kMaxBufferedRequestBytes).
+#ifndef FERRY_SERVER_SPARK_SPARK_CONNECTION_H_
+#define FERRY_SERVER_SPARK_SPARK_CONNECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/unique_fd.h"
+#include "server/dataplane/connection.h"
+#include "server/dataplane/segment_sender.h"
+#include "server/spark/spark_service.h"
+
+namespace ferry {
+
+// The largest request frame a Spark connection takes: a FetchShuffleBlocks of a million
+// blocks is about 4 MiB.
+inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
+// Request bytes all Spark connections together may hold beyond their small buffers.
+inline constexpr uint64_t kMaxBufferedRequestBytes = uint64_t{256} << 20;
+
+// Serves `socket` until the peer closes, errs or stalls, the server drains, or the
+// scheduler stops. Call from a fiber. `service` and `options` must outlive the call;
+// `control`, if given, the call too.
+void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
+                          const ConnectionOptions& options, ConnectionControl* control = nullptr);
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SPARK_SPARK_CONNECTION_H_

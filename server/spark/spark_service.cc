@@ -1,0 +1,293 @@
+#include "server/spark/spark_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/checksum.h"
+#include "common/shuffle_files.h"
+#include "common/spark_layout.h"
+#include "common/unique_fd.h"
+#include "server/storage/ids.h"
+
+namespace ferry {
+
+namespace {
+
+// Spark's CorruptionCause values.
+constexpr uint8_t kDiskIssue = 0;
+constexpr uint8_t kNetworkIssue = 1;
+constexpr uint8_t kUnknownIssue = 2;
+constexpr uint8_t kChecksumVerifyPass = 3;
+constexpr uint8_t kUnsupportedChecksumAlgorithm = 4;
+
+// Distinct failure messages one stream keeps.
+constexpr size_t kMaxFailureMessages = 64;
+
+std::string SparkName(const BlockId& id) {
+  return spark::ShuffleBlockName(
+      {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
+}
+
+}  // namespace
+
+SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* store,
+                                         ExecutorRegistry* executors, BlockingPool* pool)
+    : options_(options),
+      store_(store),
+      executors_(executors),
+      pool_(pool),
+      // As Spark's OneForOneStreamManager: a random start, so that ids of one server's
+      // runs differ, counting up.
+      next_stream_id_(absl::Uniform<int64_t>(absl::BitGen(), 0, INT32_MAX) * 1000),
+      open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
+                   "chunks of open streams"),
+      diagnoses_(options.max_diagnoses, options.max_diagnoses,
+                 "DiagnoseCorruption calls running") {}
+
+absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration) {
+  return pool_->Call<bool>(
+                  [executors = executors_,
+                   registration = std::move(registration)]() -> absl::StatusOr<bool> {
+                    if (absl::Status s = executors->Register(registration); !s.ok()) return s;
+                    return true;
+                  },
+                  absl::Now() + options_.blocking_timeout)
+      .status();
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
+    const spark::FetchShuffleBlocks& request, const std::string& client) {
+  if (request.map_ids.size() != request.reduce_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FetchShuffleBlocks names ", request.map_ids.size(), " map ids but ",
+        request.reduce_ids.size(), " lists of reduce ids"));
+  }
+  size_t count = 0;
+  for (const auto& reduces : request.reduce_ids) {
+    count += request.batch_fetch_enabled ? 1 : reduces.size();
+  }
+  if (count > options_.max_chunks_per_stream) {
+    return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlocks names ", count,
+                                                   " blocks; the limit is ",
+                                                   options_.max_chunks_per_stream));
+  }
+  if (request.shuffle_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FetchShuffleBlocks names shuffle ", request.shuffle_id));
+  }
+  std::vector<BlockId> keys;
+  keys.reserve(count);
+  for (size_t i = 0; i < request.map_ids.size(); ++i) {
+    const int64_t map_id = request.map_ids[i];
+    const std::vector<int32_t>& reduces = request.reduce_ids[i];
+    if (map_id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlocks names map ", map_id));
+    }
+    if (request.batch_fetch_enabled) {
+      if (reduces.size() != 2 || reduces[0] < 0 || reduces[1] <= reduces[0]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FetchShuffleBlocks with batch fetch needs one [start, end) reduce range per map; "
+            "map ", map_id, " has ", reduces.size(), " numbers"));
+      }
+      keys.push_back({request.shuffle_id, map_id, reduces[0], reduces[1]});
+      continue;
+    }
+    for (int32_t r : reduces) {
+      if (r < 0 || r == INT32_MAX) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("FetchShuffleBlocks names reduce id ", r, " of map ", map_id));
+      }
+      keys.push_back({request.shuffle_id, map_id, r, r + 1});
+    }
+  }
+  return Open(request.app_id, request.exec_id, std::move(keys), client);
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlocks& request,
+                                                            const std::string& client) {
+  if (request.block_ids.size() > options_.max_chunks_per_stream) {
+    return absl::InvalidArgumentError(absl::StrCat("OpenBlocks names ", request.block_ids.size(),
+                                                   " blocks; the limit is ",
+                                                   options_.max_chunks_per_stream));
+  }
+  std::vector<BlockId> keys;
+  keys.reserve(request.block_ids.size());
+  for (const std::string& id : request.block_ids) {
+    absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
+    if (!parsed.ok()) return parsed.status();
+    const auto* shuffle = std::get_if<spark::ShuffleBlockId>(&*parsed);
+    if (shuffle == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block id '", id, "': rdd blocks are not served here (leave "
+          "spark.shuffle.service.fetch.rdd.enabled off)"));
+    }
+    keys.push_back({shuffle->shuffle_id, shuffle->map_id, shuffle->start_reduce_id,
+                    shuffle->end_reduce_id});
+  }
+  return Open(request.app_id, request.exec_id, std::move(keys), client);
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
+                                                      const std::string& exec_id,
+                                                      std::vector<BlockId> keys,
+                                                      const std::string& client) {
+  if (absl::Status s = CheckAppAndExecutorIds(app_id, exec_id); !s.ok()) return s;
+  absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
+  if (!lease.ok()) return lease.status();
+  using Chunks = std::vector<SparkChunk>;
+  absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
+      [store = store_, executors = executors_, app_id, exec_id,
+       keys = std::move(keys)]() -> absl::StatusOr<Chunks> {
+        Chunks out(keys.size());
+        for (size_t i = 0; i < keys.size(); ++i) out[i].block.id = keys[i];
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(app_id, exec_id);
+        if (!dirs.ok()) {
+          for (SparkChunk& chunk : out) chunk.status = dirs.status();
+          return out;
+        }
+        std::vector<absl::StatusOr<ResolvedBlock>> resolved =
+            store->ResolveSpark(app_id, exec_id, **dirs, keys);
+        // A failure's message is kept once per distinct message, up to
+        // kMaxFailureMessages a stream; failures past that share one per status code, so
+        // that a stream of failing blocks costs its chunks and not a message each.
+        absl::flat_hash_map<std::string, absl::Status> messages;
+        absl::flat_hash_map<absl::StatusCode, absl::Status> past_limit;
+        for (size_t i = 0; i < resolved.size(); ++i) {
+          if (resolved[i].ok()) {
+            out[i].block = std::move(resolved[i]->block);
+            continue;
+          }
+          const absl::Status& failed = resolved[i].status();
+          if (auto it = messages.find(failed.message()); it != messages.end()) {
+            out[i].status = it->second;
+          } else if (messages.size() < kMaxFailureMessages) {
+            out[i].status = messages.emplace(std::string(failed.message()), failed).first->second;
+          } else {
+            auto [shared, added] = past_limit.try_emplace(failed.code());
+            if (added) {
+              shared->second = absl::Status(failed.code(),
+                                            "cannot be served either (more blocks of this "
+                                            "stream fail than are described one by one)");
+            }
+            out[i].status = shared->second;
+          }
+        }
+        return out;
+      },
+      absl::Now() + options_.blocking_timeout);
+  if (!chunks.ok()) return chunks.status();
+  SparkStream stream;
+  stream.chunks = *std::move(chunks);
+  stream.lease = *std::move(lease);
+  stream.expires = absl::Now() + options_.stream_lifetime;
+  stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
+  return stream;
+}
+
+absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlocks& request) {
+  if (absl::Status s = CheckAppAndExecutorIds(request.app_id, request.exec_id); !s.ok()) return s;
+  return pool_->Call<int32_t>(
+      [executors = executors_, request]() -> absl::StatusOr<int32_t> {
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(request.app_id, request.exec_id);
+        if (!dirs.ok()) return dirs.status();
+        int32_t removed = 0;
+        for (const std::string& id : request.block_ids) {
+          absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
+          // Only rdd blocks are files of their own; anything else names no file.
+          if (!parsed.ok() || !std::holds_alternative<spark::RddBlockId>(*parsed)) continue;
+          const ShuffleFileLocation at = (*dirs)->Locate(id);
+          const size_t slash = at.relative.rfind('/');
+          const UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),
+                                           O_PATH | O_DIRECTORY | O_CLOEXEC);
+          if (!dir.valid()) continue;
+          if (::unlinkat(dir.get(), id.c_str(), 0) == 0) ++removed;
+        }
+        return removed;
+      },
+      absl::Now() + options_.blocking_timeout);
+}
+
+absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
+    const spark::GetLocalDirsForExecutors& request) {
+  std::vector<std::string> exec_ids;
+  std::vector<int32_t> counts;
+  std::vector<std::string> all_dirs;
+  absl::flat_hash_set<absl::string_view> seen;
+  size_t reply_bytes = 0;
+  for (const std::string& exec_id : request.exec_ids) {
+    if (!seen.insert(exec_id).second) continue;
+    absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+        executors_->FindDirs(request.app_id, exec_id);
+    if (!dirs.ok()) return dirs.status();
+    reply_bytes += 8 + exec_id.size();
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+      reply_bytes += 4 + dir.path.size();
+    }
+    if (reply_bytes > options_.max_local_dirs_reply_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "GetLocalDirsForExecutors: the local dirs of ", seen.size(), " executors of app ",
+          request.app_id.substr(0, 130), " pass the reply limit of ",
+          options_.max_local_dirs_reply_bytes, " bytes; ask for fewer at a time"));
+    }
+    exec_ids.push_back(exec_id);
+    counts.push_back(static_cast<int32_t>((*dirs)->local_dirs.size()));
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+      all_dirs.push_back(dir.path);
+    }
+  }
+  return spark::EncodeLocalDirsForExecutors(exec_ids, counts, all_dirs);
+}
+
+absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorruption& request,
+                                                      const std::string& client) {
+  const std::optional<ChecksumAlgorithm> algorithm = ParseChecksumAlgorithm(request.algorithm);
+  if (!algorithm.has_value()) return kUnsupportedChecksumAlgorithm;
+  if (absl::Status s = CheckAppAndExecutorIds(request.app_id, request.exec_id); !s.ok()) return s;
+  if (request.shuffle_id < 0 || request.map_id < 0 || request.reduce_id < 0 ||
+      request.reduce_id == INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DiagnoseCorruption names shuffle ", request.shuffle_id, " map ", request.map_id,
+        " reduce ", request.reduce_id));
+  }
+  // Each diagnosis reads a whole partition: a few at a time, so that they cannot take
+  // every blocking worker from the streams being opened.
+  absl::StatusOr<ClientBudget::Lease> running = diagnoses_.Acquire(client, 1);
+  if (!running.ok()) return running.status();
+  const absl::Time deadline = absl::Now() + options_.blocking_timeout;
+  return pool_->Call<uint8_t>(
+      [store = store_, executors = executors_, request, algorithm = *algorithm,
+       deadline]() -> absl::StatusOr<uint8_t> {
+        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+            executors->FindDirs(request.app_id, request.exec_id);
+        if (!dirs.ok()) return dirs.status();
+        const BlockId key{request.shuffle_id, request.map_id, request.reduce_id,
+                          request.reduce_id + 1};
+        std::vector<absl::StatusOr<ResolvedBlock>> resolved =
+            store->ResolveSpark(request.app_id, request.exec_id, **dirs, {key});
+        if (!resolved[0].ok()) return resolved[0].status();
+        const StreamBlock& block = resolved[0]->block;
+        // No checksum file of that algorithm: Spark cannot tell either.
+        if (!block.has_checksum || block.checksum_algorithm != algorithm) return kUnknownIssue;
+        absl::StatusOr<uint32_t> disk =
+            ChecksumOnDisk(block, SparkName(key), algorithm, deadline);
+        if (absl::IsDataLoss(disk.status())) return kDiskIssue;
+        if (absl::IsDeadlineExceeded(disk.status())) return disk.status();
+        if (!disk.ok()) return kUnknownIssue;
+        if (*disk != block.checksum) return kDiskIssue;
+        if (static_cast<uint64_t>(request.checksum) != block.checksum) return kNetworkIssue;
+        return kChecksumVerifyPass;
+      },
+      deadline);
+}
+
+}  // namespace ferry

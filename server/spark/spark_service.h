@@ -1,0 +1,129 @@
+// SparkShuffleService: what Spark's external shuffle service does for each RPC of its
+// protocol (ExternalBlockHandler, Spark 3.5.0), for the Spark front door's connections
+// (spark_connection.h): registering executors, opening streams of blocks, RemoveBlocks,
+// GetLocalDirsForExecutors and DiagnoseCorruption.
+//
+// The calls are made from data-plane fibers. Their blocking parts (opening files and
+// loading indexes, the registration state file's fsync, deletes, reading a partition
+// to checksum it) run on the BlockingPool while the fiber waits, so a cold disk stalls
+// one request, not the other connections of its thread.
+//
+// A stream's blocks are resolved when it is opened, each on its own: a block that
+// cannot be served (an unregistered executor, a missing map output) fails its chunk
+// only, with Spark's message, as Spark's lazy resolution does. Open streams hold their
+// chunks against a server-wide bound (max_open_blocks).
+//
+// Thread-safe.
+#ifndef FERRY_SERVER_SPARK_SPARK_SERVICE_H_
+#define FERRY_SERVER_SPARK_SPARK_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/io/blocking_pool.h"
+#include "common/spark_wire.h"
+#include "server/storage/block_store.h"
+#include "server/ops/client_budget.h"
+#include "server/spark/spark_executors.h"
+#include "server/storage/segment.h"
+
+namespace ferry {
+
+// Chunk i of a stream: block i of the request. `block.id` is always set; a block that
+// cannot be served has no file and says why in `status` (shared by the chunks that fail
+// for one cause, such as an unregistered executor or a missing map output).
+struct SparkChunk {
+  StreamBlock block;
+  absl::Status status;
+};
+
+// An opened stream, whose chunks the client asks for in order.
+struct SparkStream {
+  int64_t id = 0;
+  std::vector<SparkChunk> chunks;
+  // When its chunks are let go of whether fetched or not.
+  absl::Time expires;
+  ClientBudget::Lease lease;
+};
+
+class SparkShuffleService {
+ public:
+  struct Options {
+    // Streams one connection may hold open (chunks not all fetched yet).
+    size_t max_streams_per_connection = 1024;
+    // Chunks of all open streams together, and of one client's (by address). A chunk
+    // costs 80 bytes, and a failed one also its cause's message when that is its own
+    // (a block past its map output's partitions); chunks may pin data files.
+    uint64_t max_open_chunks = uint64_t{4} << 20;
+    uint64_t max_open_chunks_per_client = uint64_t{1} << 20;
+    // How long a stream's chunks are held: a stream not fetched by then is closed
+    // (Spark's clients fetch a stream's chunks as soon as they have its handle).
+    absl::Duration stream_lifetime = absl::Minutes(10);
+    // DiagnoseCorruption calls running at once (each reads a whole partition); more
+    // are refused as busy.
+    size_t max_diagnoses = 2;
+    // The largest LocalDirsForExecutors reply.
+    size_t max_local_dirs_reply_bytes = size_t{4} << 20;
+    // Chunks in one stream.
+    size_t max_chunks_per_stream = size_t{1} << 20;
+    // How long a fiber waits for its blocking work.
+    absl::Duration blocking_timeout = absl::Seconds(30);
+  };
+
+  // All three must outlive the service.
+  SparkShuffleService(const Options& options, BlockStore* store, ExecutorRegistry* executors,
+                      BlockingPool* pool);
+  SparkShuffleService(const SparkShuffleService&) = delete;
+  SparkShuffleService& operator=(const SparkShuffleService&) = delete;
+
+  const Options& options() const { return options_; }
+  // Chunks held by open streams now.
+  uint64_t open_chunks() const { return open_chunks_.used(); }
+  ExecutorRegistry& executors() { return *executors_; }
+
+  absl::Status Register(spark::RegisterExecutor registration);
+
+  // A stream of the requested blocks for `client` (the peer's address). INVALID_ARGUMENT
+  // for a malformed request (Spark fails the RPC for those); RESOURCE_EXHAUSTED past
+  // max_open_chunks or the client's share. Per-block failures are in the chunks.
+  absl::StatusOr<SparkStream> OpenStream(const spark::FetchShuffleBlocks& request,
+                                         const std::string& client);
+  absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request,
+                                         const std::string& client);
+
+  // Deletes the named rdd blocks' files; how many were deleted.
+  absl::StatusOr<int32_t> RemoveBlocks(const spark::RemoveBlocks& request);
+
+  // The LocalDirsForExecutors reply: each executor named once (as Spark's map of them
+  // does). NOT_FOUND (Spark's message) if any executor is not registered;
+  // RESOURCE_EXHAUSTED if the reply would pass max_local_dirs_reply_bytes.
+  absl::StatusOr<std::string> LocalDirs(const spark::GetLocalDirsForExecutors& request);
+
+  // Spark's CorruptionCause for the partition: 0 disk, 1 network, 2 unknown,
+  // 3 checksum verified, 4 unsupported algorithm, for `client` (the peer's address).
+  // RESOURCE_EXHAUSTED past max_diagnoses;
+  // DEADLINE_EXCEEDED when the partition is not read within blocking_timeout.
+  absl::StatusOr<uint8_t> Diagnose(const spark::DiagnoseCorruption& request,
+                                   const std::string& client);
+
+ private:
+  absl::StatusOr<SparkStream> Open(const std::string& app_id, const std::string& exec_id,
+                                   std::vector<BlockId> keys, const std::string& client);
+
+  const Options options_;
+  BlockStore* const store_;
+  ExecutorRegistry* const executors_;
+  BlockingPool* const pool_;
+  std::atomic<int64_t> next_stream_id_;
+  ClientBudget open_chunks_;
+  ClientBudget diagnoses_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SPARK_SPARK_SERVICE_H_

@@ -1,0 +1,375 @@
+#include "server/storage/block_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/storage/ids.h"
+
+namespace ferry {
+
+struct BlockStore::Entry {
+  MapOutputIndex index;
+  std::shared_ptr<const DataFile> data;
+  FileIdentity index_identity;
+  FileIdentity data_identity;
+  // What the index and checksums hold, for the cache's byte bound.
+  uint64_t bytes = 0;
+};
+
+namespace {
+
+// How long a Spark map output whose index and data disagree gets to finish its commit.
+constexpr absl::Duration kSparkCommitWait = absl::Milliseconds(20);
+
+bool SameFile(const ShuffleFileLocation& at, const FileIdentity& identity) {
+  struct stat st;
+  return ::fstatat(at.dir_fd, at.relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)} ==
+             identity;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(Options options) {
+  UniqueFd dir(::open(options.data_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data dir '", options.data_dir, "' is not a directory (", std::strerror(errno), ")"));
+  }
+  return std::unique_ptr<BlockStore>(new BlockStore(std::move(options), std::move(dir)));
+}
+
+BlockStore::BlockStore(Options options, UniqueFd data_dir)
+    : options_(std::move(options)),
+      data_dir_(std::move(data_dir)),
+      live_files_(std::make_shared<std::atomic<size_t>>(0)) {}
+
+absl::StatusOr<UniqueFd> BlockStore::OpenApp(absl::string_view app_id) {
+  if (absl::Status s = CheckAppId(app_id); !s.ok()) return s;
+  const std::string name(app_id);
+  // One path component, no symlink followed: O_NOFOLLOW opens a link itself, which
+  // O_DIRECTORY then refuses.
+  UniqueFd fd(::openat(data_dir_.get(), name.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.valid()) return fd;
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DropAppLocked(app_id);
+    return absl::NotFoundError(absl::StrCat("app ", app_id, " has no shuffle data here"));
+  }
+  return absl::ErrnoToStatus(err, absl::StrCat("open the directory of app ", app_id));
+}
+
+absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetFerryMapOutput(
+    int app_fd, absl::string_view app_id, int32_t shuffle_id, int64_t map_id) {
+  absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(
+      [&](const std::string& name) {
+        return ShuffleFileLocation{app_fd, name, absl::StrCat(app_id, "/", name)};
+      },
+      Key(std::string(app_id), "", shuffle_id, map_id));
+  if (absl::IsNotFound(entry.status())) {
+    return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
+                                            " of shuffle ", shuffle_id));
+  }
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutput(
+    ShuffleFileLocator locate, const Key& key) {
+  const int32_t shuffle_id = std::get<2>(key);
+  const int64_t map_id = std::get<3>(key);
+  std::shared_ptr<const Entry> cached;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      cached = it->second.entry;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    }
+  }
+  if (cached != nullptr) {
+    if (SameFile(locate(IndexFileName(shuffle_id, map_id)), cached->index_identity) &&
+        SameFile(locate(DataFileName(shuffle_id, map_id)), cached->data_identity)) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return cached;
+    }
+    // Deleted or replaced (a map task run again): load what is there now.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.entry == cached) EraseLocked(key);
+  }
+  {
+    // Room for one more open file, made by evicting the least recently used map
+    // outputs; files that open streams still hold stay open, and count.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.misses;
+    while (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files &&
+           !lru_.empty()) {
+      EraseLocked(lru_.back());
+      ++counts_.evictions;
+    }
+    if (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: open streams hold ", options_.max_data_files,
+          " data files open, all the open-file limit leaves for them; retry later"));
+    }
+    live_files_->fetch_add(1, std::memory_order_relaxed);  // this load's file
+  }
+  // Loaded outside the lock: a slow disk delays this request only.
+  absl::StatusOr<MapOutputFiles> loaded = LoadMapOutput(locate, shuffle_id, map_id);
+  if (!loaded.ok()) {
+    live_files_->fetch_sub(1, std::memory_order_relaxed);
+    return loaded.status();
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->index = std::move(loaded->index);
+  entry->index_identity = loaded->index_identity;
+  entry->data_identity = loaded->data_identity;
+  entry->bytes = (entry->index.partitions() + 1) * sizeof(uint64_t) +
+                 entry->index.checksums().size() * sizeof(uint32_t);
+  entry->data = std::shared_ptr<const DataFile>(
+      new DataFile{entry->index.data_path(), std::move(loaded->data)},
+      [live = live_files_](const DataFile* f) {
+        delete f;
+        live->fetch_sub(1, std::memory_order_relaxed);
+      });
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.contains(key)) EraseLocked(key);  // another call loaded it meanwhile
+  lru_.push_front(key);
+  entries_[key] = Slot{entry, lru_.begin()};
+  cached_index_bytes_ += entry->bytes;
+  while (entries_.size() > 1 && (entries_.size() > options_.max_open_files ||
+                                 cached_index_bytes_ > options_.max_cached_index_bytes)) {
+    EraseLocked(lru_.back());
+    ++counts_.evictions;
+  }
+  return entry;
+}
+
+void BlockStore::EraseLocked(const Key& key) {
+  auto it = entries_.find(key);
+  cached_index_bytes_ -= it->second.entry->bytes;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+}
+
+void BlockStore::DropAppLocked(absl::string_view app_id) {
+  std::vector<Key> doomed;
+  for (const auto& [key, slot] : entries_) {
+    if (std::get<0>(key) == app_id && std::get<1>(key).empty()) doomed.push_back(key);
+  }
+  for (const Key& key : doomed) EraseLocked(key);
+}
+
+void BlockStore::DropSpark(absl::string_view app_id, absl::string_view exec_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Key> doomed;
+  for (const auto& [key, slot] : entries_) {
+    if (std::get<0>(key) == app_id && !std::get<1>(key).empty() &&
+        (exec_id.empty() || std::get<1>(key) == exec_id)) {
+      doomed.push_back(key);
+    }
+  }
+  for (const Key& key : doomed) EraseLocked(key);
+}
+
+size_t BlockStore::DropStale() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Key> doomed;
+  std::map<std::string, bool> app_exists;
+  for (const auto& [key, slot] : entries_) {
+    struct stat st;
+    if (!std::get<1>(key).empty()) {
+      // A Spark executor's: kept while its data file is.
+      if (::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
+        doomed.push_back(key);
+      }
+      continue;
+    }
+    const std::string& app = std::get<0>(key);
+    auto [it, inserted] = app_exists.try_emplace(app, false);
+    if (inserted) {
+      it->second = ::fstatat(data_dir_.get(), app.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISDIR(st.st_mode);
+    }
+    if (!it->second || ::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
+      doomed.push_back(key);
+    }
+  }
+  for (const Key& key : doomed) EraseLocked(key);
+  return doomed.size();
+}
+
+BlockStore::CacheCounts BlockStore::cache_counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CacheCounts counts = counts_;
+  counts.hits = hits_.load(std::memory_order_relaxed);
+  return counts;
+}
+
+size_t BlockStore::cached_map_outputs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockId& key) {
+  absl::StatusOr<std::vector<ResolvedBlock>> all = ResolveAll(app_id, {key});
+  if (!all.ok()) return all.status();
+  return std::move(all->front());
+}
+
+absl::StatusOr<std::vector<ResolvedBlock>> BlockStore::ResolveAll(absl::string_view app_id,
+                                                                  absl::Span<const BlockId> keys) {
+  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  if (!app.ok()) return app.status();
+  // A stream names up to a million blocks of a few map outputs: each map output is
+  // looked up and revalidated once.
+  absl::flat_hash_map<std::pair<int32_t, int64_t>, std::shared_ptr<const Entry>> seen;
+  std::vector<ResolvedBlock> resolved;
+  resolved.reserve(keys.size());
+  for (const BlockId& key : keys) {
+    if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
+        key.end_reduce_id <= key.start_reduce_id) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key)));
+    }
+    std::shared_ptr<const Entry>& entry = seen[{key.shuffle_id, key.map_id}];
+    if (entry == nullptr) {
+      absl::StatusOr<std::shared_ptr<const Entry>> got =
+          GetFerryMapOutput(app->get(), app_id, key.shuffle_id, key.map_id);
+      if (!got.ok()) return got.status();
+      entry = *std::move(got);
+    }
+    absl::StatusOr<ResolvedBlock> r = ResolveIn(entry, app_id, key);
+    if (!r.ok()) return r.status();
+    resolved.push_back(*std::move(r));
+  }
+  return resolved;
+}
+
+std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
+    absl::string_view app_id, absl::string_view exec_id, const spark::ExecutorDirs& dirs,
+    absl::Span<const BlockId> keys) {
+  const auto locate = [&](const std::string& name) { return dirs.Locate(name); };
+  // Each map output is looked up (and revalidated) once: what it gave, by (shuffle, map).
+  struct Loaded {
+    std::shared_ptr<const Entry> entry;
+    absl::Status status;
+  };
+  absl::flat_hash_map<std::pair<int32_t, int64_t>, Loaded> seen;
+  std::vector<absl::StatusOr<ResolvedBlock>> resolved;
+  resolved.reserve(keys.size());
+  for (const BlockId& key : keys) {
+    if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
+        key.end_reduce_id <= key.start_reduce_id) {
+      resolved.push_back(absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key))));
+      continue;
+    }
+    auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id));
+    Loaded& loaded = it->second;
+    if (inserted) {
+      const Key cache_key(std::string(app_id), std::string(exec_id), key.shuffle_id, key.map_id);
+      absl::StatusOr<std::shared_ptr<const Entry>> got = GetMapOutput(locate, cache_key);
+      if (absl::IsDataLoss(got.status())) {
+        absl::SleepFor(kSparkCommitWait);
+        got = GetMapOutput(locate, cache_key);
+      }
+      if (got.ok()) {
+        loaded.entry = *std::move(got);
+      } else if (absl::IsNotFound(got.status())) {
+        loaded.status = absl::NotFoundError(absl::StrCat(
+            "executor ", exec_id, " of app ", app_id, " has no map output ", key.map_id,
+            " of shuffle ", key.shuffle_id, " (", got.status().message(), ")"));
+      } else {
+        loaded.status = got.status();
+      }
+    }
+    if (loaded.entry == nullptr) {
+      resolved.push_back(loaded.status);
+      continue;
+    }
+    resolved.push_back(ResolveIn(loaded.entry, app_id, key));
+  }
+  return resolved;
+}
+
+absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const Entry>& entry,
+                                                    absl::string_view app_id,
+                                                    const BlockId& key) const {
+  const MapOutputIndex& out = entry->index;
+  const size_t start = static_cast<size_t>(key.start_reduce_id);
+  const size_t end = static_cast<size_t>(key.end_reduce_id);
+  if (end > out.partitions()) {
+    return absl::InvalidArgumentError(absl::StrCat("block ", BlockName(key), " of app ", app_id,
+                                                   " is past the map output's ",
+                                                   out.partitions(), " partitions"));
+  }
+  ResolvedBlock r;
+  r.block.file = entry->data;
+  r.block.offset = out.RangeOffset(start);
+  r.block.length = out.RangeLength(start, end);
+  r.block.id = key;
+  if (end - start == 1 && out.checksum_algorithm() != ChecksumAlgorithm::kNone) {
+    r.block.has_checksum = true;
+    r.block.checksum_algorithm = out.checksum_algorithm();
+    r.block.checksum = out.checksums()[start];
+  }
+  r.index = std::shared_ptr<const MapOutputIndex>(entry, &entry->index);
+  return r;
+}
+
+absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
+  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  if (!app.ok()) return app.status();
+  const int listing = ::openat(app->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (d == nullptr) {
+    const int err = errno;
+    if (listing >= 0) ::close(listing);
+    return absl::ErrnoToStatus(err, absl::StrCat("list app ", app_id));
+  }
+  std::vector<std::pair<int32_t, int64_t>> outputs;
+  while (dirent* entry = ::readdir(d)) {
+    int32_t shuffle_id = 0;
+    int64_t map_id = 0;
+    if (ParseIndexFileName(entry->d_name, &shuffle_id, &map_id)) {
+      outputs.emplace_back(shuffle_id, map_id);
+    }
+  }
+  ::closedir(d);
+  std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
+  for (const auto& [shuffle_id, map_id] : outputs) {
+    absl::StatusOr<std::shared_ptr<const Entry>> entry =
+        GetFerryMapOutput(app->get(), app_id, shuffle_id, map_id);
+    if (!entry.ok()) return entry.status();
+    const MapOutputIndex& index = (*entry)->index;
+    MapOutputInfo info;
+    info.map_id = map_id;
+    info.partitions = static_cast<int32_t>(index.partitions());
+    info.data_bytes = index.data_bytes();
+    info.checksum_algorithm = index.checksum_algorithm();
+    found[shuffle_id][map_id] = info;
+  }
+  std::vector<ShuffleInfo> shuffles;
+  for (auto& [shuffle_id, maps] : found) {
+    ShuffleInfo s;
+    s.shuffle_id = shuffle_id;
+    for (auto& [map_id, info] : maps) s.map_outputs.push_back(info);
+    shuffles.push_back(std::move(s));
+  }
+  return shuffles;
+}
+
+}  // namespace ferry

@@ -1,0 +1,173 @@
+// BlockStore: resolves block ids to segments of shuffle data files, through one
+// bounded cache of map outputs: each entry is a validated index together with its data
+// file's open descriptor, so the index always describes the very file that is served.
+// Two layouts: Ferry's, every file of an app in `<data-dir>/<appId>/`; and a registered
+// Spark executor's, its files hashed over the subdirectories of its local dirs
+// (common/spark_layout.h), opened beneath the --spark-dir-roots they lie in.
+//
+// App ids are validated ([A-Za-z0-9_.-]{1,128}, not "." or "..") before they touch a
+// path; nothing else from a request becomes part of a path except the decimal shuffle
+// and map ids. The data dir is opened once; an app directory is opened beneath it and
+// files beneath that, one path component at a time and never through a symlink, so
+// swapping a directory for a symlink cannot lead outside the data dir. Index, checksum
+// and data files must be regular files.
+//
+// A cached map output is revalidated on each use: if its index or data file no longer
+// is the file that was loaded (deleted, or replaced by a map task run again), it is
+// loaded again. DropStale(), which the server calls on a timer, drops entries whose
+// data file was deleted or whose app directory is gone, so a deleted app's disk space
+// is not pinned by the cache.
+//
+// Bounds: map outputs cached (each holds its data file open) and the index bytes they
+// hold; and data files open in all, cached or held only by open streams
+// (max_data_files): past it, a resolve that needs another file is RESOURCE_EXHAUSTED.
+//
+// Thread-safe (one mutex, never held across file I/O); used by the control plane,
+// never on the data plane's per-block path.
+#ifndef FERRY_SERVER_STORAGE_BLOCK_STORE_H_
+#define FERRY_SERVER_STORAGE_BLOCK_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/block_id.h"
+#include "common/shuffle_files.h"
+#include "common/spark_layout.h"
+#include "common/unique_fd.h"
+#include "server/storage/segment.h"
+
+namespace ferry {
+
+struct ResolvedBlock {
+  StreamBlock block;
+  // The map output's index: lengths and stored checksums of the block's partitions
+  // [block.id.start_reduce_id, block.id.end_reduce_id).
+  std::shared_ptr<const MapOutputIndex> index;
+};
+
+struct MapOutputInfo {
+  int64_t map_id = 0;
+  int32_t partitions = 0;
+  uint64_t data_bytes = 0;
+  ChecksumAlgorithm checksum_algorithm = ChecksumAlgorithm::kNone;
+};
+
+struct ShuffleInfo {
+  int32_t shuffle_id = 0;
+  std::vector<MapOutputInfo> map_outputs;  // by map id
+};
+
+class BlockStore {
+ public:
+  struct Options {
+    std::string data_dir;
+    // Map outputs cached, each holding its data file open.
+    size_t max_open_files = 1024;
+    // Data files open at once: cached, or evicted but still held by open streams.
+    size_t max_data_files = 4096;
+    // Index and checksum bytes the cache holds.
+    uint64_t max_cached_index_bytes = uint64_t{256} << 20;
+  };
+
+  // Opens the data dir. INVALID_ARGUMENT when it is not a directory.
+  static absl::StatusOr<std::unique_ptr<BlockStore>> Open(Options options);
+  BlockStore(const BlockStore&) = delete;
+  BlockStore& operator=(const BlockStore&) = delete;
+
+  // INVALID_ARGUMENT for a bad app id or reduce range (negative, empty, or past the map
+  // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
+  // DATA_LOSS for malformed files; RESOURCE_EXHAUSTED when max_data_files are open.
+  absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
+  // Resolve() for each of `keys` in order, opening the app and revalidating each map
+  // output once; the first error.
+  absl::StatusOr<std::vector<ResolvedBlock>> ResolveAll(absl::string_view app_id,
+                                                        absl::Span<const BlockId> keys);
+
+  // Blocks of a registered Spark executor's map outputs, in Spark's layout under `dirs`.
+  // One result per key, in order, each failing on its own (Spark fails a block's chunk,
+  // not the request): errors as Resolve(). A map output whose index and data file
+  // disagree may be mid-commit (Spark renames the index into place before the data
+  // file): it is loaded once more after a moment before it is reported.
+  std::vector<absl::StatusOr<ResolvedBlock>> ResolveSpark(absl::string_view app_id,
+                                                          absl::string_view exec_id,
+                                                          const spark::ExecutorDirs& dirs,
+                                                          absl::Span<const BlockId> keys);
+
+  // Drops cached map outputs of the Spark app (one executor of it, or all when
+  // `exec_id` is empty), whose files are about to go.
+  void DropSpark(absl::string_view app_id, absl::string_view exec_id);
+
+  // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
+  absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
+
+  // Drops cached map outputs whose data file is deleted or whose app directory is gone.
+  // Returns how many.
+  size_t DropStale();
+
+  // Map outputs cached, and data files open (cached or held by streams).
+  size_t cached_map_outputs() const;
+  size_t open_files() const { return live_files_->load(std::memory_order_relaxed); }
+  // Since the store opened: lookups of a map output answered from the cache, those that
+  // loaded it from disk (absent, replaced or never seen), and entries evicted to stay
+  // within the bounds.
+  struct CacheCounts {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t evictions = 0;
+  };
+  CacheCounts cache_counts() const;
+
+ private:
+  // (app, executor, shuffle, map); the executor is empty in Ferry's layout.
+  using Key = std::tuple<std::string, std::string, int32_t, int64_t>;
+  struct Entry;
+  struct Slot {
+    std::shared_ptr<const Entry> entry;
+    std::list<Key>::iterator lru;
+  };
+
+  BlockStore(Options options, UniqueFd data_dir);
+  // The app's directory, opened beneath the data dir. NOT_FOUND (and its cached map
+  // outputs dropped) when it is not there.
+  absl::StatusOr<UniqueFd> OpenApp(absl::string_view app_id);
+  // The map output `key`, its files where `locate` says, from the cache if they are
+  // still the ones loaded.
+  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(ShuffleFileLocator locate,
+                                                            const Key& key);
+  // GetMapOutput() in the app's directory (Ferry's layout).
+  absl::StatusOr<std::shared_ptr<const Entry>> GetFerryMapOutput(int app_fd,
+                                                                 absl::string_view app_id,
+                                                                 int32_t shuffle_id,
+                                                                 int64_t map_id);
+  absl::StatusOr<ResolvedBlock> ResolveIn(const std::shared_ptr<const Entry>& entry,
+                                          absl::string_view app_id, const BlockId& key) const;
+  void EraseLocked(const Key& key);
+  void DropAppLocked(absl::string_view app_id);
+
+  const Options options_;
+  const UniqueFd data_dir_;
+  // DataFile objects alive: the cache's, and those only streams still hold.
+  const std::shared_ptr<std::atomic<size_t>> live_files_;
+  mutable std::mutex mu_;
+  std::list<Key> lru_;                      // guarded by mu_; least recent at the back
+  absl::flat_hash_map<Key, Slot> entries_;  // guarded by mu_
+  uint64_t cached_index_bytes_ = 0;         // guarded by mu_
+  CacheCounts counts_;                      // guarded by mu_, but for hits
+  // A hit takes no second lock: counted apart from counts_.
+  std::atomic<uint64_t> hits_{0};
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_STORAGE_BLOCK_STORE_H_

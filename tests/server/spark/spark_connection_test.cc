@@ -1,0 +1,358 @@
+// The Spark front door's answers frame by frame, over a real loopback socket to a real
+// FerryServer: what Spark's client sends in the normal case, and what a broken or
+// hostile peer can send. Frames are built with common/spark_wire.h, whose encoders are
+// checked against Spark's own golden frames (tests/common/spark_wire_test.cc).
+#include "server/spark/spark_connection.h"
+
+#include <fcntl.h>
+#include <cerrno>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/shuffle_files.h"
+#include "common/shuffle_writer.h"
+#include "common/spark_layout.h"
+#include "common/spark_wire.h"
+#include "gtest/gtest.h"
+#include "server/ferry_server.h"
+#include "tests/e2e/spark_raw_client.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/loopback.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::Reply;
+using ::ferry::testing::SparkClient;
+using ::ferry::testing::StreamHandleOf;
+using ::ferry::testing::TempDir;
+namespace sw = ::ferry::spark;
+
+constexpr char kApp[] = "app-1";
+constexpr char kExec[] = "0";
+constexpr int kSubdirs = 8;
+
+class SparkConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    local_dirs_ = {absl::StrCat(roots_.path(), "/a"), absl::StrCat(roots_.path(), "/b")};
+    for (const std::string& d : local_dirs_) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    Write(3, 1000, {0, 10, 70000, 5});
+    Write(3, 1007, {1, 2, 3, 4});
+  }
+
+  void Write(int32_t shuffle, int64_t map, const std::vector<size_t>& sizes) {
+    ASSERT_TRUE(testing::WriteSparkMapOutput(local_dirs_, kSubdirs, shuffle, map, sizes).ok());
+  }
+
+  void Start(SparkShuffleService::Options spark = {},
+             absl::Duration first_request_timeout = absl::Seconds(10)) {
+    FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), {});
+    options.connection.first_request_timeout = first_request_timeout;
+    options.spark_address = "127.0.0.1:0";
+    options.spark_dir_roots = {roots_.path()};
+    options.spark = spark;
+    server_ = testing::StartServer(options);
+  }
+
+  std::string Registration() const {
+    return sw::EncodeRegisterExecutor(
+        {kApp, kExec, {local_dirs_, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+  }
+  static std::string Fetch(int64_t map, std::vector<int32_t> reduces, bool batch = false) {
+    return sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {map}, {std::move(reduces)}, batch});
+  }
+  std::string PathOf(const std::string& name) const {
+    return *sw::ExecutorFilePath(local_dirs_, kSubdirs, name);
+  }
+
+  TempDir roots_;
+  TempDir data_dir_;
+  std::vector<std::string> local_dirs_;
+  std::unique_ptr<FerryServer> server_;
+};
+
+TEST_F(SparkConnectionTest, RegisterFetchAndPipelinedChunksCarryTheBytes) {
+  Start();
+  SparkClient client(server_->spark_port());
+  const Reply registered = client.Call(Registration());
+  EXPECT_EQ(registered.type, sw::MessageType::kRpcResponse) << registered.text;
+  EXPECT_EQ(registered.body, "");
+  const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1000, {1, 2, 0, 3})));
+  ASSERT_EQ(chunks, 4);
+  std::string pipelined;
+  for (int32_t i = 0; i < 4; ++i) pipelined += sw::EncodeChunkFetchRequest({stream, i});
+  client.Send(pipelined);
+  const int32_t reduces[] = {1, 2, 0, 3};
+  for (int32_t i = 0; i < 4; ++i) {
+    std::optional<Reply> chunk = client.Read();
+    ASSERT_TRUE(chunk.has_value());
+    EXPECT_EQ(chunk->type, sw::MessageType::kChunkFetchSuccess) << chunk->text;
+    EXPECT_EQ(chunk->id, stream);
+    EXPECT_EQ(chunk->chunk_index, i);
+    const size_t sizes[] = {0, 10, 70000, 5};
+    EXPECT_EQ(chunk->body, testing::PartitionBytes(3, 1000, reduces[i], sizes[reduces[i]]));
+  }
+  // The stream closed with its last chunk.
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  std::optional<Reply> gone = client.Read();
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_EQ(gone->text,
+            absl::StrCat("Requested chunk not available since streamId ", stream, " is closed"));
+}
+
+TEST_F(SparkConnectionTest, BatchRangesAndStreamRequestsServeWholeRanges) {
+  Start();
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1000, {1, 4}, true)));
+  ASSERT_EQ(chunks, 1);
+  client.Send(sw::EncodeStreamRequest(absl::StrCat(stream, "_0")));
+  std::optional<Reply> reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kStreamResponse) << reply->text;
+  EXPECT_EQ(reply->stream_id, absl::StrCat(stream, "_0"));
+  EXPECT_EQ(reply->body, testing::PartitionBytes(3, 1000, 1, 10) +
+                             testing::PartitionBytes(3, 1000, 2, 70000) +
+                             testing::PartitionBytes(3, 1000, 3, 5));
+  client.Send(sw::EncodeStreamRequest("not-a-stream"));
+  reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kStreamFailure);
+  EXPECT_NE(reply->text.find("is not <streamId>_<chunkIndex>"), std::string::npos);
+}
+
+TEST_F(SparkConnectionTest, ChunksOutOfOrderOrOfAnotherConnectionFailAndTheConnectionGoesOn) {
+  Start();
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1007, {0, 1})));
+  ASSERT_EQ(chunks, 2);
+  client.Send(sw::EncodeChunkFetchRequest({stream, 1}));
+  std::optional<Reply> reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_EQ(reply->text, "Received out-of-order chunk index 1 (expected 0)");
+
+  SparkClient other(server_->spark_port());
+  other.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  reply = other.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_NE(reply->text.find("is closed"), std::string::npos);
+
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchSuccess);
+  EXPECT_EQ(reply->body, testing::PartitionBytes(3, 1007, 0, 1));
+}
+
+TEST_F(SparkConnectionTest, BlocksThatCannotBeServedFailTheirChunksAlone) {
+  Start();
+  SparkClient client(server_->spark_port());
+  // Not registered yet: each chunk fails with Spark's words.
+  auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1000, {0})));
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  std::optional<Reply> reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_NE(reply->text.find("Executor is not registered (appId=app-1, execId=0)"),
+            std::string::npos)
+      << reply->text;
+
+  client.Call(Registration());
+  // A map output that is not there, a reduce id past the output's partitions, and an
+  // index whose data file is gone (Spark's commit renames the index first).
+  ASSERT_EQ(::unlink(PathOf(DataFileName(3, 1007)).c_str()), 0);
+  std::tie(stream, chunks) = StreamHandleOf(client.Call(
+      sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {4242, 1000, 1007, 1000}, {{0}, {9}, {0}, {2}},
+                                    false})));
+  ASSERT_EQ(chunks, 4);
+  for (int32_t i = 0; i < 4; ++i) client.Send(sw::EncodeChunkFetchRequest({stream, i}));
+  const std::string expected[] = {"has no map output 4242 of shuffle 3", "past the map output's",
+                                  "is missing but its index", ""};
+  for (int32_t i = 0; i < 4; ++i) {
+    reply = client.Read();
+    ASSERT_TRUE(reply.has_value());
+    if (i == 3) {
+      EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchSuccess) << reply->text;
+      EXPECT_EQ(reply->body, testing::PartitionBytes(3, 1000, 2, 70000));
+      continue;
+    }
+    EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchFailure);
+    EXPECT_NE(reply->text.find(expected[i]), std::string::npos) << i << ": " << reply->text;
+  }
+}
+
+TEST_F(SparkConnectionTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnectionGoesOn) {
+  Start();
+  SparkClient client(server_->spark_port());
+  // spark.authenticate's AuthMessage, push-based shuffle's FinalizeShuffleMerge, an
+  // unknown type, a truncated FetchShuffleBlocks, a FetchShuffleBlocks whose arrays
+  // disagree, and an rdd block.
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string("\xFB\x00\x00\x00\x01x", 6), "spark.authenticate is not supported"},
+      {std::string("\x0D\x00\x00\x00\x01x\x00\x00\x00\x00", 10), "Unexpected message"},
+      {std::string("\x63", 1), "Unexpected message"},
+      {Fetch(1000, {0}).substr(0, 12), "FetchShuffleBlocks"},
+      {sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {1000, 1007}, {{0}}, false}),
+       "2 map ids but 1 lists"},
+      {sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}), "rdd blocks are not served"},
+  };
+  for (const auto& [body, expected] : cases) {
+    const Reply reply = client.Call(body);
+    EXPECT_EQ(reply.type, sw::MessageType::kRpcFailure);
+    EXPECT_NE(reply.text.find(expected), std::string::npos) << reply.text;
+  }
+  // Still serving; a one-way message gets no reply.
+  client.Send(sw::EncodeOneWayMessage(std::string("\x13", 1)));
+  EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+}
+
+TEST_F(SparkConnectionTest, BadFramesCloseTheConnection) {
+  Start();
+  const std::string bad[] = {
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x00", 8),                 // length 0
+      std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8),                 // negative
+      std::string("\x00\x00\x00\x00\x02\x00\x00\x09", 8),                 // 32 MiB
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x0d\x01xxxx", 13),        // a server's frame
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00", 10),        // short chunk request
+  };
+  for (const std::string& frame : bad) {
+    SparkClient client(server_->spark_port());
+    client.Send(frame);
+    EXPECT_TRUE(client.Closed()) << absl::CEscape(frame);
+  }
+  // An UploadStream is refused, then the connection closes: its body follows unframed.
+  SparkClient client(server_->spark_port());
+  std::string upload = std::string("\x00\x00\x00\x00\x00\x00\x00\x1d\x0a", 9) +
+                       std::string("\x00\x00\x00\x00\x00\x00\x00\x07", 8) +
+                       std::string("\x00\x00\x00\x00", 4) + std::string("\x00\x00\x00\x00\x00\x00\x00\x05", 8) +
+                       "hello";
+  client.Send(upload);
+  std::optional<Reply> reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kRpcFailure);
+  EXPECT_EQ(reply->id, 7);
+  EXPECT_TRUE(client.Closed());
+}
+
+// A peer that trickles its first frame a byte at a time is dropped when the whole frame
+// has not arrived within the first-request timeout, however often bytes come.
+TEST_F(SparkConnectionTest, AFrameTrickledByteByByteIsDroppedAtItsDeadline) {
+  Start({}, absl::Milliseconds(300));
+  SparkClient client(server_->spark_port());
+  const std::string frame = sw::EncodeRpcRequest(1, Registration());
+  const absl::Time start = absl::Now();
+  size_t sent = 0;
+  // Bounded: the frame is over 100 bytes, one every 50 ms would take over 5 s.
+  for (; sent < frame.size(); ++sent) {
+    if (::send(client.fd(), frame.data() + sent, 1, MSG_NOSIGNAL) != 1) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_LT(sent, frame.size());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_TRUE(client.Closed());
+}
+
+TEST_F(SparkConnectionTest, StreamsPerConnectionAndOpenChunksAreBounded) {
+  Start({.max_streams_per_connection = 2, .max_open_chunks = 6});
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  const auto first = StreamHandleOf(client.Call(Fetch(1000, {0, 1})));
+  StreamHandleOf(client.Call(Fetch(1000, {2})));
+  Reply third = client.Call(Fetch(1000, {3}));
+  EXPECT_EQ(third.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(third.text.find("2 streams are open on this connection"), std::string::npos);
+  // Fetching a stream's chunks closes it and makes room.
+  client.Send(sw::EncodeChunkFetchRequest({first.first, 0}) +
+              sw::EncodeChunkFetchRequest({first.first, 1}));
+  ASSERT_TRUE(client.Read().has_value());
+  ASSERT_TRUE(client.Read().has_value());
+  StreamHandleOf(client.Call(Fetch(1000, {3})));
+  // Past the server-wide bound on open chunks (2 held, 6 allowed), the connection is
+  // closed: Spark's client retries that, and an RpcFailure it would not.
+  SparkClient other(server_->spark_port());
+  other.Send(sw::EncodeRpcRequest(1, Fetch(1007, {0, 1, 2, 3, 0})));
+  EXPECT_TRUE(other.Closed());
+}
+
+TEST_F(SparkConnectionTest, ABlockAboveTheFrameLimitFailsAsAChunkButGoesAsAStream) {
+  Start();
+  // A sparse 3 GiB partition: too big for a ChunkFetchSuccess frame.
+  Write(5, 1, {1});
+  const uint64_t big = uint64_t{3} << 30;
+  const std::string data = PathOf(DataFileName(5, 1));
+  ASSERT_EQ(::truncate(data.c_str(), static_cast<off_t>(big)), 0);
+  std::string index(16, '\0');
+  for (int i = 0; i < 8; ++i) index[8 + i] = static_cast<char>(big >> (56 - 8 * i));
+  const std::string index_path = PathOf(IndexFileName(5, 1));
+  const int fd = ::open(index_path.c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, index.data(), index.size()), 16);
+  ::close(fd);
+  ::unlink(PathOf(ChecksumFileName(5, 1, ChecksumAlgorithm::kAdler32)).c_str());
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  const auto [stream, chunks] = StreamHandleOf(
+      client.Call(sw::EncodeFetchShuffleBlocks({kApp, kExec, 5, {1}, {{0}}, false})));
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  std::optional<Reply> reply = client.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_NE(reply->text.find("more than a Spark frame can hold"), std::string::npos)
+      << reply->text;
+}
+
+TEST_F(SparkConnectionTest, LocalDirsDiagnosisAndRddRemoval) {
+  Start();
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  Reply dirs = client.Call(sw::EncodeGetLocalDirsForExecutors({kApp, {kExec}}));
+  EXPECT_EQ(dirs.body, sw::EncodeLocalDirsForExecutors({kExec}, {2}, local_dirs_));
+  Reply unknown = client.Call(sw::EncodeGetLocalDirsForExecutors({kApp, {kExec, "9"}}));
+  EXPECT_EQ(unknown.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(unknown.text.find("Executor is not registered (appId=app-1, execId=9)"),
+            std::string::npos);
+
+  // Partition 2 of map 1000: its stored ADLER32, a wrong one, an unknown algorithm, then
+  // the same after the bytes on disk changed.
+  Checksum adler(ChecksumAlgorithm::kAdler32);
+  adler.Update(testing::PartitionBytes(3, 1000, 2, 70000));
+  auto diagnose = [&](int64_t checksum, const std::string& algorithm) {
+    const Reply reply = client.Call(
+        sw::EncodeDiagnoseCorruption({kApp, kExec, 3, 1000, 2, checksum, algorithm}));
+    EXPECT_EQ(reply.type, sw::MessageType::kRpcResponse) << reply.text;
+    return reply.body;
+  };
+  EXPECT_EQ(diagnose(adler.Value(), "ADLER32"), sw::EncodeCorruptionCause(3));
+  EXPECT_EQ(diagnose(adler.Value() + 1, "ADLER32"), sw::EncodeCorruptionCause(1));
+  EXPECT_EQ(diagnose(adler.Value(), "MD5"), sw::EncodeCorruptionCause(4));
+  EXPECT_EQ(diagnose(adler.Value(), "CRC32"), sw::EncodeCorruptionCause(2));
+  const int fd = ::open(PathOf(DataFileName(3, 1000)).c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "!", 1, 20), 1);
+  ::close(fd);
+  EXPECT_EQ(diagnose(adler.Value(), "ADLER32"), sw::EncodeCorruptionCause(0));
+
+  // rdd_1_2 is a file in the hashed layout.
+  const std::string rdd = PathOf("rdd_1_2");
+  ::mkdir(rdd.substr(0, rdd.rfind('/')).c_str(), 0755);
+  ASSERT_EQ(::close(::open(rdd.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+  Reply removed =
+      client.Call(sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2", "rdd_1_3", "shuffle_3_1000_0"}}));
+  EXPECT_EQ(removed.body, sw::EncodeBlocksRemoved(1));
+  EXPECT_NE(::access(rdd.c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace ferry
