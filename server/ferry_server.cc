@@ -14,7 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/dataplane/segment_sender.h"
-#include "server/spark/spark_connection.h"
+#include "server/dataplane/ferry_protocol.h"
+#include "server/spark/spark_protocol.h"
 
 namespace ferry {
 
@@ -86,8 +87,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   }
   ferry_door.handler = [tickets = server->tickets_.get(),
                         connection = &server->options_.connection](UniqueFd socket,
-                                                                   ConnectionControl* control) {
-    ServeConnection(std::move(socket), *tickets, *connection, control);
+                                                                   ConnectionControl& control) {
+    ServeFerryConnection(std::move(socket), *tickets, *connection, control);
   };
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
   std::vector<DataServer::Listener> listeners;
@@ -117,7 +118,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     // A connection over the limits is closed untold: Spark's client retries that.
     spark_door.handler = [spark = server->spark_.get(),
                           connection = &server->options_.connection](UniqueFd socket,
-                                                                     ConnectionControl* control) {
+                                                                     ConnectionControl& control) {
       ServeSparkConnection(std::move(socket), *spark, *connection, control);
     };
     listeners.push_back(std::move(spark_door));

@@ -202,9 +202,12 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
 }
 
 void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn) {
-  ConnectionControl control{.fd = conn.get(), .draining = &draining_, .metrics = &metrics_[thread]};
+  ConnectionControl control{.fd = conn.get(),
+                            .draining = &draining_,
+                            .metrics = &metrics_[thread],
+                            .request_buffers = &request_buffers_};
   live_[thread].insert(&control);
-  handler(std::move(conn), &control);
+  handler(std::move(conn), control);
   live_[thread].erase(&control);
   Uncount(thread, client);
 }

@@ -4,8 +4,8 @@
 // the fewest (a Post() to its scheduler when that is another thread), and from then on
 // nothing on the per-block path is shared. Every connection is served by its own fiber,
 // running the handler of the listener that accepted it: the handler knows the protocol
-// (Ferry's is ServeConnection in connection.h, Spark's ServeSparkConnection in
-// spark_connection.h), the DataServer only the sockets. The connection limits hold
+// (Ferry's is ServeFerryConnection in ferry_protocol.h, Spark's ServeSparkConnection in
+// server/spark/spark_protocol.h), the DataServer only the sockets. The connection limits hold
 // across all listeners.
 #ifndef FERRY_SERVER_DATAPLANE_DATA_SERVER_H_
 #define FERRY_SERVER_DATAPLANE_DATA_SERVER_H_
@@ -25,7 +25,8 @@
 #include "absl/time/time.h"
 #include "common/io/scheduler.h"
 #include "common/unique_fd.h"
-#include "server/dataplane/connection.h"
+#include "server/dataplane/connection_core.h"
+#include "server/ops/client_budget.h"
 
 namespace ferry {
 
@@ -36,6 +37,9 @@ struct DataServerOptions {
   size_t max_connections = 10000;
   // Of those, connections from one client address (any port).
   size_t max_connections_per_client = 1024;
+  // Request bytes all connections' buffers together may hold past their first
+  // ConnectionCore::kBaseBufferBytes (only Spark's frames grow them).
+  uint64_t max_request_buffer_bytes = uint64_t{256} << 20;
   SchedulerOptions scheduler;
 };
 
@@ -43,7 +47,7 @@ class DataServer {
  public:
   // Serves one accepted connection on a fiber until it ends; the control is the
   // server's view of it (drain), valid for the call.
-  using Handler = std::function<void(UniqueFd socket, ConnectionControl* control)>;
+  using Handler = std::function<void(UniqueFd socket, ConnectionControl& control)>;
 
   struct Listener {
     // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
@@ -92,7 +96,10 @@ class DataServer {
     UniqueFd fd;
     uint16_t port = 0;
   };
-  explicit DataServer(const DataServerOptions& options) : options_(options) {}
+  explicit DataServer(const DataServerOptions& options)
+      : options_(options),
+        request_buffers_(options.max_request_buffer_bytes, options.max_request_buffer_bytes,
+                         "request bytes in connections' buffers") {}
   void RunThread(size_t i);
   // Thread i's loop accepting from listener l.
   void AcceptLoop(size_t i, size_t l);
@@ -131,6 +138,7 @@ class DataServer {
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> refused_{0};
+  ClientBudget request_buffers_;
   // Open connections by client IPv4 address (network byte order); touched only when a
   // connection is accepted or closed.
   std::mutex clients_mu_;

@@ -43,19 +43,7 @@ absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const
 }
 
 ssize_t SegmentSender::Send(const void* data, size_t len, bool more) {
-  const int flags = more ? MSG_MORE : 0;
-  if (options_.engine == IoEngine::kInline) {
-    return SendAllReady(socket_, data, len, flags, IoDeadline());
-  }
-  return SendAll(socket_, data, len, MSG_NOSIGNAL | flags, IoDeadline());
-}
-
-ssize_t SegmentSender::SendPipe(size_t len, bool more) {
-  const unsigned flags = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
-  if (options_.engine == IoEngine::kInline) {
-    return SpliceAllToSocketReady(pipe_->read_fd(), socket_, len, flags, IoDeadline());
-  }
-  return SpliceAll(pipe_->read_fd(), -1, socket_, -1, len, flags, IoDeadline());
+  return io_.SendAll(socket_, data, len, more ? MSG_MORE : 0, IoDeadline());
 }
 
 void SegmentSender::StartResponse(uint64_t bytes) {
@@ -125,18 +113,6 @@ absl::Status SegmentSender::PipeReady() {
   return absl::OkStatus();
 }
 
-ssize_t SegmentSender::FillPipe(int file, uint64_t pos, size_t len) {
-  for (;;) {
-    // The pipe is empty here, so a non-blocking splice never waits on it; reading the
-    // file may still wait for the disk when the pages are not cached.
-    loff_t offset = static_cast<loff_t>(pos);
-    const ssize_t n = ::splice(file, &offset, pipe_->write_fd(), nullptr, len,
-                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n >= 0) return n;
-    if (errno != EINTR) return -errno;
-  }
-}
-
 absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint64_t length,
                                        absl::FunctionRef<std::string()> name) {
   if (absl::Status s = PipeReady(); !s.ok()) return s;
@@ -145,44 +121,29 @@ absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint6
   while (length > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, capacity));
     const bool last = chunk == length;
-    ssize_t in_res;
-    size_t moved = 0;
-    if (options_.engine == IoEngine::kInline) {
-      in_res = FillPipe(file, pos, chunk);
-    } else {
-      // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the
-      // first leg comes up short the kernel cancels the second, and what the pipe holds
-      // is moved below.
-      IoOp in;
-      IoOp out;
-      FiberScheduler::Current()->ReserveSqes(3);
-      PrepSplice(in, file, static_cast<int64_t>(pos), pipe_->write_fd(), -1, chunk,
-                 SPLICE_F_MOVE, IOSQE_IO_LINK);
-      PrepSplice(out, pipe_->read_fd(), -1, socket_, -1, chunk,
-                 SPLICE_F_MOVE | (last ? 0 : SPLICE_F_MORE), 0, IoDeadline());
-      in_res = in.Wait();
-      const int out_res = out.Wait();
-      if (out_res < 0 && out_res != -ECANCELED && in_res > 0) {
-        pipe_.reset();
-        return PeerError(out_res, absl::StrCat("splice ", name(), " to the peer"));
-      }
-      moved = out_res > 0 ? static_cast<size_t>(out_res) : 0;
-    }
+    const SocketIo::SpliceStep step =
+        io_.Splice(file, pos, *pipe_, socket_, chunk, !last, IoDeadline());
+    const ssize_t in_res = step.in;
     if (in_res < 0) {
       pipe_.reset();
       return absl::ErrnoToStatus(
           static_cast<int>(-in_res),
           absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
     }
+    if (step.out < 0) {
+      pipe_.reset();
+      return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
+    }
     if (in_res == 0) {
       pipe_.reset();
       return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
                                               " ended early (truncated while being served)"));
     }
+    const size_t moved = static_cast<size_t>(step.out);
     const size_t in_pipe = static_cast<size_t>(in_res) - moved;
     if (in_pipe > 0) {
       const bool more = !last || static_cast<uint64_t>(in_res) < length;
-      const ssize_t drained = SendPipe(in_pipe, more);
+      const ssize_t drained = io_.DrainPipe(*pipe_, socket_, in_pipe, more, IoDeadline());
       if (drained != static_cast<ssize_t>(in_pipe)) {
         pipe_.reset();
         return PeerError(drained < 0 ? drained : -EPIPE,
@@ -196,20 +157,13 @@ absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint6
   return absl::OkStatus();
 }
 
-ssize_t SegmentSender::ReadFile(int file, char* buf, size_t len, uint64_t pos) {
-  if (options_.engine == IoEngine::kUring) {
-    return ReadFull(file, buf, len, static_cast<int64_t>(pos));
-  }
-  return PreadFull(file, buf, len, pos);
-}
-
 absl::Status SegmentSender::CopyFile(const DataFile& data, uint64_t pos, uint64_t length,
                                      absl::FunctionRef<std::string()> name, char* buffer,
                                      size_t buffer_bytes) {
   const int file = data.fd.get();
   while (length > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, buffer_bytes));
-    const ssize_t n = ReadFile(file, buffer, chunk, pos);
+    const ssize_t n = io_.ReadFile(file, buffer, chunk, pos);
     if (n < 0) {
       return absl::ErrnoToStatus(static_cast<int>(-n),
                                  absl::StrCat("read ", data.path, " for ", name()));

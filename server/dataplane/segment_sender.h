@@ -38,23 +38,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/pipe.h"
+#include "server/dataplane/io_engine.h"
 #include "server/storage/segment.h"
 
 namespace ferry {
 
 enum class DataPlaneMode { kSplice, kCopy };
-
-// How a connection drives its socket and file I/O. Both engines put the same bytes on
-// the wire; benchmarks/results/ has the measurements that pick the default.
-enum class IoEngine {
-  // The socket is O_NONBLOCK and every socket operation (and the file -> pipe splice,
-  // or the copy-mode read) is a direct syscall from the fiber's thread; a full or empty
-  // socket parks the fiber on an io_uring poll (common/io/ready_ops.h).
-  kInline,
-  // Every operation is an io_uring request: IORING_OP_SPLICE (run by io-wq workers,
-  // since splice is not pollable), READ, SEND, RECV.
-  kUring,
-};
 
 struct ConnectionOptions {
   DataPlaneMode mode = DataPlaneMode::kSplice;
@@ -75,10 +64,10 @@ uint64_t UndersizedPipes();
 
 class SegmentSender {
  public:
-  // `socket` and `options` must outlive the sender; with the inline engine the socket
-  // must be non-blocking.
+  // `socket` and `options` must outlive the sender; the socket must have been readied
+  // for the engine (SocketIo::Prepare).
   SegmentSender(int socket, const ConnectionOptions& options)
-      : socket_(socket), options_(options) {}
+      : socket_(socket), options_(options), io_(SocketIoFor(options.engine)) {}
   SegmentSender(const SegmentSender&) = delete;
   // Responses of at least this many bytes are sent with Nagle's algorithm on.
   static constexpr uint64_t kBulkResponseBytes = uint64_t{64} << 10;
@@ -108,23 +97,19 @@ class SegmentSender {
   absl::Status PeerError(ssize_t res, absl::string_view what) const;
 
  private:
-  ssize_t SendPipe(size_t len, bool more);
   absl::Status SpliceFile(const DataFile& file, uint64_t pos, uint64_t length,
                           absl::FunctionRef<std::string()> name);
   // Through `buffer` of `buffer_bytes`.
   absl::Status CopyFile(const DataFile& file, uint64_t pos, uint64_t length,
                         absl::FunctionRef<std::string()> name, char* buffer,
                         size_t buffer_bytes);
-  // File -> pipe, at most `len` bytes: the number moved or -errno.
-  ssize_t FillPipe(int file, uint64_t pos, size_t len);
   absl::Status PipeReady();
-  // Reads `len` bytes of `file` at `pos` (fewer only at its end): the count or -errno.
-  ssize_t ReadFile(int file, char* buf, size_t len, uint64_t pos);
   void SetNoDelay(bool on);
   absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
 
   const int socket_;
   const ConnectionOptions& options_;
+  const SocketIo& io_;
   // Whether TCP_NODELAY is set on the socket now. Accepted sockets start without it.
   bool nodelay_ = false;
   uint64_t bytes_since_yield_ = 0;

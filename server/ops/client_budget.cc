@@ -47,24 +47,55 @@ ClientBudget::ClientBudget(uint64_t total, uint64_t per_client, std::string what
   state_->what = std::move(what);
 }
 
+absl::Status ClientBudget::TakeLocked(Lease::State& state, const std::string& client,
+                                      uint64_t units) {
+  auto it = state.by_client.find(client);
+  const uint64_t mine = it == state.by_client.end() ? 0 : it->second;
+  if (mine + units > state.per_client) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: client ", client, " holds ", mine, " ", state.what, " and asks for ",
+        units, " more; the limit per client is ", state.per_client, "; retry later"));
+  }
+  if (state.used + units > state.total) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", state.total, " ", state.what, " are held; retry later"));
+  }
+  if (units == 0) return absl::OkStatus();
+  state.used += units;
+  state.by_client[client] = mine + units;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ClientBudget::Lease> ClientBudget::Acquire(const std::string& client,
                                                           uint64_t units) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  auto it = state_->by_client.find(client);
-  const uint64_t mine = it == state_->by_client.end() ? 0 : it->second;
-  if (mine + units > state_->per_client) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: client ", client, " holds ", mine, " ", state_->what, " and asks for ",
-        units, " more; the limit per client is ", state_->per_client, "; retry later"));
-  }
-  if (state_->used + units > state_->total) {
-    return absl::ResourceExhaustedError(absl::StrCat("server busy: ", state_->total, " ",
-                                                     state_->what, " are held; retry later"));
-  }
+  if (absl::Status s = TakeLocked(*state_, client, units); !s.ok()) return s;
   if (units == 0) return Lease();
-  state_->used += units;
-  state_->by_client[client] = mine + units;
   return Lease(state_, client, units);
+}
+
+absl::Status ClientBudget::Resize(Lease* lease, const std::string& client, uint64_t units) {
+  if (lease->units_ == units) return absl::OkStatus();
+  if (units < lease->units_) {
+    if (units == 0) {
+      lease->Release();
+      return absl::OkStatus();
+    }
+    std::lock_guard<std::mutex> lock(state_->mu);
+    const uint64_t freed = lease->units_ - units;
+    state_->used -= freed;
+    state_->by_client[lease->client_] -= freed;
+    lease->units_ = units;
+    return absl::OkStatus();
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (absl::Status s = TakeLocked(*state_, client, units - lease->units_); !s.ok()) return s;
+  if (lease->state_ == nullptr) {
+    lease->state_ = state_;
+    lease->client_ = client;
+  }
+  lease->units_ = units;
+  return absl::OkStatus();
 }
 
 uint64_t ClientBudget::used() const {

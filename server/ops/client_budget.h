@@ -1,5 +1,6 @@
-// ClientBudget: units of one resource that peers hold (chunks of open Spark streams),
-// bounded in all and per client address, so that one client cannot take everything.
+// ClientBudget: units of one resource that peers hold (chunks of open Spark streams,
+// diagnoses running, request-buffer bytes), bounded in all and per client address, so
+// that one client cannot take everything.
 // A grant is a Lease that gives its units back when destroyed.
 //
 // Thread-safe. Leases may outlive the budget's owner: they share its state.
@@ -45,11 +46,18 @@ class ClientBudget {
   // `units` for `client`, or RESOURCE_EXHAUSTED ("server busy", retryable) naming the
   // bound that would be passed.
   absl::StatusOr<Lease> Acquire(const std::string& client, uint64_t units);
+  // Makes *lease (empty, or one of this budget's for `client`) hold `units`: shrinking
+  // always succeeds; growing is RESOURCE_EXHAUSTED as Acquire(), the lease unchanged.
+  absl::Status Resize(Lease* lease, const std::string& client, uint64_t units);
 
   uint64_t used() const;
   uint64_t used_by(const std::string& client) const;
 
  private:
+  // Takes `units` more for `client` under the state's lock, or says which bound they
+  // would pass.
+  static absl::Status TakeLocked(Lease::State& state, const std::string& client, uint64_t units);
+
   std::shared_ptr<Lease::State> state_;
 };
 

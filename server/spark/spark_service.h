@@ -1,6 +1,6 @@
 // SparkShuffleService: what Spark's external shuffle service does for each RPC of its
 // protocol (ExternalBlockHandler, Spark 3.5.0), for the Spark front door's connections
-// (spark_connection.h): registering executors, opening streams of blocks, RemoveBlocks,
+// (spark_protocol.h): registering executors, opening streams of blocks, RemoveBlocks,
 // GetLocalDirsForExecutors and DiagnoseCorruption.
 //
 // The calls are made from data-plane fibers. Their blocking parts (opening files and

@@ -12,13 +12,13 @@
 
 namespace ferry {
 
-absl::Status CheckSegmentHeld(const StreamBlock& block, absl::string_view name) {
+absl::Status CheckSegmentHeld(const StreamBlock& block, absl::FunctionRef<std::string()> name) {
   struct stat st;
   if (::fstat(block.file->fd.get(), &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", block.file->path, " for ", name));
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", block.file->path, " for ", name()));
   }
   if (static_cast<uint64_t>(st.st_size) < block.offset + block.length) {
-    return absl::DataLossError(absl::StrCat(name, ": data file ", block.file->path, " is now ",
+    return absl::DataLossError(absl::StrCat(name(), ": data file ", block.file->path, " is now ",
                                             st.st_size, " bytes but the block ends at byte ",
                                             block.offset + block.length));
   }

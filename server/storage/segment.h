@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -37,9 +38,10 @@ struct StreamBlock {
   bool has_checksum = false;
 };
 
-// OK while the block's file still holds all of the block; DATA_LOSS naming `name`, the
-// file and both sizes once it has shrunk (checked before a header promises the bytes).
-absl::Status CheckSegmentHeld(const StreamBlock& block, absl::string_view name);
+// OK while the block's file still holds all of the block; DATA_LOSS naming the block
+// (`name`, called only then), the file and both sizes once it has shrunk (checked
+// before a header promises the bytes).
+absl::Status CheckSegmentHeld(const StreamBlock& block, absl::FunctionRef<std::string()> name);
 
 // The checksum of the block's bytes in its data file now, read through a bounded
 // buffer; `name` names the block in errors. DATA_LOSS if the file ends first;

@@ -61,9 +61,7 @@ class SegmentSenderTest : public ::testing::TestWithParam<Config> {
       }
     });
     testing::RunInFiber([&] {
-      if (options_.engine == IoEngine::kInline) {
-        ASSERT_EQ(SetNonBlocking(server.get(), true), 0);
-      }
+      ASSERT_EQ(SocketIoFor(options_.engine).Prepare(server.get()), 0);
       SegmentSender sender(server.get(), options_);
       send(sender);
       *status = absl::OkStatus();

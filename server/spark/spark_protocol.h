@@ -1,9 +1,10 @@
-// Serving one connection of Spark's shuffle protocol (the Spark front door,
-// --spark-address), on a fiber. ../shared/spark-ess/PROTOCOL.md is the fact sheet;
-// docs/protocol.md says what Ferry answers to what.
+// Spark's shuffle protocol (the Spark front door, --spark-address) on one connection, on
+// a fiber: the handler that parses Spark's frames and frames its answers; the connection
+// core (server/dataplane/connection_core.h) does the rest.
+// ../shared/spark-ess/PROTOCOL.md is the fact sheet; docs/protocol.md says what Ferry
+// answers to what.
 //
-// The connection reads frames into a buffer (pipelined requests arrive together and are
-// served in order) and answers:
+// Pipelined requests arrive together and are served in order:
 //   * RpcRequest: RegisterExecutor, FetchShuffleBlocks, OpenBlocks, RemoveBlocks,
 //     GetLocalDirsForExecutors and DiagnoseCorruption through the SparkShuffleService;
 //     anything else (push-based shuffle, uploads, spark.authenticate's handshake) gets an
@@ -21,16 +22,16 @@
 // a frame only a server sends, or an UploadStream (whose body would follow unframed)
 // closes the connection, which Spark's client retries. A peer cannot make the server
 // hold more than a bounded number of streams and chunks (SparkShuffleService::Options),
-// nor more request bytes than the frame bound (and all connections together than
-// kMaxBufferedRequestBytes).
-#ifndef FERRY_SERVER_SPARK_SPARK_CONNECTION_H_
-#define FERRY_SERVER_SPARK_SPARK_CONNECTION_H_
+// nor more request bytes than the frame bound (and all connections together than the
+// data plane's request-buffer budget).
+#ifndef FERRY_SERVER_SPARK_SPARK_PROTOCOL_H_
+#define FERRY_SERVER_SPARK_SPARK_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "common/unique_fd.h"
-#include "server/dataplane/connection.h"
+#include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/spark/spark_service.h"
 
@@ -39,15 +40,13 @@ namespace ferry {
 // The largest request frame a Spark connection takes: a FetchShuffleBlocks of a million
 // blocks is about 4 MiB.
 inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
-// Request bytes all Spark connections together may hold beyond their small buffers.
-inline constexpr uint64_t kMaxBufferedRequestBytes = uint64_t{256} << 20;
 
 // Serves `socket` until the peer closes, errs or stalls, the server drains, or the
-// scheduler stops. Call from a fiber. `service` and `options` must outlive the call;
-// `control`, if given, the call too.
+// scheduler stops. Call from a fiber. `service`, `options` and `control` must outlive
+// the call.
 void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          const ConnectionOptions& options, ConnectionControl* control = nullptr);
+                          const ConnectionOptions& options, ConnectionControl& control);
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_CONNECTION_H_
+#endif  // FERRY_SERVER_SPARK_SPARK_PROTOCOL_H_

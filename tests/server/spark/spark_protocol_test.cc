@@ -2,7 +2,7 @@
 // FerryServer: what Spark's client sends in the normal case, and what a broken or
 // hostile peer can send. Frames are built with common/spark_wire.h, whose encoders are
 // checked against Spark's own golden frames (tests/common/spark_wire_test.cc).
-#include "server/spark/spark_connection.h"
+#include "server/spark/spark_protocol.h"
 
 #include <fcntl.h>
 #include <cerrno>
@@ -40,7 +40,7 @@ constexpr char kApp[] = "app-1";
 constexpr char kExec[] = "0";
 constexpr int kSubdirs = 8;
 
-class SparkConnectionTest : public ::testing::Test {
+class SparkProtocolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     local_dirs_ = {absl::StrCat(roots_.path(), "/a"), absl::StrCat(roots_.path(), "/b")};
@@ -80,7 +80,7 @@ class SparkConnectionTest : public ::testing::Test {
   std::unique_ptr<FerryServer> server_;
 };
 
-TEST_F(SparkConnectionTest, RegisterFetchAndPipelinedChunksCarryTheBytes) {
+TEST_F(SparkProtocolTest, RegisterFetchAndPipelinedChunksCarryTheBytes) {
   Start();
   SparkClient client(server_->spark_port());
   const Reply registered = client.Call(Registration());
@@ -110,7 +110,7 @@ TEST_F(SparkConnectionTest, RegisterFetchAndPipelinedChunksCarryTheBytes) {
             absl::StrCat("Requested chunk not available since streamId ", stream, " is closed"));
 }
 
-TEST_F(SparkConnectionTest, BatchRangesAndStreamRequestsServeWholeRanges) {
+TEST_F(SparkProtocolTest, BatchRangesAndStreamRequestsServeWholeRanges) {
   Start();
   SparkClient client(server_->spark_port());
   client.Call(Registration());
@@ -131,7 +131,7 @@ TEST_F(SparkConnectionTest, BatchRangesAndStreamRequestsServeWholeRanges) {
   EXPECT_NE(reply->text.find("is not <streamId>_<chunkIndex>"), std::string::npos);
 }
 
-TEST_F(SparkConnectionTest, ChunksOutOfOrderOrOfAnotherConnectionFailAndTheConnectionGoesOn) {
+TEST_F(SparkProtocolTest, ChunksOutOfOrderOrOfAnotherConnectionFailAndTheConnectionGoesOn) {
   Start();
   SparkClient client(server_->spark_port());
   client.Call(Registration());
@@ -157,7 +157,7 @@ TEST_F(SparkConnectionTest, ChunksOutOfOrderOrOfAnotherConnectionFailAndTheConne
   EXPECT_EQ(reply->body, testing::PartitionBytes(3, 1007, 0, 1));
 }
 
-TEST_F(SparkConnectionTest, BlocksThatCannotBeServedFailTheirChunksAlone) {
+TEST_F(SparkProtocolTest, BlocksThatCannotBeServedFailTheirChunksAlone) {
   Start();
   SparkClient client(server_->spark_port());
   // Not registered yet: each chunk fails with Spark's words.
@@ -193,7 +193,7 @@ TEST_F(SparkConnectionTest, BlocksThatCannotBeServedFailTheirChunksAlone) {
   }
 }
 
-TEST_F(SparkConnectionTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnectionGoesOn) {
+TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnectionGoesOn) {
   Start();
   SparkClient client(server_->spark_port());
   // spark.authenticate's AuthMessage, push-based shuffle's FinalizeShuffleMerge, an
@@ -218,7 +218,7 @@ TEST_F(SparkConnectionTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConne
   EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
 }
 
-TEST_F(SparkConnectionTest, BadFramesCloseTheConnection) {
+TEST_F(SparkProtocolTest, BadFramesCloseTheConnection) {
   Start();
   const std::string bad[] = {
       std::string("\x00\x00\x00\x00\x00\x00\x00\x00", 8),                 // length 0
@@ -248,7 +248,7 @@ TEST_F(SparkConnectionTest, BadFramesCloseTheConnection) {
 
 // A peer that trickles its first frame a byte at a time is dropped when the whole frame
 // has not arrived within the first-request timeout, however often bytes come.
-TEST_F(SparkConnectionTest, AFrameTrickledByteByByteIsDroppedAtItsDeadline) {
+TEST_F(SparkProtocolTest, AFrameTrickledByteByByteIsDroppedAtItsDeadline) {
   Start({}, absl::Milliseconds(300));
   SparkClient client(server_->spark_port());
   const std::string frame = sw::EncodeRpcRequest(1, Registration());
@@ -264,7 +264,7 @@ TEST_F(SparkConnectionTest, AFrameTrickledByteByByteIsDroppedAtItsDeadline) {
   EXPECT_TRUE(client.Closed());
 }
 
-TEST_F(SparkConnectionTest, StreamsPerConnectionAndOpenChunksAreBounded) {
+TEST_F(SparkProtocolTest, StreamsPerConnectionAndOpenChunksAreBounded) {
   Start({.max_streams_per_connection = 2, .max_open_chunks = 6});
   SparkClient client(server_->spark_port());
   client.Call(Registration());
@@ -286,7 +286,7 @@ TEST_F(SparkConnectionTest, StreamsPerConnectionAndOpenChunksAreBounded) {
   EXPECT_TRUE(other.Closed());
 }
 
-TEST_F(SparkConnectionTest, ABlockAboveTheFrameLimitFailsAsAChunkButGoesAsAStream) {
+TEST_F(SparkProtocolTest, ABlockAboveTheFrameLimitFailsAsAChunkButGoesAsAStream) {
   Start();
   // A sparse 3 GiB partition: too big for a ChunkFetchSuccess frame.
   Write(5, 1, {1});
@@ -313,7 +313,7 @@ TEST_F(SparkConnectionTest, ABlockAboveTheFrameLimitFailsAsAChunkButGoesAsAStrea
       << reply->text;
 }
 
-TEST_F(SparkConnectionTest, LocalDirsDiagnosisAndRddRemoval) {
+TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
   Start();
   SparkClient client(server_->spark_port());
   client.Call(Registration());

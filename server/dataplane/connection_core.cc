@@ -1,0 +1,171 @@
+#include "server/dataplane/connection_core.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/ops/peer_log.h"
+
+namespace ferry {
+
+namespace {
+
+absl::string_view DoorName(FrontDoor door) { return door == FrontDoor::kFerry ? "ferry" : "spark"; }
+
+}  // namespace
+
+ConnectionCore::ConnectionCore(UniqueFd socket, FrontDoor door, const ConnectionOptions& options,
+                               ConnectionControl& control)
+    : socket_(std::move(socket)),
+      door_(door),
+      options_(options),
+      control_(control),
+      io_(SocketIoFor(options.engine)),
+      sender_(socket_.get(), options) {}
+
+bool ConnectionCore::Start() { return io_.Prepare(socket_.get()) >= 0; }
+
+const std::string& ConnectionCore::peer_host() {
+  if (peer_host_.empty()) peer_host_ = PeerHost(socket_.get());
+  return peer_host_;
+}
+
+bool ConnectionCore::Resize(size_t bytes) {
+  const uint64_t grown = bytes > kBaseBufferBytes ? bytes - kBaseBufferBytes : 0;
+  if (!control_.request_buffers->Resize(&grown_, peer_host(), grown).ok()) return false;
+  if (bytes == 0) {
+    buffer_.reset();
+    capacity_ = begin_ = end_ = 0;
+    return true;
+  }
+  // Not value-initialized: the peer's bytes fill it.
+  std::unique_ptr<char[]> resized(new char[bytes]);
+  const size_t held = end_ - begin_;
+  if (held > 0) std::memcpy(resized.get(), buffer_.get() + begin_, held);
+  buffer_ = std::move(resized);
+  capacity_ = bytes;
+  begin_ = 0;
+  end_ = held;
+  return true;
+}
+
+ssize_t ConnectionCore::Receive(char* buf, size_t len) {
+  if (Draining()) {
+    // Serve what the peer has sent already, without waiting for more: a request still
+    // on its way finds the connection closed at a frame boundary, which clients retry.
+    // A direct MSG_DONTWAIT recv works on either engine's socket.
+    const ssize_t n = ::recv(socket_.get(), buf, len, MSG_DONTWAIT);
+    return n < 0 ? -errno : n;
+  }
+  // One deadline for a whole frame, from when the wait for it began. A new connection
+  // gets a shorter one: a peer that connects and says nothing holds a connection slot.
+  if (frame_deadline_ == absl::InfiniteFuture()) {
+    frame_deadline_ =
+        absl::Now() + (framed_any_ ? options_.idle_timeout
+                                   : std::min(options_.idle_timeout,
+                                              options_.first_request_timeout));
+  }
+  return io_.Recv(socket_.get(), buf, len, frame_deadline_);
+}
+
+bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame) {
+  for (;;) {
+    size_t need = framing.header_bytes;
+    const size_t held = end_ - begin_;
+    if (held >= framing.header_bytes) {
+      absl::StatusOr<size_t> length = framing.frame_bytes(
+          absl::string_view(buffer_.get() + begin_, framing.header_bytes));
+      if (length.ok() && (*length < framing.header_bytes || *length > framing.max_frame_bytes)) {
+        length = absl::InvalidArgumentError(
+            absl::StrCat("a frame of ", *length, " bytes (at most ", framing.max_frame_bytes,
+                         " taken)"));
+      }
+      if (!length.ok()) {
+        LogFailure(length.status());
+        return false;
+      }
+      need = *length;
+      if (held >= need) {
+        *frame = absl::string_view(buffer_.get() + begin_, need);
+        begin_ += need;
+        framed_any_ = true;
+        frame_deadline_ = absl::InfiniteFuture();
+        return true;
+      }
+    }
+    // Room for more of the frame: shrink back after a large one, compact, or grow
+    // (doubling, up to the frame's length).
+    if (held == 0 && capacity_ > kBaseBufferBytes) Resize(0);
+    if (capacity_ == 0) Resize(kBaseBufferBytes);
+    if (end_ == capacity_ && begin_ > 0) {
+      std::memmove(buffer_.get(), buffer_.get() + begin_, held);
+      begin_ = 0;
+      end_ = held;
+    } else if (end_ == capacity_ && !Resize(std::min(need, 2 * capacity_))) {
+      LogFailure(absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: the requests being received fill the server's request buffers; "
+          "closing a connection whose ", need, "-byte frame does not fit")));
+      return false;
+    }
+    // Nothing left to serve: push what was sent before waiting on the peer.
+    control_.serving = false;
+    sender_.EndResponse();
+    const ssize_t n = Receive(buffer_.get() + end_, capacity_ - end_);
+    if (n <= 0) return false;  // closed, reset, idle, draining or stopping
+    control_.serving = true;
+    end_ += static_cast<size_t>(n);
+  }
+}
+
+void ConnectionCore::BeginRequest() {
+  request_start_ = absl::Now();
+  first_byte_.reset();
+}
+
+void ConnectionCore::EndRequest(const absl::Status& status) {
+  if (!status.ok()) LogFailure(status);
+  const absl::Time done = absl::Now();
+  control_.metrics->Request(door_, status.code(), first_byte_.value_or(done) - request_start_,
+                            done - request_start_);
+}
+
+void ConnectionCore::LogFailure(const absl::Status& status) {
+  LogPeerFailure(socket_.get(), DoorName(door_), status);
+}
+
+bool ConnectionCore::SendBytes(absl::string_view bytes) {
+  return sender_.Send(bytes.data(), bytes.size(), /*more=*/false) ==
+         static_cast<ssize_t>(bytes.size());
+}
+
+absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlock& block,
+                                       uint64_t offset, absl::FunctionRef<std::string()> name,
+                                       bool* in_frame) {
+  *in_frame = true;
+  // A file that shrank since the block was resolved is caught here, before the header
+  // promises bytes the file no longer has.
+  if (absl::Status held = CheckSegmentHeld(block, name); !held.ok()) return held;
+  *in_frame = false;
+  const uint64_t length = block.length - offset;
+  // MSG_MORE lets the header share a segment with the payload that follows; a block
+  // with no payload is pushed at once.
+  const ssize_t sent = sender_.Send(header.data(), header.size(), /*more=*/length > 0);
+  if (sent != static_cast<ssize_t>(header.size())) {
+    return sender_.PeerError(sent < 0 ? sent : -EPIPE, absl::StrCat("send header of ", name()));
+  }
+  if (!first_byte_.has_value()) first_byte_ = absl::Now();
+  if (absl::Status s = sender_.SendFile(*block.file, block.offset + offset, length, name);
+      !s.ok()) {
+    return s;
+  }
+  control_.metrics->Sent(door_, length, 1);
+  sender_.TakeTurns(0, 1);
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

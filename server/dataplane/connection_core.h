@@ -1,0 +1,137 @@
+// ConnectionCore: what every data-plane connection does whatever its protocol, on the
+// connection's fiber. It owns the socket and its SegmentSender, and holds:
+//   * framing: the request bytes received, in a buffer that starts small and grows with
+//     the bytes that arrive (never to a length a peer has only announced) up to the
+//     protocol's largest frame, against the server's budget for grown buffers;
+//   * the deadlines: a new connection's first whole frame must arrive within
+//     first_request_timeout, every later one within idle_timeout of when the wait for it
+//     began (a peer trickling a byte at a time gains nothing); every send has
+//     io_timeout;
+//   * drain: once the server drains, only frames already received are served;
+//   * the `serving` flag the server's drain reads: false exactly while the connection
+//     waits for its peer;
+//   * per request: the metrics (count by status, time to first byte and to the end) and
+//     the peer log line of a failure;
+//   * per block: the check that its file still holds it, then its header and its bytes.
+// A protocol handler (ferry_protocol.h, spark/spark_protocol.h) only parses requests and
+// frames answers.
+#ifndef FERRY_SERVER_DATAPLANE_CONNECTION_CORE_H_
+#define FERRY_SERVER_DATAPLANE_CONNECTION_CORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+#include "server/dataplane/segment_sender.h"
+#include "server/ops/client_budget.h"
+#include "server/ops/metrics.h"
+#include "server/storage/segment.h"
+
+namespace ferry {
+
+// What the server thread running a connection sees of it and can tell it. Touched only
+// on that thread (fibers switch only at I/O waits), so it needs no lock.
+struct ConnectionControl {
+  // The connection's socket.
+  int fd = -1;
+  // False while the connection waits for its peer: an idle connection may be shut down
+  // by a draining server.
+  bool serving = false;
+  // Once true, the connection serves only the frames already received, then closes
+  // (the server is draining).
+  const std::atomic<bool>* draining = nullptr;
+  // The serving thread's counters.
+  ThreadMetrics* metrics = nullptr;
+  // Request bytes that connections' buffers hold past kBaseBufferBytes, server-wide.
+  ClientBudget* request_buffers = nullptr;
+};
+
+class ConnectionCore {
+ public:
+  // What every connection's buffer holds at least: pipelined requests of either
+  // protocol are tens of bytes, so one read takes many.
+  static constexpr size_t kBaseBufferBytes = size_t{4} << 10;
+
+  // `options` and `control` (all of its pointers set) must outlive the core.
+  ConnectionCore(UniqueFd socket, FrontDoor door, const ConnectionOptions& options,
+                 ConnectionControl& control);
+  ConnectionCore(const ConnectionCore&) = delete;
+  ConnectionCore& operator=(const ConnectionCore&) = delete;
+
+  // Readies the socket for the io engine; false when it cannot be served.
+  bool Start();
+
+  // How a protocol delimits its frames: given the first `header_bytes` of one, its
+  // whole length (header included, at most `max_frame_bytes`), or an error for a frame
+  // that cannot be one (the connection closes).
+  struct Framing {
+    size_t header_bytes;
+    size_t max_frame_bytes;
+    absl::FunctionRef<absl::StatusOr<size_t>(absl::string_view header)> frame_bytes;
+  };
+  // The next whole frame, header included, into *frame (valid until the next call);
+  // false when the connection is to close: the peer closed, reset or stalled, the
+  // server drains or stops, the frame is bad (logged) or does not fit the budget
+  // (logged). A peer that closes mid-frame leaves partial_frame_bytes() > 0.
+  bool NextFrame(const Framing& framing, absl::string_view* frame);
+  size_t partial_frame_bytes() const { return end_ - begin_; }
+
+  // Around each request: its metrics, and the peer log line when `status` is not OK.
+  void BeginRequest();
+  void EndRequest(const absl::Status& status);
+  // A failure that ends no request (a frame out of frame): the peer log only.
+  void LogFailure(const absl::Status& status);
+
+  // Sends one block's `header` and then bytes [offset, block.length) of it. A failure
+  // before any byte went out (the block's file no longer holds it) leaves the stream in
+  // frame: *in_frame stays true and the protocol may say so; past that it is false.
+  absl::Status SendBlock(absl::string_view header, const StreamBlock& block, uint64_t offset,
+                         absl::FunctionRef<std::string()> name, bool* in_frame);
+  // Sends bytes of the protocol's own (an error, an RPC reply); false when they did not
+  // all go out.
+  bool SendBytes(absl::string_view bytes);
+
+  SegmentSender& sender() { return sender_; }
+  int fd() const { return socket_.get(); }
+  // The peer's address without its port: the key of its shares of per-client budgets.
+  const std::string& peer_host();
+
+ private:
+  bool Draining() const { return control_.draining->load(std::memory_order_relaxed); }
+  // Makes the buffer hold `bytes` (0 frees it). False past the budget.
+  bool Resize(size_t bytes);
+  ssize_t Receive(char* buf, size_t len);
+
+  UniqueFd socket_;
+  const FrontDoor door_;
+  const ConnectionOptions& options_;
+  ConnectionControl& control_;
+  const SocketIo& io_;
+  SegmentSender sender_;
+  // Whether a whole frame has arrived yet, and when the frame being read must be whole.
+  bool framed_any_ = false;
+  absl::Time frame_deadline_ = absl::InfiniteFuture();
+  std::unique_ptr<char[]> buffer_;
+  size_t capacity_ = 0;
+  size_t begin_ = 0;  // first unconsumed byte
+  size_t end_ = 0;    // one past the last received byte
+  // The buffer's share of the request-buffer budget, past kBaseBufferBytes.
+  ClientBudget::Lease grown_;
+  std::string peer_host_;  // read when first needed
+  // When the request being served began, and when its first byte went out.
+  absl::Time request_start_;
+  std::optional<absl::Time> first_byte_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_DATAPLANE_CONNECTION_CORE_H_

@@ -1,0 +1,93 @@
+#include "server/dataplane/io_engine.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "common/io/ops.h"
+#include "common/io/ready_ops.h"
+#include "common/io/scheduler.h"
+#include "common/pread_full.h"
+
+namespace ferry {
+
+namespace {
+
+class InlineIo final : public SocketIo {
+ public:
+  int Prepare(int socket) const override { return SetNonBlocking(socket, true); }
+  ssize_t Recv(int socket, void* buf, size_t len, absl::Time deadline) const override {
+    return RecvReady(socket, buf, len, deadline);
+  }
+  ssize_t SendAll(int socket, const void* data, size_t len, int flags,
+                  absl::Time deadline) const override {
+    return SendAllReady(socket, data, len, flags, deadline);
+  }
+  ssize_t ReadFile(int file, void* buf, size_t len, uint64_t pos) const override {
+    return PreadFull(file, static_cast<char*>(buf), len, pos);
+  }
+  SpliceStep Splice(int file, uint64_t pos, const Pipe& pipe, int, size_t len, bool,
+                    absl::Time) const override {
+    // The pipe is empty here, so a non-blocking splice never waits on it; reading the
+    // file may still wait for the disk when the pages are not cached.
+    for (;;) {
+      loff_t offset = static_cast<loff_t>(pos);
+      const ssize_t n = ::splice(file, &offset, pipe.write_fd(), nullptr, len,
+                                 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n >= 0) return {n, 0};
+      if (errno != EINTR) return {-errno, 0};
+    }
+  }
+  ssize_t DrainPipe(const Pipe& pipe, int socket, size_t len, bool more,
+                    absl::Time deadline) const override {
+    return SpliceAllToSocketReady(pipe.read_fd(), socket, len,
+                                  SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), deadline);
+  }
+};
+
+class UringIo final : public SocketIo {
+ public:
+  int Prepare(int) const override { return 0; }
+  ssize_t Recv(int socket, void* buf, size_t len, absl::Time deadline) const override {
+    return ::ferry::Recv(socket, buf, len, 0, deadline);
+  }
+  ssize_t SendAll(int socket, const void* data, size_t len, int flags,
+                  absl::Time deadline) const override {
+    return ::ferry::SendAll(socket, data, len, MSG_NOSIGNAL | flags, deadline);
+  }
+  ssize_t ReadFile(int file, void* buf, size_t len, uint64_t pos) const override {
+    return ReadFull(file, buf, len, static_cast<int64_t>(pos));
+  }
+  SpliceStep Splice(int file, uint64_t pos, const Pipe& pipe, int socket, size_t len, bool more,
+                    absl::Time deadline) const override {
+    // Both legs in one submission: file -> pipe, linked to pipe -> socket. If the first
+    // leg comes up short the kernel cancels the second (-ECANCELED), and what the pipe
+    // holds is drained by the caller.
+    IoOp in;
+    IoOp out;
+    FiberScheduler::Current()->ReserveSqes(3);
+    PrepSplice(in, file, static_cast<int64_t>(pos), pipe.write_fd(), -1, len, SPLICE_F_MOVE,
+               IOSQE_IO_LINK);
+    PrepSplice(out, pipe.read_fd(), -1, socket, -1, len,
+               SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), 0, deadline);
+    const ssize_t in_res = in.Wait();
+    const ssize_t out_res = out.Wait();
+    return {in_res, out_res == -ECANCELED ? 0 : out_res};
+  }
+  ssize_t DrainPipe(const Pipe& pipe, int socket, size_t len, bool more,
+                    absl::Time deadline) const override {
+    return SpliceAll(pipe.read_fd(), -1, socket, -1, len,
+                     SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), deadline);
+  }
+};
+
+}  // namespace
+
+const SocketIo& SocketIoFor(IoEngine engine) {
+  static const InlineIo inline_io;
+  static const UringIo uring_io;
+  return engine == IoEngine::kInline ? static_cast<const SocketIo&>(inline_io) : uring_io;
+}
+
+}  // namespace ferry

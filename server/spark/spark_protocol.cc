@@ -1,0 +1,288 @@
+#include "server/spark/spark_protocol.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/io/ops.h"
+#include "common/io/ready_ops.h"
+#include "common/spark_layout.h"
+#include "common/spark_wire.h"
+#include "server/ops/peer_log.h"
+
+namespace ferry {
+
+namespace {
+
+// Tags of spark.authenticate's handshake messages, sent as RPC bodies.
+constexpr uint8_t kAuthMessageTag = 0xFB;
+constexpr uint8_t kSaslMessageTag = 0xEA;
+
+std::string SparkName(const BlockId& id) {
+  return spark::ShuffleBlockName(
+      {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
+}
+
+class SparkProtocol {
+ public:
+  SparkProtocol(ConnectionCore& core, SparkShuffleService& service)
+      : core_(core), service_(service) {}
+
+  void Serve();
+
+ private:
+  struct OpenStream {
+    SparkStream stream;
+    int32_t next_chunk = 0;
+  };
+  // How often streams past their lifetime are looked for.
+  static constexpr absl::Duration kExpiryCheck = absl::Seconds(1);
+
+  // Each returns false when the connection must close.
+  bool Handle(absl::string_view frame);
+  // Closes the streams past their lifetime, at most once per kExpiryCheck.
+  void CloseExpired(absl::Time now);
+  bool HandleRpc(const spark::RpcRequest& request);
+  bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
+  bool SendChunkFailure(int64_t stream_id, int32_t chunk_index, const std::string* stream_name,
+                        absl::string_view error);
+  bool SendFrame(const std::string& frame) { return core_.SendBytes(frame); }
+  bool Reply(int64_t request_id, const absl::StatusOr<std::string>& body);
+
+  ConnectionCore& core_;
+  SparkShuffleService& service_;
+  absl::flat_hash_map<int64_t, OpenStream> streams_;
+  absl::Time next_expiry_check_ = absl::InfinitePast();
+};
+
+void SparkProtocol::Serve() {
+  const auto length = [](absl::string_view header) -> absl::StatusOr<size_t> {
+    absl::StatusOr<uint64_t> n = spark::DecodeFrameLength(header);
+    if (!n.ok()) return n.status();
+    // Checked before the sum, which a huge announced length would overflow.
+    if (*n > kMaxSparkRequestFrameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a frame of ", *n, " bytes announced; at most ", kMaxSparkRequestFrameBytes,
+          " are taken"));
+    }
+    return spark::kFrameLengthBytes + static_cast<size_t>(*n);
+  };
+  const ConnectionCore::Framing framing{spark::kFrameLengthBytes,
+                                        spark::kFrameLengthBytes + kMaxSparkRequestFrameBytes,
+                                        length};
+  // Frames are bounded in number only by the peer's patience: each must arrive within
+  // the idle timeout, and a stopping scheduler cancels the wait.
+  for (;;) {
+    absl::string_view frame;
+    if (!core_.NextFrame(framing, &frame)) return;
+    frame.remove_prefix(spark::kFrameLengthBytes);
+    if (!Handle(frame)) return;
+  }
+}
+
+void SparkProtocol::CloseExpired(absl::Time now) {
+  if (streams_.empty() || now < next_expiry_check_) return;
+  next_expiry_check_ = now + kExpiryCheck;
+  absl::erase_if(streams_, [now](const auto& entry) { return entry.second.stream.expires <= now; });
+}
+
+bool SparkProtocol::Handle(absl::string_view frame) {
+  core_.BeginRequest();
+  CloseExpired(absl::Now());
+  absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
+  if (!message.ok()) {
+    // Out of frame: nothing more can be read.
+    core_.LogFailure(message.status());
+    return false;
+  }
+  if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
+  if (auto* chunk = std::get_if<spark::ChunkFetchRequest>(&*message)) {
+    return ServeChunk(chunk->stream_id, chunk->chunk_index, nullptr);
+  }
+  if (auto* stream = std::get_if<spark::StreamRequest>(&*message)) {
+    // "<streamId>_<chunkIndex>", both decimal.
+    const std::vector<absl::string_view> parts = absl::StrSplit(stream->stream_id, '_');
+    int64_t stream_id = 0;
+    int32_t chunk_index = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stream_id) ||
+        !absl::SimpleAtoi(parts[1], &chunk_index)) {
+      return SendFrame(spark::EncodeStreamFailure(
+          stream->stream_id,
+          absl::StrCat("stream id '", stream->stream_id, "' is not <streamId>_<chunkIndex>")));
+    }
+    return ServeChunk(stream_id, chunk_index, &stream->stream_id);
+  }
+  if (std::holds_alternative<spark::OneWayMessage>(*message)) {
+    return true;  // push-based shuffle's RemoveShuffleMerge; a one-way message has no reply
+  }
+  const auto& unsupported = std::get<spark::UnsupportedMessage>(*message);
+  if (!unsupported.has_request_id) return false;  // a server's message, or an unknown type
+  const bool upload = unsupported.type == spark::MessageType::kUploadStream;
+  const bool told = SendFrame(spark::EncodeRpcFailure(
+      unsupported.request_id,
+      upload ? "UploadStream (push-based shuffle, block upload) is not supported by this "
+               "shuffle service; the connection closes"
+             : "MergedBlockMetaRequest (push-based shuffle) is not supported by this shuffle "
+               "service"));
+  // An UploadStream's body follows its frame unframed: the connection cannot go on.
+  return told && !upload;
+}
+
+bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
+  const int64_t id = request.request_id;
+  if (!request.body.empty() && (static_cast<uint8_t>(request.body[0]) == kAuthMessageTag ||
+                                static_cast<uint8_t>(request.body[0]) == kSaslMessageTag)) {
+    return SendFrame(spark::EncodeRpcFailure(
+        id, "spark.authenticate is not supported by this shuffle service (ferry_server): run "
+            "the application with spark.authenticate=false"));
+  }
+  absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(request.body);
+  if (!rpc.ok()) return Reply(id, rpc.status());
+  if (auto* m = std::get_if<spark::RegisterExecutor>(&*rpc)) {
+    absl::Status registered = service_.Register(std::move(*m));
+    if (!registered.ok()) return Reply(id, registered);
+    return Reply(id, std::string());
+  }
+  if (std::holds_alternative<spark::FetchShuffleBlocks>(*rpc) ||
+      std::holds_alternative<spark::OpenBlocks>(*rpc)) {
+    if (streams_.size() >= service_.options().max_streams_per_connection) {
+      return Reply(id, absl::ResourceExhaustedError(absl::StrCat(
+                           service_.options().max_streams_per_connection,
+                           " streams are open on this connection; fetch their chunks first")));
+    }
+    absl::StatusOr<SparkStream> stream =
+        std::holds_alternative<spark::FetchShuffleBlocks>(*rpc)
+            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc), core_.peer_host())
+            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc), core_.peer_host());
+    if (!stream.ok()) {
+      // The server is short of something (chunks, workers, time): closing the connection
+      // is what Spark's client retries; an RpcFailure it would not.
+      if (absl::IsResourceExhausted(stream.status()) ||
+          absl::IsDeadlineExceeded(stream.status()) || absl::IsCancelled(stream.status())) {
+        core_.EndRequest(stream.status());
+        return false;
+      }
+      return Reply(id, stream.status());
+    }
+    const int64_t stream_id = stream->id;
+    const int32_t chunks = static_cast<int32_t>(stream->chunks.size());
+    if (chunks > 0) streams_[stream_id] = OpenStream{*std::move(stream), 0};
+    return Reply(id, spark::EncodeStreamHandle(stream_id, chunks));
+  }
+  if (auto* m = std::get_if<spark::RemoveBlocks>(&*rpc)) {
+    absl::StatusOr<int32_t> removed = service_.RemoveBlocks(*m);
+    if (!removed.ok()) return Reply(id, removed.status());
+    return Reply(id, spark::EncodeBlocksRemoved(*removed));
+  }
+  if (auto* m = std::get_if<spark::GetLocalDirsForExecutors>(&*rpc)) {
+    return Reply(id, service_.LocalDirs(*m));
+  }
+  if (auto* m = std::get_if<spark::DiagnoseCorruption>(&*rpc)) {
+    absl::StatusOr<uint8_t> cause = service_.Diagnose(*m, core_.peer_host());
+    if (!cause.ok()) return Reply(id, cause.status());
+    return Reply(id, spark::EncodeCorruptionCause(*cause));
+  }
+  const uint8_t type = std::get<spark::UnsupportedRpc>(*rpc).type;
+  return Reply(id, absl::UnimplementedError(absl::StrCat(
+                       "Unexpected message: ", spark::BlockTransferTypeName(type),
+                       " (this shuffle service serves fetches only: no push-based shuffle "
+                       "merges, block uploads or Mesos messages)")));
+}
+
+bool SparkProtocol::Reply(int64_t request_id, const absl::StatusOr<std::string>& body) {
+  core_.EndRequest(body.status());
+  if (!body.ok()) {
+    return SendFrame(spark::EncodeRpcFailure(request_id, body.status().ToString()));
+  }
+  return SendFrame(spark::EncodeRpcResponse(request_id, *body));
+}
+
+bool SparkProtocol::SendChunkFailure(int64_t stream_id, int32_t chunk_index,
+                                       const std::string* stream_name, absl::string_view error) {
+  core_.EndRequest(absl::FailedPreconditionError(error));
+  if (stream_name != nullptr) return SendFrame(spark::EncodeStreamFailure(*stream_name, error));
+  return SendFrame(spark::EncodeChunkFetchFailure(stream_id, chunk_index, error));
+}
+
+bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
+                                 const std::string* stream_name) {
+  auto it = streams_.find(stream_id);
+  if (it == streams_.end()) {
+    // Spark's OneForOneStreamManager's words, for a stream that never was, was another
+    // connection's, or has had all its chunks.
+    return SendChunkFailure(
+        stream_id, chunk_index, stream_name,
+        absl::StrCat("Requested chunk not available since streamId ", stream_id, " is closed"));
+  }
+  OpenStream& open = it->second;
+  if (chunk_index != open.next_chunk) {
+    return SendChunkFailure(stream_id, chunk_index, stream_name,
+                            absl::StrCat("Received out-of-order chunk index ", chunk_index,
+                                         " (expected ", open.next_chunk, ")"));
+  }
+  // A chunk asked for in order counts as handed out, served or failed, as in Spark.
+  SparkChunk chunk = std::move(open.stream.chunks[chunk_index]);
+  ++open.next_chunk;
+  if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
+  const StreamBlock& block = chunk.block;
+  if (!chunk.status.ok()) {
+    return SendChunkFailure(stream_id, chunk_index, stream_name,
+                            absl::StrCat(SparkName(block.id), ": ", chunk.status.ToString()));
+  }
+  // The block's name is built only for an error: not on the per-block path.
+  if (stream_name == nullptr && block.length > spark::kMaxChunkBodyBytes) {
+    return SendChunkFailure(
+        stream_id, chunk_index, stream_name,
+        absl::StrCat(SparkName(block.id), " is ", block.length,
+                     " bytes, more than a Spark frame can hold; fetch it to disk "
+                     "(spark.network.maxRemoteBlockSizeFetchToMem)"));
+  }
+  std::string stream_header;
+  spark::ChunkFetchSuccessHeader chunk_header;
+  absl::string_view header;
+  if (stream_name != nullptr) {
+    stream_header = spark::EncodeStreamResponseHeader(*stream_name, block.length);
+    header = stream_header;
+  } else {
+    chunk_header = spark::EncodeChunkFetchSuccessHeader(stream_id, chunk_index, block.length);
+    header = chunk_header.view();
+  }
+  core_.sender().StartResponse(block.length);
+  bool in_frame = true;
+  absl::Status sent =
+      core_.SendBlock(header, block, 0, [&] { return SparkName(block.id); }, &in_frame);
+  if (!sent.ok()) {
+    // A block whose file shrank fails as a chunk. A failure past the header leaves the
+    // peer's stream out of frame: only closing the connection is honest, and Spark's
+    // client retries it.
+    if (in_frame) return SendChunkFailure(stream_id, chunk_index, stream_name, sent.message());
+    return false;
+  }
+  core_.EndRequest(absl::OkStatus());
+  return true;
+}
+
+}  // namespace
+
+void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
+                          const ConnectionOptions& options, ConnectionControl& control) {
+  ConnectionCore core(std::move(socket), FrontDoor::kSpark, options, control);
+  if (!core.Start()) return;
+  SparkProtocol(core, service).Serve();
+}
+
+}  // namespace ferry

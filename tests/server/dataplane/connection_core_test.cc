@@ -1,0 +1,256 @@
+// ConnectionCore over a real loopback TCP connection, on a fiber, with both io engines:
+// frames of either shape come out whole however the peer's bytes arrive, grown buffers
+// are charged to the server's budget, the deadlines and the drain end the wait, and a
+// block is sent only while its file still holds it.
+#include "server/dataplane/connection_core.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
+#include "tests/testing/run_fiber.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+// Frames of a one-byte length header: the header byte counts the bytes after it.
+absl::StatusOr<size_t> OneByteLength(absl::string_view header) {
+  if (header[0] == '\xff') return absl::InvalidArgumentError("a frame of 0xff");
+  return 1 + static_cast<size_t>(static_cast<uint8_t>(header[0]));
+}
+
+// Frames of a four-byte big-endian length header, counting the bytes after it.
+absl::StatusOr<size_t> FourByteLength(absl::string_view header) {
+  uint32_t n = 0;
+  for (char c : header) n = (n << 8) | static_cast<uint8_t>(c);
+  return 4 + size_t{n};
+}
+
+std::string FourByteFrame(const std::string& body) {
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                     static_cast<char>(n >> 8), static_cast<char>(n)};
+  return out + body;
+}
+
+class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
+ protected:
+  void SetUp() override {
+    options_.engine = GetParam();
+    uint16_t port = 0;
+    listener_ = testing::ListenLoopback(&port, 1);
+    peer_ = testing::ConnectLoopback(port);
+    server_.Reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    control_.fd = server_.get();
+    control_.draining = &draining_;
+    control_.metrics = &metrics_;
+    control_.request_buffers = &budget_;
+  }
+
+  void PeerSends(const std::string& bytes) {
+    ASSERT_EQ(::send(peer_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+
+  // Runs `body` with a started core over the accepted socket, on a fiber.
+  void WithCore(const std::function<void(ConnectionCore&)>& body) {
+    testing::RunInFiber([&] {
+      ConnectionCore core(std::move(server_), FrontDoor::kSpark, options_, control_);
+      ASSERT_TRUE(core.Start());
+      body(core);
+    });
+  }
+
+  ConnectionOptions options_;
+  UniqueFd listener_;
+  UniqueFd peer_;
+  UniqueFd server_;
+  std::atomic<bool> draining_{false};
+  ThreadMetrics metrics_;
+  ClientBudget budget_{uint64_t{1} << 20, uint64_t{1} << 20, "request bytes"};
+  ConnectionControl control_;
+};
+
+TEST_P(ConnectionCoreTest, PipelinedFramesComeOutWholeAndInOrder) {
+  // Three frames and the start of a fourth in one send; the rest of the fourth only
+  // once the first three are served, so that it takes a second read.
+  PeerSends(std::string("\x03" "abc" "\x00" "\x02" "de" "\x04" "fg", 11));
+  std::vector<std::string> frames;
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{1, 256, OneByteLength};
+    absl::string_view frame;
+    while (core.NextFrame(framing, &frame)) {
+      frames.emplace_back(frame);
+      if (frames.size() == 3) {
+        PeerSends("hi");
+        ::shutdown(peer_.get(), SHUT_WR);
+      }
+    }
+    EXPECT_EQ(core.partial_frame_bytes(), 0u);
+  });
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x03" "abc", std::string("\x00", 1), "\x02" "de",
+                                              "\x04" "fghi"}));
+  EXPECT_FALSE(control_.serving);  // it ended waiting for the peer
+}
+
+TEST_P(ConnectionCoreTest, ALargeFrameGrowsTheBufferAgainstTheBudgetAndGivesItBack) {
+  const std::string body(200000, 'x');
+  PeerSends(FourByteFrame(body) + FourByteFrame("small"));
+  uint64_t charged = 0;
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{4, 1 << 20, FourByteLength};
+    absl::string_view frame;
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    EXPECT_EQ(frame.substr(4), body);
+    charged = budget_.used();
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    EXPECT_EQ(frame.substr(4), "small");
+    ::shutdown(peer_.get(), SHUT_WR);
+    EXPECT_FALSE(core.NextFrame(framing, &frame));
+    // Waiting with nothing held, the buffer is back to its base size.
+    EXPECT_EQ(budget_.used(), 0u);
+  });
+  // Grown with the bytes that arrived, to at least the frame, past the base buffer.
+  EXPECT_GE(charged, body.size() + 4 - ConnectionCore::kBaseBufferBytes);
+  EXPECT_LE(charged, 2 * (body.size() + 4));
+  EXPECT_EQ(budget_.used(), 0u);
+}
+
+TEST_P(ConnectionCoreTest, AFrameThatDoesNotFitTheBudgetEndsTheConnection) {
+  ClientBudget small(64 << 10, 64 << 10, "request bytes");
+  control_.request_buffers = &small;
+  PeerSends(FourByteFrame(std::string(300000, 'y')));
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    EXPECT_FALSE(core.NextFrame({4, 1 << 20, FourByteLength}, &frame));
+  });
+  EXPECT_EQ(small.used(), 0u);
+}
+
+TEST_P(ConnectionCoreTest, BadAndOversizedFramesEndTheConnection) {
+  PeerSends(std::string("\x02" "ok" "\xff", 4));
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    const ConnectionCore::Framing framing{1, 256, OneByteLength};
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    EXPECT_FALSE(core.NextFrame(framing, &frame));  // the protocol's error
+  });
+  SetUp();
+  PeerSends(std::string("\x00\x10\x00\x00", 4));  // 1 MiB announced, 64 KiB taken
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    EXPECT_FALSE(core.NextFrame({4, 64 << 10, FourByteLength}, &frame));
+  });
+  EXPECT_EQ(budget_.used(), 0u);
+}
+
+TEST_P(ConnectionCoreTest, APeerThatClosesMidFrameLeavesItsPartialBytes) {
+  PeerSends(std::string("\x05" "ab", 3));
+  ::shutdown(peer_.get(), SHUT_WR);
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    EXPECT_FALSE(core.NextFrame({1, 256, OneByteLength}, &frame));
+    EXPECT_EQ(core.partial_frame_bytes(), 3u);
+  });
+}
+
+TEST_P(ConnectionCoreTest, ASilentNewConnectionIsDroppedAtTheFirstRequestTimeout) {
+  options_.first_request_timeout = absl::Milliseconds(100);
+  const absl::Time start = absl::Now();
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    EXPECT_FALSE(core.NextFrame({1, 256, OneByteLength}, &frame));
+  });
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_P(ConnectionCoreTest, ADrainingConnectionServesWhatArrivedAndDoesNotWait) {
+  PeerSends(std::string("\x01" "a" "\x01" "b", 4));
+  draining_ = true;
+  std::vector<std::string> frames;
+  WithCore([&](ConnectionCore& core) {
+    absl::string_view frame;
+    const ConnectionCore::Framing framing{1, 256, OneByteLength};
+    while (core.NextFrame(framing, &frame)) frames.emplace_back(frame);
+  });
+  // The peer never closed: the core stopped on its own once the bytes were served.
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x01" "a", "\x01" "b"}));
+}
+
+TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceItShrank) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/data";
+  const std::string content(100000, 'z');
+  // The block that is sent, and one of a copy of its file that shrinks. (Not one file:
+  // spliced pages still on their way would show the truncation.)
+  const std::string copy = dir.path() + "/copy";
+  for (const std::string& p : {path, copy}) {
+    UniqueFd out(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ASSERT_EQ(::write(out.get(), content.data(), content.size()),
+              static_cast<ssize_t>(content.size()));
+  }
+  auto file = std::make_shared<DataFile>();
+  file->path = "app/data";
+  file->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  StreamBlock block;
+  block.file = file;
+  block.offset = 1000;
+  block.length = 50000;
+  std::string got;
+  std::thread read([&] {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
+      if (n <= 0) return;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  });
+  WithCore([&](ConnectionCore& core) {
+    core.BeginRequest();
+    bool in_frame = false;
+    ASSERT_TRUE(core.SendBlock("HEAD", block, 10, [] { return std::string("b"); }, &in_frame).ok());
+    EXPECT_FALSE(in_frame);
+    core.EndRequest(absl::OkStatus());
+    StreamBlock shrinking = block;
+    auto other = std::make_shared<DataFile>();
+    other->path = "app/copy";
+    other->fd.Reset(::open(copy.c_str(), O_RDWR | O_CLOEXEC));
+    shrinking.file = other;
+    ASSERT_EQ(::ftruncate(other->fd.get(), 20000), 0);
+    const absl::Status shrunk =
+        core.SendBlock("HEAD", shrinking, 0, [] { return std::string("block b"); }, &in_frame);
+    EXPECT_TRUE(absl::IsDataLoss(shrunk)) << shrunk;
+    EXPECT_TRUE(in_frame);
+    EXPECT_NE(shrunk.message().find("block b"), absl::string_view::npos) << shrunk;
+    core.EndRequest(shrunk);
+  });
+  read.join();
+  ASSERT_EQ(got.size(), 4u + 49990u);
+  EXPECT_TRUE(got == "HEAD" + content.substr(1010, 49990));
+  EXPECT_EQ(metrics_.bytes(FrontDoor::kSpark), 49990u);
+  EXPECT_EQ(metrics_.blocks(FrontDoor::kSpark), 1u);
+  EXPECT_EQ(metrics_.requests(FrontDoor::kSpark, static_cast<size_t>(absl::StatusCode::kOk)), 1u);
+  EXPECT_EQ(metrics_.requests(FrontDoor::kSpark, static_cast<size_t>(absl::StatusCode::kDataLoss)),
+            1u);
+  EXPECT_EQ(metrics_.requests(FrontDoor::kFerry, static_cast<size_t>(absl::StatusCode::kOk)), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, ConnectionCoreTest,
+                         ::testing::Values(IoEngine::kInline, IoEngine::kUring),
+                         [](const ::testing::TestParamInfo<IoEngine>& param) {
+                           return param.param == IoEngine::kInline ? "inline" : "uring";
+                         });
+
+}  // namespace
+}  // namespace ferry
