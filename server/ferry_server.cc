@@ -13,6 +13,8 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/dataplane/ferry_protocol.h"
 #include "server/spark/spark_protocol.h"
@@ -27,7 +29,7 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
   // of a large one. Each data-plane thread holds a ring, and the process a few dozen
   // more (listeners, logs, gRPC's own).
   plan.reserve =
-      std::min<uint64_t>(1024, limit / 4) + 64 + 4 * static_cast<uint64_t>(options.threads);
+      std::min<uint64_t>(1024, limit / 4) + 64 + 4 * static_cast<uint64_t>(options.data.threads);
   const uint64_t per_connection = options.connection.mode == DataPlaneMode::kSplice ? 3 : 1;
   if (limit < plan.reserve + 1 + 4 * per_connection) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -36,27 +38,45 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
   }
   const uint64_t spare = limit - plan.reserve;
   plan.max_data_files = static_cast<size_t>(spare / 4);
-  plan.max_open_files = static_cast<size_t>(
-      std::clamp<uint64_t>(options.max_open_files, 1, plan.max_data_files));
+  plan.max_cached_map_outputs = static_cast<size_t>(
+      std::clamp<uint64_t>(options.store.max_cached_map_outputs, 1, plan.max_data_files));
   plan.max_connections = static_cast<size_t>(std::clamp<uint64_t>(
-      options.max_connections, 1, (spare - plan.max_data_files) / per_connection));
-  if (plan.max_open_files < options.max_open_files) {
-    absl::StrAppend(&plan.clamped, "--max-open-files lowered from ", options.max_open_files,
-                    " to ", plan.max_open_files, " to fit ", limit, " descriptors. ");
+      options.data.max_connections, 1, (spare - plan.max_data_files) / per_connection));
+  if (plan.max_cached_map_outputs < options.store.max_cached_map_outputs) {
+    absl::StrAppend(&plan.clamped, "--max-open-files lowered from ",
+                    options.store.max_cached_map_outputs, " to ", plan.max_cached_map_outputs,
+                    " to fit ", limit, " descriptors. ");
   }
-  if (plan.max_connections < options.max_connections) {
-    absl::StrAppend(&plan.clamped, "--max-connections lowered from ", options.max_connections,
+  if (plan.max_connections < options.data.max_connections) {
+    absl::StrAppend(&plan.clamped, "--max-connections lowered from ", options.data.max_connections,
                     " to ", plan.max_connections, " to fit ", limit, " descriptors (",
                     per_connection, " per connection). ");
   }
   return plan;
 }
 
-absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
-  if (options.tls_cert_chain.empty() != options.tls_private_key.empty()) {
+absl::Status FerryServerOptions::Validate() const {
+  if (tls_cert_chain.empty() != tls_private_key.empty()) {
     return absl::InvalidArgumentError(
         "TLS needs both a certificate chain and its private key, or neither");
   }
+  if (!spark_address.empty() && spark_executors.dir_roots.empty()) {
+    return absl::InvalidArgumentError(
+        "the Spark front door needs the roots executors' local dirs may lie beneath "
+        "(--spark-dir-roots)");
+  }
+  FERRY_RETURN_IF_ERROR(data.Validate());
+  FERRY_RETURN_IF_ERROR(connection.Validate());
+  FERRY_RETURN_IF_ERROR(tickets.Validate());
+  FERRY_RETURN_IF_ERROR(control.Validate());
+  FERRY_RETURN_IF_ERROR(spark_executors.Validate());
+  FERRY_RETURN_IF_ERROR(spark.Validate());
+  FERRY_RETURN_IF_ERROR(blocking.Validate());
+  return CheckRange("max-open-files", store.max_cached_map_outputs, 1, kMaxLimit);
+}
+
+absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
+  FERRY_RETURN_IF_ERROR(options.Validate());
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
     return absl::ErrnoToStatus(errno, "getrlimit RLIMIT_NOFILE");
@@ -65,21 +85,16 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   if (!plan.ok()) return plan.status();
   std::unique_ptr<FerryServer> server(new FerryServer);
   server->options_ = options;
-  server->options_.max_open_files = plan->max_open_files;
-  server->options_.max_connections = plan->max_connections;
+  server->options_.store.data_dir = options.data_dir;
+  server->options_.store.max_cached_map_outputs = plan->max_cached_map_outputs;
+  server->options_.store.max_data_files = plan->max_data_files;
+  server->options_.data.max_connections = plan->max_connections;
   server->descriptors_ = *std::move(plan);
-  absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(
-      {.data_dir = options.data_dir,
-       .max_open_files = server->options_.max_open_files,
-       .max_data_files = server->descriptors_.max_data_files});
+  absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(server->options_.store);
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
-  server->tickets_ = std::make_unique<TicketRegistry>(
-      TicketLimits{.max_streams = options.max_open_streams,
-                   .max_streams_per_client = options.max_streams_per_client,
-                   .max_blocks = options.max_stream_blocks});
+  server->tickets_ = std::make_unique<TicketRegistry>(options.tickets);
 
-  DataServerOptions data;
   DataServer::Listener ferry_door;
   if (absl::Status s = ParseHostPort(options.data_address, &ferry_door.host, &ferry_door.port);
       !s.ok()) {
@@ -94,20 +109,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
-    if (options.spark_dir_roots.empty()) {
-      return absl::InvalidArgumentError(
-          "the Spark front door needs the roots executors' local dirs may lie beneath "
-          "(--spark-dir-roots)");
-    }
     absl::StatusOr<std::unique_ptr<ExecutorRegistry>> executors =
-        ExecutorRegistry::Open({.dir_roots = options.spark_dir_roots,
-                                .state_dir = options.state_dir,
-                                .max_executors = options.max_spark_executors,
-                                .max_bytes = options.max_spark_registry_bytes});
+        ExecutorRegistry::Open(options.spark_executors);
     if (!executors.ok()) return executors.status();
     server->executors_ = *std::move(executors);
-    server->pool_ = std::make_unique<BlockingPool>(
-        BlockingPool::Options{.threads = options.blocking_threads});
+    server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get());
     DataServer::Listener spark_door;
@@ -123,18 +129,12 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     };
     listeners.push_back(std::move(spark_door));
   }
-  data.threads = options.threads;
-  data.max_connections = server->options_.max_connections;
-  data.max_connections_per_client = options.max_connections_per_client;
-  data.scheduler.max_bounded_workers = options.max_iowq_workers;
-  data.scheduler.max_unbounded_workers = options.max_iowq_workers;
-  data.scheduler.idle_poll = options.idle_poll;
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
-      DataServer::Start(data, std::move(listeners));
+      DataServer::Start(server->options_.data, std::move(listeners));
   if (!data_server.ok()) return data_server.status();
   server->data_ = *std::move(data_server);
 
-  ControlServiceOptions control;
+  ControlServiceOptions control = options.control;
   ParseHostPort(options.data_address, &control.data_host, &control.data_port).IgnoreError();
   control.data_port = server->data_->port();
   if (!options.advertise_data_address.empty()) {
@@ -146,10 +146,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
           "advertised data address '", options.advertise_data_address, "' is not host:port"));
     }
   }
-  control.data_threads = static_cast<uint32_t>(options.threads);
+  control.data_threads = static_cast<uint32_t>(options.data.threads);
   control.connection = options.connection;
-  control.ticket_ttl = options.ticket_ttl;
-  control.auth_token = options.auth_token;
+  server->options_.control = control;
   server->service_ = std::make_unique<ControlService>(
       control, server->store_.get(), server->tickets_.get(), server->executors_.get());
 
@@ -194,8 +193,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
 
 std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   std::vector<MetricFamilySamples> out;
-  const std::string mode =
-      options_.connection.mode == DataPlaneMode::kSplice ? "splice" : "copy";
+  const std::string mode = AbslUnparseFlag(options_.connection.mode);
   AppendThreadMetrics(data_->thread_metrics(), mode, &out);
   auto gauge = [&out](std::string name, std::string help, double value) {
     out.emplace_back(std::move(name), std::move(help), MetricKind::kGauge,
@@ -249,7 +247,7 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
       std::vector<MetricSample>{MetricSample(
           {{"version", kFerryVersion},
            {"mode", mode},
-           {"io_engine", options_.connection.engine == IoEngine::kInline ? "inline" : "uring"}},
+           {"io_engine", AbslUnparseFlag(options_.connection.engine)}},
           1)});
   return out;
 }

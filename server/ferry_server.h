@@ -27,6 +27,8 @@
 
 namespace ferry {
 
+// Each part's options are its own struct, which holds its defaults and validates itself;
+// these hold them, and the flags of ferry_server map onto them (main.cc).
 struct FerryServerOptions {
   std::string data_dir;
   // host:port for each plane; port 0 picks a free one (see the accessors).
@@ -35,25 +37,18 @@ struct FerryServerOptions {
   // The data plane's "host:port" as clients must dial it, when that differs from
   // data_address (NAT, a proxy). Empty: data_address's host and bound port.
   std::string advertise_data_address;
-  int threads = 1;
-  size_t max_connections = 10000;
-  size_t max_connections_per_client = 1024;
-  // Caps on each data-plane ring's io-wq workers (0: the kernel's default). The uring
-  // engine's splices run there, one blocked worker per connection with a full socket.
-  unsigned max_iowq_workers = 64;
-  // How long an idle data-plane thread polls for completions before it sleeps.
-  absl::Duration idle_poll = absl::ZeroDuration();
+  // The data plane's threads and connection limits.
+  DataServerOptions data;
   ConnectionOptions connection;
-  size_t max_open_files = 1024;
-  absl::Duration ticket_ttl = absl::Minutes(10);
-  size_t max_open_streams = 100000;
-  size_t max_streams_per_client = 10000;
-  // Blocks held by all open streams together.
-  uint64_t max_stream_blocks = uint64_t{4} << 20;
+  // The map-output cache; Start() sets its data dir and its share of the descriptors.
+  BlockStore::Options store;
+  // What open streams may hold.
+  TicketLimits tickets;
+  // The control plane's limits, ticket TTL and auth token; Start() sets the data-plane
+  // endpoint and settings it reports.
+  ControlServiceOptions control;
   // How often expired streams and deleted files are let go of when no call does it.
   absl::Duration sweep_interval = absl::Seconds(5);
-  // Shared secret every control-plane call must present (empty: no auth).
-  std::string auth_token;
   // PEM certificate chain and private key: when both are set, the control plane speaks
   // only TLS; when both are empty, only plaintext.
   std::string tls_cert_chain;
@@ -62,18 +57,18 @@ struct FerryServerOptions {
   // The Spark front door: host:port for Spark's shuffle protocol on the data plane's
   // threads (Spark's default port is 7337); empty: off.
   std::string spark_address;
-  // Registered executors' local dirs must lie beneath these (required with
-  // spark_address).
-  std::vector<std::string> spark_dir_roots;
-  // Where Spark executors' registrations are kept across restarts; empty: memory only.
-  std::string state_dir;
-  size_t max_spark_executors = 100000;
-  uint64_t max_spark_registry_bytes = ExecutorRegistry::Options{}.max_bytes;
+  // The registered executors: the roots their local dirs must lie beneath (required
+  // with spark_address), the state dir that keeps them across restarts, their bounds.
+  ExecutorRegistry::Options spark_executors;
   SparkShuffleService::Options spark;
-  // Threads for the data plane's blocking work (index loads, file opens, deletes).
-  size_t blocking_threads = 4;
+  // Threads for the Spark front door's blocking work (index loads, file opens, deletes).
+  BlockingPool::Options blocking;
   // host:port serving Prometheus metrics at /metrics; empty: off.
   std::string metrics_address;
+
+  // Every part's Validate(), and the checks between them. INVALID_ARGUMENT naming the
+  // flag.
+  absl::Status Validate() const;
 };
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
@@ -85,8 +80,8 @@ struct DescriptorPlan {
   uint64_t limit = 0;
   uint64_t reserve = 0;
   size_t max_data_files = 0;
-  // The data-file cache (--max-open-files), at most max_data_files.
-  size_t max_open_files = 0;
+  // The map-output cache (--max-open-files), at most max_data_files.
+  size_t max_cached_map_outputs = 0;
   size_t max_connections = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.
   std::string clamped;

@@ -30,6 +30,19 @@
 #include "common/version.h"
 #include "server/ferry_server.h"
 
+namespace {
+
+// Every default below is the options struct's own: written once, where the part that
+// uses it is.
+const ferry::FerryServerOptions& Defaults() {
+  static const ferry::FerryServerOptions defaults;
+  return defaults;
+}
+
+int64_t Default(uint64_t value) { return static_cast<int64_t>(value); }
+
+}  // namespace
+
 ABSL_FLAG(std::string, data_dir, "", "Directory holding <appId>/ shuffle file folders.");
 ABSL_FLAG(std::string, control_address, "127.0.0.1:7070",
           "host:port of the gRPC control plane.");
@@ -39,27 +52,28 @@ ABSL_FLAG(std::string, advertise_data_address, "",
           "host:port clients must dial for the data plane, when it differs from "
           "--data-address (NAT, a proxy).");
 ABSL_FLAG(int, threads, 0, "Data-plane threads; 0 means one per core.");
-ABSL_FLAG(std::string, mode, "splice",
+ABSL_FLAG(ferry::DataPlaneMode, mode, Defaults().connection.mode,
           "Data-plane mode: splice (file -> pipe -> socket, zero copy) or copy (read, then "
           "send; the baseline).");
-ABSL_FLAG(std::string, io_engine, "inline",
+ABSL_FLAG(ferry::IoEngine, io_engine, Defaults().connection.engine,
           "inline: direct non-blocking syscalls, io_uring polls when a socket is full or "
           "empty; uring: every operation an io_uring request (splice runs on io-wq).");
-ABSL_FLAG(int64_t, pipe_size, int64_t{1} << 20, "Splice pipe capacity in bytes per connection.");
-ABSL_FLAG(int64_t, copy_buffer_size, int64_t{1} << 20,
+ABSL_FLAG(int64_t, pipe_size, Default(Defaults().connection.pipe_bytes),
+          "Splice pipe capacity in bytes per connection.");
+ABSL_FLAG(int64_t, copy_buffer_size, Default(Defaults().connection.copy_buffer_bytes),
           "Copy-mode buffer in bytes per connection.");
-ABSL_FLAG(int64_t, max_connections, 10000,
+ABSL_FLAG(int64_t, max_connections, Default(Defaults().data.max_connections),
           "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error frame. "
           "Lowered at start when the open-file limit cannot hold them.");
-ABSL_FLAG(int64_t, max_connections_per_client, 1024,
+ABSL_FLAG(int64_t, max_connections_per_client, Default(Defaults().data.max_connections_per_client),
           "Data-plane connections served at once from one client address.");
-ABSL_FLAG(int, max_iowq_workers, 64,
+ABSL_FLAG(int64_t, max_iowq_workers, Default(Defaults().data.max_iowq_workers),
           "Cap on each data-plane ring's io-wq workers, bounded and unbounded (0: kernel default).");
-ABSL_FLAG(int64_t, max_open_streams, 100000,
+ABSL_FLAG(int64_t, max_open_streams, Default(Defaults().tickets.max_streams),
           "Streams open at once; OpenStream past it answers RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_streams_per_client, 10000,
+ABSL_FLAG(int64_t, max_streams_per_client, Default(Defaults().tickets.max_streams_per_client),
           "Streams open at once for one client address.");
-ABSL_FLAG(int64_t, max_stream_blocks, int64_t{4} << 20,
+ABSL_FLAG(int64_t, max_stream_blocks, Default(Defaults().tickets.max_blocks),
           "Blocks held by all open streams together (about 64 bytes each).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a shared secret; when set, every control-plane call must carry "
@@ -68,18 +82,19 @@ ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for the control plane; with --tls-key-file, the control "
           "plane speaks only TLS.");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls-cert-file.");
-ABSL_FLAG(absl::Duration, idle_poll, absl::ZeroDuration(),
+ABSL_FLAG(absl::Duration, idle_poll, Defaults().data.idle_poll,
           "How long an idle data-plane thread polls for work before it sleeps (0: at once; "
           "at most 1ms). Faster one-block-per-round-trip fetches, for CPU while polling.");
-ABSL_FLAG(int64_t, max_open_files, 1024,
-          "Data files kept open in the cache. Lowered at start when the open-file limit "
-          "cannot hold them.");
-ABSL_FLAG(absl::Duration, ticket_ttl, absl::Minutes(10), "How long a stream ticket lives.");
-ABSL_FLAG(absl::Duration, first_request_timeout, absl::Seconds(10),
+ABSL_FLAG(int64_t, max_open_files, Default(Defaults().store.max_cached_map_outputs),
+          "Map outputs kept in the cache, each an index with its data file open. Lowered at "
+          "start when the open-file limit cannot hold them.");
+ABSL_FLAG(absl::Duration, ticket_ttl, Defaults().control.ticket_ttl,
+          "How long a stream ticket lives.");
+ABSL_FLAG(absl::Duration, first_request_timeout, Defaults().connection.first_request_timeout,
           "Close a new data connection whose first request has not arrived within this.");
-ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(120),
+ABSL_FLAG(absl::Duration, idle_timeout, Defaults().connection.idle_timeout,
           "Close a data connection that sends no request for this long.");
-ABSL_FLAG(absl::Duration, io_timeout, absl::Seconds(30),
+ABSL_FLAG(absl::Duration, io_timeout, Defaults().connection.io_timeout,
           "Drop a data connection whose peer accepts no bytes for this long.");
 ABSL_FLAG(std::string, spark_address, "",
           "host:port of the Spark front door: Spark's shuffle protocol (Spark's default port "
@@ -90,18 +105,19 @@ ABSL_FLAG(std::vector<std::string>, spark_dir_roots, {},
 ABSL_FLAG(std::string, state_dir, "",
           "Directory where Spark executors' registrations are kept across restarts. Empty: "
           "in memory only.");
-ABSL_FLAG(int64_t, max_spark_executors, 100000, "Spark executors registered at once.");
-ABSL_FLAG(int64_t, max_spark_streams_per_connection, 1024,
+ABSL_FLAG(int64_t, max_spark_executors, Default(Defaults().spark_executors.max_executors),
+          "Spark executors registered at once.");
+ABSL_FLAG(int64_t, max_spark_streams_per_connection,
+          Default(Defaults().spark.max_streams_per_connection),
           "Spark streams one connection may hold open.");
-ABSL_FLAG(int64_t, max_spark_open_chunks, int64_t{4} << 20,
+ABSL_FLAG(int64_t, max_spark_open_chunks, Default(Defaults().spark.max_open_chunks),
           "Chunks of all open Spark streams together.");
 ABSL_FLAG(int64_t, max_spark_open_chunks_per_client,
-          static_cast<int64_t>(ferry::SparkShuffleService::Options{}.max_open_chunks_per_client),
+          Default(Defaults().spark.max_open_chunks_per_client),
           "Chunks of the open Spark streams of one client address.");
-ABSL_FLAG(int64_t, max_spark_registry_bytes,
-          static_cast<int64_t>(ferry::FerryServerOptions{}.max_spark_registry_bytes),
+ABSL_FLAG(int64_t, max_spark_registry_bytes, Default(Defaults().spark_executors.max_bytes),
           "Bytes of all Spark executors' registrations together (as kept in the state file).");
-ABSL_FLAG(int, blocking_threads, 4,
+ABSL_FLAG(int64_t, blocking_threads, Default(Defaults().blocking.threads),
           "Threads for the data plane's blocking work (index loads, file opens, deletes).");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: off.");
@@ -117,19 +133,17 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
 
 namespace {
 
-// Every limit flag follows one rule: a value outside its range is refused with an error
-// naming the flag, never clamped in silence.
-bool InRange(const char* flag, int64_t value, int64_t low, int64_t high) {
-  if (value >= low && value <= high) return true;
-  LOG(ERROR) << "--" << flag << " must be between " << low << " and " << high << ", not "
-             << value;
-  return false;
-}
-
-bool Positive(const char* flag, absl::Duration value) {
-  if (value > absl::ZeroDuration()) return true;
-  LOG(ERROR) << "--" << flag << " must be positive, not " << absl::FormatDuration(value);
-  return false;
+// A count flag into its field. A negative value is refused here; the field's own range
+// is its options struct's to check (FerryServerOptions::Validate).
+template <typename T>
+bool SetCount(const char* flag, const absl::Flag<int64_t>& from, T* to) {
+  const int64_t value = absl::GetFlag(from);
+  if (value < 0) {
+    LOG(ERROR) << "--" << flag << " must be zero or more, not " << value;
+    return false;
+  }
+  *to = static_cast<T>(value);
+  return true;
 }
 
 // Raises the soft open-file limit to the hard one: a data-plane connection holds up to
@@ -169,75 +183,53 @@ int Main() {
   }
   options.control_address = absl::GetFlag(FLAGS_control_address);
   options.data_address = absl::GetFlag(FLAGS_data_address);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  if (options.threads <= 0) {
-    options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.advertise_data_address = absl::GetFlag(FLAGS_advertise_data_address);
+  options.data.threads = absl::GetFlag(FLAGS_threads);
+  if (options.data.threads <= 0) {
+    options.data.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "splice") {
-    options.connection.mode = ferry::DataPlaneMode::kSplice;
-  } else if (mode == "copy") {
-    options.connection.mode = ferry::DataPlaneMode::kCopy;
-  } else {
-    LOG(ERROR) << "--mode must be splice or copy, not '" << mode << "'";
-    return 2;
-  }
-  const std::string engine = absl::GetFlag(FLAGS_io_engine);
-  if (engine == "inline") {
-    options.connection.engine = ferry::IoEngine::kInline;
-  } else if (engine == "uring") {
-    options.connection.engine = ferry::IoEngine::kUring;
-  } else {
-    LOG(ERROR) << "--io-engine must be inline or uring, not '" << engine << "'";
-    return 2;
-  }
-  const int64_t pipe_size = absl::GetFlag(FLAGS_pipe_size);
-  const int64_t copy_size = absl::GetFlag(FLAGS_copy_buffer_size);
-  constexpr int64_t kMaxCount = int64_t{1} << 40;
-  if (!InRange("pipe-size", pipe_size, 4096, int64_t{1} << 30) ||
-      !InRange("copy-buffer-size", copy_size, 4096, int64_t{1} << 30) ||
-      !InRange("max-open-files", absl::GetFlag(FLAGS_max_open_files), 1, kMaxCount) ||
-      !InRange("max-open-streams", absl::GetFlag(FLAGS_max_open_streams), 1, kMaxCount) ||
-      !InRange("max-streams-per-client", absl::GetFlag(FLAGS_max_streams_per_client), 1,
-               kMaxCount) ||
-      !InRange("max-stream-blocks", absl::GetFlag(FLAGS_max_stream_blocks), 1, kMaxCount) ||
-      !InRange("max-connections", absl::GetFlag(FLAGS_max_connections), 1, kMaxCount) ||
-      !InRange("max-connections-per-client", absl::GetFlag(FLAGS_max_connections_per_client), 1,
-               kMaxCount) ||
-      !InRange("max-iowq-workers", absl::GetFlag(FLAGS_max_iowq_workers), 0, 1 << 16) ||
-      !InRange("max-spark-executors", absl::GetFlag(FLAGS_max_spark_executors), 1, kMaxCount) ||
-      !InRange("max-spark-streams-per-connection",
-               absl::GetFlag(FLAGS_max_spark_streams_per_connection), 1, kMaxCount) ||
-      !InRange("max-spark-open-chunks", absl::GetFlag(FLAGS_max_spark_open_chunks), 1,
-               kMaxCount) ||
-      !InRange("max-spark-open-chunks-per-client",
-               absl::GetFlag(FLAGS_max_spark_open_chunks_per_client), 1, kMaxCount) ||
-      !InRange("max-spark-registry-bytes", absl::GetFlag(FLAGS_max_spark_registry_bytes),
-               1 << 20, int64_t{1} << 40) ||
-      !InRange("blocking-threads", absl::GetFlag(FLAGS_blocking_threads), 1, 1024) ||
-      !Positive("ticket-ttl", absl::GetFlag(FLAGS_ticket_ttl)) ||
-      !Positive("first-request-timeout", absl::GetFlag(FLAGS_first_request_timeout)) ||
-      !Positive("idle-timeout", absl::GetFlag(FLAGS_idle_timeout)) ||
-      !Positive("io-timeout", absl::GetFlag(FLAGS_io_timeout))) {
-    return 2;
-  }
-  options.connection.pipe_bytes = static_cast<size_t>(pipe_size);
-  options.connection.copy_buffer_bytes = static_cast<size_t>(copy_size);
+  options.data.idle_poll = absl::GetFlag(FLAGS_idle_poll);
+  options.connection.mode = absl::GetFlag(FLAGS_mode);
+  options.connection.engine = absl::GetFlag(FLAGS_io_engine);
   options.connection.first_request_timeout = absl::GetFlag(FLAGS_first_request_timeout);
   options.connection.idle_timeout = absl::GetFlag(FLAGS_idle_timeout);
   options.connection.io_timeout = absl::GetFlag(FLAGS_io_timeout);
-  options.max_open_files = static_cast<size_t>(absl::GetFlag(FLAGS_max_open_files));
-  options.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
-  options.max_open_streams = static_cast<size_t>(absl::GetFlag(FLAGS_max_open_streams));
-  options.max_streams_per_client = static_cast<size_t>(absl::GetFlag(FLAGS_max_streams_per_client));
-  options.max_stream_blocks = static_cast<uint64_t>(absl::GetFlag(FLAGS_max_stream_blocks));
+  options.control.ticket_ttl = absl::GetFlag(FLAGS_ticket_ttl);
+  options.spark_address = absl::GetFlag(FLAGS_spark_address);
+  options.spark_executors.dir_roots = absl::GetFlag(FLAGS_spark_dir_roots);
+  options.spark_executors.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  if (!SetCount("pipe-size", FLAGS_pipe_size, &options.connection.pipe_bytes) ||
+      !SetCount("copy-buffer-size", FLAGS_copy_buffer_size, &options.connection.copy_buffer_bytes) ||
+      !SetCount("max-connections", FLAGS_max_connections, &options.data.max_connections) ||
+      !SetCount("max-connections-per-client", FLAGS_max_connections_per_client,
+                &options.data.max_connections_per_client) ||
+      !SetCount("max-iowq-workers", FLAGS_max_iowq_workers, &options.data.max_iowq_workers) ||
+      !SetCount("max-open-files", FLAGS_max_open_files, &options.store.max_cached_map_outputs) ||
+      !SetCount("max-open-streams", FLAGS_max_open_streams, &options.tickets.max_streams) ||
+      !SetCount("max-streams-per-client", FLAGS_max_streams_per_client,
+                &options.tickets.max_streams_per_client) ||
+      !SetCount("max-stream-blocks", FLAGS_max_stream_blocks, &options.tickets.max_blocks) ||
+      !SetCount("max-spark-executors", FLAGS_max_spark_executors,
+                &options.spark_executors.max_executors) ||
+      !SetCount("max-spark-registry-bytes", FLAGS_max_spark_registry_bytes,
+                &options.spark_executors.max_bytes) ||
+      !SetCount("max-spark-streams-per-connection", FLAGS_max_spark_streams_per_connection,
+                &options.spark.max_streams_per_connection) ||
+      !SetCount("max-spark-open-chunks", FLAGS_max_spark_open_chunks,
+                &options.spark.max_open_chunks) ||
+      !SetCount("max-spark-open-chunks-per-client", FLAGS_max_spark_open_chunks_per_client,
+                &options.spark.max_open_chunks_per_client) ||
+      !SetCount("blocking-threads", FLAGS_blocking_threads, &options.blocking.threads)) {
+    return 2;
+  }
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
     absl::StatusOr<std::string> token = ferry::ReadAuthToken(path);
     if (!token.ok()) {
       LOG(ERROR) << "ferry_server: " << token.status();
       return 2;
     }
-    options.auth_token = *std::move(token);
+    options.control.auth_token = *std::move(token);
   }
   const std::string cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   const std::string key_file = absl::GetFlag(FLAGS_tls_key_file);
@@ -256,29 +248,10 @@ int Main() {
     options.tls_cert_chain = *std::move(cert);
     options.tls_private_key = *std::move(key);
   }
-  options.advertise_data_address = absl::GetFlag(FLAGS_advertise_data_address);
-  options.spark_address = absl::GetFlag(FLAGS_spark_address);
-  options.spark_dir_roots = absl::GetFlag(FLAGS_spark_dir_roots);
-  options.state_dir = absl::GetFlag(FLAGS_state_dir);
-  options.max_spark_executors = static_cast<size_t>(absl::GetFlag(FLAGS_max_spark_executors));
-  options.spark.max_streams_per_connection =
-      static_cast<size_t>(absl::GetFlag(FLAGS_max_spark_streams_per_connection));
-  options.spark.max_open_chunks =
-      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks));
-  options.spark.max_open_chunks_per_client =
-      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_open_chunks_per_client));
-  options.max_spark_registry_bytes =
-      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_spark_registry_bytes));
-  options.blocking_threads = static_cast<size_t>(absl::GetFlag(FLAGS_blocking_threads));
-  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  options.max_connections = static_cast<size_t>(absl::GetFlag(FLAGS_max_connections));
-  options.max_connections_per_client =
-      static_cast<size_t>(absl::GetFlag(FLAGS_max_connections_per_client));
-  options.max_iowq_workers = static_cast<unsigned>(absl::GetFlag(FLAGS_max_iowq_workers));
-  options.idle_poll = absl::GetFlag(FLAGS_idle_poll);
-  if (options.idle_poll < absl::ZeroDuration() || options.idle_poll > absl::Milliseconds(1)) {
-    LOG(ERROR) << "--idle-poll must be between 0 and 1ms, not "
-               << absl::FormatDuration(options.idle_poll);
+  // Every limit follows one rule: a value outside its range is refused with an error
+  // naming the flag, never clamped in silence.
+  if (absl::Status valid = options.Validate(); !valid.ok()) {
+    LOG(ERROR) << "ferry_server: " << valid.message();
     return 2;
   }
 
@@ -300,16 +273,18 @@ int Main() {
   LOG(INFO) << "ferry_server " << ferry::kFerryVersion << " serving " << options.data_dir
             << ": control plane on port " << (*server)->control_port() << " ("
             << options.control_address << "), data plane on port " << (*server)->data_port()
-            << " (" << options.data_address << "), " << options.threads << " threads, mode "
-            << mode << ", io engine " << engine
+            << " (" << options.data_address << "), " << options.data.threads << " threads, mode "
+            << AbslUnparseFlag(options.connection.mode) << ", io engine "
+            << AbslUnparseFlag(options.connection.engine)
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
   if ((*server)->spark_port() != 0) {
     LOG(INFO) << "ferry_server: Spark front door on port " << (*server)->spark_port() << " ("
               << options.spark_address << "), executors' local dirs beneath "
-              << absl::StrJoin(options.spark_dir_roots, ",") << ", "
+              << absl::StrJoin(options.spark_executors.dir_roots, ",") << ", "
               << (*server)->spark_executors()->size() << " executors registered"
-              << (options.state_dir.empty() ? " (registrations kept in memory only)"
-                                            : absl::StrCat(" (kept in ", options.state_dir, ")"));
+              << (options.spark_executors.state_dir.empty()
+                      ? " (registrations kept in memory only)"
+                      : absl::StrCat(" (kept in ", options.spark_executors.state_dir, ")"));
   }
   if ((*server)->metrics_port() != 0) {
     LOG(INFO) << "ferry_server: metrics on port " << (*server)->metrics_port() << " ("
@@ -318,19 +293,20 @@ int Main() {
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
             << " reserved, up to " << fds.max_data_files << " data files ("
-            << fds.max_open_files << " cached), "
-            << fds.max_connections << " connections (" << options.max_connections_per_client
+            << fds.max_cached_map_outputs << " cached), "
+            << fds.max_connections << " connections (" << options.data.max_connections_per_client
             << " per client)";
   if (!fds.clamped.empty()) LOG(WARNING) << "ferry_server: " << fds.clamped;
-  LOG(INFO) << "ferry_server: limits: " << options.max_connections << " connections ("
-            << options.max_connections_per_client << " per client), "
-            << options.max_open_streams << " streams (" << options.max_streams_per_client
-            << " per client), " << options.max_stream_blocks << " stream blocks, "
-            << options.max_open_files << " cached map outputs; first request within "
-            << absl::FormatDuration(options.connection.first_request_timeout) << ", idle "
-            << absl::FormatDuration(options.connection.idle_timeout) << ", io "
-            << absl::FormatDuration(options.connection.io_timeout) << ", ticket ttl "
-            << absl::FormatDuration(options.ticket_ttl);
+  const ferry::FerryServerOptions& served = (*server)->options();
+  LOG(INFO) << "ferry_server: limits: " << served.data.max_connections << " connections ("
+            << served.data.max_connections_per_client << " per client), "
+            << served.tickets.max_streams << " streams (" << served.tickets.max_streams_per_client
+            << " per client), " << served.tickets.max_blocks << " stream blocks, "
+            << served.store.max_cached_map_outputs << " cached map outputs; first request within "
+            << absl::FormatDuration(served.connection.first_request_timeout) << ", idle "
+            << absl::FormatDuration(served.connection.idle_timeout) << ", io "
+            << absl::FormatDuration(served.connection.io_timeout) << ", ticket ttl "
+            << absl::FormatDuration(served.control.ticket_ttl);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     const absl::Status written = ferry::ReplaceFile(
         path,

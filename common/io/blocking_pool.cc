@@ -1,5 +1,7 @@
 #include "common/io/blocking_pool.h"
 
+#include "common/option_check.h"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -35,6 +37,11 @@ struct BlockingPool::Job {
     (void)!::write(done.get(), &one, sizeof(one));
   }
 };
+
+absl::Status BlockingPool::Options::Validate() const {
+  if (max_queued < 1) return absl::InvalidArgumentError("a blocking pool must queue a job");
+  return CheckRange("blocking-threads", threads, 1, 1024);
+}
 
 BlockingPool::BlockingPool(const Options& options) : options_(options) {
   for (size_t i = 0; i < std::max<size_t>(options_.threads, 1); ++i) {

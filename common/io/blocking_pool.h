@@ -37,6 +37,9 @@ class BlockingPool {
     size_t threads = 4;
     // Jobs waiting for a worker.
     size_t max_queued = 4096;
+
+    // INVALID_ARGUMENT naming the flag of a field out of range.
+    absl::Status Validate() const;
   };
 
   explicit BlockingPool(const Options& options);

@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 #include "server/storage/ids.h"
 
 namespace ferry {
@@ -37,6 +39,14 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 }  // namespace
+
+absl::Status ControlServiceOptions::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckPositive("ticket-ttl", ticket_ttl));
+  if (max_heavy_calls < 1 || max_blocks_per_stream < 1 || max_partitions_per_stream < 1) {
+    return absl::InvalidArgumentError("the control plane's limits must be at least 1");
+  }
+  return absl::OkStatus();
+}
 
 grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
   if (options_.auth_token.empty()) return grpc::Status::OK;
@@ -270,7 +280,7 @@ grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
   response->set_pipe_bytes(options_.connection.pipe_bytes);
   response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
-  response->set_io_engine(options_.connection.engine == IoEngine::kInline ? "inline" : "uring");
+  response->set_io_engine(AbslUnparseFlag(options_.connection.engine));
   return grpc::Status::OK;
 }
 

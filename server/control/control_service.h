@@ -41,6 +41,9 @@ struct ControlServiceOptions {
   // When not empty, every RPC must carry the metadata "authorization: Bearer <token>";
   // others are UNAUTHENTICATED.
   std::string auth_token;
+
+  // INVALID_ARGUMENT naming the flag of a field out of range.
+  absl::Status Validate() const;
 };
 
 class ControlService final : public ferry::v1::Ferry::Service {

@@ -7,8 +7,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 
 namespace ferry {
+
+absl::Status TicketLimits::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("max-open-streams", max_streams, 1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-streams-per-client", max_streams_per_client, 1, kMaxLimit));
+  return CheckRange("max-stream-blocks", max_blocks, 1, kMaxLimit);
+}
 
 std::string BlockName(const Stream& stream, const StreamBlock& block) {
   return absl::StrCat(BlockName(block.id), " of app ", stream.app_id);
@@ -31,7 +39,7 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
     filled += static_cast<size_t>(n);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  SweepExpiredLocked(absl::Now());
+  SweepExpiredLocked(clock_.Now());
   if (streams_.size() >= limits_.max_streams) {
     return absl::ResourceExhaustedError(
         absl::StrCat("server busy: ", limits_.max_streams, " streams open; retry later"));
@@ -82,7 +90,7 @@ void TicketRegistry::SweepExpired(absl::Time now) {
 
 size_t TicketRegistry::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   size_t expired = 0;
   for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now; ++it) ++expired;
   return streams_.size() - expired;

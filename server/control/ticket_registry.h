@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/block_id.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/frame_header.h"
 #include "server/storage/segment.h"
 
@@ -49,11 +50,16 @@ struct TicketLimits {
   size_t max_streams_per_client = 10000;
   // Blocks held by all open streams together (each costs about 64 bytes).
   uint64_t max_blocks = uint64_t{4} << 20;
+
+  // INVALID_ARGUMENT naming the flag of a field out of range.
+  absl::Status Validate() const;
 };
 
 class TicketRegistry {
  public:
-  explicit TicketRegistry(TicketLimits limits = {}) : limits_(limits) {}
+  // `clock` tells which streams have expired; it must outlive the registry.
+  explicit TicketRegistry(TicketLimits limits = {}, const Clock& clock = Clock::Real())
+      : limits_(limits), clock_(clock) {}
   TicketRegistry(const TicketRegistry&) = delete;
   TicketRegistry& operator=(const TicketRegistry&) = delete;
 
@@ -84,6 +90,7 @@ class TicketRegistry {
   void EraseLocked(const Ticket& ticket);
 
   const TicketLimits limits_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   absl::flat_hash_map<Ticket, std::shared_ptr<const Stream>, TicketHash> streams_;  // guarded by mu_
   // Every stream in streams_ by expiry, soonest first.

@@ -8,11 +8,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -69,11 +72,26 @@ absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_
   return absl::OkStatus();
 }
 
+absl::Status DataServerOptions::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("threads", static_cast<uint64_t>(std::max(threads, 0)), 1, 4096));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-connections", max_connections, 1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("max-connections-per-client", max_connections_per_client, 1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-iowq-workers", max_iowq_workers, 0, 1 << 16));
+  if (idle_poll < absl::ZeroDuration() || idle_poll > absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--idle-poll must be between 0 and 1ms, not ", absl::FormatDuration(idle_poll)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
                                                               std::vector<Listener> listeners) {
-  if (options.threads < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("data-plane threads: ", options.threads));
-  }
+  FERRY_RETURN_IF_ERROR(options.Validate());
+  SchedulerOptions scheduler_options;
+  scheduler_options.max_bounded_workers = options.max_iowq_workers;
+  scheduler_options.max_unbounded_workers = options.max_iowq_workers;
+  scheduler_options.idle_poll = options.idle_poll;
   std::unique_ptr<DataServer> server(new DataServer(options));
   for (Listener& l : listeners) {
     absl::StatusOr<UniqueFd> fd = BindListener(l.host, l.port);
@@ -83,7 +101,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   }
   for (int i = 0; i < options.threads; ++i) {
     absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
-        FiberScheduler::Create(options.scheduler);
+        FiberScheduler::Create(scheduler_options);
     if (!scheduler.ok()) return scheduler.status();
     server->schedulers_.push_back(*std::move(scheduler));
   }

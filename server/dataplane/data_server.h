@@ -31,6 +31,7 @@
 namespace ferry {
 
 struct DataServerOptions {
+  // Threads, each with its own FiberScheduler and ring.
   int threads = 1;
   // Connections served at once, across threads and listeners. One more is told so in
   // its listener's protocol (Listener::refusal) and closed.
@@ -40,7 +41,15 @@ struct DataServerOptions {
   // Request bytes all connections' buffers together may hold past their first
   // ConnectionCore::kBaseBufferBytes (only Spark's frames grow them).
   uint64_t max_request_buffer_bytes = uint64_t{256} << 20;
-  SchedulerOptions scheduler;
+  // Caps on each ring's io-wq workers, bounded and unbounded (0: the kernel's
+  // default). The uring engine's splices run there, one blocked worker per connection
+  // with a full socket.
+  unsigned max_iowq_workers = 64;
+  // How long an idle thread polls for completions before it sleeps (at most 1 ms).
+  absl::Duration idle_poll = absl::ZeroDuration();
+
+  // INVALID_ARGUMENT naming the flag of a field out of range.
+  absl::Status Validate() const;
 };
 
 class DataServer {

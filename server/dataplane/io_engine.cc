@@ -8,6 +8,7 @@
 #include "common/io/ops.h"
 #include "common/io/ready_ops.h"
 #include "common/io/scheduler.h"
+#include "absl/strings/str_cat.h"
 #include "common/pread_full.h"
 
 namespace ferry {
@@ -83,6 +84,22 @@ class UringIo final : public SocketIo {
 };
 
 }  // namespace
+
+bool AbslParseFlag(absl::string_view text, IoEngine* engine, std::string* error) {
+  if (text == "inline") {
+    *engine = IoEngine::kInline;
+  } else if (text == "uring") {
+    *engine = IoEngine::kUring;
+  } else {
+    *error = absl::StrCat("must be inline or uring, not '", text, "'");
+    return false;
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(IoEngine engine) {
+  return engine == IoEngine::kInline ? "inline" : "uring";
+}
 
 const SocketIo& SocketIoFor(IoEngine engine) {
   static const InlineIo inline_io;

@@ -14,6 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/pipe.h"
 
@@ -28,6 +31,9 @@ enum class IoEngine {
   // since splice is not pollable), READ, SEND, RECV.
   kUring,
 };
+// "inline" or "uring", as the --io-engine flag takes them.
+bool AbslParseFlag(absl::string_view text, IoEngine* engine, std::string* error);
+std::string AbslUnparseFlag(IoEngine engine);
 
 class SocketIo {
  public:

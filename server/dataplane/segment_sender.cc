@@ -12,10 +12,9 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/io/ops.h"
-#include "common/io/ready_ops.h"
 #include "common/io/scheduler.h"
-#include "common/pread_full.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -33,6 +32,30 @@ std::atomic<uint64_t> undersized_pipes{0};
 }  // namespace
 
 uint64_t UndersizedPipes() { return undersized_pipes.load(std::memory_order_relaxed); }
+
+bool AbslParseFlag(absl::string_view text, DataPlaneMode* mode, std::string* error) {
+  if (text == "splice") {
+    *mode = DataPlaneMode::kSplice;
+  } else if (text == "copy") {
+    *mode = DataPlaneMode::kCopy;
+  } else {
+    *error = absl::StrCat("must be splice or copy, not '", text, "'");
+    return false;
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(DataPlaneMode mode) {
+  return mode == DataPlaneMode::kSplice ? "splice" : "copy";
+}
+
+absl::Status ConnectionOptions::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("pipe-size", pipe_bytes, 4096, uint64_t{1} << 30));
+  FERRY_RETURN_IF_ERROR(CheckRange("copy-buffer-size", copy_buffer_bytes, 4096, uint64_t{1} << 30));
+  FERRY_RETURN_IF_ERROR(CheckPositive("first-request-timeout", first_request_timeout));
+  FERRY_RETURN_IF_ERROR(CheckPositive("idle-timeout", idle_timeout));
+  return CheckPositive("io-timeout", io_timeout);
+}
 
 absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const {
   if (res == -ETIMEDOUT) {

@@ -43,11 +43,16 @@
 
 namespace ferry {
 
+// splice: file -> pipe -> socket, zero copy; copy: read, then send (the baseline).
 enum class DataPlaneMode { kSplice, kCopy };
+// "splice" or "copy", as the --mode flag takes them.
+bool AbslParseFlag(absl::string_view text, DataPlaneMode* mode, std::string* error);
+std::string AbslUnparseFlag(DataPlaneMode mode);
 
 struct ConnectionOptions {
   DataPlaneMode mode = DataPlaneMode::kSplice;
   IoEngine engine = IoEngine::kInline;
+  // Each sending connection's splice pipe, and copy mode's buffer.
   size_t pipe_bytes = size_t{1} << 20;
   size_t copy_buffer_bytes = size_t{1} << 20;
   // How long a new connection may take to send its first whole request.
@@ -56,6 +61,9 @@ struct ConnectionOptions {
   absl::Duration idle_timeout = absl::Seconds(120);
   // Deadline for each send or splice to the peer.
   absl::Duration io_timeout = absl::Seconds(30);
+
+  // INVALID_ARGUMENT naming the flag of a field out of range.
+  absl::Status Validate() const;
 };
 
 // Pipes created smaller than ConnectionOptions::pipe_bytes (the user's pipe budget was

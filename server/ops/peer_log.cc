@@ -10,7 +10,6 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace ferry {
 
@@ -49,8 +48,9 @@ std::string PeerHost(int socket) {
   return HostOf(addr);
 }
 
-void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status) {
-  const absl::Time now = absl::Now();
+void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status,
+                    const Clock& clock) {
+  const absl::Time now = clock.Now();
   if (now - window.start >= absl::Seconds(1)) {
     window.start = now;
     window.lines = 0;

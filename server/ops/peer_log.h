@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/clock.h"
 
 namespace ferry {
 
@@ -18,8 +19,10 @@ inline constexpr int kPeerLinesPerSecond = 20;
 // key that per-client bounds count by.
 std::string PeerHost(int socket);
 
-// `socket` is the peer's connection (its address is read only when a line is written).
-void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status);
+// `socket` is the peer's connection (its address is read only when a line is written);
+// `clock` tells the one-second windows apart.
+void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status,
+                    const Clock& clock = Clock::Real());
 
 }  // namespace ferry
 

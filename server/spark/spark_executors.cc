@@ -15,7 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/option_check.h"
 #include "common/pread_full.h"
+#include "common/status_macros.h"
 #include "common/replace_file.h"
 #include "common/shuffle_files.h"
 #include "common/unique_fd.h"
@@ -149,7 +151,13 @@ absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) 
 
 }  // namespace
 
+absl::Status ExecutorRegistry::Options::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-executors", max_executors, 1, kMaxLimit));
+  return CheckRange("max-spark-registry-bytes", max_bytes, 4096, kMaxLimit);
+}
+
 absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options) {
+  FERRY_RETURN_IF_ERROR(options.Validate());
   for (const std::string& root : options.dir_roots) {
     struct stat st;
     if (!IsNormalAbsolute(root) || ::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

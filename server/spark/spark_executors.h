@@ -60,6 +60,9 @@ class ExecutorRegistry {
     // Bytes of all registrations' records together. The registry holds about three
     // times this in memory.
     uint64_t max_bytes = uint64_t{64} << 20;
+
+    // INVALID_ARGUMENT naming the flag of a field out of range.
+    absl::Status Validate() const;
   };
 
   // Checks the roots and loads the state file, if any. INVALID_ARGUMENT for a root that

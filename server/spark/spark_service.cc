@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
@@ -37,6 +39,20 @@ std::string SparkName(const BlockId& id) {
 }
 
 }  // namespace
+
+absl::Status SparkShuffleService::Options::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-streams-per-connection", max_streams_per_connection,
+                                   1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-open-chunks", max_open_chunks, 1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-open-chunks-per-client", max_open_chunks_per_client,
+                                   1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(CheckPositive("stream lifetime", stream_lifetime));
+  FERRY_RETURN_IF_ERROR(CheckPositive("blocking timeout", blocking_timeout));
+  if (max_diagnoses < 1 || max_chunks_per_stream < 1 || max_local_dirs_reply_bytes < 1) {
+    return absl::InvalidArgumentError("the Spark service's limits must be at least 1");
+  }
+  return absl::OkStatus();
+}
 
 SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* store,
                                          ExecutorRegistry* executors, BlockingPool* pool)

@@ -73,6 +73,9 @@ class SparkShuffleService {
     size_t max_chunks_per_stream = size_t{1} << 20;
     // How long a fiber waits for its blocking work.
     absl::Duration blocking_timeout = absl::Seconds(30);
+
+    // INVALID_ARGUMENT naming the flag of a field out of range.
+    absl::Status Validate() const;
   };
 
   // All three must outlive the service.

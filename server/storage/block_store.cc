@@ -14,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 #include "server/storage/ids.h"
 
 namespace ferry {
@@ -41,7 +43,16 @@ bool SameFile(const ShuffleFileLocation& at, const FileIdentity& identity) {
 
 }  // namespace
 
+absl::Status BlockStore::Options::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckRange("max-open-files", max_cached_map_outputs, 1, kMaxLimit));
+  if (max_data_files < 1 || max_cached_index_bytes < 1) {
+    return absl::InvalidArgumentError("the block store needs room for one data file and its index");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(Options options) {
+  FERRY_RETURN_IF_ERROR(options.Validate());
   UniqueFd dir(::open(options.data_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -151,7 +162,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   lru_.push_front(key);
   entries_[key] = Slot{entry, lru_.begin()};
   cached_index_bytes_ += entry->bytes;
-  while (entries_.size() > 1 && (entries_.size() > options_.max_open_files ||
+  while (entries_.size() > 1 && (entries_.size() > options_.max_cached_map_outputs ||
                                  cached_index_bytes_ > options_.max_cached_index_bytes)) {
     EraseLocked(lru_.back());
     ++counts_.evictions;

@@ -72,12 +72,15 @@ class BlockStore {
  public:
   struct Options {
     std::string data_dir;
-    // Map outputs cached, each holding its data file open.
-    size_t max_open_files = 1024;
+    // Map outputs cached, each holding its data file open (--max-open-files).
+    size_t max_cached_map_outputs = 1024;
     // Data files open at once: cached, or evicted but still held by open streams.
     size_t max_data_files = 4096;
     // Index and checksum bytes the cache holds.
     uint64_t max_cached_index_bytes = uint64_t{256} << 20;
+
+    // INVALID_ARGUMENT naming the flag of a field out of range.
+    absl::Status Validate() const;
   };
 
   // Opens the data dir. INVALID_ARGUMENT when it is not a directory.

@@ -67,8 +67,8 @@ class AttackTest : public ::testing::Test {
 // Issue 11.1: expired streams were swept only inside Register(), which the full check
 // stopped from running: once at the cap, the server refused every stream until restart.
 TEST_F(AttackTest, StreamCapRecoversWhenStreamsExpire) {
-  options_.max_open_streams = 3;
-  options_.ticket_ttl = absl::Milliseconds(500);
+  options_.tickets.max_streams = 3;
+  options_.control.ticket_ttl = absl::Milliseconds(500);
   options_.sweep_interval = absl::Hours(1);  // only the registry's own sweep may help
   Start();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(control_.OpenStream(target_, kApp, OneBlock()).ok());
@@ -81,7 +81,7 @@ TEST_F(AttackTest, StreamCapRecoversWhenStreamsExpire) {
 }
 
 TEST_F(AttackTest, OneClientCannotTakeEveryStream) {
-  options_.max_streams_per_client = 2;
+  options_.tickets.max_streams_per_client = 2;
   Start();
   auto first = control_.OpenStream(target_, kApp, OneBlock());
   ASSERT_TRUE(first.ok());
@@ -96,7 +96,7 @@ TEST_F(AttackTest, OneClientCannotTakeEveryStream) {
 }
 
 TEST_F(AttackTest, BlocksAcrossOpenStreamsAreBounded) {
-  options_.max_stream_blocks = 10;
+  options_.tickets.max_blocks = 10;
   Start();
   const std::vector<BlockId> six(6, BlockId{0, 0, 0, 1});
   auto first = control_.OpenStream(target_, kApp, six);
@@ -163,7 +163,7 @@ TEST_F(AttackTest, DeletedAppIsLetGoAndARecreatedOneServedFresh) {
 // Issue 11.5: with one file cached, a map output rewritten in place (a map task run
 // again) paired the old cached index with the new data file.
 TEST_F(AttackTest, MapOutputRewrittenInPlaceIsServedWhole) {
-  options_.max_open_files = 1;
+  options_.store.max_cached_map_outputs = 1;
   Start();
   ShuffleClient client;
   ASSERT_TRUE(client.FetchToBuffers(kApp, data_.AllPartitions(target_)).ok());
@@ -250,7 +250,7 @@ TEST_F(AttackTest, FifoInPlaceOfAShuffleFileIsRefusedAtOnce) {
 // Issue 11.8: silent sockets kept their slots for the whole idle timeout, and the
 // client gave up on "busy" after 0.7 s.
 TEST_F(AttackTest, SilentPeersLoseTheirSlotsAndClientsWaitThemOut) {
-  options_.max_connections = 20;
+  options_.data.max_connections = 20;
   options_.connection.first_request_timeout = absl::Seconds(1);
   Start();
   std::vector<UniqueFd> silent;
@@ -264,7 +264,7 @@ TEST_F(AttackTest, SilentPeersLoseTheirSlotsAndClientsWaitThemOut) {
 }
 
 TEST_F(AttackTest, OneClientAddressCannotTakeEveryConnection) {
-  options_.max_connections_per_client = 4;
+  options_.data.max_connections_per_client = 4;
   Start();
   std::vector<UniqueFd> mine;
   for (int i = 0; i < 4; ++i) mine.push_back(testing::ConnectLoopback(server_->data_port()));

@@ -55,7 +55,7 @@ class SparkAttackTest : public ::testing::Test {
     }
     options_ = testing::TestServerOptions(data_dir_.path(), {});
     options_.spark_address = "127.0.0.1:0";
-    options_.spark_dir_roots = {roots_.path()};
+    options_.spark_executors.dir_roots = {roots_.path()};
     Write({dirs_[0], dirs_[1]}, 3, 1000, {10, 20, 30});
   }
 
@@ -116,7 +116,7 @@ TEST_F(SparkAttackTest, ALocalDirsRequestNamesEachExecutorOnceAndIsBounded) {
 // 18.2: a registration whose local dir was deleted while the server was down (its app
 // ended) made the server exit at start with DATA_LOSS, for every application.
 TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
-  options_.state_dir = state_.path();
+  options_.spark_executors.state_dir = state_.path();
   Start();
   {
     SparkClient client(port());
@@ -178,7 +178,7 @@ uint64_t BytesWritten() {
 // both front doors wait 200 ms. Registrations append their record; lookups never wait
 // on the file.
 TEST_F(SparkAttackTest, ARegistrationWritesItsRecordNotTheWholeStateFile) {
-  options_.state_dir = state_.path();
+  options_.spark_executors.state_dir = state_.path();
   Start();
   SparkClient client(port());
   const std::string manager(sw::kMaxShuffleManagerBytes - 100, 'm');

@@ -270,7 +270,7 @@ TEST(ControlPlaneAuthTest, CallsWithoutTheTokenAreUnauthenticated) {
   data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
   FerryServerOptions options;
   options.data_dir = dir.path();
-  options.auth_token = "s3cret-token";
+  options.control.auth_token = "s3cret-token";
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = (*server)->control_target();
@@ -373,7 +373,7 @@ TEST(ControlPlaneLimitsTest, OpenStreamsPastTheLimitAreResourceExhausted) {
   data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
   FerryServerOptions options;
   options.data_dir = dir.path();
-  options.max_open_streams = 2;
+  options.tickets.max_streams = 2;
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   ControlClient control;

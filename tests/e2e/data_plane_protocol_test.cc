@@ -142,7 +142,7 @@ TEST_P(DataPlaneProtocolTest, ClosedTicketIsRejected) {
 }
 
 TEST_P(DataPlaneProtocolTest, ExpiredTicketIsRejected) {
-  auto short_lived = testing::StartServer(dir_.path(), GetParam(), absl::ZeroDuration());
+  auto short_lived = testing::StartServer(dir_.path(), GetParam(), absl::Nanoseconds(1));
   auto handle = client_.OpenStream(short_lived->control_target(), kApp, All());
   ASSERT_TRUE(handle.ok()) << handle.status();
   const Ticket t = testing::TicketOf(handle->ticket());
@@ -190,7 +190,7 @@ TEST_P(DataPlaneProtocolTest, AHugeRequestDoesNotStarveAnotherConnectionOnItsThr
   // its own accord.
   data_.AddMapOutput(dir_.path(), kApp, 1, 0, {size_t{4} << 20});
   FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
-  options.threads = 1;
+  options.data.threads = 1;
   server_ = testing::StartServer(options);
   constexpr int kBigBlocks = 256;  // 1 GiB
   const Ticket big = Open(std::vector<BlockId>(kBigBlocks, BlockId{1, 0, 0, 1}));
@@ -280,8 +280,8 @@ TEST(DataPlaneLimitsTest, ConnectionsOverTheLimitGetABusyErrorNotASilentClose) {
   data.AddMapOutput(dir.path(), kApp, 0, 0, {100});
   FerryServerOptions options;
   options.data_dir = dir.path();
-  options.threads = 1;
-  options.max_connections = 1;
+  options.data.threads = 1;
+  options.data.max_connections = 1;
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   ControlClient control;
@@ -360,7 +360,7 @@ TEST(DataPlaneLifecycleTest, ShutdownClosesTheListeners) {
   TempDir dir;
   FerryServerOptions options;
   options.data_dir = dir.path();
-  options.threads = 2;
+  options.data.threads = 2;
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const uint16_t port = (*server)->data_port();
@@ -381,7 +381,7 @@ TEST(DataPlaneThreadsTest, ConnectionsAreSpreadEvenlyOverTheThreads) {
   DataSet data;
   data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
   FerryServerOptions options = testing::TestServerOptions(dir.path(), {});
-  options.threads = 2;
+  options.data.threads = 2;
   auto server = testing::StartServer(options);
   std::vector<UniqueFd> conns;
   for (int i = 0; i < 20; ++i) {

@@ -67,7 +67,7 @@ TEST_P(FetchTest, ServerThatPollsBeforeItSleepsServesEveryByte) {
   data_.AddMapOutput(dir_.path(), kApp, 0, 0, std::vector<size_t>(200, 1024));
   data_.AddMapOutput(dir_.path(), kApp, 0, 1, {size_t{16} << 20});
   FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
-  options.idle_poll = absl::Microseconds(200);
+  options.data.idle_poll = absl::Microseconds(200);
   server_ = testing::StartServer(options);
   const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
   FetchOptions one_at_a_time;

@@ -71,8 +71,8 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
   void StartServer() {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), GetParam());
     options.spark_address = "127.0.0.1:0";
-    options.spark_dir_roots = {roots_.path()};
-    options.state_dir = state_dir_.path();
+    options.spark_executors.dir_roots = {roots_.path()};
+    options.spark_executors.state_dir = state_dir_.path();
     server_ = testing::StartServer(options);
   }
 

@@ -86,7 +86,7 @@ std::string ConfigName(const ServerConfig& config) {
 FerryServerOptions TestServerOptions(const std::string& data_dir, ServerConfig config) {
   FerryServerOptions options;
   options.data_dir = data_dir;
-  options.threads = 2;
+  options.data.threads = 2;
   options.connection.mode = config.mode;
   options.connection.engine = config.engine;
   options.connection.copy_buffer_bytes = size_t{256} << 10;
@@ -103,7 +103,7 @@ std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConf
                                          absl::Duration ticket_ttl, size_t pipe_bytes) {
   FerryServerOptions options = TestServerOptions(data_dir, config);
   options.connection.pipe_bytes = pipe_bytes;
-  options.ticket_ttl = ticket_ttl;
+  options.control.ticket_ttl = ticket_ttl;
   return StartServer(options);
 }
 

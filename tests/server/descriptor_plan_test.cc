@@ -6,17 +6,17 @@ namespace {
 
 TEST(DescriptorPlanTest, LargeLimitKeepsTheFlags) {
   FerryServerOptions options;
-  options.threads = 2;
+  options.data.threads = 2;
   auto plan = PlanDescriptors(1 << 20, options);
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->max_connections, options.max_connections);
-  EXPECT_EQ(plan->max_open_files, options.max_open_files);
+  EXPECT_EQ(plan->max_connections, options.data.max_connections);
+  EXPECT_EQ(plan->max_cached_map_outputs, options.store.max_cached_map_outputs);
   EXPECT_TRUE(plan->clamped.empty());
 }
 
 TEST(DescriptorPlanTest, SmallLimitLowersConnectionsToFit) {
   FerryServerOptions options;
-  options.threads = 2;
+  options.data.threads = 2;
   auto plan = PlanDescriptors(1024, options);
   ASSERT_TRUE(plan.ok());
   // Splice mode: three descriptors a connection; everything fits under the limit.

@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
 
 namespace ferry {
 namespace {
@@ -34,10 +35,12 @@ TEST(TicketRegistryTest, RegisteredStreamsAreFoundUntilClosed) {
 }
 
 TEST(TicketRegistryTest, ExpiredStreamsDoNotCountAgainstTheLimit) {
-  TicketRegistry registry({.max_streams = 2});
+  testing::FakeClock clock;
+  TicketRegistry registry({.max_streams = 2}, clock);
   ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1))).ok());
   ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1))).ok());
-  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(registry.size(), 2u);
+  clock.Advance(absl::Milliseconds(5));
   EXPECT_EQ(registry.size(), 0u);
   EXPECT_TRUE(registry.Register(MakeStream("a", 1)).ok());
   EXPECT_TRUE(registry.Register(MakeStream("a", 1)).ok());

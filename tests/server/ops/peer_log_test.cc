@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
 
@@ -45,12 +46,14 @@ int Lines(const std::string& text, const std::string& needle) {
 TEST(PeerLogTest, AFloodIsCutToTheRateAndCountedInTheNextLine) {
   FLAGS_logtostderr = true;
   auto [a, b] = testing::SocketPair();
+  testing::FakeClock clock;
   const std::string text = CaptureStderr([&] {
     for (int i = 0; i < 500; ++i) {
-      LogPeerFailure(a.get(), "spark", absl::NotFoundError("shuffle_0_1_2: no such block"));
+      LogPeerFailure(a.get(), "spark", absl::NotFoundError("shuffle_0_1_2: no such block"),
+                     clock);
     }
-    absl::SleepFor(absl::Milliseconds(1100));  // the next second's window
-    LogPeerFailure(a.get(), "ferry", absl::InvalidArgumentError("bad frame"));
+    clock.Advance(absl::Milliseconds(1100));  // the next second's window
+    LogPeerFailure(a.get(), "ferry", absl::InvalidArgumentError("bad frame"), clock);
   });
   EXPECT_EQ(Lines(text, "spark: NOT_FOUND: shuffle_0_1_2: no such block"), kPeerLinesPerSecond);
   EXPECT_TRUE(absl::StrContains(

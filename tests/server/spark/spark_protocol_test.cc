@@ -58,7 +58,7 @@ class SparkProtocolTest : public ::testing::Test {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), {});
     options.connection.first_request_timeout = first_request_timeout;
     options.spark_address = "127.0.0.1:0";
-    options.spark_dir_roots = {roots_.path()};
+    options.spark_executors.dir_roots = {roots_.path()};
     options.spark = spark;
     server_ = testing::StartServer(options);
   }
