@@ -316,20 +316,20 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
   const uint32_t received = request.received_checksum();
   response->set_checksum_algorithm(ToProto(algorithm));
   response->set_stored_checksum(stored);
-  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(resolved->block, name, algorithm);
-  if (!disk.ok() && disk.status().code() != absl::StatusCode::kDataLoss) {
-    return ToGrpcStatus(disk.status());
-  }
-  if (disk.ok()) response->set_disk_checksum(*disk);
+  absl::StatusOr<Diagnosis> d =
+      DiagnoseSegment(resolved->block, received, name, absl::InfiniteFuture());
+  if (!d.ok()) return ToGrpcStatus(d.status());
+  if (d->disk_checksum.has_value()) response->set_disk_checksum(*d->disk_checksum);
   const std::string alg(ChecksumAlgorithmName(algorithm));
-  if (!disk.ok() || *disk != stored) {
+  if (d->cause == CorruptionCause::kDisk) {
     response->set_cause(ferry::v1::CAUSE_DISK);
     response->set_explanation(
-        disk.ok() ? absl::StrFormat("the disk is to blame: %s's bytes on disk now give %s "
-                                    "0x%08x, but 0x%08x was stored when they were written",
-                                    name, alg, *disk, stored)
-                  : absl::StrCat("the disk is to blame: ", disk.status().message()));
-  } else if (received != stored) {
+        d->disk_checksum.has_value()
+            ? absl::StrFormat("the disk is to blame: %s's bytes on disk now give %s "
+                              "0x%08x, but 0x%08x was stored when they were written",
+                              name, alg, *d->disk_checksum, stored)
+            : absl::StrCat("the disk is to blame: ", d->disk_error));
+  } else if (d->cause == CorruptionCause::kTransfer) {
     response->set_cause(ferry::v1::CAUSE_TRANSFER);
     response->set_explanation(absl::StrFormat(
         "the transfer is to blame: %s's bytes on disk still match the stored %s 0x%08x, "

@@ -98,9 +98,12 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
         return true;
       }
     }
-    // Room for more of the frame: shrink back after a large one, compact, or grow
-    // (doubling, up to the frame's length).
-    if (held == 0 && capacity_ > kBaseBufferBytes) Resize(0);
+    // Room for more of the frame: start over when all is consumed (shrinking back after
+    // a large frame), compact, or grow (doubling, up to the frame's length).
+    if (held == 0) {
+      if (capacity_ > kBaseBufferBytes) Resize(0);
+      begin_ = end_ = 0;
+    }
     if (capacity_ == 0) Resize(kBaseBufferBytes);
     if (end_ == capacity_ && begin_ > 0) {
       std::memmove(buffer_.get(), buffer_.get() + begin_, held);

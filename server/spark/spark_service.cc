@@ -294,14 +294,22 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
         const StreamBlock& block = resolved[0]->block;
         // No checksum file of that algorithm: Spark cannot tell either.
         if (!block.has_checksum || block.checksum_algorithm != algorithm) return kUnknownIssue;
-        absl::StatusOr<uint32_t> disk =
-            ChecksumOnDisk(block, SparkName(key), algorithm, deadline);
-        if (absl::IsDataLoss(disk.status())) return kDiskIssue;
-        if (absl::IsDeadlineExceeded(disk.status())) return disk.status();
-        if (!disk.ok()) return kUnknownIssue;
-        if (*disk != block.checksum) return kDiskIssue;
-        if (static_cast<uint64_t>(request.checksum) != block.checksum) return kNetworkIssue;
-        return kChecksumVerifyPass;
+        // Spark's checksum is a long; a 32-bit one that does not fit matches nothing.
+        const uint32_t received = request.checksum >= 0 && request.checksum <= UINT32_MAX
+                                      ? static_cast<uint32_t>(request.checksum)
+                                      : ~block.checksum;
+        absl::StatusOr<Diagnosis> d = DiagnoseSegment(block, received, SparkName(key), deadline);
+        if (absl::IsDeadlineExceeded(d.status())) return d.status();
+        if (!d.ok()) return kUnknownIssue;
+        switch (d->cause) {
+          case CorruptionCause::kDisk:
+            return kDiskIssue;
+          case CorruptionCause::kTransfer:
+            return kNetworkIssue;
+          case CorruptionCause::kNone:
+            return kChecksumVerifyPass;
+        }
+        return kUnknownIssue;
       },
       deadline);
 }

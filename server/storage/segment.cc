@@ -51,4 +51,21 @@ absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_v
   return checksum.Value();
 }
 
+absl::StatusOr<Diagnosis> DiagnoseSegment(const StreamBlock& block, uint32_t received,
+                                          absl::string_view name, absl::Time deadline) {
+  absl::StatusOr<uint32_t> disk = ChecksumOnDisk(block, name, block.checksum_algorithm, deadline);
+  Diagnosis d;
+  if (absl::IsDataLoss(disk.status())) {
+    d.cause = CorruptionCause::kDisk;
+    d.disk_error = std::string(disk.status().message());
+    return d;
+  }
+  if (!disk.ok()) return disk.status();
+  d.disk_checksum = *disk;
+  d.cause = *disk != block.checksum ? CorruptionCause::kDisk
+            : received != block.checksum ? CorruptionCause::kTransfer
+                                         : CorruptionCause::kNone;
+  return d;
+}
+
 }  // namespace ferry

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -50,6 +51,23 @@ absl::Status CheckSegmentHeld(const StreamBlock& block, absl::FunctionRef<std::s
 absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_view name,
                                         ChecksumAlgorithm algorithm,
                                         absl::Time deadline = absl::InfiniteFuture());
+
+// Who is to blame for a block a client received corrupt: its bytes on disk no longer
+// give the checksum stored when they were written (kDisk), or they still do and the
+// client's bytes do not (kTransfer), or the client's match too (kNone).
+enum class CorruptionCause { kDisk, kTransfer, kNone };
+struct Diagnosis {
+  CorruptionCause cause = CorruptionCause::kNone;
+  // The checksum of the bytes on disk now; unset when the file ends before the block
+  // does (then `disk_error` says so, and the cause is kDisk).
+  std::optional<uint32_t> disk_checksum;
+  std::string disk_error;
+};
+// Rereads the block (which has_checksum) to tell. `received` is the checksum of what the
+// client got. An error other than the file ending early (reading failed, `deadline`
+// passed) is returned as is: then nothing can be told.
+absl::StatusOr<Diagnosis> DiagnoseSegment(const StreamBlock& block, uint32_t received,
+                                          absl::string_view name, absl::Time deadline);
 
 }  // namespace ferry
 

@@ -62,5 +62,38 @@ TEST_F(SegmentTest, TheChecksumOnDiskIsOfTheSegmentsBytes) {
       absl::IsDataLoss(ChecksumOnDisk(block_, "block b", ChecksumAlgorithm::kCrc32c).status()));
 }
 
+TEST_F(SegmentTest, ADiagnosisBlamesTheDiskTheTransferOrNothing) {
+  Checksum on_disk(ChecksumAlgorithm::kCrc32c);
+  on_disk.Update(absl::string_view(content_).substr(block_.offset, block_.length));
+  block_.has_checksum = true;
+  block_.checksum_algorithm = ChecksumAlgorithm::kCrc32c;
+  block_.checksum = on_disk.Value();
+  const absl::Time later = absl::InfiniteFuture();
+  absl::StatusOr<Diagnosis> none = DiagnoseSegment(block_, block_.checksum, "b", later);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->cause, CorruptionCause::kNone);
+  EXPECT_EQ(none->disk_checksum, block_.checksum);
+  absl::StatusOr<Diagnosis> transfer = DiagnoseSegment(block_, ~block_.checksum, "b", later);
+  ASSERT_TRUE(transfer.ok());
+  EXPECT_EQ(transfer->cause, CorruptionCause::kTransfer);
+  // What was stored at write time no longer matches the bytes: the disk.
+  StreamBlock changed = block_;
+  changed.checksum = ~block_.checksum;
+  absl::StatusOr<Diagnosis> disk = DiagnoseSegment(changed, changed.checksum, "b", later);
+  ASSERT_TRUE(disk.ok());
+  EXPECT_EQ(disk->cause, CorruptionCause::kDisk);
+  EXPECT_EQ(disk->disk_checksum, block_.checksum);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      DiagnoseSegment(block_, block_.checksum, "b", absl::Now() - absl::Seconds(1)).status()));
+  // A file that ends before the block does: the disk, with no checksum to show.
+  ASSERT_EQ(::ftruncate(block_.file->fd.get(), 1 << 20), 0);
+  absl::StatusOr<Diagnosis> short_file = DiagnoseSegment(block_, block_.checksum, "b", later);
+  ASSERT_TRUE(short_file.ok());
+  EXPECT_EQ(short_file->cause, CorruptionCause::kDisk);
+  EXPECT_FALSE(short_file->disk_checksum.has_value());
+  EXPECT_NE(short_file->disk_error.find("ends before b"), std::string::npos)
+      << short_file->disk_error;
+}
+
 }  // namespace
 }  // namespace ferry
