@@ -1,6 +1,5 @@
 #include "client/block_fetcher.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -12,6 +11,7 @@
 #include "client/block_verifier.h"
 #include "common/block_id.h"
 #include "common/frame_header.h"
+#include "common/net_address.h"
 #include "common/io/ops.h"
 #include "common/unique_fd.h"
 
@@ -26,19 +26,17 @@ absl::Status IoError(ssize_t res, absl::string_view what) {
 }
 
 absl::StatusOr<UniqueFd> ConnectData(const StreamPlan& plan, absl::Time deadline) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(plan.data_port);
-  if (::inet_pton(AF_INET, plan.data_host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("data plane of ", plan.server, " at '",
-                                                   plan.data_host, "' is not an IPv4 address"));
+  absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(plan.data_host, plan.data_port);
+  if (!addr.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data plane of ", plan.server, ": ", addr.status().message()));
   }
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket");
-  const int res = Connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr), deadline);
+  const int res = Connect(fd.get(), addr->get(), addr->size(), deadline);
   if (res < 0) {
     return IoError(res, absl::StrCat("connect to the data plane of ", plan.server, " at ",
-                                     plan.data_host, ":", plan.data_port));
+                                     addr->ToString()));
   }
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -1,8 +1,5 @@
 #include "client/shuffle_client.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -11,70 +8,19 @@
 #include "absl/strings/str_cat.h"
 #include "client/block_fetcher.h"
 #include "common/control_plane.h"
+#include "common/net_address.h"
 #include "common/io/scheduler.h"
 
 namespace ferry {
 
 absl::StatusOr<std::string> ResolveHost(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
-  }
-  std::string host = address.substr(0, colon);
-  if (host == "localhost" || host.empty()) return std::string("127.0.0.1");
-  in_addr ipv4;
-  if (::inet_pton(AF_INET, host.c_str(), &ipv4) == 1) return host;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &result); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", host, ": ", ::gai_strerror(rc)));
-  }
-  char text[INET_ADDRSTRLEN];
-  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr, text,
-              sizeof(text));
-  ::freeaddrinfo(result);
-  return std::string(text);
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<SocketAddress> resolved = SocketAddress::Resolve(parsed->host, parsed->port);
+  if (!resolved.ok()) return resolved.status();
+  return resolved->host();
 }
 
-namespace {
-
-// Errors another attempt (maybe at another server) can fix.
-bool IsRetryable(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Splits one server's blocks (caller indexes) into streams within the server's limits
-// on blocks and partitions per OpenStream.
-std::vector<std::vector<size_t>> SplitIntoStreams(const std::vector<size_t>& indexes,
-                                                  const std::vector<BlockLocation>& blocks) {
-  std::vector<std::vector<size_t>> streams(1);
-  uint64_t partitions = 0;
-  for (size_t i : indexes) {
-    const BlockId& b = blocks[i].block;
-    const uint64_t mine = static_cast<uint64_t>(
-        std::max<int64_t>(0, int64_t{b.end_reduce_id} - b.start_reduce_id));
-    if (!streams.back().empty() && (streams.back().size() >= kMaxBlocksPerStream ||
-                                    partitions + mine > kMaxPartitionsPerStream)) {
-      streams.emplace_back();
-      partitions = 0;
-    }
-    streams.back().push_back(i);
-    partitions += mine;
-  }
-  return streams;
-}
-
-}  // namespace
 
 absl::Status ShuffleClient::FetchRound(const std::string& app_id,
                                        const std::vector<BlockLocation>& blocks,
@@ -89,18 +35,8 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     if (first_error.ok()) first_error = s;
   };
   auto fail_status = [&](const absl::Status& s) { fail(s, IsRetryable(s)); };
-  // One stream per server (more where a server's share passes the per-stream limits),
-  // blocks in the caller's order within each.
-  std::map<std::string, std::vector<size_t>> by_server;
-  for (size_t i : pending) by_server[server_of[i]].push_back(i);
-  std::vector<std::pair<std::string, std::vector<size_t>>> streams;
-  for (auto& [server, indexes] : by_server) {
-    for (std::vector<size_t>& part : SplitIntoStreams(indexes, blocks)) {
-      streams.emplace_back(server, std::move(part));
-    }
-  }
   std::vector<StreamPlan> plans;
-  for (auto& [server, indexes] : streams) {
+  for (auto& [server, indexes] : PlanStreams(blocks, pending, server_of)) {
     std::vector<BlockId> refs;
     refs.reserve(indexes.size());
     for (size_t i : indexes) refs.push_back(blocks[i].block);
@@ -117,7 +53,7 @@ absl::Status ShuffleClient::FetchRound(const std::string& app_id,
     absl::StatusOr<std::string> host =
         plan.handle.data_host().empty()
             ? ResolveHost(server)
-            : ResolveHost(absl::StrCat(plan.handle.data_host(), ":0"));
+            : ResolveHost(FormatHostPort(plan.handle.data_host(), 0));
     if (!host.ok()) {
       (void)control_.CloseStream(server, plan.handle.ticket());
       fail_status(host.status());
@@ -196,7 +132,7 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
   FetchStats stats;
   std::vector<bool> done(blocks.size(), false);
   std::vector<std::string> server_of(blocks.size());
-  absl::Duration backoff = options.retry_backoff;
+  Backoff backoff(options.retry_backoff, options.max_retry_backoff);
   absl::BitGen jitter;
   absl::Status status;
   const int attempts = std::max(1, options.max_attempts);
@@ -209,21 +145,15 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
     for (size_t i = 0; i < blocks.size(); ++i) {
       if (done[i]) continue;
       pending.push_back(i);
-      // Attempt k asks location k (the server, then each replica), wrapping around.
-      const size_t choices = 1 + blocks[i].replicas.size();
-      const size_t pick = static_cast<size_t>(failed_attempts) % choices;
-      server_of[i] = pick == 0 ? blocks[i].server : blocks[i].replicas[pick - 1];
+      server_of[i] = LocationForAttempt(blocks[i], failed_attempts);
     }
     if (pending.empty()) {
       status = absl::OkStatus();  // everything arrived; an error after the last block is moot
       break;
     }
     if (round > 0) {
-      // Each pause drawn from [0.5, 1.5) times the backoff, so that clients turned away
-      // together do not all come back together. The calling thread sleeps between
-      // rounds: no fiber runs.
-      absl::SleepFor(backoff * absl::Uniform(jitter, 0.5, 1.5));
-      backoff = std::min(backoff * 2, options.max_retry_backoff);
+      // The calling thread sleeps between rounds: no fiber runs.
+      absl::SleepFor(backoff.Next(jitter));
     }
     bool retryable = true;
     status = FetchRound(app_id, blocks, pending, server_of, sink, options, done, &retryable,

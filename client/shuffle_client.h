@@ -24,17 +24,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
+#include "client/fetch_plan.h"
 #include "client/control_client.h"
 
 namespace ferry {
-
-struct BlockLocation {
-  std::string server;  // the control plane's "host:port"
-  BlockId block;
-  // Other servers holding the same block (Spark's replicas), tried in order when
-  // `server` keeps failing.
-  std::vector<std::string> replicas = {};
-};
 
 struct FetchOptions {
   // The blocks are this Spark executor's (registered with each server's Spark front
@@ -103,8 +96,8 @@ class ShuffleClient {
   ControlClient control_;
 };
 
-// The host part of "host:port", with "localhost" as 127.0.0.1 and a name resolved to
-// its first IPv4 address.
+// The numeric host of "host:port" or "[v6]:port": "localhost" is 127.0.0.1, and a
+// name is resolved to its first address.
 absl::StatusOr<std::string> ResolveHost(const std::string& address);
 
 }  // namespace ferry

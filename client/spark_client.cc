@@ -1,6 +1,5 @@
 #include "client/spark_client.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -18,6 +17,7 @@
 #include "client/block_verifier.h"
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
+#include "common/net_address.h"
 #include "common/unique_fd.h"
 #include "proto/ferry.pb.h"
 
@@ -38,19 +38,15 @@ absl::Status IoError(ssize_t res, absl::string_view what) {
   return absl::ErrnoToStatus(static_cast<int>(-res), what);
 }
 
-absl::StatusOr<sockaddr_in> ParseAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  uint32_t port = 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  if (host == "localhost") host = "127.0.0.1";
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port == 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", address, "' is not an IPv4 host:port of a shuffle service"));
+absl::StatusOr<SocketAddress> ParseAddress(const std::string& address) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  absl::StatusOr<SocketAddress> addr =
+      parsed.ok() && parsed->port != 0 ? SocketAddress::Numeric(parsed->host, parsed->port)
+                                       : absl::InvalidArgumentError("");
+  if (!addr.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", address, "' is not the numeric host:port ([IPv6]:port) of a shuffle service"));
   }
-  addr.sin_port = htons(static_cast<uint16_t>(port));
   return addr;
 }
 
@@ -120,11 +116,10 @@ class SparkConnection {
   SparkConnection(std::string address, const SparkFetchOptions& options)
       : address_(std::move(address)), options_(options) {}
 
-  absl::Status Connect(const sockaddr_in& addr) {
-    fd_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  absl::Status Connect(const SocketAddress& addr) {
+    fd_ = UniqueFd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd_.valid()) return absl::ErrnoToStatus(errno, "socket");
-    const int res = ferry::Connect(fd_.get(), reinterpret_cast<const sockaddr*>(&addr),
-                                   sizeof(addr), Deadline());
+    const int res = ferry::Connect(fd_.get(), addr.get(), addr.size(), Deadline());
     if (res < 0) return IoError(res, absl::StrCat("connect to shuffle service ", address_));
     const int one = 1;
     ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -399,7 +394,7 @@ absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
 absl::Status SparkShuffleClient::RegisterExecutor(const std::string& address,
                                                   const spark::RegisterExecutor& registration,
                                                   absl::Duration timeout) {
-  absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
+  absl::StatusOr<SocketAddress> addr = ParseAddress(address);
   if (!addr.ok()) return addr.status();
   SparkFetchOptions options;
   options.io_timeout = timeout;
@@ -421,7 +416,7 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
     const std::string& address, const std::string& app_id, const std::string& exec_id,
     const std::vector<spark::ShuffleBlockId>& blocks, BlockSink& sink,
     const SparkFetchOptions& options) {
-  absl::StatusOr<sockaddr_in> addr = ParseAddress(address);
+  absl::StatusOr<SocketAddress> addr = ParseAddress(address);
   if (!addr.ok()) return addr.status();
   for (const spark::ShuffleBlockId& b : blocks) {
     if (b.shuffle_id < 0 || b.map_id < 0 || b.start_reduce_id < 0 ||

@@ -13,6 +13,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 #include "server/dataplane/segment_sender.h"
@@ -96,10 +97,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->tickets_ = std::make_unique<TicketRegistry>(options.tickets);
 
   DataServer::Listener ferry_door;
-  if (absl::Status s = ParseHostPort(options.data_address, &ferry_door.host, &ferry_door.port);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<HostPort> data_address = ParseHostPort(options.data_address);
+  if (!data_address.ok()) return data_address.status();
+  ferry_door.host = data_address->host;
+  ferry_door.port = data_address->port;
   ferry_door.handler = [tickets = server->tickets_.get(),
                         connection = &server->options_.connection](UniqueFd socket,
                                                                    ConnectionControl& control) {
@@ -117,10 +118,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get());
     DataServer::Listener spark_door;
-    if (absl::Status s = ParseHostPort(options.spark_address, &spark_door.host, &spark_door.port);
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<HostPort> spark_address = ParseHostPort(options.spark_address);
+    if (!spark_address.ok()) return spark_address.status();
+    spark_door.host = spark_address->host;
+    spark_door.port = spark_address->port;
     // A connection over the limits is closed untold: Spark's client retries that.
     spark_door.handler = [spark = server->spark_.get(),
                           connection = &server->options_.connection](UniqueFd socket,
@@ -135,16 +136,17 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->data_ = *std::move(data_server);
 
   ControlServiceOptions control = options.control;
-  ParseHostPort(options.data_address, &control.data_host, &control.data_port).IgnoreError();
+  control.data_host = data_address->host;
   control.data_port = server->data_->port();
   if (!options.advertise_data_address.empty()) {
-    if (absl::Status s = ParseHostPort(options.advertise_data_address, &control.data_host,
-                                       &control.data_port);
-        !s.ok() || control.data_port == 0) {
+    absl::StatusOr<HostPort> advertised = ParseHostPort(options.advertise_data_address);
+    if (!advertised.ok() || advertised->port == 0) {
       server->data_->Stop();
       return absl::InvalidArgumentError(absl::StrCat(
           "advertised data address '", options.advertise_data_address, "' is not host:port"));
     }
+    control.data_host = advertised->host;
+    control.data_port = advertised->port;
   }
   control.data_threads = static_cast<uint32_t>(options.data.threads);
   control.connection = options.connection;
@@ -253,13 +255,11 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
 }
 
 std::string FerryServer::control_target() const {
-  std::string host;
-  uint16_t port = 0;
-  if (!ParseHostPort(options_.control_address, &host, &port).ok() || host == "0.0.0.0" ||
-      host.empty() || host == "[::]") {
-    host = "127.0.0.1";
-  }
-  return absl::StrCat(host, ":", control_port_);
+  absl::StatusOr<HostPort> address = ParseHostPort(options_.control_address);
+  std::string host = address.ok() ? address->host : "127.0.0.1";
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  return FormatHostPort(host, control_port_);
 }
 
 void FerryServer::Sweep() {

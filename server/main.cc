@@ -47,7 +47,7 @@ ABSL_FLAG(std::string, data_dir, "", "Directory holding <appId>/ shuffle file fo
 ABSL_FLAG(std::string, control_address, "127.0.0.1:7070",
           "host:port of the gRPC control plane.");
 ABSL_FLAG(std::string, data_address, "127.0.0.1:7071",
-          "IPv4 host:port of the data plane (port 0 picks a free one).");
+          "host:port (or [IPv6]:port) of the data plane, numeric; port 0 picks a free one.");
 ABSL_FLAG(std::string, advertise_data_address, "",
           "host:port clients must dial for the data plane, when it differs from "
           "--data-address (NAT, a proxy).");

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 #include "server/storage/ids.h"
@@ -65,48 +67,47 @@ grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const
 ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
                                TicketRegistry* tickets, ExecutorRegistry* executors)
     : options_(std::move(options)), store_(store), tickets_(tickets), executors_(executors) {
-  if (options_.data_host == "0.0.0.0") options_.data_host.clear();
+  if (options_.data_host == "0.0.0.0" || options_.data_host == "::") options_.data_host.clear();
 }
 
 std::string ClientOfPeer(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  const size_t bracket = peer.rfind(']');
+  // gRPC's peers are "ipv4:10.0.0.7:51234" and "ipv6:[fd00::2]:51234".
   const size_t scheme = peer.find(':');
-  if (colon == std::string::npos || colon == scheme ||
-      (bracket != std::string::npos && colon < bracket)) {
-    return peer;  // "unix:/path" and the like: no port to strip
-  }
-  return peer.substr(0, colon);
+  if (scheme == std::string::npos) return peer;
+  absl::StatusOr<HostPort> address = ParseHostPort(absl::string_view(peer).substr(scheme + 1));
+  if (!address.ok()) return peer;  // "unix:/path" and the like: no port to strip
+  return absl::StrCat(peer.substr(0, scheme + 1), address->host);
 }
 
-grpc::Status ControlService::EnterHeavy() {
-  std::unique_lock<std::mutex> lock(heavy_mu_);
-  if (!heavy_done_.wait_for(lock, absl::ToChronoMilliseconds(options_.heavy_call_wait),
-                            [this] { return heavy_calls_ < options_.max_heavy_calls; })) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", options_.max_heavy_calls,
-        " OpenStream, ListShuffles and DiagnoseCorruption calls running; retry later")));
+grpc::Status ControlService::Call(const grpc::ServerContext* context, Cost cost,
+                                  absl::FunctionRef<grpc::Status()> body) {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (cost == Cost::kLight) return body();
+  {
+    std::unique_lock<std::mutex> lock(heavy_mu_);
+    if (!heavy_done_.wait_for(lock, absl::ToChronoMilliseconds(options_.heavy_call_wait),
+                              [this] { return heavy_calls_ < options_.max_heavy_calls; })) {
+      return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: ", options_.max_heavy_calls,
+          " OpenStream, ListShuffles, DiagnoseCorruption and RemoveSparkApp calls running; "
+          "retry later")));
+    }
+    ++heavy_calls_;
   }
-  ++heavy_calls_;
-  return grpc::Status::OK;
-}
-
-void ControlService::LeaveHeavy() {
+  grpc::Status status = body();
   {
     std::lock_guard<std::mutex> lock(heavy_mu_);
     --heavy_calls_;
   }
   heavy_done_.notify_one();
+  return status;
 }
 
 grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
                                         const ferry::v1::OpenStreamRequest* request,
                                         ferry::v1::StreamHandle* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
-  grpc::Status status = OpenStreamAdmitted(*context, *request, response);
-  LeaveHeavy();
-  return status;
+  return Call(context, Cost::kHeavy,
+              [&] { return OpenStreamAdmitted(*context, *request, response); });
 }
 
 grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& context,
@@ -210,23 +211,25 @@ absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
 grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
                                             const ferry::v1::RemoveSparkAppRequest* request,
                                             ferry::v1::RemoveSparkAppResponse* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  // Deleting an executor's files can take a while: a heavy call.
+  return Call(context, Cost::kHeavy, [&] { return RemoveSparkAppAdmitted(*request, response); });
+}
+
+grpc::Status ControlService::RemoveSparkAppAdmitted(const ferry::v1::RemoveSparkAppRequest& request,
+                                                    ferry::v1::RemoveSparkAppResponse* response) {
   if (executors_ == nullptr) {
     return ToGrpcStatus(
         absl::FailedPreconditionError("the Spark front door is off (--spark-address)"));
   }
-  if (absl::Status s = request->exec_id().empty()
-                           ? CheckAppId(request->app_id())
-                           : CheckAppAndExecutorIds(request->app_id(), request->exec_id());
+  if (absl::Status s = request.exec_id().empty()
+                           ? CheckAppId(request.app_id())
+                           : CheckAppAndExecutorIds(request.app_id(), request.exec_id());
       !s.ok()) {
     return ToGrpcStatus(s);
   }
-  // Deleting an executor's files can take a while: a heavy call.
-  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
   absl::StatusOr<ExecutorRegistry::Removal> removed =
-      executors_->Remove(request->app_id(), request->exec_id(), request->delete_local_dirs());
-  if (removed.ok()) store_->DropSpark(request->app_id(), request->exec_id());
-  LeaveHeavy();
+      executors_->Remove(request.app_id(), request.exec_id(), request.delete_local_dirs());
+  if (removed.ok()) store_->DropSpark(request.app_id(), request.exec_id());
   if (!removed.ok()) return ToGrpcStatus(removed.status());
   response->set_executors_removed(static_cast<uint32_t>(removed->executors));
   response->set_local_dirs_deleted(static_cast<uint32_t>(removed->dirs_deleted));
@@ -238,20 +241,26 @@ grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
 grpc::Status ControlService::CloseStream(grpc::ServerContext* context,
                                          const ferry::v1::CloseStreamRequest* request,
                                          ferry::v1::CloseStreamResponse* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
-  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
-  response->set_was_open(tickets_->Close(*ticket));
-  return grpc::Status::OK;
+  return Call(context, Cost::kLight, [&] {
+    absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
+    if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+    response->set_was_open(tickets_->Close(*ticket));
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
                                           const ferry::v1::ListShufflesRequest* request,
                                           ferry::v1::ListShufflesResponse* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
-  absl::StatusOr<std::vector<ShuffleInfo>> shuffles = store_->ListShuffles(request->app_id());
-  LeaveHeavy();
+  absl::StatusOr<std::vector<ShuffleInfo>> shuffles;
+  if (grpc::Status called = Call(context, Cost::kHeavy,
+                                 [&] {
+                                   shuffles = store_->ListShuffles(request->app_id());
+                                   return grpc::Status::OK;
+                                 });
+      !called.ok()) {
+    return called;
+  }
   if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
   for (const ShuffleInfo& s : *shuffles) {
     ferry::v1::ShuffleSummary* summary = response->add_shuffles();
@@ -270,7 +279,10 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
 grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
                                            const ferry::v1::ServerInfoRequest*,
                                            ferry::v1::ServerInfo* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  return Call(context, Cost::kLight, [&] { return ServerInfo(response); });
+}
+
+grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
   response->set_version(kFerryVersion);
   response->set_data_host(options_.data_host);
   response->set_data_port(options_.data_port);
@@ -287,11 +299,7 @@ grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
 grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
                                                 const ferry::v1::DiagnoseCorruptionRequest* request,
                                                 ferry::v1::CorruptionDiagnosis* response) {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  if (grpc::Status admitted = EnterHeavy(); !admitted.ok()) return admitted;
-  grpc::Status status = DiagnoseAdmitted(*request, response);
-  LeaveHeavy();
-  return status;
+  return Call(context, Cost::kHeavy, [&] { return DiagnoseAdmitted(*request, response); });
 }
 
 grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
@@ -74,9 +75,15 @@ class ControlService final : public ferry::v1::Ferry::Service {
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
   grpc::Status Authorize(const grpc::ServerContext* context) const;
-  // A place among the heavy calls, or RESOURCE_EXHAUSTED; LeaveHeavy() gives it back.
-  grpc::Status EnterHeavy();
-  void LeaveHeavy();
+  // Every RPC runs through Call(): authorized first, then, when it reads files or builds
+  // a large answer (kHeavy), given a place among the heavy calls running (waiting up to
+  // heavy_call_wait, then RESOURCE_EXHAUSTED), then `body`.
+  enum class Cost { kLight, kHeavy };
+  grpc::Status Call(const grpc::ServerContext* context, Cost cost,
+                    absl::FunctionRef<grpc::Status()> body);
+  grpc::Status ServerInfo(ferry::v1::ServerInfo* response) const;
+  grpc::Status RemoveSparkAppAdmitted(const ferry::v1::RemoveSparkAppRequest& request,
+                                      ferry::v1::RemoveSparkAppResponse* response);
   grpc::Status OpenStreamAdmitted(const grpc::ServerContext& context,
                                   const ferry::v1::OpenStreamRequest& request,
                                   ferry::v1::StreamHandle* response);

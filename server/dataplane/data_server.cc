@@ -1,6 +1,5 @@
 #include "server/dataplane/data_server.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
+#include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 
@@ -22,14 +22,12 @@ namespace ferry {
 namespace {
 
 absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("data-plane host '", host,
-                                                   "' is not an IPv4 address"));
+  absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(host, port);
+  if (!addr.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data-plane host: ", addr.status().message()));
   }
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
   // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT.
   // Not SO_REUSEPORT: that would also let a second server bind the same port and take
@@ -38,39 +36,24 @@ absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
     return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEADDR on the data plane");
   }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (::bind(fd.get(), addr->get(), addr->size()) != 0) {
     const int err = errno;
     return absl::ErrnoToStatus(
-        err, absl::StrCat("bind data plane to ", host, ":", port,
+        err, absl::StrCat("bind data plane to ", addr->ToString(),
                           err == EADDRINUSE ? " (is another server on this port?)" : ""));
   }
   if (::listen(fd.get(), 4096) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", host, ":", port));
+    return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", addr->ToString()));
   }
   return fd;
 }
 
 uint16_t LocalPort(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-  return ntohs(addr.sin_port);
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(fd);
+  return local.ok() ? local->port() : 0;
 }
 
 }  // namespace
-
-absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port) {
-  const size_t colon = address.rfind(':');
-  uint32_t p = 0;
-  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &p) ||
-      p > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not host:port"));
-  }
-  *host = std::string(address.substr(0, colon));
-  if (*host == "localhost") *host = "127.0.0.1";
-  *port = static_cast<uint16_t>(p);
-  return absl::OkStatus();
-}
 
 absl::Status DataServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckRange("threads", static_cast<uint64_t>(std::max(threads, 0)), 1, 4096));
@@ -152,12 +135,9 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
     UniqueFd conn(fd);
     accepted_.fetch_add(1, std::memory_order_relaxed);
-    sockaddr_in peer{};
-    socklen_t peer_len = sizeof(peer);
-    if (::getpeername(conn.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-      continue;  // gone already
-    }
-    const uint32_t client = peer.sin_addr.s_addr;
+    absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(conn.get());
+    if (!peer.ok()) continue;  // gone already
+    std::string client = peer->host();
     if (std::string refusal; !Admit(client, &refusal)) {
       refused_.fetch_add(1, std::memory_order_relaxed);
       // Told, not dropped, where the protocol can say it: the client sees a retryable
@@ -182,7 +162,7 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     const Handler* handler = &bound.listener.handler;
     if (target != i) {
       schedulers_[target]->Post(
-          [h = Handoff(this, target, client, handler, std::move(conn))]() mutable {
+          [h = Handoff(this, target, std::move(client), handler, std::move(conn))]() mutable {
             h.server->Serve(h.thread, h.client, *h.handler, std::move(h.conn));
           });
       continue;
@@ -197,7 +177,7 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
   }
 }
 
-bool DataServer::Admit(uint32_t client, std::string* refusal) {
+bool DataServer::Admit(const std::string& client, std::string* refusal) {
   if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
     open_.fetch_sub(1, std::memory_order_relaxed);
     *refusal = absl::StrCat("server busy: ", options_.max_connections,
@@ -208,18 +188,16 @@ bool DataServer::Admit(uint32_t client, std::string* refusal) {
   size_t& mine = per_client_[client];
   if (mine >= options_.max_connections_per_client) {
     open_.fetch_sub(1, std::memory_order_relaxed);
-    char text[INET_ADDRSTRLEN] = "?";
-    const in_addr addr{client};
-    ::inet_ntop(AF_INET, &addr, text, sizeof(text));
     *refusal = absl::StrCat("server busy: ", options_.max_connections_per_client,
-                            " connections open from ", text, "; retry later");
+                            " connections open from ", client, "; retry later");
     return false;
   }
   ++mine;
   return true;
 }
 
-void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn) {
+void DataServer::Serve(size_t thread, const std::string& client, const Handler& handler,
+                       UniqueFd conn) {
   ConnectionControl control{.fd = conn.get(),
                             .draining = &draining_,
                             .metrics = &metrics_[thread],
@@ -230,7 +208,7 @@ void DataServer::Serve(size_t thread, uint32_t client, const Handler& handler, U
   Uncount(thread, client);
 }
 
-void DataServer::Uncount(size_t thread, uint32_t client) {
+void DataServer::Uncount(size_t thread, const std::string& client) {
   thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
   open_.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(clients_mu_);

@@ -59,7 +59,8 @@ class DataServer {
   using Handler = std::function<void(UniqueFd socket, ConnectionControl& control)>;
 
   struct Listener {
-    // IPv4 address to listen on; port 0 lets the kernel choose (read it from port()).
+    // IPv4 or IPv6 address to listen on; port 0 lets the kernel choose (read it from
+    // port()).
     std::string host = "127.0.0.1";
     uint16_t port = 0;
     // Serves the listener's connections; must outlive the server's threads.
@@ -114,12 +115,12 @@ class DataServer {
   void AcceptLoop(size_t i, size_t l);
   // Counts a new connection from `client` against both connection limits; false
   // (nothing counted) with the reason in `refusal` when one is reached.
-  bool Admit(uint32_t client, std::string* refusal);
+  bool Admit(const std::string& client, std::string* refusal);
   // Serves `conn` with `handler` on thread `thread`, from a fiber there; the connection
   // is already counted (Admit) and in thread_open_[thread].
-  void Serve(size_t thread, uint32_t client, const Handler& handler, UniqueFd conn);
+  void Serve(size_t thread, const std::string& client, const Handler& handler, UniqueFd conn);
   // Takes a counted connection out of the counts without serving it.
-  void Uncount(size_t thread, uint32_t client);
+  void Uncount(size_t thread, const std::string& client);
 
   // A counted connection on its way to another thread's scheduler. Dropped unserved (no
   // fiber stack there, or the scheduler destroyed first), it closes the connection and
@@ -127,11 +128,11 @@ class DataServer {
   struct Handoff {
     DataServer* server;
     size_t thread;
-    uint32_t client;
+    std::string client;
     const Handler* handler;
     UniqueFd conn;
-    Handoff(DataServer* s, size_t t, uint32_t a, const Handler* h, UniqueFd c)
-        : server(s), thread(t), client(a), handler(h), conn(std::move(c)) {}
+    Handoff(DataServer* s, size_t t, std::string a, const Handler* h, UniqueFd c)
+        : server(s), thread(t), client(std::move(a)), handler(h), conn(std::move(c)) {}
     Handoff(Handoff&&) = default;
     Handoff& operator=(Handoff&&) = delete;
     ~Handoff() {
@@ -148,10 +149,10 @@ class DataServer {
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> refused_{0};
   ClientBudget request_buffers_;
-  // Open connections by client IPv4 address (network byte order); touched only when a
-  // connection is accepted or closed.
+  // Open connections by client address (numeric, without the port); touched only when
+  // a connection is accepted or closed.
   std::mutex clients_mu_;
-  absl::flat_hash_map<uint32_t, size_t> per_client_;  // guarded by clients_mu_
+  absl::flat_hash_map<std::string, size_t> per_client_;  // guarded by clients_mu_
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
@@ -163,8 +164,6 @@ class DataServer {
   std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
 };
 
-// Parses "host:port" (IPv4 or "localhost"). INVALID_ARGUMENT otherwise.
-absl::Status ParseHostPort(absl::string_view address, std::string* host, uint16_t* port);
 
 }  // namespace ferry
 

@@ -1,15 +1,12 @@
 #include "server/ops/peer_log.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdint>
 #include <string>
 
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 
 namespace ferry {
 
@@ -23,29 +20,16 @@ struct Window {
 };
 thread_local Window window;
 
-bool PeerAddress(int socket, sockaddr_in* addr) {
-  socklen_t len = sizeof(*addr);
-  return ::getpeername(socket, reinterpret_cast<sockaddr*>(addr), &len) == 0;
-}
-
-std::string HostOf(const sockaddr_in& addr) {
-  char host[INET_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
-  return host;
-}
-
 std::string PeerOf(int socket) {
-  sockaddr_in addr{};
-  if (!PeerAddress(socket, &addr)) return "(gone)";
-  return absl::StrCat(HostOf(addr), ":", ntohs(addr.sin_port));
+  absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(socket);
+  return peer.ok() ? peer->ToString() : "(gone)";
 }
 
 }  // namespace
 
 std::string PeerHost(int socket) {
-  sockaddr_in addr{};
-  if (!PeerAddress(socket, &addr)) return "(gone)";
-  return HostOf(addr);
+  absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(socket);
+  return peer.ok() ? peer->host() : "(gone)";
 }
 
 void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status,

@@ -83,6 +83,25 @@ TEST_P(FetchTest, ServerThatPollsBeforeItSleepsServesEveryByte) {
   }
 }
 
+TEST_P(FetchTest, BothPlanesServeOverIpv6) {
+  data_.AddMapOutput(dir_.path(), kApp, 0, 0, {1000, 0, size_t{3} << 20});
+  FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
+  options.control_address = "[::1]:0";
+  options.data_address = "[::1]:0";
+  server_ = testing::StartServer(options);
+  EXPECT_EQ(target().rfind("[::1]:", 0), 0u) << target();
+  const std::vector<BlockLocation> blocks = data_.AllPartitions(target());
+  auto fetched = client_.FetchToBuffers(kApp, blocks);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  ASSERT_EQ(fetched->size(), 3u);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockId& b = blocks[i].block;
+    EXPECT_TRUE((*fetched)[i] == data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
+                                                b.end_reduce_id))
+        << "block " << i;
+  }
+}
+
 TEST_P(FetchTest, BlocksLargerThanThePipe) {
   // 16 MiB and 100 MiB, against a 1 MiB pipe and a 256 KiB copy buffer.
   data_.AddMapOutput(dir_.path(), kApp, 0, 0, {size_t{16} << 20, 5, size_t{100} << 20});
