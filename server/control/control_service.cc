@@ -197,15 +197,8 @@ absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
   absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
       executors_->FindDirs(app_id, spark_exec_id);
   if (!dirs.ok()) return dirs.status();
-  std::vector<absl::StatusOr<ResolvedBlock>> each =
-      store_->ResolveSpark(app_id, spark_exec_id, **dirs, keys);
-  std::vector<ResolvedBlock> resolved;
-  resolved.reserve(each.size());
-  for (absl::StatusOr<ResolvedBlock>& r : each) {
-    if (!r.ok()) return r.status();
-    resolved.push_back(*std::move(r));
-  }
-  return resolved;
+  return AllResolved(
+      store_->ResolveBlocks(SparkExecutorLayout(app_id, spark_exec_id, *std::move(dirs)), keys));
 }
 
 grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,

@@ -171,7 +171,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
           return out;
         }
         std::vector<absl::StatusOr<ResolvedBlock>> resolved =
-            store->ResolveSpark(app_id, exec_id, **dirs, keys);
+            store->ResolveBlocks(SparkExecutorLayout(app_id, exec_id, *std::move(dirs)), keys);
         // A failure's message is kept once per distinct message, up to
         // kMaxFailureMessages a stream; failures past that share one per status code, so
         // that a stream of failing blocks costs its chunks and not a message each.
@@ -288,8 +288,8 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
         if (!dirs.ok()) return dirs.status();
         const BlockId key{request.shuffle_id, request.map_id, request.reduce_id,
                           request.reduce_id + 1};
-        std::vector<absl::StatusOr<ResolvedBlock>> resolved =
-            store->ResolveSpark(request.app_id, request.exec_id, **dirs, {key});
+        std::vector<absl::StatusOr<ResolvedBlock>> resolved = store->ResolveBlocks(
+            SparkExecutorLayout(request.app_id, request.exec_id, *std::move(dirs)), {key});
         if (!resolved[0].ok()) return resolved[0].status();
         const StreamBlock& block = resolved[0]->block;
         // No checksum file of that algorithm: Spark cannot tell either.

@@ -31,8 +31,8 @@ struct BlockStore::Entry {
 
 namespace {
 
-// How long a Spark map output whose index and data disagree gets to finish its commit.
-constexpr absl::Duration kSparkCommitWait = absl::Milliseconds(20);
+// How long a map output whose index and data disagree gets to finish a two-step commit.
+constexpr absl::Duration kCommitWait = absl::Milliseconds(20);
 
 bool SameFile(const ShuffleFileLocation& at, const FileIdentity& identity) {
   struct stat st;
@@ -64,51 +64,34 @@ absl::StatusOr<std::unique_ptr<BlockStore>> BlockStore::Open(Options options) {
 BlockStore::BlockStore(Options options, UniqueFd data_dir)
     : options_(std::move(options)),
       data_dir_(std::move(data_dir)),
-      live_files_(std::make_shared<std::atomic<size_t>>(0)) {}
+      live_files_(std::make_shared<std::atomic<size_t>>(0)),
+      cache_(options_.max_cached_map_outputs, options_.max_cached_index_bytes) {}
 
-absl::StatusOr<UniqueFd> BlockStore::OpenApp(absl::string_view app_id) {
+absl::StatusOr<std::unique_ptr<FerryAppLayout>> BlockStore::FerryApp(absl::string_view app_id) {
   if (absl::Status s = CheckAppId(app_id); !s.ok()) return s;
   const std::string name(app_id);
   // One path component, no symlink followed: O_NOFOLLOW opens a link itself, which
   // O_DIRECTORY then refuses.
   UniqueFd fd(::openat(data_dir_.get(), name.c_str(),
                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd.valid()) return fd;
+  if (fd.valid()) return std::make_unique<FerryAppLayout>(name, std::move(fd));
   const int err = errno;
   if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
     std::lock_guard<std::mutex> lock(mu_);
-    DropAppLocked(app_id);
+    DropLocked(ShuffleOwner::Kind::kFerryApp, app_id, "");
     return absl::NotFoundError(absl::StrCat("app ", app_id, " has no shuffle data here"));
   }
   return absl::ErrnoToStatus(err, absl::StrCat("open the directory of app ", app_id));
 }
 
-absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetFerryMapOutput(
-    int app_fd, absl::string_view app_id, int32_t shuffle_id, int64_t map_id) {
-  absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(
-      [&](const std::string& name) {
-        return ShuffleFileLocation{app_fd, name, absl::StrCat(app_id, "/", name)};
-      },
-      Key(std::string(app_id), "", shuffle_id, map_id));
-  if (absl::IsNotFound(entry.status())) {
-    return absl::NotFoundError(absl::StrCat("app ", app_id, " has no map output ", map_id,
-                                            " of shuffle ", shuffle_id));
-  }
-  return entry;
-}
-
 absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutput(
-    ShuffleFileLocator locate, const Key& key) {
-  const int32_t shuffle_id = std::get<2>(key);
-  const int64_t map_id = std::get<3>(key);
+    const ShuffleLayout& layout, int32_t shuffle_id, int64_t map_id) {
+  const Key key(layout.owner(), shuffle_id, map_id);
+  const auto locate = [&](const std::string& name) { return layout.Locate(name); };
   std::shared_ptr<const Entry> cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) {
-      cached = it->second.entry;
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
-    }
+    if (const std::shared_ptr<const Entry>* found = cache_.Find(key)) cached = *found;
   }
   if (cached != nullptr) {
     if (SameFile(locate(IndexFileName(shuffle_id, map_id)), cached->index_identity) &&
@@ -118,8 +101,9 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     }
     // Deleted or replaced (a map task run again): load what is there now.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(key);
-    if (it != entries_.end() && it->second.entry == cached) EraseLocked(key);
+    if (const std::shared_ptr<const Entry>* found = cache_.Find(key); found && *found == cached) {
+      cache_.Erase(key);
+    }
   }
   {
     // Room for one more open file, made by evicting the least recently used map
@@ -127,8 +111,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.misses;
     while (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files &&
-           !lru_.empty()) {
-      EraseLocked(lru_.back());
+           cache_.EvictOldest()) {
       ++counts_.evictions;
     }
     if (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files) {
@@ -142,6 +125,11 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   absl::StatusOr<MapOutputFiles> loaded = LoadMapOutput(locate, shuffle_id, map_id);
   if (!loaded.ok()) {
     live_files_->fetch_sub(1, std::memory_order_relaxed);
+    if (absl::IsNotFound(loaded.status())) {
+      return absl::NotFoundError(absl::StrCat(layout.Describe(), " has no map output ", map_id,
+                                              " of shuffle ", shuffle_id, " (",
+                                              loaded.status().message(), ")"));
+    }
     return loaded.status();
   }
   auto entry = std::make_shared<Entry>();
@@ -158,70 +146,43 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
       });
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (entries_.contains(key)) EraseLocked(key);  // another call loaded it meanwhile
-  lru_.push_front(key);
-  entries_[key] = Slot{entry, lru_.begin()};
-  cached_index_bytes_ += entry->bytes;
-  while (entries_.size() > 1 && (entries_.size() > options_.max_cached_map_outputs ||
-                                 cached_index_bytes_ > options_.max_cached_index_bytes)) {
-    EraseLocked(lru_.back());
-    ++counts_.evictions;
-  }
+  // Another call may have loaded it meanwhile: this one replaces it.
+  counts_.evictions += cache_.Insert(key, entry, entry->bytes);
   return entry;
 }
 
-void BlockStore::EraseLocked(const Key& key) {
-  auto it = entries_.find(key);
-  cached_index_bytes_ -= it->second.entry->bytes;
-  lru_.erase(it->second.lru);
-  entries_.erase(it);
-}
-
-void BlockStore::DropAppLocked(absl::string_view app_id) {
-  std::vector<Key> doomed;
-  for (const auto& [key, slot] : entries_) {
-    if (std::get<0>(key) == app_id && std::get<1>(key).empty()) doomed.push_back(key);
-  }
-  for (const Key& key : doomed) EraseLocked(key);
+void BlockStore::DropLocked(ShuffleOwner::Kind kind, absl::string_view app_id,
+                            absl::string_view exec_id) {
+  cache_.EraseIf([&](const Key& key, const std::shared_ptr<const Entry>&) {
+    const ShuffleOwner& owner = std::get<0>(key);
+    return owner.kind == kind && owner.app_id == app_id &&
+           (exec_id.empty() || owner.exec_id == exec_id);
+  });
 }
 
 void BlockStore::DropSpark(absl::string_view app_id, absl::string_view exec_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Key> doomed;
-  for (const auto& [key, slot] : entries_) {
-    if (std::get<0>(key) == app_id && !std::get<1>(key).empty() &&
-        (exec_id.empty() || std::get<1>(key) == exec_id)) {
-      doomed.push_back(key);
-    }
-  }
-  for (const Key& key : doomed) EraseLocked(key);
+  DropLocked(ShuffleOwner::Kind::kSparkExecutor, app_id, exec_id);
 }
 
 size_t BlockStore::DropStale() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Key> doomed;
   std::map<std::string, bool> app_exists;
-  for (const auto& [key, slot] : entries_) {
+  return cache_.EraseIf([&](const Key& key, const std::shared_ptr<const Entry>& entry) {
     struct stat st;
-    if (!std::get<1>(key).empty()) {
-      // A Spark executor's: kept while its data file is.
-      if (::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
-        doomed.push_back(key);
-      }
-      continue;
-    }
-    const std::string& app = std::get<0>(key);
-    auto [it, inserted] = app_exists.try_emplace(app, false);
+    if (::fstat(entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) return true;
+    // A Spark executor's is kept while its data file is; a Ferry app's while its app
+    // directory is too.
+    const ShuffleOwner& owner = std::get<0>(key);
+    if (owner.kind != ShuffleOwner::Kind::kFerryApp) return false;
+    auto [it, inserted] = app_exists.try_emplace(owner.app_id, false);
     if (inserted) {
-      it->second = ::fstatat(data_dir_.get(), app.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                   S_ISDIR(st.st_mode);
+      it->second =
+          ::fstatat(data_dir_.get(), owner.app_id.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISDIR(st.st_mode);
     }
-    if (!it->second || ::fstat(slot.entry->data->fd.get(), &st) != 0 || st.st_nlink == 0) {
-      doomed.push_back(key);
-    }
-  }
-  for (const Key& key : doomed) EraseLocked(key);
-  return doomed.size();
+    return !it->second;
+  });
 }
 
 BlockStore::CacheCounts BlockStore::cache_counts() const {
@@ -233,7 +194,7 @@ BlockStore::CacheCounts BlockStore::cache_counts() const {
 
 size_t BlockStore::cached_map_outputs() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
+  return cache_.size();
 }
 
 absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockId& key) {
@@ -244,37 +205,26 @@ absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, cons
 
 absl::StatusOr<std::vector<ResolvedBlock>> BlockStore::ResolveAll(absl::string_view app_id,
                                                                   absl::Span<const BlockId> keys) {
-  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  absl::StatusOr<std::unique_ptr<FerryAppLayout>> app = FerryApp(app_id);
   if (!app.ok()) return app.status();
-  // A stream names up to a million blocks of a few map outputs: each map output is
-  // looked up and revalidated once.
-  absl::flat_hash_map<std::pair<int32_t, int64_t>, std::shared_ptr<const Entry>> seen;
-  std::vector<ResolvedBlock> resolved;
-  resolved.reserve(keys.size());
-  for (const BlockId& key : keys) {
-    if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
-        key.end_reduce_id <= key.start_reduce_id) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key)));
-    }
-    std::shared_ptr<const Entry>& entry = seen[{key.shuffle_id, key.map_id}];
-    if (entry == nullptr) {
-      absl::StatusOr<std::shared_ptr<const Entry>> got =
-          GetFerryMapOutput(app->get(), app_id, key.shuffle_id, key.map_id);
-      if (!got.ok()) return got.status();
-      entry = *std::move(got);
-    }
-    absl::StatusOr<ResolvedBlock> r = ResolveIn(entry, app_id, key);
-    if (!r.ok()) return r.status();
-    resolved.push_back(*std::move(r));
-  }
-  return resolved;
+  return AllResolved(ResolveBlocks(**app, keys));
 }
 
-std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
-    absl::string_view app_id, absl::string_view exec_id, const spark::ExecutorDirs& dirs,
-    absl::Span<const BlockId> keys) {
-  const auto locate = [&](const std::string& name) { return dirs.Locate(name); };
-  // Each map output is looked up (and revalidated) once: what it gave, by (shuffle, map).
+absl::StatusOr<std::vector<ResolvedBlock>> AllResolved(
+    std::vector<absl::StatusOr<ResolvedBlock>> resolved) {
+  std::vector<ResolvedBlock> all;
+  all.reserve(resolved.size());
+  for (absl::StatusOr<ResolvedBlock>& r : resolved) {
+    if (!r.ok()) return r.status();
+    all.push_back(*std::move(r));
+  }
+  return all;
+}
+
+std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveBlocks(
+    const ShuffleLayout& layout, absl::Span<const BlockId> keys) {
+  // A stream names up to a million blocks of a few map outputs: each map output is
+  // looked up (and revalidated) once. What it gave, by (shuffle, map):
   struct Loaded {
     std::shared_ptr<const Entry> entry;
     absl::Status status;
@@ -291,18 +241,14 @@ std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
     auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id));
     Loaded& loaded = it->second;
     if (inserted) {
-      const Key cache_key(std::string(app_id), std::string(exec_id), key.shuffle_id, key.map_id);
-      absl::StatusOr<std::shared_ptr<const Entry>> got = GetMapOutput(locate, cache_key);
-      if (absl::IsDataLoss(got.status())) {
-        absl::SleepFor(kSparkCommitWait);
-        got = GetMapOutput(locate, cache_key);
+      absl::StatusOr<std::shared_ptr<const Entry>> got =
+          GetMapOutput(layout, key.shuffle_id, key.map_id);
+      if (absl::IsDataLoss(got.status()) && layout.CommitsInTwoSteps()) {
+        absl::SleepFor(kCommitWait);
+        got = GetMapOutput(layout, key.shuffle_id, key.map_id);
       }
       if (got.ok()) {
         loaded.entry = *std::move(got);
-      } else if (absl::IsNotFound(got.status())) {
-        loaded.status = absl::NotFoundError(absl::StrCat(
-            "executor ", exec_id, " of app ", app_id, " has no map output ", key.map_id,
-            " of shuffle ", key.shuffle_id, " (", got.status().message(), ")"));
       } else {
         loaded.status = got.status();
       }
@@ -311,20 +257,20 @@ std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveSpark(
       resolved.push_back(loaded.status);
       continue;
     }
-    resolved.push_back(ResolveIn(loaded.entry, app_id, key));
+    resolved.push_back(ResolveIn(loaded.entry, layout, key));
   }
   return resolved;
 }
 
 absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const Entry>& entry,
-                                                    absl::string_view app_id,
+                                                    const ShuffleLayout& layout,
                                                     const BlockId& key) const {
   const MapOutputIndex& out = entry->index;
   const size_t start = static_cast<size_t>(key.start_reduce_id);
   const size_t end = static_cast<size_t>(key.end_reduce_id);
   if (end > out.partitions()) {
-    return absl::InvalidArgumentError(absl::StrCat("block ", BlockName(key), " of app ", app_id,
-                                                   " is past the map output's ",
+    return absl::InvalidArgumentError(absl::StrCat("block ", BlockName(key), " of ",
+                                                   layout.Describe(), " is past the map output's ",
                                                    out.partitions(), " partitions"));
   }
   ResolvedBlock r;
@@ -342,9 +288,9 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const 
 }
 
 absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
-  absl::StatusOr<UniqueFd> app = OpenApp(app_id);
+  absl::StatusOr<std::unique_ptr<FerryAppLayout>> app = FerryApp(app_id);
   if (!app.ok()) return app.status();
-  const int listing = ::openat(app->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int listing = ::openat((*app)->dir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
   if (d == nullptr) {
     const int err = errno;
@@ -362,8 +308,7 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
   ::closedir(d);
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
-    absl::StatusOr<std::shared_ptr<const Entry>> entry =
-        GetFerryMapOutput(app->get(), app_id, shuffle_id, map_id);
+    absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(**app, shuffle_id, map_id);
     if (!entry.ok()) return entry.status();
     const MapOutputIndex& index = (*entry)->index;
     MapOutputInfo info;

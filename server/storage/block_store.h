@@ -1,9 +1,10 @@
 // BlockStore: resolves block ids to segments of shuffle data files, through one
-// bounded cache of map outputs: each entry is a validated index together with its data
-// file's open descriptor, so the index always describes the very file that is served.
-// Two layouts: Ferry's, every file of an app in `<data-dir>/<appId>/`; and a registered
-// Spark executor's, its files hashed over the subdirectories of its local dirs
-// (common/spark_layout.h), opened beneath the --spark-dir-roots they lie in.
+// bounded cache of map outputs (a WeightedCache): each entry is a validated index
+// together with its data file's open descriptor, so the index always describes the
+// very file that is served. Where the files are is a ShuffleLayout (layout.h): Ferry's,
+// every file of an app in `<data-dir>/<appId>/`, or a registered Spark executor's, its
+// files hashed over the subdirectories of its local dirs, opened beneath the
+// --spark-dir-roots they lie in.
 //
 // App ids are validated ([A-Za-z0-9_.-]{1,128}, not "." or "..") before they touch a
 // path; nothing else from a request becomes part of a path except the decimal shuffle
@@ -29,14 +30,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -45,7 +44,9 @@
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
+#include "server/storage/layout.h"
 #include "server/storage/segment.h"
+#include "server/storage/weighted_cache.h"
 
 namespace ferry {
 
@@ -68,6 +69,10 @@ struct ShuffleInfo {
   std::vector<MapOutputInfo> map_outputs;  // by map id
 };
 
+// All of `resolved`, or its first error.
+absl::StatusOr<std::vector<ResolvedBlock>> AllResolved(
+    std::vector<absl::StatusOr<ResolvedBlock>> resolved);
+
 class BlockStore {
  public:
   struct Options {
@@ -88,24 +93,26 @@ class BlockStore {
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
-  // INVALID_ARGUMENT for a bad app id or reduce range (negative, empty, or past the map
-  // output's partitions); NOT_FOUND naming the app, or the shuffle and map output;
-  // DATA_LOSS for malformed files; RESOURCE_EXHAUSTED when max_data_files are open.
-  absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
-  // Resolve() for each of `keys` in order, opening the app and revalidating each map
-  // output once; the first error.
+  // The layout of a Ferry app: its directory, opened beneath the data dir.
+  // INVALID_ARGUMENT for a bad app id; NOT_FOUND naming the app (and its cached map
+  // outputs dropped) when it has no directory here.
+  absl::StatusOr<std::unique_ptr<FerryAppLayout>> FerryApp(absl::string_view app_id);
+
+  // The blocks of the layout's map outputs, one result per key, in order, each failing
+  // on its own (Spark fails a block's chunk, not the request): INVALID_ARGUMENT for a
+  // bad reduce range (negative, empty, or past the map output's partitions); NOT_FOUND
+  // naming the owner, the shuffle and the map output; DATA_LOSS for malformed files;
+  // RESOURCE_EXHAUSTED when max_data_files are open. Each map output is looked up and
+  // revalidated once. One of a layout that CommitsInTwoSteps() whose index and data
+  // file disagree may be mid-commit: it is loaded once more after a moment before it is
+  // reported.
+  std::vector<absl::StatusOr<ResolvedBlock>> ResolveBlocks(const ShuffleLayout& layout,
+                                                           absl::Span<const BlockId> keys);
+
+  // Ferry's layout: ResolveBlocks() in the app's directory, and the first error.
   absl::StatusOr<std::vector<ResolvedBlock>> ResolveAll(absl::string_view app_id,
                                                         absl::Span<const BlockId> keys);
-
-  // Blocks of a registered Spark executor's map outputs, in Spark's layout under `dirs`.
-  // One result per key, in order, each failing on its own (Spark fails a block's chunk,
-  // not the request): errors as Resolve(). A map output whose index and data file
-  // disagree may be mid-commit (Spark renames the index into place before the data
-  // file): it is loaded once more after a moment before it is reported.
-  std::vector<absl::StatusOr<ResolvedBlock>> ResolveSpark(absl::string_view app_id,
-                                                          absl::string_view exec_id,
-                                                          const spark::ExecutorDirs& dirs,
-                                                          absl::Span<const BlockId> keys);
+  absl::StatusOr<ResolvedBlock> Resolve(absl::string_view app_id, const BlockId& key);
 
   // Drops cached map outputs of the Spark app (one executor of it, or all when
   // `exec_id` is empty), whose files are about to go.
@@ -132,41 +139,25 @@ class BlockStore {
   CacheCounts cache_counts() const;
 
  private:
-  // (app, executor, shuffle, map); the executor is empty in Ferry's layout.
-  using Key = std::tuple<std::string, std::string, int32_t, int64_t>;
+  // (whose, shuffle, map).
+  using Key = std::tuple<ShuffleOwner, int32_t, int64_t>;
   struct Entry;
-  struct Slot {
-    std::shared_ptr<const Entry> entry;
-    std::list<Key>::iterator lru;
-  };
 
   BlockStore(Options options, UniqueFd data_dir);
-  // The app's directory, opened beneath the data dir. NOT_FOUND (and its cached map
-  // outputs dropped) when it is not there.
-  absl::StatusOr<UniqueFd> OpenApp(absl::string_view app_id);
-  // The map output `key`, its files where `locate` says, from the cache if they are
-  // still the ones loaded.
-  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(ShuffleFileLocator locate,
-                                                            const Key& key);
-  // GetMapOutput() in the app's directory (Ferry's layout).
-  absl::StatusOr<std::shared_ptr<const Entry>> GetFerryMapOutput(int app_fd,
-                                                                 absl::string_view app_id,
-                                                                 int32_t shuffle_id,
-                                                                 int64_t map_id);
+  // The map output, from the cache if its files are still the ones loaded.
+  absl::StatusOr<std::shared_ptr<const Entry>> GetMapOutput(const ShuffleLayout& layout,
+                                                            int32_t shuffle_id, int64_t map_id);
   absl::StatusOr<ResolvedBlock> ResolveIn(const std::shared_ptr<const Entry>& entry,
-                                          absl::string_view app_id, const BlockId& key) const;
-  void EraseLocked(const Key& key);
-  void DropAppLocked(absl::string_view app_id);
+                                          const ShuffleLayout& layout, const BlockId& key) const;
+  void DropLocked(ShuffleOwner::Kind kind, absl::string_view app_id, absl::string_view exec_id);
 
   const Options options_;
   const UniqueFd data_dir_;
   // DataFile objects alive: the cache's, and those only streams still hold.
   const std::shared_ptr<std::atomic<size_t>> live_files_;
   mutable std::mutex mu_;
-  std::list<Key> lru_;                      // guarded by mu_; least recent at the back
-  absl::flat_hash_map<Key, Slot> entries_;  // guarded by mu_
-  uint64_t cached_index_bytes_ = 0;         // guarded by mu_
-  CacheCounts counts_;                      // guarded by mu_, but for hits
+  WeightedCache<Key, std::shared_ptr<const Entry>> cache_;  // guarded by mu_
+  CacheCounts counts_;                                        // guarded by mu_, but for hits
   // A hit takes no second lock: counted apart from counts_.
   std::atomic<uint64_t> hits_{0};
 };
