@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -80,10 +81,7 @@ absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& 
         Recv(socket, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
              0, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
-    if (absl::Status s = verifier.Update(absl::string_view(out + got, static_cast<size_t>(n)));
-        !s.ok()) {
-      return s;
-    }
+    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(out + got, static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
   return verifier.Finish();
@@ -110,7 +108,7 @@ void PageBuffer::Reserve(size_t bytes) {
 absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
-  if (absl::Status s = CheckBufferable(length, name); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   buffer_.Reserve(static_cast<size_t>(length));
   absl::Status s = ReceiveInto(socket, buffer_.data(), length, verifier, name, deadline);
   if (!s.ok()) return s;
@@ -120,7 +118,7 @@ absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
 absl::Status BuffersSink::Receive(int socket, size_t index, uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
-  if (absl::Status s = CheckBufferable(length, name); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   std::string& block = blocks_[index];
   block.resize(static_cast<size_t>(length));
   return ReceiveInto(socket, block.data(), length, verifier, name, deadline);
@@ -136,10 +134,7 @@ absl::Status DiscardSink::Receive(int socket, size_t, uint64_t length, BlockVeri
     const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
     const ssize_t n = Recv(socket, scratch_.data(), want, 0, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
-    if (absl::Status s = verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n)));
-        !s.ok()) {
-      return s;
-    }
+    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
   bytes_ += length;

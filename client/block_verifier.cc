@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -48,7 +49,7 @@ absl::Status BlockVerifier::Update(absl::string_view data) {
             absl::StrCat(name_, ": more bytes than the block's partitions hold"));
         return status_;
       }
-      if (absl::Status s = EndPartition(); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(EndPartition());
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(data.size(), left_in_partition_));
     running_.Update(data.substr(0, n));
@@ -67,7 +68,7 @@ absl::Status BlockVerifier::Finish() {
                                                  info_.id().start_reduce_id() + partition_));
       return status_;
     }
-    if (absl::Status s = EndPartition(); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(EndPartition());
   }
   return absl::OkStatus();
 }

@@ -18,6 +18,7 @@
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/net_address.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "proto/ferry.pb.h"
 
@@ -129,7 +130,7 @@ class SparkConnection {
   // Sends an RPC and returns its reply's body; the service's RpcFailure as an error.
   absl::StatusOr<std::string> Call(absl::string_view body, absl::string_view what) {
     const int64_t id = next_request_id_++;
-    if (absl::Status s = SendBytes(sw::EncodeRpcRequest(id, body), what); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(SendBytes(sw::EncodeRpcRequest(id, body), what));
     return ReadReply(id, what);
   }
 
@@ -153,17 +154,12 @@ class SparkConnection {
       for (; next < requests.size() && open < kRequestsInFlight; ++next, ++open) {
         const Request& r = *requests[next];
         const std::string what = Describe(r, blocks);
-        if (absl::Status s = SendBytes(
-                sw::EncodeRpcRequest(next_request_id_++, sw::EncodeFetchShuffleBlocks(r.message)),
-                what);
-            !s.ok()) {
-          return s;
-        }
+        FERRY_RETURN_IF_ERROR(SendBytes( sw::EncodeRpcRequest(next_request_id_++, sw::EncodeFetchShuffleBlocks(r.message)), what));
         expected.push_back({next, -1});
       }
       return absl::OkStatus();
     };
-    if (absl::Status s = send_next(); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(send_next());
     while (!expected.empty()) {
       const Expected e = expected.front();
       expected.pop_front();
@@ -179,7 +175,7 @@ class SparkConnection {
                                          : sw::EncodeChunkFetchRequest({*stream, i});
           expected.push_back({e.request, i});
         }
-        if (absl::Status s = SendBytes(asks, Describe(r, blocks)); !s.ok()) return s;
+        FERRY_RETURN_IF_ERROR(SendBytes(asks, Describe(r, blocks)));
         continue;
       }
       const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
@@ -190,7 +186,7 @@ class SparkConnection {
       ++stats.blocks;
       if (static_cast<size_t>(e.chunk) + 1 == r.chunk_to_block.size()) {
         --open;
-        if (absl::Status s = send_next(); !s.ok()) return s;
+        FERRY_RETURN_IF_ERROR(send_next());
       }
     }
     return absl::OkStatus();
@@ -282,7 +278,7 @@ class SparkConnection {
   // Reads a frame's length and type; with `whole`, the rest of it too (bounded).
   absl::StatusOr<Frame> ReadFrame(absl::string_view what, bool whole = true) {
     char prefix[kFramePrefixBytes];
-    if (absl::Status s = ReadExactly(prefix, sizeof(prefix), what); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(ReadExactly(prefix, sizeof(prefix), what));
     absl::StatusOr<uint64_t> length =
         sw::DecodeFrameLength(absl::string_view(prefix, sw::kFrameLengthBytes));
     if (!length.ok()) return Protocol(what, length.status().message());
@@ -312,7 +308,7 @@ class SparkConnection {
       case sw::MessageType::kChunkFetchSuccess: {
         char header[12];
         if (frame->length < 13) return Protocol(name, "a short ChunkFetchSuccess");
-        if (absl::Status s = ReadExactly(header, sizeof(header), name); !s.ok()) return s;
+        FERRY_RETURN_IF_ERROR(ReadExactly(header, sizeof(header), name));
         sw::WireReader r(absl::string_view(header, sizeof(header)));
         int64_t got_stream = 0;
         int32_t got_chunk = 0;
@@ -329,7 +325,7 @@ class SparkConnection {
         // The frame holds the stream id and byte count; the bytes follow it.
         if (frame->length - 1 > 1024) return Protocol(name, "an oversized StreamResponse");
         std::string rest(static_cast<size_t>(frame->length - 1), '\0');
-        if (absl::Status s = ReadExactly(rest.data(), rest.size(), name); !s.ok()) return s;
+        FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
         sw::WireReader r(rest);
         std::string got_stream;
         int64_t count = 0;
@@ -346,7 +342,7 @@ class SparkConnection {
       case sw::MessageType::kStreamFailure: {
         if (frame->length - 1 > kMaxReplyBytes) return Protocol(name, "an oversized failure");
         std::string rest(static_cast<size_t>(frame->length - 1), '\0');
-        if (absl::Status s = ReadExactly(rest.data(), rest.size(), name); !s.ok()) return s;
+        FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
         sw::WireReader r(rest);
         if (frame->type == sw::MessageType::kChunkFetchFailure) {
           int64_t ignored_stream = 0;
@@ -367,10 +363,7 @@ class SparkConnection {
     }
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
-    if (absl::Status s = sink.Receive(fd_.get(), block, body, verifier, name, Deadline());
-        !s.ok()) {
-      return s;
-    }
+    FERRY_RETURN_IF_ERROR(sink.Receive(fd_.get(), block, body, verifier, name, Deadline()));
     return body;
   }
 
@@ -384,7 +377,7 @@ class SparkConnection {
 absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
   absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
   if (!scheduler.ok()) return scheduler.status();
-  if (absl::Status s = (*scheduler)->Spawn(std::move(fn)); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR((*scheduler)->Spawn(std::move(fn)));
   (*scheduler)->Run();
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ferry::spark {
 
@@ -173,7 +174,7 @@ absl::StatusOr<uint64_t> DecodeFrameLength(absl::string_view eight_bytes) {
   WireReader r(eight_bytes);
   int64_t frame_length = 0;
   r.I64(&frame_length, "frame length");
-  if (absl::Status s = r.Finish("frame"); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(r.Finish("frame"));
   // Compared before subtracting: the length is the peer's, and may be INT64_MIN.
   if (frame_length <= static_cast<int64_t>(kFrameLengthBytes) ||
       static_cast<uint64_t>(frame_length) - kFrameLengthBytes > kMaxFrameBodyBytes) {
@@ -192,7 +193,7 @@ absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame) {
       ChunkFetchRequest m;
       r.I64(&m.stream_id, "streamId");
       r.I32(&m.chunk_index, "chunkIndex");
-      if (absl::Status s = r.Finish("ChunkFetchRequest"); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish("ChunkFetchRequest"));
       return m;
     }
     case MessageType::kRpcRequest: {
@@ -200,21 +201,21 @@ absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame) {
       int32_t body_len = 0;
       r.I64(&m.request_id, "requestId");
       r.I32(&body_len, "bodyLen");  // redundant with the frame length; Spark ignores it
-      if (absl::Status s = r.Finish("RpcRequest", /*whole=*/false); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish("RpcRequest", /*whole=*/false));
       m.body = std::string(r.rest());
       return m;
     }
     case MessageType::kStreamRequest: {
       StreamRequest m;
       r.String(&m.stream_id, "streamId", 64);
-      if (absl::Status s = r.Finish("StreamRequest"); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish("StreamRequest"));
       return m;
     }
     case MessageType::kOneWayMessage: {
       OneWayMessage m;
       int32_t body_len = 0;
       r.I32(&body_len, "bodyLen");
-      if (absl::Status s = r.Finish("OneWayMessage", /*whole=*/false); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish("OneWayMessage", /*whole=*/false));
       m.body = std::string(r.rest());
       return m;
     }
@@ -340,7 +341,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       r.String(&m.app_id, "appId");
       r.String(&m.exec_id, "execId");
       r.StringArray(&m.block_ids, "blockIds", kMaxBlockIds, 256);
-      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
       if (type == static_cast<uint8_t>(BlockTransferType::kRemoveBlocks)) {
         return RemoveBlocks{std::move(m.app_id), std::move(m.exec_id), std::move(m.block_ids)};
       }
@@ -353,7 +354,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       r.StringArray(&m.info.local_dirs, "localDirs", kMaxLocalDirs);
       r.I32(&m.info.sub_dirs_per_local_dir, "subDirsPerLocalDir");
       r.String(&m.info.shuffle_manager, "shuffleManager", kMaxShuffleManagerBytes);
-      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
       return m;
     }
     case BlockTransferType::kFetchShuffleBlocks: {
@@ -366,7 +367,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       if (r.Count(&count, 4, "reduceIds")) m.reduce_ids.resize(static_cast<size_t>(count));
       for (std::vector<int32_t>& ids : m.reduce_ids) r.IntArray(&ids, "reduceIds");
       r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
-      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
       if (m.reduce_ids.size() != m.map_ids.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "malformed ", name, ": ", m.map_ids.size(), " map ids but ", m.reduce_ids.size(),
@@ -378,7 +379,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       GetLocalDirsForExecutors m;
       r.String(&m.app_id, "appId");
       r.StringArray(&m.exec_ids, "execIds", kMaxLocalDirsExecutors, 128);
-      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
       return m;
     }
     case BlockTransferType::kDiagnoseCorruption: {
@@ -390,7 +391,7 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       r.I32(&m.reduce_id, "reduceId");
       r.I64(&m.checksum, "checksum");
       r.String(&m.algorithm, "algorithm", 64);
-      if (absl::Status s = r.Finish(name); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
       return m;
     }
     default:

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "server/ops/peer_log.h"
 
 namespace ferry {
@@ -152,7 +153,7 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
   *in_frame = true;
   // A file that shrank since the block was resolved is caught here, before the header
   // promises bytes the file no longer has.
-  if (absl::Status held = CheckSegmentHeld(block, name); !held.ok()) return held;
+  FERRY_RETURN_IF_ERROR(CheckSegmentHeld(block, name));
   *in_frame = false;
   const uint64_t length = block.length - offset;
   // MSG_MORE lets the header share a segment with the payload that follows; a block
@@ -162,10 +163,7 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
     return sender_.PeerError(sent < 0 ? sent : -EPIPE, absl::StrCat("send header of ", name()));
   }
   if (!first_byte_.has_value()) first_byte_ = absl::Now();
-  if (absl::Status s = sender_.SendFile(*block.file, block.offset + offset, length, name);
-      !s.ok()) {
-    return s;
-  }
+  FERRY_RETURN_IF_ERROR(sender_.SendFile(*block.file, block.offset + offset, length, name));
   control_.metrics->Sent(door_, length, 1);
   sender_.TakeTurns(0, 1);
   return absl::OkStatus();

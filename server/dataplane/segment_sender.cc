@@ -138,7 +138,7 @@ absl::Status SegmentSender::PipeReady() {
 
 absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint64_t length,
                                        absl::FunctionRef<std::string()> name) {
-  if (absl::Status s = PipeReady(); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(PipeReady());
   const int file = data.fd.get();
   const size_t capacity = pipe_->capacity_bytes();
   while (length > 0) {

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -69,7 +70,7 @@ absl::Status ClientBudget::TakeLocked(Lease::State& state, const std::string& cl
 absl::StatusOr<ClientBudget::Lease> ClientBudget::Acquire(const std::string& client,
                                                           uint64_t units) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (absl::Status s = TakeLocked(*state_, client, units); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(TakeLocked(*state_, client, units));
   if (units == 0) return Lease();
   return Lease(state_, client, units);
 }
@@ -89,7 +90,7 @@ absl::Status ClientBudget::Resize(Lease* lease, const std::string& client, uint6
     return absl::OkStatus();
   }
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (absl::Status s = TakeLocked(*state_, client, units - lease->units_); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(TakeLocked(*state_, client, units - lease->units_));
   if (lease->state_ == nullptr) {
     lease->state_ = state_;
     lease->client_ = client;

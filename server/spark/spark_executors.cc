@@ -173,10 +173,10 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   }
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
-  if (absl::Status s = registry->Load(path); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(registry->Load(path));
   // Rewritten at once: what was dropped goes, and appends start from a whole file.
   std::lock_guard<std::mutex> lock(registry->write_mu_);
-  if (absl::Status s = registry->CompactLocked(); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(registry->CompactLocked());
   return registry;
 }
 
@@ -330,7 +330,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   }
   std::string record;
   AppendRecord(spark::EncodeRegisterExecutor(registration), &record);
-  if (absl::Status s = AppendLocked(record); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(AppendLocked(record));
   const bool again = it != executors_.end();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -372,7 +372,7 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
   if (keys.empty()) return absl::OkStatus();
   std::string records;
   for (const Key& key : keys) records += ForgetRecord(key.first, key.second);
-  if (absl::Status s = AppendLocked(records); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(AppendLocked(records));
   std::lock_guard<std::mutex> lock(mu_);
   for (const Key& key : keys) {
     auto it = executors_.find(key);
@@ -399,7 +399,7 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
          ++it) {
       keys.push_back(it->first);
     }
-    if (absl::Status s = ForgetLocked(keys, &removed); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(ForgetLocked(keys, &removed));
     result.executors = removed.size();
     if (delete_local_dirs) {
       for (const Registered& registered : removed) {
@@ -463,7 +463,7 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
     auto it = executors_.find(key);
     if (it != executors_.end() && it->second.dirs == dirs) vanished.push_back(key);
   }
-  if (absl::Status s = ForgetLocked(vanished, nullptr); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(ForgetLocked(vanished, nullptr));
   for (const Key& key : vanished) {
     LOG(INFO) << "forgot Spark executor " << key.second << " of app " << key.first
               << ": its local dirs are gone";
@@ -484,7 +484,7 @@ uint64_t ExecutorRegistry::bytes() const {
 absl::Status ExecutorRegistry::AppendLocked(absl::string_view records) {
   if (options_.state_dir.empty()) return absl::OkStatus();
   if (journal_broken_) {
-    if (absl::Status s = CompactLocked(); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(CompactLocked());
   }
   const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
   absl::Status written = WriteAll(journal_.get(), records, path);

@@ -72,7 +72,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration)
   return pool_->Call<bool>(
                   [executors = executors_,
                    registration = std::move(registration)]() -> absl::StatusOr<bool> {
-                    if (absl::Status s = executors->Register(registration); !s.ok()) return s;
+                    FERRY_RETURN_IF_ERROR(executors->Register(registration));
                     return true;
                   },
                   absl::Now() + options_.blocking_timeout)
@@ -155,7 +155,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
                                                       const std::string& exec_id,
                                                       std::vector<BlockId> keys,
                                                       const std::string& client) {
-  if (absl::Status s = CheckAppAndExecutorIds(app_id, exec_id); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(app_id, exec_id));
   absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
   if (!lease.ok()) return lease.status();
   using Chunks = std::vector<SparkChunk>;
@@ -210,7 +210,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
 }
 
 absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlocks& request) {
-  if (absl::Status s = CheckAppAndExecutorIds(request.app_id, request.exec_id); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(request.app_id, request.exec_id));
   return pool_->Call<int32_t>(
       [executors = executors_, request]() -> absl::StatusOr<int32_t> {
         absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
@@ -268,7 +268,7 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
                                                       const std::string& client) {
   const std::optional<ChecksumAlgorithm> algorithm = ParseChecksumAlgorithm(request.algorithm);
   if (!algorithm.has_value()) return kUnsupportedChecksumAlgorithm;
-  if (absl::Status s = CheckAppAndExecutorIds(request.app_id, request.exec_id); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(request.app_id, request.exec_id));
   if (request.shuffle_id < 0 || request.map_id < 0 || request.reduce_id < 0 ||
       request.reduce_id == INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(

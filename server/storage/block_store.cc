@@ -68,7 +68,7 @@ BlockStore::BlockStore(Options options, UniqueFd data_dir)
       cache_(options_.max_cached_map_outputs, options_.max_cached_index_bytes) {}
 
 absl::StatusOr<std::unique_ptr<FerryAppLayout>> BlockStore::FerryApp(absl::string_view app_id) {
-  if (absl::Status s = CheckAppId(app_id); !s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(CheckAppId(app_id));
   const std::string name(app_id);
   // One path component, no symlink followed: O_NOFOLLOW opens a link itself, which
   // O_DIRECTORY then refuses.
