@@ -81,39 +81,22 @@ absl::StatusOr<SocketAddress> SocketAddress::Resolve(absl::string_view host, uin
   return a;
 }
 
-namespace {
-
-template <typename Get>
-absl::StatusOr<SocketAddress> Named(int socket, Get get, const char* what) {
-  sockaddr_storage storage{};
-  socklen_t len = sizeof(storage);
-  if (get(socket, reinterpret_cast<sockaddr*>(&storage), &len) != 0 ||
-      (storage.ss_family != AF_INET && storage.ss_family != AF_INET6)) {
-    return absl::NotFoundError(absl::StrCat("socket ", socket, " has no ", what, " address"));
+absl::StatusOr<SocketAddress> SocketAddress::Named(int socket, bool peer) {
+  SocketAddress a;
+  socklen_t len = sizeof(a.storage_);
+  sockaddr* addr = reinterpret_cast<sockaddr*>(&a.storage_);
+  const int rc = peer ? ::getpeername(socket, addr, &len) : ::getsockname(socket, addr, &len);
+  if (rc != 0 || (a.family() != AF_INET && a.family() != AF_INET6)) {
+    return absl::NotFoundError(
+        absl::StrCat("socket ", socket, " has no ", peer ? "peer" : "local", " address"));
   }
-  char text[INET6_ADDRSTRLEN] = "";
-  uint16_t port = 0;
-  if (storage.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&storage);
-    ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
-    port = ntohs(v4->sin_port);
-  } else {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&storage);
-    ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
-    port = ntohs(v6->sin6_port);
-  }
-  return SocketAddress::Numeric(text, port);
+  a.size_ = len;
+  return a;
 }
 
-}  // namespace
+absl::StatusOr<SocketAddress> SocketAddress::PeerOf(int socket) { return Named(socket, true); }
 
-absl::StatusOr<SocketAddress> SocketAddress::PeerOf(int socket) {
-  return Named(socket, ::getpeername, "peer");
-}
-
-absl::StatusOr<SocketAddress> SocketAddress::LocalOf(int socket) {
-  return Named(socket, ::getsockname, "local");
-}
+absl::StatusOr<SocketAddress> SocketAddress::LocalOf(int socket) { return Named(socket, false); }
 
 uint16_t SocketAddress::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);

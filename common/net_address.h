@@ -52,6 +52,8 @@ class SocketAddress {
 
  private:
   SocketAddress() = default;
+  // The socket's peer (`peer`) or own address.
+  static absl::StatusOr<SocketAddress> Named(int socket, bool peer);
   sockaddr_storage storage_{};
   socklen_t size_ = 0;
 };
