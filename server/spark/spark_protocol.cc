@@ -1,14 +1,5 @@
 #include "server/spark/spark_protocol.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -18,11 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/io/ops.h"
-#include "common/io/ready_ops.h"
 #include "common/spark_layout.h"
 #include "common/spark_wire.h"
-#include "server/ops/peer_log.h"
 
 namespace ferry {
 

@@ -1,9 +1,10 @@
 #include "common/io/blocking_pool.h"
 
 #include <atomic>
-#include <chrono>
+#include <memory>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/io/sync.h"
@@ -17,6 +18,9 @@ namespace {
 using ::ferry::testing::RunInFiber;
 
 const absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
+
+// How long a job or the test waits for the other at most: far longer than it takes.
+constexpr absl::Duration kPatience = absl::Seconds(10);
 
 TEST(BlockingPoolTest, CallReturnsTheJobsResult) {
   BlockingPool pool({.threads = 2});
@@ -33,8 +37,8 @@ TEST(BlockingPoolTest, CallReturnsTheJobsResult) {
 // The point of the pool: while one fiber's job blocks a worker, the other fibers of
 // its thread keep running.
 TEST(BlockingPoolTest, AWaitingFiberLeavesItsThreadToTheOthers) {
+  absl::Notification release;  // outlives the pool, whose worker waits on it
   BlockingPool pool({.threads = 1});
-  std::atomic<bool> release{false};
   int ticks_while_blocked = 0;
   RunInFiber([&] {
     WaitGroup done;
@@ -43,12 +47,7 @@ TEST(BlockingPoolTest, AWaitingFiberLeavesItsThreadToTheOthers) {
     FiberScheduler::Current()
         ->Spawn([&] {
           absl::Status s = pool.Run(
-              [&release] {
-                for (int i = 0; i < 2000 && !release.load(); ++i) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                }
-              },
-              Soon());
+              [&release] { release.WaitForNotificationWithTimeout(kPatience); }, Soon());
           EXPECT_TRUE(s.ok()) << s;
           job_done = true;
           done.Done();
@@ -58,23 +57,22 @@ TEST(BlockingPoolTest, AWaitingFiberLeavesItsThreadToTheOthers) {
       ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
       ++ticks_while_blocked;
     }
-    release.store(true);
+    release.Notify();
     done.Wait();
   });
   EXPECT_EQ(ticks_while_blocked, 20);
 }
 
 TEST(BlockingPoolTest, RefusesPastTheQueueBound) {
+  absl::Notification release;
+  absl::Notification started;
   BlockingPool pool({.threads = 1, .max_queued = 1});
-  std::atomic<bool> release{false};
-  std::atomic<int> started{0};
   RunInFiber([&] {
     WaitGroup done;
+    std::atomic<int> runs{0};
     auto blocker = [&] {
-      started.fetch_add(1);
-      for (int i = 0; i < 5000 && !release.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      if (runs.fetch_add(1) == 0) started.Notify();
+      release.WaitForNotificationWithTimeout(kPatience);
     };
     // One job runs, one waits in the queue: the third is refused.
     for (int i = 0; i < 2; ++i) {
@@ -86,40 +84,42 @@ TEST(BlockingPoolTest, RefusesPastTheQueueBound) {
           })
           .IgnoreError();
       FiberScheduler::Current()->Yield();
-      for (int j = 0; j < 1000 && i == 0 && started.load() == 0; ++j) {
-        ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
+      // The first job is on the worker before the second is queued. (Blocking this
+      // thread is safe: the submitting fiber is parked, and the worker is another thread.)
+      if (i == 0) {
+        ASSERT_TRUE(started.WaitForNotificationWithTimeout(kPatience));
       }
     }
     EXPECT_EQ(pool.Run([] {}, Soon()).code(), absl::StatusCode::kResourceExhausted);
-    release.store(true);
+    release.Notify();
     done.Wait();
   });
 }
 
 TEST(BlockingPoolTest, ADeadlineEndsTheWaitAndTheJobStillFinishesSafely) {
+  // The job goes on past its caller's deadline until the test lets it finish.
+  auto release = std::make_shared<absl::Notification>();
+  auto finished = std::make_shared<absl::Notification>();
   BlockingPool pool({.threads = 1});
-  auto finished = std::make_shared<std::atomic<bool>>(false);
   RunInFiber([&] {
     absl::Status s = pool.Run(
-        [finished] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          finished->store(true);
+        [release, finished] {
+          release->WaitForNotificationWithTimeout(kPatience);
+          finished->Notify();
         },
         absl::Now() + absl::Milliseconds(10));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   });
-  for (int i = 0; i < 2000 && !finished->load(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_TRUE(finished->load());
+  release->Notify();
+  EXPECT_TRUE(finished->WaitForNotificationWithTimeout(kPatience));
 }
 
 // Issue 18.5: jobs whose callers had left (their deadline passed) still ran, for minutes
 // of CPU. A job still queued when its waiter leaves never runs.
 TEST(BlockingPoolTest, AQueuedJobWhoseWaiterLeftNeverRuns) {
+  absl::Notification release;
+  absl::Notification started;
   BlockingPool pool({.threads = 1});
-  std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   auto ran = std::make_shared<std::atomic<bool>>(false);
   RunInFiber([&] {
     WaitGroup done;
@@ -128,22 +128,21 @@ TEST(BlockingPoolTest, AQueuedJobWhoseWaiterLeftNeverRuns) {
         ->Spawn([&] {
           EXPECT_TRUE(pool.Run(
                               [&] {
-                                started.store(true);
-                                for (int i = 0; i < 5000 && !release.load(); ++i) {
-                                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                                }
+                                started.Notify();
+                                release.WaitForNotificationWithTimeout(kPatience);
                               },
                               Soon())
                           .ok());
           done.Done();
         })
         .IgnoreError();
-    for (int j = 0; j < 1000 && !started.load(); ++j) {
-      ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
-    }
+    // The fiber submits its job; then this thread waits (the fiber is parked on the
+    // job, the worker another thread) until the job runs.
+    FiberScheduler::Current()->Yield();
+    ASSERT_TRUE(started.WaitForNotificationWithTimeout(kPatience));
     absl::Status late = pool.Run([ran] { ran->store(true); }, absl::Now() + absl::Milliseconds(20));
     EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
-    release.store(true);
+    release.Notify();
     done.Wait();
     // A job queued after the dropped one runs, so the dropped one has been passed.
     EXPECT_TRUE(pool.Run([] {}, Soon()).ok());
@@ -152,29 +151,30 @@ TEST(BlockingPoolTest, AQueuedJobWhoseWaiterLeftNeverRuns) {
 }
 
 TEST(BlockingPoolTest, AStoppingSchedulerCancelsTheWait) {
+  absl::Notification release;
+  absl::Notification started;
   BlockingPool pool({.threads = 1});
-  std::atomic<bool> release{false};
   auto scheduler = FiberScheduler::Create({});
   ASSERT_TRUE(scheduler.ok());
   absl::Status waited;
   ASSERT_TRUE((*scheduler)
                   ->Spawn([&] {
                     waited = pool.Run(
-                        [&release] {
-                          for (int i = 0; i < 5000 && !release.load(); ++i) {
-                            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                          }
+                        [&] {
+                          started.Notify();
+                          release.WaitForNotificationWithTimeout(kPatience);
                         },
                         Soon());
                   })
                   .ok());
+  // Stopped while the job is running, so the fiber is waiting for it.
   std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(started.WaitForNotificationWithTimeout(kPatience));
     (*scheduler)->Stop();
   });
   (*scheduler)->Run();
   stopper.join();
-  release.store(true);
+  release.Notify();
   EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
 }
 
