@@ -37,8 +37,13 @@ const std::string& ConnectionCore::peer_host() {
 }
 
 bool ConnectionCore::Resize(size_t bytes) {
+  // Only a buffer past its base size is charged (to the peer's share, so its address is
+  // read only then).
   const uint64_t grown = bytes > kBaseBufferBytes ? bytes - kBaseBufferBytes : 0;
-  if (!control_.request_buffers->Resize(&grown_, peer_host(), grown).ok()) return false;
+  if (grown != grown_.units() &&
+      !control_.request_buffers->Resize(&grown_, peer_host(), grown).ok()) {
+    return false;
+  }
   if (bytes == 0) {
     buffer_.reset();
     capacity_ = begin_ = end_ = 0;
