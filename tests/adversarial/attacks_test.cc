@@ -21,12 +21,14 @@
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
 
 using testing::DataSet;
 using testing::TempDir;
+using testing::WaitFor;
 
 constexpr char kApp[] = "app-0";
 
@@ -45,14 +47,6 @@ class AttackTest : public ::testing::Test {
   void Start() {
     server_ = testing::StartServer(options_);
     target_ = server_->control_target();
-  }
-
-  // Waits up to 10 s for `done` to hold; returns whether it did.
-  template <typename Pred>
-  static bool WaitFor(Pred done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-    return done();
   }
 
   TempDir dir_;

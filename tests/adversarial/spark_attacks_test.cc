@@ -24,6 +24,7 @@
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -38,13 +39,7 @@ constexpr char kExec[] = "1";
 constexpr int kSubdirs = 8;
 constexpr char kShuffleManager[] = "org.apache.spark.shuffle.sort.SortShuffleManager";
 
-// Waits up to 10 s for `done` to hold; returns whether it did.
-template <typename Pred>
-bool WaitFor(Pred done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-  return done();
-}
+using ::ferry::testing::WaitFor;
 
 class SparkAttackTest : public ::testing::Test {
  protected:

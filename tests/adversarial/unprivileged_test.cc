@@ -25,6 +25,7 @@
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -198,11 +199,7 @@ TEST_F(UnprivilegedSparkTest, PipesAreHeldOnlyWhileSendingAndShortOnesAreCounted
     clients.back()->Send(sw::EncodeChunkFetchRequest({StreamHandleOf(handle).first, 0}));
   }
   auto pipes_become = [&](int n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (server_->PipeCount() != n && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return server_->PipeCount() == n;
+    return testing::WaitFor([&] { return server_->PipeCount() == n; });
   };
   ASSERT_TRUE(pipes_become(others + 2 * kConnections)) << server_->PipeCount();
   const double undersized = UndersizedPipes();

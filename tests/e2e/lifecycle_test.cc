@@ -15,6 +15,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/command.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -33,11 +34,7 @@ std::string ReadFile(const std::string& path) {
 
 // Waits (bounded: 10 s) until `path` holds `needle`.
 bool WaitForText(const std::string& path, const std::string& needle) {
-  for (int i = 0; i < 200; ++i) {
-    if (absl::StrContains(ReadFile(path), needle)) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return false;
+  return testing::WaitFor([&] { return absl::StrContains(ReadFile(path), needle); });
 }
 
 TEST(LifecycleTest, SighupReopensTheLogFileForLogrotate) {
