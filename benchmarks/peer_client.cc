@@ -61,6 +61,10 @@ ABSL_FLAG(int, buffer_shift, 0,
           "costs 3x per byte on some CPUs (results/receiver-2026-11-30.md).");
 ABSL_FLAG(bool, batch, false,
           "Fetch each map output as one segment instead of one block per partition.");
+ABSL_FLAG(absl::Duration, probe, absl::ZeroDuration(),
+          "Latency probe: for this long, one connection fetches the app's blocks one per "
+          "round trip, over and over (Ferry's wire protocol, as --raw --max-in-flight=1), "
+          "and prints each round trip's p50, p99 and max.");
 
 namespace ferry {
 namespace {
@@ -325,6 +329,49 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
   return absl::OkStatus();
 }
 
+// --probe: round trips of one block each on one connection for `duration`; every
+// round trip's time in microseconds into *micros.
+absl::Status Probe(ShuffleClient& client, const std::string& server, const std::string& app,
+                   const std::vector<Segment>& segments, absl::Duration duration,
+                   std::vector<double>* micros) {
+  std::vector<BlockId> ids;
+  for (const Segment& s : segments) ids.push_back(s.id);
+  auto handle = client.control().OpenStream(server, app, ids);
+  if (!handle.ok()) return handle.status();
+  UniqueFd fd = Dial(absl::StrCat(server.substr(0, server.rfind(':')), ":", handle->data_port()));
+  if (!fd.valid()) return absl::UnavailableError("connect to the data plane");
+  FetchRequest request;
+  std::memcpy(request.ticket.data(), handle->ticket().data(), request.ticket.size());
+  Reader reader = MakeReader(fd.get());
+  const absl::Time end = absl::Now() + duration;
+  for (size_t i = 0; absl::Now() < end; i = (i + 1) % ids.size()) {
+    const absl::Time start = absl::Now();
+    request.first_block = static_cast<uint32_t>(i);
+    request.block_count = 1;
+    char frame[kRequestBytes];
+    EncodeFetchRequest(request, frame);
+    if (::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(frame))) {
+      return absl::UnavailableError("send request");
+    }
+    char bytes[kResponseHeaderBytes];
+    if (!reader.ReadHead(bytes, sizeof(bytes))) return absl::UnavailableError("response header");
+    auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
+    if (!header.ok()) return header.status();
+    if (header->kind != FrameKind::kBlock || header->length != segments[i].length) {
+      return absl::InternalError(absl::StrCat("unexpected header for block ", i));
+    }
+    if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
+    micros->push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+  }
+  (void)client.control().CloseStream(server, handle->ticket());
+  return absl::OkStatus();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
 int Main() {
   const std::string ferry = absl::GetFlag(FLAGS_ferry);
   const std::string http = absl::GetFlag(FLAGS_http);
@@ -337,6 +384,18 @@ int Main() {
   if (!segments.ok()) {
     std::fprintf(stderr, "peer_client: %s\n", segments.status().ToString().c_str());
     return 1;
+  }
+  if (const absl::Duration probe = absl::GetFlag(FLAGS_probe); probe > absl::ZeroDuration()) {
+    std::vector<double> micros;
+    const absl::Status probed = Probe(client, ferry, app, *segments, probe, &micros);
+    if (!probed.ok() || micros.empty()) {
+      std::fprintf(stderr, "peer_client: %s\n", probed.ToString().c_str());
+      return 1;
+    }
+    std::printf("{\"round_trips\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f}\n",
+                micros.size(), Percentile(micros, 0.5), Percentile(micros, 0.99),
+                *std::max_element(micros.begin(), micros.end()));
+    return 0;
   }
   std::vector<std::vector<Segment>> shares(static_cast<size_t>(connections));
   uint64_t bytes = 0;

@@ -31,18 +31,38 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
   // more (listeners, logs, gRPC's own).
   plan.reserve =
       std::min<uint64_t>(1024, limit / 4) + 64 + 4 * static_cast<uint64_t>(options.data.threads);
-  const uint64_t per_connection = options.connection.mode == DataPlaneMode::kSplice ? 3 : 1;
-  if (limit < plan.reserve + 1 + 4 * per_connection) {
+  // Splice mode's pipes, pooled by the threads, and per connection its socket and, while
+  // the disk reads for it, a duplicate of its pipe (DiskReader); copy mode, the socket.
+  const bool splice = options.connection.mode == DataPlaneMode::kSplice;
+  const uint64_t per_connection = splice ? 2 : 1;
+  const uint64_t threads = static_cast<uint64_t>(std::max(options.data.threads, 1));
+  if (limit < plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the open-file limit (RLIMIT_NOFILE) is ", limit, " descriptors; ferry_server needs ",
-        "at least ", plan.reserve + 1 + 4 * per_connection, " (raise it: LimitNOFILE=)"));
+        "at least ", plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0),
+        " (raise it: LimitNOFILE=)"));
   }
-  const uint64_t spare = limit - plan.reserve;
+  uint64_t spare = limit - plan.reserve;
+  if (splice) {
+    // As many as the user's pipe budget allows, two descriptors each, in at most an
+    // eighth of the descriptors; at least one per thread.
+    const uint64_t wanted =
+        options.data.max_pipes > 0
+            ? options.data.max_pipes
+            : PipeBudget(options.data.pipe_bytes, DataServerOptions::kMaxPipes);
+    plan.max_pipes = static_cast<size_t>(
+        std::clamp<uint64_t>(wanted, threads, std::max<uint64_t>(threads, spare / 16)));
+    spare -= 2 * plan.max_pipes;
+  }
   plan.max_data_files = static_cast<size_t>(spare / 4);
   plan.max_cached_map_outputs = static_cast<size_t>(
       std::clamp<uint64_t>(options.store.max_cached_map_outputs, 1, plan.max_data_files));
   plan.max_connections = static_cast<size_t>(std::clamp<uint64_t>(
       options.data.max_connections, 1, (spare - plan.max_data_files) / per_connection));
+  if (options.data.max_pipes > plan.max_pipes) {
+    absl::StrAppend(&plan.clamped, "--max-pipes lowered from ", options.data.max_pipes, " to ",
+                    plan.max_pipes, " to fit ", limit, " descriptors. ");
+  }
   if (plan.max_cached_map_outputs < options.store.max_cached_map_outputs) {
     absl::StrAppend(&plan.clamped, "--max-open-files lowered from ",
                     options.store.max_cached_map_outputs, " to ", plan.max_cached_map_outputs,
@@ -68,6 +88,7 @@ absl::Status FerryServerOptions::Validate() const {
   }
   FERRY_RETURN_IF_ERROR(data.Validate());
   FERRY_RETURN_IF_ERROR(connection.Validate());
+  FERRY_RETURN_IF_ERROR(disks.Validate());
   FERRY_RETURN_IF_ERROR(tickets.Validate());
   FERRY_RETURN_IF_ERROR(control.Validate());
   FERRY_RETURN_IF_ERROR(spark_executors.Validate());
@@ -90,11 +111,13 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.store.max_cached_map_outputs = plan->max_cached_map_outputs;
   server->options_.store.max_data_files = plan->max_data_files;
   server->options_.data.max_connections = plan->max_connections;
+  server->options_.data.max_pipes = plan->max_pipes;
   server->descriptors_ = *std::move(plan);
   absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(server->options_.store);
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
   server->tickets_ = std::make_unique<TicketRegistry>(options.tickets);
+  server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   DataServer::Listener ferry_door;
   absl::StatusOr<HostPort> data_address = ParseHostPort(options.data_address);
@@ -131,7 +154,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     listeners.push_back(std::move(spark_door));
   }
   absl::StatusOr<std::unique_ptr<DataServer>> data_server =
-      DataServer::Start(server->options_.data, std::move(listeners));
+      DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get());
   if (!data_server.ok()) return data_server.status();
   server->data_ = *std::move(data_server);
 
@@ -150,6 +173,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   }
   control.data_threads = static_cast<uint32_t>(options.data.threads);
   control.connection = options.connection;
+  control.pipe_bytes = options.data.pipe_bytes;
   server->options_.control = control;
   server->service_ = std::make_unique<ControlService>(
       control, server->store_.get(), server->tickets_.get(), server->executors_.get());
@@ -193,6 +217,62 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   return server;
 }
 
+namespace {
+
+void AppendPipeMetrics(const std::vector<const PipePool*>& pools,
+                       std::vector<MetricFamilySamples>* out) {
+  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0;
+  for (const PipePool* pool : pools) {
+    max += static_cast<double>(pool->max_pipes());
+    in_use += static_cast<double>(pool->out());
+    open += static_cast<double>(pool->open());
+    waits += static_cast<double>(pool->waits());
+    undersized += static_cast<double>(pool->undersized());
+    fallbacks += static_cast<double>(pool->fallbacks());
+  }
+  auto one = [out](std::string name, std::string help, MetricKind kind, double value) {
+    out->emplace_back(std::move(name), std::move(help), kind,
+                      std::vector<MetricSample>{MetricSample({}, value)});
+  };
+  one("ferry_pipes_max", "Splice pipes the data-plane threads may hold (--max-pipes, or the "
+      "user's pipe budget).", MetricKind::kGauge, max);
+  one("ferry_pipes_open", "Splice pipes open, in use or idle in the threads' pools.",
+      MetricKind::kGauge, open);
+  one("ferry_pipes_in_use", "Splice pipes a segment's transfer holds now.", MetricKind::kGauge,
+      in_use);
+  one("ferry_pipe_waits_total", "Segments that waited for a pipe: every one was in use.",
+      MetricKind::kCounter, waits);
+  one("ferry_pipe_fallbacks_total",
+      "Segments copied instead of spliced: no pipe came free within 2 ms.",
+      MetricKind::kCounter, fallbacks);
+  one("ferry_pipes_undersized_total",
+      "Pipes the kernel granted smaller than --pipe-size (the user's pipe budget "
+      "was spent); the pool then stops growing.",
+      MetricKind::kCounter, undersized);
+}
+
+void AppendDiskMetrics(const std::vector<DiskReader::DiskStats>& disks,
+                       std::vector<MetricFamilySamples>* out) {
+  auto family = [&](std::string name, std::string help, MetricKind kind,
+                    double (*value)(const DiskReader::DiskStats&)) {
+    std::vector<MetricSample> samples;
+    for (const DiskReader::DiskStats& d : disks) samples.emplace_back(MetricLabels{{"disk", d.name}}, value(d));
+    out->emplace_back(std::move(name), std::move(help), kind, std::move(samples));
+  };
+  family("ferry_disk_queued_reads", "Reads of uncached file ranges waiting for the disk's workers.",
+         MetricKind::kGauge, [](const DiskReader::DiskStats& d) { return static_cast<double>(d.queued); });
+  family("ferry_disk_reads_total", "Reads of uncached file ranges done by the disk's workers.",
+         MetricKind::kCounter, [](const DiskReader::DiskStats& d) { return static_cast<double>(d.reads); });
+  family("ferry_disk_read_bytes_total", "Bytes the disk's workers read.", MetricKind::kCounter,
+         [](const DiskReader::DiskStats& d) { return static_cast<double>(d.bytes); });
+  family("ferry_disk_read_errors_total", "Reads of the disk that failed.", MetricKind::kCounter,
+         [](const DiskReader::DiskStats& d) { return static_cast<double>(d.errors); });
+  family("ferry_disk_healthy", "0 while the disk's reads keep failing, 1 otherwise.",
+         MetricKind::kGauge, [](const DiskReader::DiskStats& d) { return d.healthy ? 1.0 : 0.0; });
+}
+
+}  // namespace
+
 std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   std::vector<MetricFamilySamples> out;
   const std::string mode = AbslUnparseFlag(options_.connection.mode);
@@ -207,10 +287,8 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   };
   gauge("ferry_connections_open", "Data-plane connections being served, both front doors.",
         static_cast<double>(data_->connections_open()));
-  counter("ferry_pipes_undersized_total",
-          "Splice pipes created smaller than --pipe-size: the user's pipe budget "
-          "(fs.pipe-user-pages-soft) was spent.",
-          static_cast<double>(UndersizedPipes()));
+  AppendPipeMetrics(data_->pipe_pools(), &out);
+  AppendDiskMetrics(disks_->Stats(), &out);
   counter("ferry_connections_accepted_total", "Data-plane connections accepted.",
           static_cast<double>(data_->connections_accepted()));
   counter("ferry_connections_refused_total",

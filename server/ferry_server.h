@@ -37,9 +37,11 @@ struct FerryServerOptions {
   // The data plane's "host:port" as clients must dial it, when that differs from
   // data_address (NAT, a proxy). Empty: data_address's host and bound port.
   std::string advertise_data_address;
-  // The data plane's threads and connection limits.
+  // The data plane's threads, connection limits and pipes.
   DataServerOptions data;
   ConnectionOptions connection;
+  // The disks' readers of what the page cache does not hold.
+  DiskReader::Options disks;
   // The map-output cache; Start() sets its data dir and its share of the descriptors.
   BlockStore::Options store;
   // What open streams may hold.
@@ -73,9 +75,11 @@ struct FerryServerOptions {
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
 // for the control plane (gRPC's connections, which gRPC cannot cap) and the threads'
-// rings; a quarter of the rest for data files (cached, or held by open streams); the
-// rest for data-plane connections (three descriptors each in splice mode: the socket
-// and a pipe; one in copy mode). Limits that do not fit are lowered, never raised.
+// rings; in splice mode the threads' pipes (--max-pipes, or what the user's pipe budget
+// allows, in at most an eighth of the rest); a quarter of the rest for data files
+// (cached, or held by open streams); the rest for data-plane connections (two
+// descriptors each in splice mode: the socket and, while the disk reads for it, its
+// pipe's duplicate; one in copy mode). Limits that do not fit are lowered, never raised.
 struct DescriptorPlan {
   uint64_t limit = 0;
   uint64_t reserve = 0;
@@ -83,6 +87,8 @@ struct DescriptorPlan {
   // The map-output cache (--max-open-files), at most max_data_files.
   size_t max_cached_map_outputs = 0;
   size_t max_connections = 0;
+  // The threads' splice pipes in all (0 in copy mode).
+  size_t max_pipes = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.
   std::string clamped;
 };
@@ -132,6 +138,7 @@ class FerryServer {
   DescriptorPlan descriptors_;
   std::unique_ptr<BlockStore> store_;
   std::unique_ptr<TicketRegistry> tickets_;
+  std::unique_ptr<DiskReader> disks_;
   // The Spark front door's parts (null when it is off). The data plane's threads use
   // them, so they are declared first and outlive it.
   std::unique_ptr<ExecutorRegistry> executors_;

@@ -58,8 +58,19 @@ ABSL_FLAG(ferry::DataPlaneMode, mode, Defaults().connection.mode,
 ABSL_FLAG(ferry::IoEngine, io_engine, Defaults().connection.engine,
           "inline: direct non-blocking syscalls, io_uring polls when a socket is full or "
           "empty; uring: every operation an io_uring request (splice runs on io-wq).");
-ABSL_FLAG(int64_t, pipe_size, Default(Defaults().connection.pipe_bytes),
-          "Splice pipe capacity in bytes per connection.");
+ABSL_FLAG(int64_t, pipe_size, Default(Defaults().data.pipe_bytes),
+          "Capacity in bytes of each splice pipe (the threads pool them: --max-pipes).");
+ABSL_FLAG(int64_t, max_pipes, Default(Defaults().data.max_pipes),
+          "Splice pipes the data-plane threads hold in all; 0: as many as the service "
+          "user's pipe budget (fs.pipe-user-pages-soft) allows. A segment waits for one "
+          "when all are in use.");
+ABSL_FLAG(int64_t, disk_workers, Default(Defaults().disks.workers_per_disk),
+          "Threads per disk that read what the page cache does not hold.");
+ABSL_FLAG(int64_t, disk_queue, Default(Defaults().disks.max_queued_per_disk),
+          "Reads waiting for one disk's workers; more fail RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, disk_readahead, Default(Defaults().disks.readahead_bytes),
+          "Bytes of a segment the kernel is asked to read ahead at its first page-cache "
+          "miss (POSIX_FADV_WILLNEED); 0: only the kernel's own read-ahead.");
 ABSL_FLAG(int64_t, copy_buffer_size, Default(Defaults().connection.copy_buffer_bytes),
           "Copy-mode buffer in bytes per connection.");
 ABSL_FLAG(int64_t, max_connections, Default(Defaults().data.max_connections),
@@ -199,7 +210,11 @@ int Main() {
   options.spark_executors.dir_roots = absl::GetFlag(FLAGS_spark_dir_roots);
   options.spark_executors.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  if (!SetCount("pipe-size", FLAGS_pipe_size, &options.connection.pipe_bytes) ||
+  if (!SetCount("pipe-size", FLAGS_pipe_size, &options.data.pipe_bytes) ||
+      !SetCount("max-pipes", FLAGS_max_pipes, &options.data.max_pipes) ||
+      !SetCount("disk-workers", FLAGS_disk_workers, &options.disks.workers_per_disk) ||
+      !SetCount("disk-queue", FLAGS_disk_queue, &options.disks.max_queued_per_disk) ||
+      !SetCount("disk-readahead", FLAGS_disk_readahead, &options.disks.readahead_bytes) ||
       !SetCount("copy-buffer-size", FLAGS_copy_buffer_size, &options.connection.copy_buffer_bytes) ||
       !SetCount("max-connections", FLAGS_max_connections, &options.data.max_connections) ||
       !SetCount("max-connections-per-client", FLAGS_max_connections_per_client,

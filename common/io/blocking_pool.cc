@@ -50,7 +50,7 @@ BlockingPool::BlockingPool(const Options& options) : options_(options) {
 }
 
 BlockingPool::~BlockingPool() {
-  std::deque<std::shared_ptr<Job>> dropped;
+  std::map<Key, std::shared_ptr<Job>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -58,10 +58,11 @@ BlockingPool::~BlockingPool() {
   }
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
-  for (const auto& job : dropped) job->Signal(Job::kDropped);
+  for (const auto& [key, job] : dropped) job->Signal(Job::kDropped);
 }
 
-absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline) {
+absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline,
+                               Order order) {
   auto job = std::make_shared<Job>();
   job->fn = std::move(fn);
   job->done = UniqueFd(::eventfd(0, EFD_CLOEXEC));
@@ -73,7 +74,7 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
       return absl::ResourceExhaustedError(absl::StrCat(
           "server busy: ", options_.max_queued, " blocking jobs are waiting; retry later"));
     }
-    queue_.push_back(job);
+    queue_.emplace(Key{order.stream, order.offset, arrivals_++}, job);
   }
   cv_.notify_one();
   uint64_t value = 0;
@@ -107,8 +108,11 @@ void BlockingPool::Work() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      auto next = queue_.upper_bound(sweep_);
+      if (next == queue_.end()) next = queue_.begin();
+      sweep_ = next->first;
+      job = std::move(next->second);
+      queue_.erase(next);
     }
     if (job->abandoned.load(std::memory_order_relaxed)) {
       job->fn = nullptr;

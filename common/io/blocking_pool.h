@@ -10,17 +10,23 @@
 // has left, and the job finishes unobserved if it had started; one still queued then
 // never runs.
 //
-// Jobs waiting for a worker are bounded; past the bound Run() refuses at once.
+// Jobs waiting for a worker are bounded; past the bound Run() refuses at once. Workers
+// take queued jobs in the order of their Order keys, sweeping upward from the last one
+// taken and wrapping around (C-SCAN, the elevator a disk queue uses): a pool whose jobs
+// read files, keyed by file and offset, reads each file front to back however its
+// requests arrived, and jobs without a key run in the order they came.
 // Thread-safe.
 #ifndef FERRY_COMMON_IO_BLOCKING_POOL_H_
 #define FERRY_COMMON_IO_BLOCKING_POOL_H_
 
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -49,17 +55,26 @@ class BlockingPool {
   // so (CANCELLED).
   ~BlockingPool();
 
+  // Where a job sits in the workers' sweep: a file and an offset in it, for jobs that
+  // read one.
+  struct Order {
+    uint64_t stream;
+    uint64_t offset;
+  };
+
   // Runs `job` on a worker; the calling fiber waits until it has run. OK once it ran;
   // RESOURCE_EXHAUSTED when max_queued jobs are waiting already; DEADLINE_EXCEEDED
   // when `deadline` passes first and CANCELLED when the scheduler stops first (a job
   // already running finishes unobserved; a queued one is dropped). Call from a fiber.
-  absl::Status Run(absl::AnyInvocable<void()> job, absl::Time deadline);
+  absl::Status Run(absl::AnyInvocable<void()> job, absl::Time deadline, Order order = {});
 
   // Run() for a job with a result.
   template <typename T>
-  absl::StatusOr<T> Call(absl::AnyInvocable<absl::StatusOr<T>()> fn, absl::Time deadline) {
+  absl::StatusOr<T> Call(absl::AnyInvocable<absl::StatusOr<T>()> fn, absl::Time deadline,
+                         Order order = {}) {
     auto out = std::make_shared<absl::StatusOr<T>>(absl::UnknownError("not run"));
-    absl::Status ran = Run([out, fn = std::move(fn)]() mutable { *out = fn(); }, deadline);
+    absl::Status ran =
+        Run([out, fn = std::move(fn)]() mutable { *out = fn(); }, deadline, order);
     if (!ran.ok()) return ran;
     return std::move(*out);
   }
@@ -69,13 +84,17 @@ class BlockingPool {
 
  private:
   struct Job;
+  // Order, then arrival: equal keys run first come, first served.
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t>;
   void Work();
 
   const Options options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;  // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  std::map<Key, std::shared_ptr<Job>> queue_;  // guarded by mu_
+  Key sweep_{};                                // guarded by mu_: the last key taken
+  uint64_t arrivals_ = 0;                      // guarded by mu_
+  bool stopping_ = false;                      // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

@@ -389,6 +389,10 @@ void FiberScheduler::Wake(Fiber* fiber) {
 void FiberScheduler::Yield() {
   Fiber* self = current_fiber_;
   FERRY_CHECK(self != nullptr && "Yield() outside a fiber");
+  // Completions that arrived while this fiber ran wake their fibers ahead of it: a
+  // fiber that yields because it has had its turn (a bulk sender) goes behind a request
+  // that has just arrived, instead of running again before that request is even seen.
+  Reap();
   self->state = Fiber::State::kReady;
   ready_.push_back(self);
   SwitchToScheduler(self, /*finishing=*/false);

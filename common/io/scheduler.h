@@ -176,7 +176,8 @@ class FiberScheduler {
   // True inside a fiber of this thread's running scheduler.
   static bool InFiber();
 
-  // Puts the calling fiber at the back of the ready queue and runs the others.
+  // Makes the fibers whose I/O has completed ready, puts the calling fiber behind them
+  // at the back of the ready queue, and runs the others.
   void Yield();
 
   bool stopping() const { return stopping_; }

@@ -30,6 +30,7 @@ struct ControlServiceOptions {
   uint16_t data_port = 0;
   uint32_t data_threads = 1;
   ConnectionOptions connection;
+  size_t pipe_bytes = 0;
   absl::Duration ticket_ttl = absl::Minutes(10);
   // Most blocks one OpenStream may name, and most partitions they may cover together.
   size_t max_blocks_per_stream = kMaxBlocksPerStream;

@@ -27,7 +27,7 @@ ConnectionCore::ConnectionCore(UniqueFd socket, FrontDoor door, const Connection
       options_(options),
       control_(control),
       io_(SocketIoFor(options.engine)),
-      sender_(socket_.get(), options) {}
+      sender_(socket_.get(), options, *control.pipes, *control.disks) {}
 
 bool ConnectionCore::Start() { return io_.Prepare(socket_.get()) >= 0; }
 
@@ -168,7 +168,7 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
     return sender_.PeerError(sent < 0 ? sent : -EPIPE, absl::StrCat("send header of ", name()));
   }
   if (!first_byte_.has_value()) first_byte_ = absl::Now();
-  FERRY_RETURN_IF_ERROR(sender_.SendFile(*block.file, block.offset + offset, length, name));
+  FERRY_RETURN_IF_ERROR(sender_.SendFile(block.file, block.offset + offset, length, name));
   control_.metrics->Sent(door_, length, 1);
   sender_.TakeTurns(0, 1);
   return absl::OkStatus();

@@ -53,6 +53,9 @@ struct ConnectionControl {
   ThreadMetrics* metrics = nullptr;
   // Request bytes that connections' buffers hold past kBaseBufferBytes, server-wide.
   ClientBudget* request_buffers = nullptr;
+  // The serving thread's splice pipes, and the readers of every disk.
+  PipePool* pipes = nullptr;
+  DiskReader* disks = nullptr;
 };
 
 class ConnectionCore {

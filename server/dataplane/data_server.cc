@@ -61,6 +61,8 @@ absl::Status DataServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(
       CheckRange("max-connections-per-client", max_connections_per_client, 1, kMaxLimit));
   FERRY_RETURN_IF_ERROR(CheckRange("max-iowq-workers", max_iowq_workers, 0, 1 << 16));
+  FERRY_RETURN_IF_ERROR(CheckRange("pipe-size", pipe_bytes, 4096, uint64_t{1} << 30));
+  FERRY_RETURN_IF_ERROR(CheckRange("max-pipes", max_pipes, 0, 1 << 20));
   if (idle_poll < absl::ZeroDuration() || idle_poll > absl::Milliseconds(1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--idle-poll must be between 0 and 1ms, not ", absl::FormatDuration(idle_poll)));
@@ -69,7 +71,8 @@ absl::Status DataServerOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& options,
-                                                              std::vector<Listener> listeners) {
+                                                              std::vector<Listener> listeners,
+                                                              DiskReader* disks) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   SchedulerOptions scheduler_options;
   scheduler_options.max_bounded_workers = options.max_iowq_workers;
@@ -91,6 +94,15 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   server->live_.resize(server->schedulers_.size());
   server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
   server->metrics_ = std::make_unique<ThreadMetrics[]>(server->schedulers_.size());
+  const size_t threads = server->schedulers_.size();
+  const size_t pipes = options.max_pipes > 0
+                           ? options.max_pipes
+                           : PipeBudget(options.pipe_bytes, DataServerOptions::kMaxPipes);
+  for (size_t i = 0; i < threads; ++i) {
+    server->pipes_.push_back(
+        std::make_unique<PipePool>(std::max<size_t>(1, pipes / threads), options.pipe_bytes));
+  }
+  server->disks_ = disks;
   for (size_t i = 0; i < server->schedulers_.size(); ++i) {
     server->threads_.emplace_back([s = server.get(), i] { s->RunThread(i); });
   }
@@ -201,7 +213,9 @@ void DataServer::Serve(size_t thread, const std::string& client, const Handler& 
   ConnectionControl control{.fd = conn.get(),
                             .draining = &draining_,
                             .metrics = &metrics_[thread],
-                            .request_buffers = &request_buffers_};
+                            .request_buffers = &request_buffers_,
+                            .pipes = pipes_[thread].get(),
+                            .disks = disks_};
   live_[thread].insert(&control);
   handler(std::move(conn), control);
   live_[thread].erase(&control);
@@ -227,6 +241,12 @@ std::vector<uint64_t> DataServer::connections_per_thread() const {
 std::vector<const ThreadMetrics*> DataServer::thread_metrics() const {
   std::vector<const ThreadMetrics*> out;
   for (size_t t = 0; t < schedulers_.size(); ++t) out.push_back(&metrics_[t]);
+  return out;
+}
+
+std::vector<const PipePool*> DataServer::pipe_pools() const {
+  std::vector<const PipePool*> out;
+  for (const auto& pool : pipes_) out.push_back(pool.get());
   return out;
 }
 

@@ -26,6 +26,8 @@
 #include "common/io/scheduler.h"
 #include "common/unique_fd.h"
 #include "server/dataplane/connection_core.h"
+#include "server/dataplane/pipe_pool.h"
+#include "server/storage/disk_reader.h"
 #include "server/ops/client_budget.h"
 
 namespace ferry {
@@ -47,6 +49,12 @@ struct DataServerOptions {
   unsigned max_iowq_workers = 64;
   // How long an idle thread polls for completions before it sleeps (at most 1 ms).
   absl::Duration idle_poll = absl::ZeroDuration();
+  // Each splice pipe's capacity, and how many the threads hold in all, split evenly
+  // (0: what the user's pipe budget allows, PipeBudget, at most kMaxPipes; the server's
+  // descriptor plan sets it).
+  size_t pipe_bytes = size_t{1} << 20;
+  size_t max_pipes = 0;
+  static constexpr size_t kMaxPipes = 1024;
 
   // INVALID_ARGUMENT naming the flag of a field out of range.
   absl::Status Validate() const;
@@ -70,9 +78,11 @@ class DataServer {
     std::function<std::string(const absl::Status&)> refusal;
   };
 
-  // Binds every listener, then starts the threads.
+  // Binds every listener, then starts the threads. `disks` reads what the page cache
+  // does not hold for every connection; it must outlive the server.
   static absl::StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options,
-                                                           std::vector<Listener> listeners);
+                                                           std::vector<Listener> listeners,
+                                                           DiskReader* disks);
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
   ~DataServer();
@@ -86,8 +96,9 @@ class DataServer {
   uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
   // Connections being served now by each thread.
   std::vector<uint64_t> connections_per_thread() const;
-  // Each thread's counters (metrics.h).
+  // Each thread's counters (metrics.h) and splice pipes.
   std::vector<const ThreadMetrics*> thread_metrics() const;
+  std::vector<const PipePool*> pipe_pools() const;
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
 
   // A graceful stop: stops accepting (the listeners leave the port, so new connections
@@ -156,8 +167,10 @@ class DataServer {
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;
-  // Per thread: its counters, written only by it.
+  // Per thread: its counters, written only by it, and its pipes.
   std::unique_ptr<ThreadMetrics[]> metrics_;
+  std::vector<std::unique_ptr<PipePool>> pipes_;
+  DiskReader* disks_ = nullptr;
   std::vector<std::unique_ptr<FiberScheduler>> schedulers_;
   std::vector<std::thread> threads_;
   // Per thread: its live connections. Touched only on that thread.

@@ -9,7 +9,6 @@
 #include "common/io/ready_ops.h"
 #include "common/io/scheduler.h"
 #include "absl/strings/str_cat.h"
-#include "common/pread_full.h"
 
 namespace ferry {
 
@@ -25,13 +24,10 @@ class InlineIo final : public SocketIo {
                   absl::Time deadline) const override {
     return SendAllReady(socket, data, len, flags, deadline);
   }
-  ssize_t ReadFile(int file, void* buf, size_t len, uint64_t pos) const override {
-    return PreadFull(file, static_cast<char*>(buf), len, pos);
-  }
   SpliceStep Splice(int file, uint64_t pos, const Pipe& pipe, int, size_t len, bool,
                     absl::Time) const override {
-    // The pipe is empty here, so a non-blocking splice never waits on it; reading the
-    // file may still wait for the disk when the pages are not cached.
+    // The pipe is empty here, so a non-blocking splice never waits on it, and the
+    // sender found the chunk cached.
     for (;;) {
       loff_t offset = static_cast<loff_t>(pos);
       const ssize_t n = ::splice(file, &offset, pipe.write_fd(), nullptr, len,
@@ -56,9 +52,6 @@ class UringIo final : public SocketIo {
   ssize_t SendAll(int socket, const void* data, size_t len, int flags,
                   absl::Time deadline) const override {
     return ::ferry::SendAll(socket, data, len, MSG_NOSIGNAL | flags, deadline);
-  }
-  ssize_t ReadFile(int file, void* buf, size_t len, uint64_t pos) const override {
-    return ReadFull(file, buf, len, static_cast<int64_t>(pos));
   }
   SpliceStep Splice(int file, uint64_t pos, const Pipe& pipe, int socket, size_t len, bool more,
                     absl::Time deadline) const override {

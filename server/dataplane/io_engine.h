@@ -4,6 +4,9 @@
 // engines put the same bytes on the wire; benchmarks/results/ has the measurements that
 // pick the default.
 //
+// What is read from files either way is what the page cache holds: the sender hands
+// misses to the disk's workers (server/storage/disk_reader.h).
+//
 // Results as in common/io/ops.h: bytes moved (0 at end of input) or -errno; -ETIMEDOUT
 // past the deadline; -ECANCELED when the scheduler stops. Call from a fiber.
 #ifndef FERRY_SERVER_DATAPLANE_IO_ENGINE_H_
@@ -23,12 +26,12 @@
 namespace ferry {
 
 enum class IoEngine {
-  // The socket is O_NONBLOCK and every socket operation (and the file -> pipe splice,
-  // or the copy-mode read) is a direct syscall from the fiber's thread; a full or empty
-  // socket parks the fiber on an io_uring poll (common/io/ready_ops.h).
+  // The socket is O_NONBLOCK and every socket operation (and the file -> pipe splice of
+  // a cached chunk) is a direct syscall from the fiber's thread; a full or empty socket
+  // parks the fiber on an io_uring poll (common/io/ready_ops.h).
   kInline,
-  // Every operation is an io_uring request: IORING_OP_SPLICE (run by io-wq workers,
-  // since splice is not pollable), READ, SEND, RECV.
+  // Every socket operation is an io_uring request: IORING_OP_SPLICE (run by io-wq
+  // workers, since splice is not pollable), SEND, RECV.
   kUring,
 };
 // "inline" or "uring", as the --io-engine flag takes them.
@@ -46,8 +49,6 @@ class SocketIo {
   // All of `data` (MSG_NOSIGNAL | `flags`).
   virtual ssize_t SendAll(int socket, const void* data, size_t len, int flags,
                           absl::Time deadline) const = 0;
-  // `len` bytes of `file` at `pos`, fewer only at its end.
-  virtual ssize_t ReadFile(int file, void* buf, size_t len, uint64_t pos) const = 0;
 
   // One pass of a spliced segment: up to `len` bytes of `file` at `pos` into the empty
   // `pipe` (`in`: the count, or -errno), and however many of them the engine moved on

@@ -6,32 +6,15 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-
-#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/io/scheduler.h"
+#include "common/page_cache.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 
 namespace ferry {
-
-namespace {
-
-// A connection whose peer keeps up never finds its socket full, so it would never wait
-// and never let the other connections on its thread run: it yields after this many
-// bytes or blocks (a turn of the scheduler costs about a microsecond, against the
-// ~1 ms these bytes take to send).
-constexpr uint64_t kFairShareBytes = uint64_t{4} << 20;
-constexpr uint32_t kFairShareBlocks = 64;
-
-std::atomic<uint64_t> undersized_pipes{0};
-
-}  // namespace
-
-uint64_t UndersizedPipes() { return undersized_pipes.load(std::memory_order_relaxed); }
 
 bool AbslParseFlag(absl::string_view text, DataPlaneMode* mode, std::string* error) {
   if (text == "splice") {
@@ -50,7 +33,6 @@ std::string AbslUnparseFlag(DataPlaneMode mode) {
 }
 
 absl::Status ConnectionOptions::Validate() const {
-  FERRY_RETURN_IF_ERROR(CheckRange("pipe-size", pipe_bytes, 4096, uint64_t{1} << 30));
   FERRY_RETURN_IF_ERROR(CheckRange("copy-buffer-size", copy_buffer_bytes, 4096, uint64_t{1} << 30));
   FERRY_RETURN_IF_ERROR(CheckPositive("first-request-timeout", first_request_timeout));
   FERRY_RETURN_IF_ERROR(CheckPositive("idle-timeout", idle_timeout));
@@ -82,19 +64,23 @@ void SegmentSender::EndResponse() {
   // TCP_NODELAY pushes the response's tail at once: the client never waits on a delayed
   // ACK for it.
   SetNoDelay(true);
-  // Empty now: the pipe goes back to the user's budget. Creating the next one costs two
-  // syscalls against the milliseconds a spliced response takes; a response of small
-  // segments never needs one.
-  pipe_.reset();
 }
 
-void SegmentSender::TakeTurns(uint64_t bytes, uint32_t blocks) {
-  bytes_since_yield_ += bytes;
+SegmentSender::~SegmentSender() {
+  if (pipe_.has_value()) DropPipe();
+}
+
+void SegmentSender::TakeTurns(uint64_t, uint32_t blocks) {
+  // A connection whose peer keeps up never finds its socket full, so it would never wait
+  // and never let the other connections of its thread run. Time, not bytes, bounds its
+  // turn: a chunk read from a cold disk takes longer than one sent from memory. The
+  // scheduler runs the fibers whose I/O completed meanwhile before this one again.
   blocks_since_yield_ += blocks;
-  if (bytes_since_yield_ < kFairShareBytes && blocks_since_yield_ < kFairShareBlocks) return;
-  bytes_since_yield_ = 0;
-  blocks_since_yield_ = 0;
+  const absl::Time now = absl::Now();
+  if (now - turn_start_ < kTurn && blocks_since_yield_ < kTurnBlocks) return;
   FiberScheduler::Current()->Yield();
+  blocks_since_yield_ = 0;
+  turn_start_ = absl::Now();
 }
 
 void SegmentSender::SetNoDelay(bool on) {
@@ -105,60 +91,93 @@ void SegmentSender::SetNoDelay(bool on) {
   }
 }
 
-absl::Status SegmentSender::SendFile(const DataFile& file, uint64_t pos, uint64_t length,
+absl::Status SegmentSender::SendFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                                     uint64_t length,
                                      absl::FunctionRef<std::string()> name) {
   if (length == 0) return absl::OkStatus();
   if (options_.mode == DataPlaneMode::kCopy) {
-    if (buffer_ == nullptr) buffer_ = std::make_unique<char[]>(options_.copy_buffer_bytes);
-    return CopyFile(file, pos, length, name, buffer_.get(), options_.copy_buffer_bytes);
+    if (buffer_ == nullptr) {
+      buffer_ = std::shared_ptr<char[]>(new char[options_.copy_buffer_bytes]);
+    }
+    return CopyFile(file, pos, length, name, buffer_, options_.copy_buffer_bytes);
   }
   if (length <= kSmallSegmentBytes) {
-    if (small_buffer_ == nullptr) small_buffer_ = std::make_unique<char[]>(kSmallSegmentBytes);
-    return CopyFile(file, pos, length, name, small_buffer_.get(), kSmallSegmentBytes);
+    if (small_buffer_ == nullptr) {
+      small_buffer_ = std::shared_ptr<char[]>(new char[kSmallSegmentBytes]);
+    }
+    return CopyFile(file, pos, length, name, small_buffer_, kSmallSegmentBytes);
   }
   return SpliceFile(file, pos, length, name);
 }
 
-absl::Status SegmentSender::PipeReady() {
-  if (pipe_.has_value()) return absl::OkStatus();
-  absl::StatusOr<Pipe> pipe = Pipe::Create(options_.pipe_bytes);
-  if (!pipe.ok()) return pipe.status();
-  if (pipe->capacity_bytes() < options_.pipe_bytes) {
-    // The user's pipe budget (fs.pipe-user-pages-soft, 64 MiB for a user without
-    // CAP_SYS_RESOURCE) is spent: this response splices through what the kernel gave.
-    undersized_pipes.fetch_add(1, std::memory_order_relaxed);
-    LOG_EVERY_N(WARNING, 1000)
-        << "a pipe of " << pipe->capacity_bytes() << " bytes instead of " << options_.pipe_bytes
-        << ": this user's pipe budget (fs.pipe-user-pages-soft) is spent; "
-        << google::COUNTER << " such pipes so far";
-  }
-  pipe_ = *std::move(pipe);
-  return absl::OkStatus();
+void SegmentSender::GivePipe() {
+  pipes_.Give(*std::move(pipe_));
+  pipe_.reset();
 }
 
-absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint64_t length,
+void SegmentSender::DropPipe() {
+  pipe_.reset();
+  pipes_.Discard();
+}
+
+uint64_t SegmentSender::ReadAhead(uint64_t pos, uint64_t rest) {
+  if (pos < read_ahead_to_) return 0;
+  read_ahead_to_ = pos + disks_.readahead_bytes();
+  return rest;
+}
+
+absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& shared,
+                                       uint64_t pos, uint64_t length,
                                        absl::FunctionRef<std::string()> name) {
-  FERRY_RETURN_IF_ERROR(PipeReady());
+  const DataFile& data = *shared;
   const int file = data.fd.get();
-  const size_t capacity = pipe_->capacity_bytes();
+  read_ahead_to_ = 0;
   while (length > 0) {
-    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, capacity));
+    if (!pipe_.has_value()) {
+      absl::StatusOr<Pipe> pipe = pipes_.Take(std::min(IoDeadline(), absl::Now() + kPipeWait));
+      if (absl::IsDeadlineExceeded(pipe.status())) {
+        // Every pipe of the thread stays in use (peers slow to read hold theirs): the rest
+        // of the segment is copied, so that they never stall this one.
+        pipes_.CountFallback();
+        if (fallback_buffer_ == nullptr) {
+          fallback_buffer_ = std::shared_ptr<char[]>(new char[kFallbackBufferBytes]);
+        }
+        return CopyFile(shared, pos, length, name, fallback_buffer_, kFallbackBufferBytes);
+      }
+      if (!pipe.ok()) {
+        return absl::Status(pipe.status().code(),
+                            absl::StrCat("a pipe for ", name(), ": ", pipe.status().message()));
+      }
+      pipe_ = *std::move(pipe);
+    }
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, pipe_->capacity_bytes()));
     const bool last = chunk == length;
-    const SocketIo::SpliceStep step =
-        io_.Splice(file, pos, *pipe_, socket_, chunk, !last, IoDeadline());
+    SocketIo::SpliceStep step;
+    if (LooksCached(file, pos, chunk)) {
+      step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, IoDeadline());
+    } else {
+      const absl::StatusOr<size_t> in = disks_.SpliceToPipe(
+          shared, pos, chunk, pipe_->write_fd(), ReadAhead(pos, length), IoDeadline());
+      if (!in.ok()) {
+        DropPipe();
+        return absl::Status(in.status().code(),
+                            absl::StrCat(name(), ": ", in.status().message()));
+      }
+      step.in = static_cast<ssize_t>(*in);
+    }
     const ssize_t in_res = step.in;
     if (in_res < 0) {
-      pipe_.reset();
+      DropPipe();
       return absl::ErrnoToStatus(
           static_cast<int>(-in_res),
           absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
     }
     if (step.out < 0) {
-      pipe_.reset();
+      DropPipe();
       return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
     }
     if (in_res == 0) {
-      pipe_.reset();
+      DropPipe();
       return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
                                               " ended early (truncated while being served)"));
     }
@@ -168,30 +187,52 @@ absl::Status SegmentSender::SpliceFile(const DataFile& data, uint64_t pos, uint6
       const bool more = !last || static_cast<uint64_t>(in_res) < length;
       const ssize_t drained = io_.DrainPipe(*pipe_, socket_, in_pipe, more, IoDeadline());
       if (drained != static_cast<ssize_t>(in_pipe)) {
-        pipe_.reset();
+        DropPipe();
         return PeerError(drained < 0 ? drained : -EPIPE,
                          absl::StrCat("splice ", name(), " to the peer"));
       }
     }
     pos += static_cast<uint64_t>(in_res);
-    TakeTurns(static_cast<uint64_t>(in_res), 0);
     length -= static_cast<uint64_t>(in_res);
+    // Empty now: another sender of the thread may have it while this one waits its turn.
+    if (pipes_.contended()) GivePipe();
+    TakeTurns(static_cast<uint64_t>(in_res), 0);
   }
+  if (pipe_.has_value()) GivePipe();
   return absl::OkStatus();
 }
 
-absl::Status SegmentSender::CopyFile(const DataFile& data, uint64_t pos, uint64_t length,
-                                     absl::FunctionRef<std::string()> name, char* buffer,
+absl::Status SegmentSender::CopyFile(const std::shared_ptr<const DataFile>& shared,
+                                     uint64_t pos, uint64_t length,
+                                     absl::FunctionRef<std::string()> name,
+                                     std::shared_ptr<char[]>& buffer_ptr,
                                      size_t buffer_bytes) {
+  const DataFile& data = *shared;
   const int file = data.fd.get();
+  char* const buffer = buffer_ptr.get();
+  read_ahead_to_ = 0;
   while (length > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, buffer_bytes));
-    const ssize_t n = io_.ReadFile(file, buffer, chunk, pos);
-    if (n < 0) {
-      return absl::ErrnoToStatus(static_cast<int>(-n),
+    const CachedRead cached = PreadCached(file, buffer, chunk, pos);
+    if (cached.bytes < 0) {
+      return absl::ErrnoToStatus(static_cast<int>(-cached.bytes),
                                  absl::StrCat("read ", data.path, " for ", name()));
     }
-    if (static_cast<size_t>(n) != chunk) {
+    size_t n = static_cast<size_t>(cached.bytes);
+    if (cached.missed) {
+      // The rest of the chunk, from the disk; the worker writes into the buffer at `n`.
+      const absl::StatusOr<size_t> rest = disks_.Read(
+          shared, pos + n, std::shared_ptr<char[]>(buffer_ptr, buffer + n), chunk - n,
+          ReadAhead(pos + n, length - n), IoDeadline());
+      if (!rest.ok()) {
+        // The worker may still be writing into it: the next read gets a buffer of its own.
+        buffer_ptr.reset();
+        return absl::Status(rest.status().code(),
+                            absl::StrCat(name(), ": ", rest.status().message()));
+      }
+      n += *rest;
+    }
+    if (n != chunk) {
       return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
                                               " ended early (truncated while being served)"));
     }

@@ -5,21 +5,23 @@
 //     pass; no payload byte of such a segment enters user space. With the uring engine
 //     the two IORING_OP_SPLICE legs are linked in one submission; with the inline
 //     engine both legs are direct non-blocking splices and a full socket waits on an
-//     io_uring poll.
-//     The pipe belongs to the sender while a response is being sent: EndResponse()
-//     closes it (empty), so a connection waiting for its next request holds none. Pipes
-//     count against the service user's pipe budget (fs.pipe-user-pages-soft, 64 MiB
-//     without CAP_SYS_RESOURCE), and connections that sit idle would otherwise keep a
-//     1 MiB pipe each out of it. A pipe left holding bytes by an error dies with the
-//     sender and is never reused.
+//     io_uring poll. The pipe comes from the thread's PipePool for the segment (given
+//     back between chunks when another sender waits for one); a pipe an error left
+//     holding bytes is closed, never reused. A segment that finds no pipe free within
+//     kPipeWait is copied through a small buffer instead: pipes held by peers that do
+//     not read never stall the others.
 //   * copy mode: read the segment into the sender's buffer, then send it.
 //   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
 //     small buffer: for it the pipe's two splices cost more than a read and a send
 //     (benchmarks/results/small-segments-2026-12-01.md).
+// Only what the page cache holds is read on the connection's thread: a chunk that is
+// not cached (common/page_cache.h) is read by the workers of its disk (DiskReader), into
+// the pipe or the buffer, while the thread serves its other connections; the pipe ->
+// socket leg, or the send, is the thread's again.
 // A response of 64 KiB or more goes out with Nagle's algorithm on, and EndResponse()
 // pushes its tail by setting TCP_NODELAY (docs/protocol.md). A sender whose peer keeps
-// up yields its thread after every 4 MiB or 64 blocks, so the thread's other
-// connections get their turns.
+// up yields its thread once it has run for kTurn or sent 64 blocks, so the thread's
+// other connections get their turns, small requests behind bulk streams included.
 //
 // Used from one fiber; every send has the io_timeout deadline.
 #ifndef FERRY_SERVER_DATAPLANE_SEGMENT_SENDER_H_
@@ -39,6 +41,8 @@
 #include "absl/time/time.h"
 #include "common/pipe.h"
 #include "server/dataplane/io_engine.h"
+#include "server/dataplane/pipe_pool.h"
+#include "server/storage/disk_reader.h"
 #include "server/storage/segment.h"
 
 namespace ferry {
@@ -52,8 +56,7 @@ std::string AbslUnparseFlag(DataPlaneMode mode);
 struct ConnectionOptions {
   DataPlaneMode mode = DataPlaneMode::kSplice;
   IoEngine engine = IoEngine::kInline;
-  // Each sending connection's splice pipe, and copy mode's buffer.
-  size_t pipe_bytes = size_t{1} << 20;
+  // Each sending connection's copy-mode buffer.
   size_t copy_buffer_bytes = size_t{1} << 20;
   // How long a new connection may take to send its first whole request.
   absl::Duration first_request_timeout = absl::Seconds(10);
@@ -66,21 +69,31 @@ struct ConnectionOptions {
   absl::Status Validate() const;
 };
 
-// Pipes created smaller than ConnectionOptions::pipe_bytes (the user's pipe budget was
-// spent), since the process started.
-uint64_t UndersizedPipes();
-
 class SegmentSender {
  public:
-  // `socket` and `options` must outlive the sender; the socket must have been readied
-  // for the engine (SocketIo::Prepare).
-  SegmentSender(int socket, const ConnectionOptions& options)
-      : socket_(socket), options_(options), io_(SocketIoFor(options.engine)) {}
+  // `socket`, `options`, `pipes` (the thread's) and `disks` must outlive the sender; the
+  // socket must have been readied for the engine (SocketIo::Prepare).
+  SegmentSender(int socket, const ConnectionOptions& options, PipePool& pipes,
+                DiskReader& disks)
+      : socket_(socket),
+        options_(options),
+        io_(SocketIoFor(options.engine)),
+        pipes_(pipes),
+        disks_(disks) {}
+  ~SegmentSender();
   SegmentSender(const SegmentSender&) = delete;
   // Responses of at least this many bytes are sent with Nagle's algorithm on.
   static constexpr uint64_t kBulkResponseBytes = uint64_t{64} << 10;
   // Segments up to this size are copied even in splice mode.
   static constexpr uint64_t kSmallSegmentBytes = uint64_t{16} << 10;
+  // How long a sender runs before it lets the thread's other connections run. A turn of
+  // the scheduler costs about a microsecond; a request that arrives on another
+  // connection waits up to a turn per bulk sender of the thread.
+  static constexpr absl::Duration kTurn = absl::Microseconds(200);
+  static constexpr uint32_t kTurnBlocks = 64;
+  // How long a segment waits for a pipe before it is copied instead, and through what.
+  static constexpr absl::Duration kPipeWait = absl::Milliseconds(2);
+  static constexpr size_t kFallbackBufferBytes = size_t{64} << 10;
   SegmentSender& operator=(const SegmentSender&) = delete;
 
   // Sends all of `data`; `more` when a segment follows (MSG_MORE: they share a TCP
@@ -89,12 +102,12 @@ class SegmentSender {
 
   // Sends bytes [pos, pos + length) of `file`. `name` names the segment in errors and is
   // called only on one. A failure leaves the peer's stream out of frame.
-  absl::Status SendFile(const DataFile& file, uint64_t pos, uint64_t length,
+  absl::Status SendFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                        uint64_t length,
                         absl::FunctionRef<std::string()> name);
 
   // Around each response: Nagle's algorithm on while a response of `bytes` >= 64 KiB is
-  // sent, TCP_NODELAY again (pushing the tail at once) when it is done, and the pipe
-  // given back.
+  // sent, and TCP_NODELAY again (pushing the tail at once) when it is done.
   void StartResponse(uint64_t bytes);
   void EndResponse();
 
@@ -105,26 +118,39 @@ class SegmentSender {
   absl::Status PeerError(ssize_t res, absl::string_view what) const;
 
  private:
-  absl::Status SpliceFile(const DataFile& file, uint64_t pos, uint64_t length,
+  absl::Status SpliceFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                          uint64_t length,
                           absl::FunctionRef<std::string()> name);
   // Through `buffer` of `buffer_bytes`.
-  absl::Status CopyFile(const DataFile& file, uint64_t pos, uint64_t length,
-                        absl::FunctionRef<std::string()> name, char* buffer,
-                        size_t buffer_bytes);
-  absl::Status PipeReady();
+  absl::Status CopyFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                        uint64_t length,
+                        absl::FunctionRef<std::string()> name,
+                        std::shared_ptr<char[]>& buffer, size_t buffer_bytes);
+  // The pipe back to the pool, empty; or closed, when it may hold bytes.
+  void GivePipe();
+  void DropPipe();
+  // What of the segment at `pos` (`rest` bytes left) the disk is to read ahead of this
+  // chunk: all of the rest up to the reader's window when the last window is used up.
+  uint64_t ReadAhead(uint64_t pos, uint64_t rest);
   void SetNoDelay(bool on);
   absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
 
   const int socket_;
   const ConnectionOptions& options_;
   const SocketIo& io_;
+  PipePool& pipes_;
+  DiskReader& disks_;
   // Whether TCP_NODELAY is set on the socket now. Accepted sockets start without it.
   bool nodelay_ = false;
-  uint64_t bytes_since_yield_ = 0;
+  absl::Time turn_start_ = absl::Now();
   uint32_t blocks_since_yield_ = 0;
-  std::optional<Pipe> pipe_;        // splice mode, while a response needs one
-  std::unique_ptr<char[]> buffer_;  // copy mode, created on first use
-  std::unique_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use
+  // Where the disk was last asked to read ahead to, in the segment being sent.
+  uint64_t read_ahead_to_ = 0;
+  std::optional<Pipe> pipe_;  // splice mode, while a segment is sent
+  // Shared with the disk's workers, whose read may outlive a wait that ended early.
+  std::shared_ptr<char[]> buffer_;        // copy mode, created on first use
+  std::shared_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use
+  std::shared_ptr<char[]> fallback_buffer_;  // splice mode without a pipe, on first use
 };
 
 }  // namespace ferry

@@ -139,7 +139,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   entry->bytes = (entry->index.partitions() + 1) * sizeof(uint64_t) +
                  entry->index.checksums().size() * sizeof(uint32_t);
   entry->data = std::shared_ptr<const DataFile>(
-      new DataFile{entry->index.data_path(), std::move(loaded->data)},
+      new DataFile{entry->index.data_path(), std::move(loaded->data), loaded->data_identity},
       [live = live_files_](const DataFile* f) {
         delete f;
         live->fetch_sub(1, std::memory_order_relaxed);

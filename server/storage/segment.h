@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/block_id.h"
 #include "common/checksum.h"
+#include "common/shuffle_files.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -24,6 +25,9 @@ struct DataFile {
   // name it so, and never tell a peer where the data lives.
   std::string path;
   UniqueFd fd;
+  // The disk it is on and its inode: which disk's workers read what is not cached, in
+  // what order (disk_reader.h).
+  FileIdentity identity;
 };
 
 // One block, resolved to a segment of a data file. Small on purpose: a stream may hold

@@ -102,7 +102,7 @@ std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
 std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl, size_t pipe_bytes) {
   FerryServerOptions options = TestServerOptions(data_dir, config);
-  options.connection.pipe_bytes = pipe_bytes;
+  options.data.pipe_bytes = pipe_bytes;
   options.control.ticket_ttl = ticket_ttl;
   return StartServer(options);
 }

@@ -19,20 +19,39 @@ TEST(DescriptorPlanTest, SmallLimitLowersConnectionsToFit) {
   options.data.threads = 2;
   auto plan = PlanDescriptors(1024, options);
   ASSERT_TRUE(plan.ok());
-  // Splice mode: three descriptors a connection; everything fits under the limit.
-  EXPECT_LE(plan->reserve + plan->max_data_files + 3 * plan->max_connections, 1024u);
+  // Splice mode: the pipes, then two descriptors a connection; everything fits under
+  // the limit.
+  EXPECT_GE(plan->max_pipes, 2u);
+  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + plan->max_data_files +
+                2 * plan->max_connections,
+            1024u);
   EXPECT_GT(plan->max_connections, 100u);
   EXPECT_NE(plan->clamped.find("--max-connections lowered from 10000"), std::string::npos);
   EXPECT_NE(plan->clamped.find("--max-open-files lowered from 1024"), std::string::npos);
 }
 
-TEST(DescriptorPlanTest, CopyModeConnectionsTakeOneDescriptor) {
+TEST(DescriptorPlanTest, CopyModeConnectionsTakeOneDescriptorAndNoPipes) {
   FerryServerOptions options;
   options.connection.mode = DataPlaneMode::kCopy;
   auto splice = PlanDescriptors(4096, FerryServerOptions{});
   auto copy = PlanDescriptors(4096, options);
   ASSERT_TRUE(splice.ok() && copy.ok());
-  EXPECT_GT(copy->max_connections, 2 * splice->max_connections);
+  EXPECT_EQ(copy->max_pipes, 0u);
+  EXPECT_GT(copy->max_connections, 2 * splice->max_connections - 1);
+}
+
+TEST(DescriptorPlanTest, PipesAsAskedFitAnEighthOfTheDescriptors) {
+  FerryServerOptions options;
+  options.data.threads = 2;
+  options.data.max_pipes = 100000;
+  auto plan = PlanDescriptors(4096, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_LE(2 * plan->max_pipes, (4096 - plan->reserve) / 8);
+  EXPECT_NE(plan->clamped.find("--max-pipes lowered from 100000"), std::string::npos);
+  options.data.max_pipes = 10;
+  plan = PlanDescriptors(4096, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->max_pipes, 10u);
 }
 
 TEST(DescriptorPlanTest, TooFewDescriptorsIsAnError) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "common/io/ops.h"
@@ -190,6 +191,50 @@ TEST(BlockingPoolTest, ThousandsOfJobsInARowAllRun) {
   });
   EXPECT_EQ(ran, 3000);
   EXPECT_EQ(testing::OpenFdCount(), fds_before);
+}
+
+// Queued jobs run by their order keys, sweeping up from the last one taken and then
+// wrapping around, whatever order they came in; equal keys run in arrival order.
+TEST(BlockingPoolTest, WorkersSweepQueuedJobsByTheirOrder) {
+  absl::Notification release;
+  absl::Notification started;
+  BlockingPool pool({.threads = 1});
+  std::vector<int> ran;  // written by the one worker, read after the pool is done
+  RunInFiber([&] {
+    WaitGroup done;
+    auto run = [&](BlockingPool::Order order, int tag, bool blocker) {
+      done.Add(1);
+      ASSERT_TRUE(FiberScheduler::Current()
+                      ->Spawn([&, order, tag, blocker] {
+                        absl::Status s = pool.Run(
+                            [&, tag, blocker] {
+                              ran.push_back(tag);
+                              if (blocker) {
+                                started.Notify();
+                                release.WaitForNotificationWithTimeout(kPatience);
+                              }
+                            },
+                            Soon(), order);
+                        EXPECT_TRUE(s.ok()) << s;
+                        done.Done();
+                      })
+                      .ok());
+    };
+    run({1, 150}, 0, true);
+    while (!started.HasBeenNotified()) ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
+    run({1, 300}, 3, false);
+    run({1, 100}, 5, false);
+    run({2, 0}, 4, false);
+    run({1, 200}, 1, false);
+    run({1, 200}, 2, false);
+    for (int i = 0; i < 1000 && pool.queued() < 5; ++i) {
+      ASSERT_EQ(Sleep(absl::Milliseconds(1)), 0);
+    }
+    ASSERT_EQ(pool.queued(), 5u);
+    release.Notify();
+    done.Wait();
+  });
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
 }  // namespace

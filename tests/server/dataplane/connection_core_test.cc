@@ -55,6 +55,8 @@ class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
     control_.draining = &draining_;
     control_.metrics = &metrics_;
     control_.request_buffers = &budget_;
+    control_.pipes = &pipes_;
+    control_.disks = &disks_;
   }
 
   void PeerSends(const std::string& bytes) {
@@ -78,6 +80,8 @@ class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
   std::atomic<bool> draining_{false};
   ThreadMetrics metrics_;
   ClientBudget budget_{uint64_t{1} << 20, uint64_t{1} << 20, "request bytes"};
+  PipePool pipes_{1, 1 << 20};
+  DiskReader disks_{DiskReader::Options{}};
   ConnectionControl control_;
 };
 

@@ -1,0 +1,89 @@
+// PipePool: one data-plane thread's splice pipes, bounded by the pipe budget of the
+// user the server runs as.
+//
+// The kernel charges every pipe's capacity to its user: past fs.pipe-user-pages-soft
+// (16,384 pages, 64 MiB) a user without CAP_SYS_RESOURCE gets pipes of 8 KiB, which
+// F_SETPIPE_SZ cannot grow, and splicing through those takes 128x the calls per byte of
+// a 1 MiB pipe. So the pipes are a pool sized from that budget (PipeBudget), split
+// between the threads: a segment's transfer takes one and gives it back empty; a pipe an
+// error left holding bytes is closed instead (Discard), never reused. A sender that finds
+// every pipe out waits for one, first come first served, and the wait is counted (and so
+// is a sender that gave up waiting and copied instead: CountFallback). A pipe
+// the kernel grants smaller than asked (another process of the same user spent the
+// budget) is not used: the pool lowers its bound to the pipes it holds, and says so.
+//
+// Used from the fibers of one scheduler; the counters are read from any thread.
+#ifndef FERRY_SERVER_DATAPLANE_PIPE_POOL_H_
+#define FERRY_SERVER_DATAPLANE_PIPE_POOL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/pipe.h"
+
+namespace ferry {
+
+// How many pipes of `pipe_bytes` this process may hold before its user's pipe budget
+// runs out: three quarters of fs.pipe-user-pages-soft (the rest is left to the user's
+// other processes, such as a second server during a restart), or `unlimited` for a
+// process with CAP_SYS_RESOURCE or CAP_SYS_ADMIN (which the budget does not bind) or
+// where there is none. Never below 1.
+size_t PipeBudget(size_t pipe_bytes, size_t unlimited);
+
+class PipePool {
+ public:
+  PipePool(size_t max_pipes, size_t pipe_bytes) : max_pipes_(max_pipes), pipe_bytes_(pipe_bytes) {}
+  PipePool(const PipePool&) = delete;
+  PipePool& operator=(const PipePool&) = delete;
+  ~PipePool();
+
+  // An empty pipe of pipe_bytes, waiting until `deadline` while every pipe is out:
+  // DEADLINE_EXCEEDED then, CANCELLED when the scheduler stops, or the error creating
+  // one. Call from a fiber.
+  absl::StatusOr<Pipe> Take(absl::Time deadline);
+  // Returns a pipe Take() gave, empty.
+  void Give(Pipe pipe);
+  // Tells the pool a pipe it gave was closed (it may have held bytes).
+  void Discard();
+  // Whether a sender is waiting for a pipe: one that holds an empty pipe gives it back.
+  bool contended() const { return !waiters_.empty(); }
+  // Counts a segment sent without a pipe, its wait for one having run out.
+  void CountFallback() { fallbacks_.fetch_add(1, std::memory_order_relaxed); }
+
+  size_t max_pipes() const { return max_pipes_.load(std::memory_order_relaxed); }
+  size_t pipe_bytes() const { return pipe_bytes_; }
+  // Pipes given out now, and open (given out or idle in the pool).
+  size_t out() const { return out_.load(std::memory_order_relaxed); }
+  size_t open() const { return open_.load(std::memory_order_relaxed); }
+  // Takes that had to wait, and pipes refused as smaller than pipe_bytes, so far.
+  uint64_t waits() const { return waits_.load(std::memory_order_relaxed); }
+  uint64_t undersized() const { return undersized_.load(std::memory_order_relaxed); }
+  uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Waiter;
+  // A pipe for a Take that found one free or room for one: nullopt when neither.
+  std::optional<absl::StatusOr<Pipe>> TryTake();
+  // Hands a freed slot (and `pipe`, when there is one) to the first waiter.
+  void Handoff(std::optional<Pipe> pipe);
+
+  std::atomic<size_t> max_pipes_;
+  const size_t pipe_bytes_;
+  std::vector<Pipe> idle_;
+  std::deque<Waiter*> waiters_;
+  std::atomic<size_t> out_{0};
+  std::atomic<size_t> open_{0};
+  std::atomic<uint64_t> waits_{0};
+  std::atomic<uint64_t> undersized_{0};
+  std::atomic<uint64_t> fallbacks_{0};
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_DATAPLANE_PIPE_POOL_H_
