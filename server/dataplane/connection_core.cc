@@ -170,7 +170,7 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
   if (!first_byte_.has_value()) first_byte_ = absl::Now();
   FERRY_RETURN_IF_ERROR(sender_.SendFile(block.file, block.offset + offset, length, name));
   control_.metrics->Sent(door_, length, 1);
-  sender_.TakeTurns(0, 1);
+  sender_.TakeTurns(1);
   return absl::OkStatus();
 }
 

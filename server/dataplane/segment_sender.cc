@@ -70,7 +70,7 @@ SegmentSender::~SegmentSender() {
   if (pipe_.has_value()) DropPipe();
 }
 
-void SegmentSender::TakeTurns(uint64_t, uint32_t blocks) {
+void SegmentSender::TakeTurns(uint32_t blocks) {
   // A connection whose peer keeps up never finds its socket full, so it would never wait
   // and never let the other connections of its thread run. Time, not bytes, bounds its
   // turn: a chunk read from a cold disk takes longer than one sent from memory. The
@@ -196,7 +196,7 @@ absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& sh
     length -= static_cast<uint64_t>(in_res);
     // Empty now: another sender of the thread may have it while this one waits its turn.
     if (pipes_.contended()) GivePipe();
-    TakeTurns(static_cast<uint64_t>(in_res), 0);
+    TakeTurns(0);
   }
   if (pipe_.has_value()) GivePipe();
   return absl::OkStatus();
@@ -240,7 +240,7 @@ absl::Status SegmentSender::CopyFile(const std::shared_ptr<const DataFile>& shar
     const ssize_t sent = Send(buffer, chunk, !last);
     if (sent < 0) return PeerError(sent, absl::StrCat("send ", name(), " to the peer"));
     pos += chunk;
-    TakeTurns(chunk, 0);
+    TakeTurns(0);
     length -= chunk;
   }
   return absl::OkStatus();

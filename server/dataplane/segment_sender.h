@@ -111,8 +111,9 @@ class SegmentSender {
   void StartResponse(uint64_t bytes);
   void EndResponse();
 
-  // Counts what was sent; past a fair share, lets the thread's other fibers run.
-  void TakeTurns(uint64_t bytes, uint32_t blocks);
+  // Counts the blocks sent; once the turn (kTurn or kTurnBlocks) is used up, lets the
+  // thread's other fibers run.
+  void TakeTurns(uint32_t blocks);
 
   // The error for a failed send: DEADLINE_EXCEEDED for a peer that stopped reading.
   absl::Status PeerError(ssize_t res, absl::string_view what) const;
