@@ -8,7 +8,7 @@
 //   ferry ls    --server=HOST:PORT --app=APP
 //   ferry info  --server=HOST:PORT
 //   ferry remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]
-//   ferry health --server=HOST:PORT     exit 0 when SERVING
+//   ferry health --server=HOST:PORT     exit 0 when SERVING (unhealthy disks listed)
 //
 // ls, info, fetch and health take --json (one line of JSON on stdout). `fetch` draws a
 // progress line on stderr when it is a terminal. Exit codes: 0 done, 1 the command
@@ -424,21 +424,52 @@ int Info(ShuffleClient& client) {
               info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
               static_cast<unsigned long long>(info->copy_buffer_bytes()),
               static_cast<long long>(info->ticket_ttl_ms()));
+  for (const ferry::v1::DiskHealth& disk : info->disks()) {
+    std::printf("disk          %s %s: %llu reads, %llu bytes, %llu errors, %llu queued%s%s\n",
+                disk.name().c_str(), disk.healthy() ? "healthy" : "UNHEALTHY",
+                static_cast<unsigned long long>(disk.reads()),
+                static_cast<unsigned long long>(disk.read_bytes()),
+                static_cast<unsigned long long>(disk.read_errors()),
+                static_cast<unsigned long long>(disk.queued_reads()),
+                disk.last_error().empty() ? "" : "; last error: ", disk.last_error().c_str());
+  }
   return 0;
 }
 
-// gRPC's standard health check: SERVING (exit 0) or not (exit 1).
+// gRPC's standard health check: SERVING (exit 0) or not (exit 1). A serving server
+// whose disks fail some reads still serves the blocks on its other disks: it is
+// SERVING, and the unhealthy disks are listed beside it (from GetServerInfo).
 int Health(ShuffleClient& client) {
-  absl::StatusOr<bool> serving = client.control().CheckHealth(absl::GetFlag(FLAGS_server));
+  const std::string server = absl::GetFlag(FLAGS_server);
+  absl::StatusOr<bool> serving = client.control().CheckHealth(server);
   if (!serving.ok()) {
     std::fprintf(stderr, "ferry health: %s\n", serving.status().ToString().c_str());
     return 1;
   }
+  std::vector<std::string> unhealthy;
+  if (*serving) {
+    auto info = client.control().GetServerInfo(server);
+    if (!info.ok()) {
+      std::fprintf(stderr, "ferry health: %s\n", info.status().ToString().c_str());
+      return 1;
+    }
+    for (const ferry::v1::DiskHealth& disk : info->disks()) {
+      if (!disk.healthy()) unhealthy.push_back(absl::StrCat(disk.name(), ": ", disk.last_error()));
+    }
+  }
+  const char* status = *serving ? "SERVING" : "NOT_SERVING";
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(JsonObject({{"server", JsonString(absl::GetFlag(FLAGS_server))},
-                          {"status", JsonString(*serving ? "SERVING" : "NOT_SERVING")}}));
+    google::protobuf::Value disks;
+    disks.mutable_list_value();  // [] when every disk is healthy
+    for (const std::string& disk : unhealthy) {
+      *disks.mutable_list_value()->add_values() = JsonString(disk);
+    }
+    PrintJson(JsonObject(
+        {{"server", JsonString(server)}, {"status", JsonString(status)}, {"unhealthy_disks", disks}}));
+  } else if (unhealthy.empty()) {
+    std::printf("%s\n", status);
   } else {
-    std::printf("%s\n", *serving ? "SERVING" : "NOT_SERVING");
+    std::printf("%s, with unhealthy disks: %s\n", status, absl::StrJoin(unhealthy, "; ").c_str());
   }
   return *serving ? 0 : 1;
 }

@@ -176,7 +176,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.pipe_bytes = options.data.pipe_bytes;
   server->options_.control = control;
   server->service_ = std::make_unique<ControlService>(
-      control, server->store_.get(), server->tickets_.get(), server->executors_.get());
+      control, server->store_.get(), server->tickets_.get(), server->executors_.get(),
+      server->disks_.get());
 
   // gRPC's standard health service (SERVING until a drain begins) and server reflection,
   // so standard gRPC tooling works against the control plane.

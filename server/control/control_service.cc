@@ -65,8 +65,13 @@ grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const
 }
 
 ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
-                               TicketRegistry* tickets, ExecutorRegistry* executors)
-    : options_(std::move(options)), store_(store), tickets_(tickets), executors_(executors) {
+                               TicketRegistry* tickets, ExecutorRegistry* executors,
+                               const DiskReader* disks)
+    : options_(std::move(options)),
+      store_(store),
+      tickets_(tickets),
+      executors_(executors),
+      disks_(disks) {
   if (options_.data_host == "0.0.0.0" || options_.data_host == "::") options_.data_host.clear();
 }
 
@@ -286,6 +291,18 @@ grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
   response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
   response->set_io_engine(AbslUnparseFlag(options_.connection.engine));
+  if (disks_ != nullptr) {
+    for (const DiskReader::DiskStats& d : disks_->Stats()) {
+      ferry::v1::DiskHealth* disk = response->add_disks();
+      disk->set_name(d.name);
+      disk->set_healthy(d.healthy);
+      disk->set_reads(d.reads);
+      disk->set_read_bytes(d.bytes);
+      disk->set_read_errors(d.errors);
+      disk->set_queued_reads(d.queued);
+      disk->set_last_error(d.last_error);
+    }
+  }
   return grpc::Status::OK;
 }
 

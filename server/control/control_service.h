@@ -17,6 +17,7 @@
 #include "proto/ferry.grpc.pb.h"
 #include "common/version.h"
 #include "server/storage/block_store.h"
+#include "server/storage/disk_reader.h"
 #include "server/spark/spark_executors.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/control/ticket_registry.h"
@@ -50,10 +51,10 @@ struct ControlServiceOptions {
 
 class ControlService final : public ferry::v1::Ferry::Service {
  public:
-  // `store`, `tickets` and `executors` must outlive the service; `executors` is null
-  // when the Spark front door is off.
+  // `store`, `tickets`, `executors` and `disks` must outlive the service; `executors` is
+  // null when the Spark front door is off, `disks` when no disk health is to be told.
   ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets,
-                 ExecutorRegistry* executors = nullptr);
+                 ExecutorRegistry* executors = nullptr, const DiskReader* disks = nullptr);
 
   grpc::Status OpenStream(grpc::ServerContext* context, const ferry::v1::OpenStreamRequest* request,
                           ferry::v1::StreamHandle* response) override;
@@ -100,6 +101,7 @@ class ControlService final : public ferry::v1::Ferry::Service {
   BlockStore* store_;
   TicketRegistry* tickets_;
   ExecutorRegistry* executors_;
+  const DiskReader* disks_;
   std::mutex heavy_mu_;
   std::condition_variable heavy_done_;
   int heavy_calls_ = 0;  // guarded by heavy_mu_

@@ -159,16 +159,14 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
   // A file that shrank since the block was resolved is caught here, before the header
   // promises bytes the file no longer has.
   FERRY_RETURN_IF_ERROR(CheckSegmentHeld(block, name));
-  *in_frame = false;
   const uint64_t length = block.length - offset;
-  // MSG_MORE lets the header share a segment with the payload that follows; a block
-  // with no payload is pushed at once.
-  const ssize_t sent = sender_.Send(header.data(), header.size(), /*more=*/length > 0);
-  if (sent != static_cast<ssize_t>(header.size())) {
-    return sender_.PeerError(sent < 0 ? sent : -EPIPE, absl::StrCat("send header of ", name()));
-  }
-  if (!first_byte_.has_value()) first_byte_ = absl::Now();
-  FERRY_RETURN_IF_ERROR(sender_.SendFile(block.file, block.offset + offset, length, name));
+  FERRY_RETURN_IF_ERROR(sender_.SendSegment(header, block.file, block.offset + offset, length,
+                                            name, [&] {
+                                              *in_frame = false;
+                                              if (!first_byte_.has_value()) {
+                                                first_byte_ = absl::Now();
+                                              }
+                                            }));
   control_.metrics->Sent(door_, length, 1);
   sender_.TakeTurns(1);
   return absl::OkStatus();

@@ -95,8 +95,9 @@ class ConnectionCore {
   void LogFailure(const absl::Status& status);
 
   // Sends one block's `header` and then bytes [offset, block.length) of it. A failure
-  // before any byte went out (the block's file no longer holds it) leaves the stream in
-  // frame: *in_frame stays true and the protocol may say so; past that it is false.
+  // before the header went out (the block's file no longer holds it, or its first chunk
+  // could not be read) leaves the stream in frame: *in_frame stays true and the protocol
+  // may say so; past that it is false.
   absl::Status SendBlock(absl::string_view header, const StreamBlock& block, uint64_t offset,
                          absl::FunctionRef<std::string()> name, bool* in_frame);
   // Sends bytes of the protocol's own (an error, an RPC reply); false when they did not

@@ -91,23 +91,39 @@ void SegmentSender::SetNoDelay(bool on) {
   }
 }
 
-absl::Status SegmentSender::SendFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
-                                     uint64_t length,
-                                     absl::FunctionRef<std::string()> name) {
-  if (length == 0) return absl::OkStatus();
+absl::Status SegmentSender::SendHeader(Header& header, bool more,
+                                       absl::FunctionRef<std::string()> name) {
+  if (header.sent) return absl::OkStatus();
+  // MSG_MORE lets the header share a TCP segment with the payload that follows.
+  const ssize_t sent = Send(header.bytes.data(), header.bytes.size(), more);
+  if (sent != static_cast<ssize_t>(header.bytes.size())) {
+    return PeerError(sent < 0 ? sent : -EPIPE, absl::StrCat("send header of ", name()));
+  }
+  header.sent = true;
+  header.on_sent();
+  return absl::OkStatus();
+}
+
+absl::Status SegmentSender::SendSegment(absl::string_view header_bytes,
+                                        const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                                        uint64_t length, absl::FunctionRef<std::string()> name,
+                                        absl::FunctionRef<void()> header_sent) {
+  Header header{header_bytes, header_sent};
+  // A block with no payload is pushed at once.
+  if (length == 0) return SendHeader(header, /*more=*/false, name);
   if (options_.mode == DataPlaneMode::kCopy) {
     if (buffer_ == nullptr) {
       buffer_ = std::shared_ptr<char[]>(new char[options_.copy_buffer_bytes]);
     }
-    return CopyFile(file, pos, length, name, buffer_, options_.copy_buffer_bytes);
+    return CopyFile(header, file, pos, length, name, buffer_, options_.copy_buffer_bytes);
   }
   if (length <= kSmallSegmentBytes) {
     if (small_buffer_ == nullptr) {
       small_buffer_ = std::shared_ptr<char[]>(new char[kSmallSegmentBytes]);
     }
-    return CopyFile(file, pos, length, name, small_buffer_, kSmallSegmentBytes);
+    return CopyFile(header, file, pos, length, name, small_buffer_, kSmallSegmentBytes);
   }
-  return SpliceFile(file, pos, length, name);
+  return SpliceFile(header, file, pos, length, name);
 }
 
 void SegmentSender::GivePipe() {
@@ -126,7 +142,8 @@ uint64_t SegmentSender::ReadAhead(uint64_t pos, uint64_t rest) {
   return rest;
 }
 
-absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& shared,
+absl::Status SegmentSender::SpliceFile(Header& header,
+                                       const std::shared_ptr<const DataFile>& shared,
                                        uint64_t pos, uint64_t length,
                                        absl::FunctionRef<std::string()> name) {
   const DataFile& data = *shared;
@@ -142,7 +159,8 @@ absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& sh
         if (fallback_buffer_ == nullptr) {
           fallback_buffer_ = std::shared_ptr<char[]>(new char[kFallbackBufferBytes]);
         }
-        return CopyFile(shared, pos, length, name, fallback_buffer_, kFallbackBufferBytes);
+        return CopyFile(header, shared, pos, length, name, fallback_buffer_,
+                        kFallbackBufferBytes);
       }
       if (!pipe.ok()) {
         return absl::Status(pipe.status().code(),
@@ -154,6 +172,10 @@ absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& sh
     const bool last = chunk == length;
     SocketIo::SpliceStep step;
     if (LooksCached(file, pos, chunk)) {
+      if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
+        GivePipe();  // still empty
+        return sent;
+      }
       step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, IoDeadline());
     } else {
       const absl::StatusOr<size_t> in = disks_.SpliceToPipe(
@@ -164,13 +186,18 @@ absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& sh
                             absl::StrCat(name(), ": ", in.status().message()));
       }
       step.in = static_cast<ssize_t>(*in);
+      if (step.in > 0) {
+        if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
+          DropPipe();
+          return sent;
+        }
+      }
     }
     const ssize_t in_res = step.in;
     if (in_res < 0) {
       DropPipe();
-      return absl::ErrnoToStatus(
-          static_cast<int>(-in_res),
-          absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
+      return FileReadError(static_cast<int>(-in_res),
+                           absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
     }
     if (step.out < 0) {
       DropPipe();
@@ -202,7 +229,8 @@ absl::Status SegmentSender::SpliceFile(const std::shared_ptr<const DataFile>& sh
   return absl::OkStatus();
 }
 
-absl::Status SegmentSender::CopyFile(const std::shared_ptr<const DataFile>& shared,
+absl::Status SegmentSender::CopyFile(Header& header,
+                                     const std::shared_ptr<const DataFile>& shared,
                                      uint64_t pos, uint64_t length,
                                      absl::FunctionRef<std::string()> name,
                                      std::shared_ptr<char[]>& buffer_ptr,
@@ -215,8 +243,8 @@ absl::Status SegmentSender::CopyFile(const std::shared_ptr<const DataFile>& shar
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, buffer_bytes));
     const CachedRead cached = PreadCached(file, buffer, chunk, pos);
     if (cached.bytes < 0) {
-      return absl::ErrnoToStatus(static_cast<int>(-cached.bytes),
-                                 absl::StrCat("read ", data.path, " for ", name()));
+      return FileReadError(static_cast<int>(-cached.bytes),
+                           absl::StrCat("read ", data.path, " for ", name()));
     }
     size_t n = static_cast<size_t>(cached.bytes);
     if (cached.missed) {
@@ -236,6 +264,7 @@ absl::Status SegmentSender::CopyFile(const std::shared_ptr<const DataFile>& shar
       return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
                                               " ended early (truncated while being served)"));
     }
+    FERRY_RETURN_IF_ERROR(SendHeader(header, /*more=*/true, name));
     const bool last = chunk == length;
     const ssize_t sent = Send(buffer, chunk, !last);
     if (sent < 0) return PeerError(sent, absl::StrCat("send ", name(), " to the peer"));

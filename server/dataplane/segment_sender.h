@@ -100,11 +100,15 @@ class SegmentSender {
   // segment). The bytes sent, or -errno (-ETIMEDOUT past the deadline).
   ssize_t Send(const void* data, size_t len, bool more);
 
-  // Sends bytes [pos, pos + length) of `file`. `name` names the segment in errors and is
-  // called only on one. A failure leaves the peer's stream out of frame.
-  absl::Status SendFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
-                        uint64_t length,
-                        absl::FunctionRef<std::string()> name);
+  // Sends `header` (a protocol's frame header) and then bytes [pos, pos + length) of
+  // `file`. The header goes out once the segment's first chunk is in hand (in the pipe or
+  // the buffer), so a file the disk cannot read fails before the peer was promised its
+  // bytes; `header_sent` is called when it went, and a failure after that leaves the
+  // peer's stream out of frame. `name` names the segment in errors and is called only on
+  // one.
+  absl::Status SendSegment(absl::string_view header, const std::shared_ptr<const DataFile>& file,
+                           uint64_t pos, uint64_t length, absl::FunctionRef<std::string()> name,
+                           absl::FunctionRef<void()> header_sent);
 
   // Around each response: Nagle's algorithm on while a response of `bytes` >= 64 KiB is
   // sent, and TCP_NODELAY again (pushing the tail at once) when it is done.
@@ -119,13 +123,19 @@ class SegmentSender {
   absl::Status PeerError(ssize_t res, absl::string_view what) const;
 
  private:
-  absl::Status SpliceFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
-                          uint64_t length,
-                          absl::FunctionRef<std::string()> name);
+  // A segment's header, until it is sent.
+  struct Header {
+    absl::string_view bytes;
+    absl::FunctionRef<void()> on_sent;
+    bool sent = false;
+  };
+  // Sends `header` unless it went already; `more` when payload follows it.
+  absl::Status SendHeader(Header& header, bool more, absl::FunctionRef<std::string()> name);
+  absl::Status SpliceFile(Header& header, const std::shared_ptr<const DataFile>& file,
+                          uint64_t pos, uint64_t length, absl::FunctionRef<std::string()> name);
   // Through `buffer` of `buffer_bytes`.
-  absl::Status CopyFile(const std::shared_ptr<const DataFile>& file, uint64_t pos,
-                        uint64_t length,
-                        absl::FunctionRef<std::string()> name,
+  absl::Status CopyFile(Header& header, const std::shared_ptr<const DataFile>& file,
+                        uint64_t pos, uint64_t length, absl::FunctionRef<std::string()> name,
                         std::shared_ptr<char[]>& buffer, size_t buffer_bytes);
   // The pipe back to the pool, empty; or closed, when it may hold bytes.
   void GivePipe();

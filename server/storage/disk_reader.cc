@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <utility>
 
 #include <glog/logging.h>
@@ -35,6 +36,19 @@ std::string DiskName(uint64_t device) {
 
 }  // namespace
 
+absl::Status FileReadError(int error, absl::string_view what) {
+  switch (error) {
+    case EIO:
+    case ENXIO:
+    case ENODEV:
+    case ESTALE:
+    case ENOTCONN:
+      return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(error)));
+    default:
+      return absl::ErrnoToStatus(error, what);
+  }
+}
+
 absl::Status DiskReader::Options::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckRange("disk-workers", workers_per_disk, 1, 256));
   FERRY_RETURN_IF_ERROR(CheckRange("disk-queue", max_queued_per_disk, 1, kMaxLimit));
@@ -49,8 +63,8 @@ struct DiskReader::Disk {
         unhealthy_after(options.unhealthy_after),
         pool(BlockingPool::Options{options.workers_per_disk, options.max_queued_per_disk}) {}
 
-  // From a worker: counts a read's result and moves the disk's health with it.
-  void Record(ssize_t res) {
+  // From a worker: counts a read's result of `path` and moves the disk's health with it.
+  void Record(ssize_t res, const std::string& path) {
     if (res >= 0) {
       reads.fetch_add(1, std::memory_order_relaxed);
       bytes.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
@@ -61,12 +75,19 @@ struct DiskReader::Disk {
       return;
     }
     errors.fetch_add(1, std::memory_order_relaxed);
+    std::string error = absl::StrCat(path, ": ", std::strerror(static_cast<int>(-res)));
     const uint32_t in_a_row = failing.fetch_add(1, std::memory_order_relaxed) + 1;
     if (in_a_row >= unhealthy_after && healthy.exchange(false, std::memory_order_relaxed)) {
       LOG(ERROR) << "disk " << name << " is unhealthy: " << in_a_row
-                 << " reads in a row failed, the last with " << absl::ErrnoToStatus(
-                        static_cast<int>(-res), "").message();
+                 << " reads in a row failed, the last of " << error;
     }
+    std::lock_guard<std::mutex> lock(mu);
+    last_error = std::move(error);
+  }
+
+  std::string LastError() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return last_error;
   }
 
   const std::string name;
@@ -76,6 +97,8 @@ struct DiskReader::Disk {
   std::atomic<uint64_t> errors{0};
   std::atomic<uint32_t> failing{0};  // failed reads since the last success
   std::atomic<bool> healthy{true};
+  mutable std::mutex mu;
+  std::string last_error;  // guarded by mu
   // Last: its workers are joined before the counters they write go.
   BlockingPool pool;
 };
@@ -118,7 +141,7 @@ absl::StatusOr<size_t> DiskReader::Submit(std::shared_ptr<const DataFile> file, 
                                 POSIX_FADV_WILLNEED);
         }
         *result = read(fd, pos, len);
-        disk.Record(*result);
+        disk.Record(*result, file->path);
       },
       deadline, order);
   if (!ran.ok()) {
@@ -126,8 +149,8 @@ absl::StatusOr<size_t> DiskReader::Submit(std::shared_ptr<const DataFile> file, 
                         absl::StrCat(what, " ", path, " on disk ", disk.name, ": ", ran.message()));
   }
   if (*result < 0) {
-    return absl::ErrnoToStatus(static_cast<int>(-*result),
-                               absl::StrCat(what, " ", path, " on disk ", disk.name));
+    return FileReadError(static_cast<int>(-*result),
+                         absl::StrCat(what, " ", path, " on disk ", disk.name));
   }
   return static_cast<size_t>(*result);
 }
@@ -170,6 +193,7 @@ std::vector<DiskReader::DiskStats> DiskReader::Stats() const {
     s.bytes = disk->bytes.load(std::memory_order_relaxed);
     s.errors = disk->errors.load(std::memory_order_relaxed);
     s.healthy = disk->healthy.load(std::memory_order_relaxed);
+    s.last_error = disk->LastError();
     stats.push_back(std::move(s));
   }
   return stats;

@@ -38,11 +38,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
 #include "server/storage/segment.h"
 
 namespace ferry {
+
+// The error of a failed read of a shuffle file, `what` naming it: UNAVAILABLE for what a
+// failing or vanished disk answers (EIO, ENXIO, ENODEV, ESTALE, ENOTCONN), since another
+// attempt or another replica may succeed; otherwise as the errno says.
+absl::Status FileReadError(int error, absl::string_view what);
 
 class DiskReader {
  public:
@@ -96,6 +102,7 @@ class DiskReader {
     uint64_t bytes = 0;
     uint64_t errors = 0;
     bool healthy = true;
+    std::string last_error;  // the file and errno of the last failed read; "" if none
   };
   // Every disk that has missed so far.
   std::vector<DiskStats> Stats() const;

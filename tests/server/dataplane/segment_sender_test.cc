@@ -113,15 +113,23 @@ TEST_P(SegmentSenderTest, HeaderThenExactlyTheSegment) {
   const std::string got = SendAndRead(
       [&](SegmentSender& sender) {
         sender.StartResponse(length);
-        ASSERT_EQ(sender.Send("HEAD", 4, /*more=*/true), 4);
-        ASSERT_TRUE(sender.SendFile(file_, pos, length, [] { return std::string("seg"); }).ok());
-        ASSERT_TRUE(sender.SendFile(file_, 0, 0, [] { return std::string("empty"); }).ok());
+        int headers = 0;
+        ASSERT_TRUE(sender
+                        .SendSegment("HEAD", file_, pos, length, [] { return std::string("seg"); },
+                                     [&] { ++headers; })
+                        .ok());
+        ASSERT_TRUE(sender
+                        .SendSegment("E", file_, 0, 0, [] { return std::string("empty"); },
+                                     [&] { ++headers; })
+                        .ok());
+        EXPECT_EQ(headers, 2);
         sender.EndResponse();
       },
-      4 + length, &status);
-  ASSERT_EQ(got.size(), 4 + length);
+      4 + length + 1, &status);
+  ASSERT_EQ(got.size(), 4 + length + 1);
   EXPECT_EQ(got.substr(0, 4), "HEAD");
   EXPECT_TRUE(got.compare(4, length, content_, pos, length) == 0);
+  EXPECT_EQ(got.substr(4 + length), "E");
   // Cached, nothing goes to the disk's workers. (Cold, how much does depends on how fast
   // the kernel's read-ahead, which the first miss starts, outruns the sender.)
   if (!GetParam().cold) {
@@ -140,17 +148,19 @@ TEST_P(SegmentSenderTest, SmallAndJustLargerSegmentsArriveWhole) {
   const std::vector<std::pair<uint64_t, uint64_t>> segments = {
       {7, 1}, {100, 1000}, {4096, small}, {3, small + 1}};
   uint64_t total = 0;
-  for (const auto& [pos, length] : segments) total += length;
+  for (const auto& [pos, length] : segments) total += 1 + length;
   const std::string got = SendAndRead(
       [&](SegmentSender& sender) {
         for (const auto& [pos, length] : segments) {
-          ASSERT_TRUE(
-              sender.SendFile(file_, pos, length, [] { return std::string("seg"); }).ok());
+          ASSERT_TRUE(sender
+                          .SendSegment("H", file_, pos, length, [] { return std::string("seg"); },
+                                       [] {})
+                          .ok());
         }
       },
       total, &status);
   std::string expected;
-  for (const auto& [pos, length] : segments) expected += content_.substr(pos, length);
+  for (const auto& [pos, length] : segments) expected += "H" + content_.substr(pos, length);
   EXPECT_EQ(got, expected);
 }
 
@@ -159,15 +169,20 @@ TEST_P(SegmentSenderTest, FileShorterThanTheSegmentIsDataLossNamingIt) {
   if (IsSkipped()) return;
   absl::Status status;
   absl::Status send_status;
-  (void)SendAndRead(
+  bool header_sent = false;
+  const std::string got = SendAndRead(
       [&](SegmentSender& sender) {
-        send_status = sender.SendFile(file_, content_.size() - 10, 100,
-                                      [] { return std::string("shuffle 0 map 1 reduce 2"); });
+        send_status = sender.SendSegment(
+            "HEAD", file_, content_.size() - 10, 100,
+            [] { return std::string("shuffle 0 map 1 reduce 2"); }, [&] { header_sent = true; });
       },
       10, &status);
   EXPECT_EQ(send_status.code(), absl::StatusCode::kDataLoss) << send_status;
   EXPECT_NE(send_status.message().find("shuffle 0 map 1 reduce 2"), std::string::npos);
   EXPECT_NE(send_status.message().find("app/data"), std::string::npos);
+  // Its one chunk fell short before the header went: the peer was promised nothing.
+  EXPECT_FALSE(header_sent);
+  EXPECT_EQ(got, "");
 }
 
 // With every pipe of the thread held (by senders whose peers do not read), a segment
@@ -184,12 +199,15 @@ TEST_P(SegmentSenderTest, WithoutAFreePipeTheSegmentIsCopied) {
         ASSERT_TRUE(held.ok());
         absl::StatusOr<Pipe> second = pipes_.Take(absl::Now() + absl::Seconds(10));
         ASSERT_TRUE(second.ok());
-        ASSERT_TRUE(sender.SendFile(file_, 77, length, [] { return std::string("seg"); }).ok());
+        ASSERT_TRUE(sender
+                        .SendSegment("H", file_, 77, length, [] { return std::string("seg"); },
+                                     [] {})
+                        .ok());
         pipes_.Give(*std::move(second));
         pipes_.Give(*std::move(held));
       },
-      length, &status);
-  EXPECT_TRUE(got == content_.substr(77, length));
+      1 + length, &status);
+  EXPECT_TRUE(got == "H" + content_.substr(77, length));
   EXPECT_EQ(pipes_.fallbacks(), GetParam().mode == DataPlaneMode::kSplice ? 1u : 0u);
 }
 

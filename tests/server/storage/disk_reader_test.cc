@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -101,6 +102,10 @@ TEST_F(DiskReaderTest, FailingReadsMarkTheDiskUnhealthyUntilOneSucceeds) {
       EXPECT_NE(read.status().message().find("on disk"), std::string::npos) << read.status();
       EXPECT_EQ(reader.Stats()[0].healthy, i < 2) << i;
     }
+    // The last failure, for the health answer: the file and the errno (EISDIR).
+    const std::string last = reader.Stats()[0].last_error;
+    EXPECT_NE(last.find("app/broken"), std::string::npos) << last;
+    EXPECT_NE(last.find(std::strerror(EISDIR)), std::string::npos) << last;
     absl::StatusOr<size_t> good = reader.Read(file_, 0, buffer, 4096, 0, Soon());
     ASSERT_TRUE(good.ok()) << good.status();
   });
@@ -108,6 +113,21 @@ TEST_F(DiskReaderTest, FailingReadsMarkTheDiskUnhealthyUntilOneSucceeds) {
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].errors, 3u);
   EXPECT_TRUE(stats[0].healthy);
+}
+
+// What a failing or vanished device answers is worth another attempt (or replica);
+// other errors keep the code their errno maps to.
+TEST(FileReadErrorTest, DeviceFailuresAreUnavailableAndNameWhatFailed) {
+  for (int error : {EIO, ENXIO, ENODEV, ESTALE, ENOTCONN}) {
+    const absl::Status s = FileReadError(error, "read app/x.data on disk loop0 (7:0)");
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("app/x.data on disk loop0"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(std::strerror(error)), std::string::npos) << s;
+  }
+  EXPECT_EQ(FileReadError(EISDIR, "read app/broken").code(),
+            absl::ErrnoToStatus(EISDIR, "").code());
+  EXPECT_EQ(FileReadError(EACCES, "read app/x.data").code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace
