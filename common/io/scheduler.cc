@@ -273,12 +273,13 @@ void FiberScheduler::Loop(bool until_stopped) {
     RunReadyFibers();
     if (live_fibers_ == 0 && (stopping_ || !until_stopped)) break;
     ArmWake();
-    if (ready_.empty() && options_.idle_poll > absl::ZeroDuration()) {
+    const bool idle = ready_.empty() && yielded_.empty();
+    if (idle && options_.idle_poll > absl::ZeroDuration()) {
       Submit(/*wait=*/false);
       PollIdle();
       if (io_uring_cq_ready(&ring_) == 0) Submit(/*wait=*/true);
     } else {
-      Submit(/*wait=*/ready_.empty());
+      Submit(/*wait=*/idle);
     }
     Reap();
   }
@@ -291,6 +292,7 @@ absl::Duration FiberScheduler::PollBudget() const {
   // Unsubmitted entries (other fibers of this turn parked on them) count as work: they
   // go to the kernel only when the polling fiber parks and the loop submits.
   if (options_.idle_poll <= absl::ZeroDuration() || stopping_ || !ready_.empty() ||
+      !yielded_.empty() ||
       io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 || TaskRunDue() ||
       posted_pending_.load(std::memory_order_relaxed)) {
     return absl::ZeroDuration();
@@ -335,8 +337,27 @@ void FiberScheduler::BeginStop() {
 }
 
 void FiberScheduler::RunReadyFibers() {
-  running_batch_.swap(ready_);
-  for (Fiber* fiber : running_batch_) Resume(fiber);
+  // Each fiber that yielded gets one more turn; fibers woken meanwhile run before the
+  // next of those turns, so a request that arrives while bulk senders take turns waits
+  // for the turn running now, not for all of theirs. Bounded, so that fibers waking
+  // each other cannot keep the loop from submitting.
+  running_batch_.swap(yielded_);
+  size_t next = 0;
+  for (size_t budget = 2 * (live_fibers_ + 1); budget > 0; --budget) {
+    Fiber* fiber;
+    if (!ready_.empty()) {
+      fiber = ready_.front();
+      ready_.pop_front();
+    } else if (next < running_batch_.size()) {
+      fiber = running_batch_[next++];
+    } else {
+      break;
+    }
+    Resume(fiber);
+  }
+  // Turns the budget left over go first in the next pass.
+  yielded_.insert(yielded_.begin(), running_batch_.begin() + static_cast<ptrdiff_t>(next),
+                  running_batch_.end());
   running_batch_.clear();
 }
 
@@ -389,12 +410,15 @@ void FiberScheduler::Wake(Fiber* fiber) {
 void FiberScheduler::Yield() {
   Fiber* self = current_fiber_;
   FERRY_CHECK(self != nullptr && "Yield() outside a fiber");
-  // Completions that arrived while this fiber ran wake their fibers ahead of it: a
-  // fiber that yields because it has had its turn (a bulk sender) goes behind a request
-  // that has just arrived, instead of running again before that request is even seen.
+  // What the fibers of this pass prepared goes to the kernel (a receive armed now sees
+  // a request that arrives during the next turn), and the completions that arrived
+  // while this fiber ran wake their fibers: they run before the next turn of a fiber
+  // that yielded because it has had its turn (a bulk sender), so a request that has
+  // just arrived is not kept behind every bulk sender of the thread.
+  if (io_uring_sq_ready(&ring_) != 0) Submit(/*wait=*/false);
   Reap();
   self->state = Fiber::State::kReady;
-  ready_.push_back(self);
+  yielded_.push_back(self);
   SwitchToScheduler(self, /*finishing=*/false);
 }
 

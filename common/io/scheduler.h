@@ -8,7 +8,10 @@
 // A turn of the loop: spawn what other threads posted, run every fiber that is ready
 // (each runs until it parks on I/O, yields or finishes), then one io_uring_submit for
 // everything those fibers prepared, waiting in the kernel only when no fiber is ready,
-// and finally reap the completions in one batch and make their fibers ready. An idle
+// and finally reap the completions in one batch and make their fibers ready. Woken
+// fibers run before fibers that yielded: a fiber that yields (a bulk sender whose turn
+// is up) submits and reaps first, and what that woke runs before the next yielded
+// fiber's turn. An idle
 // scheduler sleeps in io_uring_enter; with SchedulerOptions::idle_poll it first polls
 // for up to that long, and never otherwise spins.
 //
@@ -29,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -176,8 +180,8 @@ class FiberScheduler {
   // True inside a fiber of this thread's running scheduler.
   static bool InFiber();
 
-  // Makes the fibers whose I/O has completed ready, puts the calling fiber behind them
-  // at the back of the ready queue, and runs the others.
+  // Submits what is prepared, makes the fibers whose I/O has completed ready, and lets
+  // them and the other fibers that yielded run before the calling fiber runs again.
   void Yield();
 
   bool stopping() const { return stopping_; }
@@ -239,7 +243,8 @@ class FiberScheduler {
   bool ring_ready_ = false;
   StackPool stacks_;
 
-  std::vector<Fiber*> ready_;
+  std::deque<Fiber*> ready_;  // woken or new: they run first
+  std::vector<Fiber*> yielded_;  // yielded: one more turn each per pass
   std::vector<Fiber*> running_batch_;
   Fiber* current_fiber_ = nullptr;
   size_t live_fibers_ = 0;

@@ -1,12 +1,14 @@
 #include "common/io/scheduler.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/io/ops.h"
 #include "gtest/gtest.h"
@@ -52,6 +54,38 @@ TEST(SchedulerTest, YieldInterleavesFibers) {
   }
   s->Run();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+}
+
+// Three fibers that take turns (bulk senders) and one waiting to receive: once its
+// bytes arrive during a turn, it runs right after that turn, before the other two take
+// theirs again.
+TEST(SchedulerTest, AFiberWokenDuringATurnRunsBeforeTheOtherTurns) {
+  auto s = NewScheduler();
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  UniqueFd receiver(fds[0]);
+  UniqueFd sender(fds[1]);
+  std::vector<std::string> order;
+  ASSERT_TRUE(s->Spawn([&] {
+                 char byte;
+                 ASSERT_EQ(Recv(receiver.get(), &byte, 1), 1);
+                 order.push_back("woken");
+               }).ok());
+  for (int id = 0; id < 3; ++id) {
+    ASSERT_TRUE(s->Spawn([&, id] {
+                   for (int turn = 0; turn < 3; ++turn) {
+                     order.push_back(absl::StrCat(id, ".", turn));
+                     // The second fiber's second turn: the receiver's byte arrives.
+                     if (id == 1 && turn == 1) {
+                       ASSERT_EQ(::write(sender.get(), "x", 1), 1);
+                     }
+                     FiberScheduler::Current()->Yield();
+                   }
+                 }).ok());
+  }
+  s->Run();
+  EXPECT_EQ(order, (std::vector<std::string>{"0.0", "1.0", "2.0", "0.1", "1.1", "woken", "2.1",
+                                             "0.2", "1.2", "2.2"}));
 }
 
 TEST(SchedulerTest, JoinWaitsForTheFiber) {
