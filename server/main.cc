@@ -70,7 +70,8 @@ ABSL_FLAG(int64_t, disk_queue, Default(Defaults().disks.max_queued_per_disk),
           "Reads waiting for one disk's workers; more fail RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, disk_readahead, Default(Defaults().disks.readahead_bytes),
           "Bytes of a segment the kernel is asked to read ahead at its first page-cache "
-          "miss (POSIX_FADV_WILLNEED); 0: only the kernel's own read-ahead.");
+          "miss (POSIX_FADV_WILLNEED), on disks whose own read_ahead_kb is smaller; 0: "
+          "only the kernel's own read-ahead.");
 ABSL_FLAG(int64_t, copy_buffer_size, Default(Defaults().connection.copy_buffer_bytes),
           "Copy-mode buffer in bytes per connection.");
 ABSL_FLAG(int64_t, max_connections, Default(Defaults().data.max_connections),

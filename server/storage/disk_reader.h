@@ -12,8 +12,9 @@
 // misses, so a slow, busy or failing disk delays only the blocks on it. Workers take
 // queued reads by file and offset (BlockingPool's sweep), so concurrent reads of one
 // file reach the disk in order and the kernel's read-ahead, shared by every stream of
-// that file's one open description, merges them into large reads. The first miss of a
-// segment also asks the kernel to read ahead the rest of it (POSIX_FADV_WILLNEED, up to
+// that file's one open description, merges them into large reads. On a disk whose own
+// read-ahead window is smaller than readahead_bytes, the first miss of a segment also
+// asks the kernel to read ahead the rest of it (POSIX_FADV_WILLNEED, up to
 // readahead_bytes), so the disk is busy with the next chunk while this one is sent.
 //
 // A disk whose reads fail `unhealthy_after` times in a row is marked unhealthy (logged,
@@ -57,8 +58,9 @@ class DiskReader {
     size_t workers_per_disk = 8;
     // Reads waiting for one disk's workers; past that a read fails RESOURCE_EXHAUSTED.
     size_t max_queued_per_disk = 4096;
-    // How far past a segment's first miss the kernel is asked to read ahead (0: only
-    // its own read-ahead).
+    // How far past a segment's first miss the kernel is asked to read ahead
+    // (POSIX_FADV_WILLNEED), on a disk whose own read-ahead window (read_ahead_kb) is
+    // smaller; 0: never.
     uint64_t readahead_bytes = uint64_t{8} << 20;
     // Consecutive failed reads that mark a disk unhealthy.
     uint32_t unhealthy_after = 3;
