@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
-#include <regex>
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -59,15 +60,20 @@ void RemoveStaleDevices() {
   absl::StatusOr<std::string> listed = Run({kLosetup, "--list", "--noheadings", "--output",
                                             "NAME,BACK-FILE"});
   if (!listed.ok()) return;
-  const std::regex ours(absl::StrCat(kBackingPrefix, "([0-9]+)\\.img"));
   for (absl::string_view line : absl::StrSplit(*listed, '\n', absl::SkipEmpty())) {
     const std::vector<std::string> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() < 2) continue;
     const std::string back = std::string(line.substr(fields[0].size()));
-    std::smatch match;
-    if (!std::regex_search(back, match, ours)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(match[1].str()));
+    // "<dir>/ferry-loop-disk-<pid>.img", maybe " (deleted)" after it.
+    const size_t at = back.find(kBackingPrefix);
+    if (at == std::string::npos) continue;
+    absl::string_view rest = absl::string_view(back).substr(at + std::strlen(kBackingPrefix));
+    const size_t digits = rest.find(".img");
+    pid_t pid = 0;
+    if (digits == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, digits), &pid)) {
+      continue;
+    }
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
     for (const std::string& point : MountsOf(fields[0])) {
       (void)Run({kUmount, "--lazy", point});
