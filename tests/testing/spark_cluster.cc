@@ -1,0 +1,340 @@
+#include "tests/testing/spark_cluster.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <cstring>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/unique_fd.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/loopback.h"
+
+extern char** environ;
+
+namespace ferry::testing {
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A loopback port nothing listens on now.
+uint16_t FreePort() {
+  uint16_t port = 0;
+  UniqueFd listener = ListenLoopback(&port, 1);
+  return port;
+}
+
+bool Accepts(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in addr = LoopbackAddress(port);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+// The JDK of the `java` on the PATH.
+std::string JavaHome() {
+  if (const char* home = std::getenv("JAVA_HOME"); home != nullptr && *home != '\0') return home;
+  for (const char* dir : {"/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/default-java"}) {
+    if (::access(absl::StrCat(dir, "/bin/java").c_str(), X_OK) == 0) return dir;
+  }
+  return "";
+}
+
+// Kills process group `group`: SIGTERM, up to 10 s for it to go, then SIGKILL.
+void KillGroup(pid_t group) {
+  ::kill(-group, SIGTERM);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    int status = 0;
+    (void)::waitpid(group, &status, WNOHANG);
+    if (::kill(-group, 0) != 0 && errno == ESRCH) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ::kill(-group, SIGKILL);
+  int status = 0;
+  (void)::waitpid(group, &status, 0);
+}
+
+// "aliveworkers" : N of the master's JSON page, or -1.
+int AliveWorkers(absl::string_view page) {
+  const size_t key = page.find("\"aliveworkers\"");
+  if (key == absl::string_view::npos) return -1;
+  absl::string_view rest = page.substr(key + std::strlen("\"aliveworkers\""));
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (!absl::ConsumePrefix(&rest, ":")) return -1;
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  const size_t end = rest.find_first_not_of("0123456789");
+  int n = -1;
+  return absl::SimpleAtoi(rest.substr(0, end), &n) ? n : -1;
+}
+
+}  // namespace
+
+std::vector<SparkDistribution> InstalledSparks(std::string* why) {
+  const char* env = std::getenv("FERRY_SPARK_ROOT");
+  const std::string root = env != nullptr && *env != '\0' ? env : "/opt/ferry-spark";
+  std::vector<SparkDistribution> found;
+  if (DIR* dir = ::opendir(root.c_str())) {
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name.empty() || name[0] == '.') continue;
+      const std::string venv = absl::StrCat(root, "/", name);
+      const std::string home(absl::StripAsciiWhitespace(ReadFile(venv + "/SPARK_HOME")));
+      if (home.empty() || ::access((home + "/bin/spark-submit").c_str(), X_OK) != 0) continue;
+      found.push_back({name, home, venv + "/bin/python3"});
+    }
+    ::closedir(dir);
+  }
+  std::sort(found.begin(), found.end(),
+            [](const SparkDistribution& a, const SparkDistribution& b) {
+              return a.version < b.version;
+            });
+  if (why != nullptr && found.empty()) {
+    *why = absl::StrCat("no Spark distribution under ", root, " (scripts/setup installs them)");
+  }
+  if (why != nullptr && JavaHome().empty()) *why = "no Java runtime (scripts/setup installs one)";
+  if (JavaHome().empty()) found.clear();
+  return found;
+}
+
+std::map<std::string, std::string> SparkCluster::DaemonEnv() const {
+  return {{"JAVA_HOME", JavaHome()},
+          {"SPARK_HOME", options_.spark.home},
+          {"SPARK_CONF_DIR", conf_dir_},
+          {"SPARK_LOCAL_IP", "127.0.0.1"},
+          {"SPARK_LOG_DIR", options_.work_dir},
+          {"PYSPARK_PYTHON", options_.spark.python},
+          {"PYSPARK_DRIVER_PYTHON", options_.spark.python}};
+}
+
+absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
+                                           const std::map<std::string, std::string>& env,
+                                           const std::string& log) {
+  // Everything the child needs is built before fork: after it, only async-signal-safe
+  // calls.
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    const std::string key = var.substr(0, var.find('='));
+    if (env.count(key) == 0) vars.push_back(var);
+  }
+  for (const auto& [key, value] : env) vars.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> cenv;
+  for (std::string& v : vars) cenv.push_back(v.data());
+  cenv.push_back(nullptr);
+  UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!out.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", log));
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(out.get(), STDOUT_FILENO);
+    ::dup2(out.get(), STDERR_FILENO);
+    ::execve(cargv[0], cargv.data(), cenv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  groups_.push_back(pid);
+  return pid;
+}
+
+absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options& options) {
+  std::unique_ptr<SparkCluster> cluster(new SparkCluster(options));
+  cluster->conf_dir_ = options.work_dir + "/conf";
+  if (::mkdir(cluster->conf_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", cluster->conf_dir_));
+  }
+  const std::string spark_class = options.spark.home + "/bin/spark-class";
+  const uint16_t master_port = FreePort();
+  cluster->master_ui_port_ = FreePort();
+  cluster->master_url_ = absl::StrCat("spark://127.0.0.1:", master_port);
+  absl::StatusOr<pid_t> master = cluster->Launch(
+      {spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+       absl::StrCat(master_port), "--webui-port", absl::StrCat(cluster->master_ui_port_)},
+      cluster->DaemonEnv(), options.work_dir + "/master.log");
+  if (!master.ok()) return master.status();
+  for (int i = 0; i < options.workers; ++i) {
+    const std::string local = absl::StrCat(options.local_dir_root, "/worker", i);
+    const std::string work = absl::StrCat(options.work_dir, "/work", i);
+    for (const std::string& dir : {local, work}) {
+      if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", dir));
+      }
+    }
+    std::map<std::string, std::string> env = cluster->DaemonEnv();
+    env["SPARK_LOCAL_DIRS"] = local;
+    // The workers start no shuffle service of their own: the node's is ferry_server or
+    // StartSparkShuffleService's.
+    env["SPARK_WORKER_OPTS"] = "-Dspark.shuffle.service.enabled=false";
+    absl::StatusOr<pid_t> worker = cluster->Launch(
+        {spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_, "--host",
+         "127.0.0.1", "--cores", absl::StrCat(options.cores_per_worker), "--memory", "1g",
+         "--work-dir", work, "--webui-port", "0"},
+        env, absl::StrCat(options.work_dir, "/worker", i, ".log"));
+    if (!worker.ok()) return worker.status();
+  }
+  if (absl::Status up = cluster->WaitForWorkers(absl::Seconds(120)); !up.ok()) return up;
+  return cluster;
+}
+
+absl::Status SparkCluster::WaitForWorkers(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string last = "no answer";
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::string> page = HttpGet(master_ui_port_, "/json/");
+    const int alive = page.ok() ? AliveWorkers(*page) : -1;
+    if (alive >= options_.workers) return absl::OkStatus();
+    if (alive >= 0) {
+      last = absl::StrCat(alive, " workers alive");
+    } else if (!page.ok()) {
+      last = std::string(page.status().message());
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "Spark ", options_.spark.version, ": ", options_.workers, " workers did not register in ",
+      absl::FormatDuration(timeout), " (", last, "); logs in ", options_.work_dir));
+}
+
+SparkCluster::~SparkCluster() {
+  // Last started first: drivers and shuffle services, then workers (and their
+  // executors), then the master.
+  for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) KillGroup(*it);
+}
+
+absl::Status SparkCluster::StartSparkShuffleService(uint16_t port) {
+  std::map<std::string, std::string> env = DaemonEnv();
+  env["SPARK_SHUFFLE_OPTS"] = absl::StrCat("-Dspark.shuffle.service.port=", port);
+  // Spark's service (3.5.x since 3.5.1 or so) refuses executors whose local dirs are not
+  // beneath its own, as ferry_server's --spark-dir-roots does.
+  env["SPARK_LOCAL_DIRS"] = options_.local_dir_root;
+  absl::StatusOr<pid_t> pid =
+      Launch({options_.spark.home + "/bin/spark-class",
+              "org.apache.spark.deploy.ExternalShuffleService"},
+             env, options_.work_dir + "/shuffle-service.log");
+  if (!pid.ok()) return pid.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    if (Accepts(port)) return absl::OkStatus();
+    int status = 0;
+    if (::waitpid(*pid, &status, WNOHANG) == *pid) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("Spark's shuffle service did not listen on ", port, ": ",
+                   ReadFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
+}
+
+std::string SparkCluster::DiagnosticLogs() const {
+  // The last lines that say what failed, without Java's stack frames.
+  const auto tail = [](const std::string& text) {
+    std::vector<absl::string_view> kept;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "at ")) continue;
+      if (absl::StrContains(line, "ERROR") || absl::StrContains(line, "WARN") ||
+          absl::StrContains(line, "Exception") || absl::StrContains(line, "Caused by")) {
+        kept.push_back(line);
+      }
+    }
+    if (kept.size() > 30) kept.erase(kept.begin(), kept.end() - 30);
+    return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
+  };
+  std::string out;
+  const std::string service = ReadFile(options_.work_dir + "/shuffle-service.log");
+  if (!service.empty()) out += "--- shuffle service log\n" + tail(service);
+  // <work>/work<i>/<app>/<executor>/stderr: the newest one.
+  std::string newest;
+  struct timespec newest_time {};
+  for (int i = 0; i < options_.workers; ++i) {
+    const std::string work = absl::StrCat(options_.work_dir, "/work", i);
+    DIR* apps = ::opendir(work.c_str());
+    if (apps == nullptr) continue;
+    while (const dirent* app = ::readdir(apps)) {
+      if (app->d_name[0] == '.') continue;
+      const std::string app_dir = absl::StrCat(work, "/", app->d_name);
+      DIR* executors = ::opendir(app_dir.c_str());
+      if (executors == nullptr) continue;
+      while (const dirent* executor = ::readdir(executors)) {
+        if (executor->d_name[0] == '.') continue;
+        const std::string path = absl::StrCat(app_dir, "/", executor->d_name, "/stderr");
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0) continue;
+        if (st.st_mtim.tv_sec > newest_time.tv_sec) {
+          newest_time = st.st_mtim;
+          newest = path;
+        }
+      }
+      ::closedir(executors);
+    }
+    ::closedir(apps);
+  }
+  if (!newest.empty()) out += "\n--- " + newest + "\n" + tail(ReadFile(newest));
+  return out;
+}
+
+absl::StatusOr<SparkCluster::Submitted> SparkCluster::Submit(
+    const std::string& script, const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& conf, absl::Duration timeout) {
+  static int submissions = 0;
+  const std::string log = absl::StrCat(options_.work_dir, "/submit", ++submissions, ".log");
+  std::vector<std::string> argv = {options_.spark.home + "/bin/spark-submit", "--master",
+                                   master_url_};
+  for (const auto& [key, value] : conf) {
+    argv.push_back("--conf");
+    argv.push_back(absl::StrCat(key, "=", value));
+  }
+  argv.push_back(script);
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<pid_t> pid = Launch(argv, DaemonEnv(), log);
+  if (!pid.ok()) return pid.status();
+  Submitted done;
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(*pid, &status, WNOHANG) == *pid) {
+      done.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      break;
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  // What the driver left behind (its Python workers) goes with it.
+  KillGroup(*pid);
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), *pid), groups_.end());
+  done.output = ReadFile(log);
+  for (absl::string_view line : absl::StrSplit(done.output, '\n')) {
+    if (absl::ConsumePrefix(&line, "RESULT ")) done.results.emplace_back(line);
+  }
+  return done;
+}
+
+}  // namespace ferry::testing

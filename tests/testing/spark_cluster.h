@@ -1,0 +1,95 @@
+// A real standalone Spark cluster on loopback, for tests of Spark applications whose
+// shuffles go through an external shuffle service: a master and workers as separate JVM
+// processes of a pinned Spark distribution (scripts/setup installs them under
+// /opt/ferry-spark/<version>), applications submitted with spark-submit, and Spark's own
+// external shuffle service as a process of its own when a test compares with it.
+//
+// Every process runs in a process group of its own (a worker's executors join its
+// group) and dies with the test: the cluster kills each group when destroyed, and each
+// daemon gets SIGKILL if the test process dies first.
+#ifndef FERRY_TESTS_TESTING_SPARK_CLUSTER_H_
+#define FERRY_TESTS_TESTING_SPARK_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ferry::testing {
+
+struct SparkDistribution {
+  std::string version;  // "3.5.9"
+  std::string home;     // SPARK_HOME: bin/, jars/, sbin/
+  std::string python;   // the virtualenv's python, which has pyspark
+};
+
+// The distributions scripts/setup installed (under $FERRY_SPARK_ROOT, default
+// /opt/ferry-spark), by version; empty when none is (the reason in *why).
+std::vector<SparkDistribution> InstalledSparks(std::string* why = nullptr);
+
+class SparkCluster {
+ public:
+  struct Options {
+    SparkDistribution spark;
+    // Logs, the workers' work dirs and the conf dir go here.
+    std::string work_dir;
+    // Each worker's local dirs (SPARK_LOCAL_DIRS) are <local_dir_root>/worker<i>, so
+    // that an external shuffle service given that root may serve them.
+    std::string local_dir_root;
+    int workers = 2;
+    int cores_per_worker = 1;
+  };
+
+  static absl::StatusOr<std::unique_ptr<SparkCluster>> Start(const Options& options);
+  SparkCluster(const SparkCluster&) = delete;
+  SparkCluster& operator=(const SparkCluster&) = delete;
+  ~SparkCluster();
+
+  const std::string& master_url() const { return master_url_; }
+
+  // Spark's own external shuffle service (org.apache.spark.deploy.ExternalShuffleService)
+  // on `port`, serving every executor of this host, as ferry_server would.
+  absl::Status StartSparkShuffleService(uint16_t port);
+
+  struct Submitted {
+    int exit_code = -1;  // -1: killed at the timeout
+    std::string output;  // the driver's stdout and stderr
+    // The lines the application printed that begin "RESULT ", without that prefix.
+    std::vector<std::string> results;
+  };
+  // Runs `script` (a PySpark application) with `args` on this cluster, `conf` given as
+  // --conf key=value, for at most `timeout`.
+  // For a failure message: the tail of the shuffle service's log and of the stderr of
+  // the executor that started last.
+  std::string DiagnosticLogs() const;
+
+  absl::StatusOr<Submitted> Submit(const std::string& script, const std::vector<std::string>& args,
+                                   const std::map<std::string, std::string>& conf,
+                                   absl::Duration timeout);
+
+ private:
+  explicit SparkCluster(Options options) : options_(std::move(options)) {}
+  // Starts `argv` with `env` added, in a process group of its own, its output in `log`.
+  absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& env,
+                               const std::string& log);
+  std::map<std::string, std::string> DaemonEnv() const;
+  // Waits for `workers` registered workers at the master's JSON page.
+  absl::Status WaitForWorkers(absl::Duration timeout) const;
+
+  const Options options_;
+  std::string conf_dir_;
+  std::string master_url_;
+  uint16_t master_ui_port_ = 0;
+  std::vector<pid_t> groups_;  // every process group started, killed at the end
+};
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_TESTING_SPARK_CLUSTER_H_
