@@ -5,7 +5,8 @@
 // ShuffleBlockFetcherIterator. Each application runs three times on the same cluster:
 // with no external shuffle service, with Spark's own (a process of its own, serving the
 // host as ferry_server does) and with ferry_server; all three give the same answers, and
-// ferry_server's counters show it served the blocks.
+// ferry_server's counters show it served the blocks. Then once more with ferry_server,
+// the reducers fetching to disk over Spark's old fetch protocol.
 //
 // Every Spark version scripts/setup installed runs (3.5.x and the newest 4.x); without
 // any, or without Java, the test skips, saying so. Reducers fetch every remote block
@@ -125,6 +126,14 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   std::printf("ferry_server sent Spark's reducers %.0f blocks, %.0f bytes\n", blocks, bytes);
   EXPECT_GT(blocks, 0);
   EXPECT_GT(bytes, 0);
+
+  // The other ways Spark's reducers fetch: every block over 1 KiB streamed to a file
+  // (StreamRequest, not ChunkFetch), and the old protocol (OpenBlocks of block ids).
+  std::map<std::string, std::string> conf = WithService(server_->spark_port());
+  conf["spark.network.maxRemoteBlockSizeFetchToMem"] = "1k";
+  conf["spark.shuffle.useOldFetchProtocol"] = "true";
+  const std::vector<std::string> rdd(none.begin(), none.begin() + 3);
+  EXPECT_EQ(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}), rdd);
 }
 
 std::vector<SparkDistribution> Sparks() { return testing::InstalledSparks(); }
