@@ -31,8 +31,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
-#include "common/frame_header.h"
 #include "common/flag_names.h"
+#include "common/frame_header.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 ABSL_FLAG(std::string, ferry, "", "Control address of a ferry_server to fetch from.");
@@ -284,48 +285,73 @@ absl::Status FetchHttp(const std::string& address, const std::string& app,
   return absl::OkStatus();
 }
 
-// Ferry's data plane over a plain blocking socket, read by the same Reader as FetchHttp
-// reads nginx: one stream for the share; one FETCH for all its blocks, or with
-// `one_per_round_trip` one FETCH per block, each sent after the previous block arrived
-// (request/response, like HTTP/1.1 without pipelining). Every header is checked and
-// every payload drained into a 1 MiB buffer.
-absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const std::string& app,
-                      const std::vector<Segment>& segments, bool one_per_round_trip) {
+// A stream of Ferry's data plane over a plain blocking socket: the blocks of `segments`
+// opened at `server`, its FETCH requests sent from here.
+struct RawStream {
+  UniqueFd fd;
+  FetchRequest request;
+  std::string ticket;
+};
+
+absl::StatusOr<RawStream> OpenRawStream(ShuffleClient& client, const std::string& server,
+                                        const std::string& app,
+                                        const std::vector<Segment>& segments) {
   std::vector<BlockId> ids;
   for (const Segment& s : segments) ids.push_back(s.id);
   auto handle = client.control().OpenStream(server, app, ids);
   if (!handle.ok()) return handle.status();
-  UniqueFd fd = Dial(absl::StrCat(server.substr(0, server.rfind(':')), ":", handle->data_port()));
-  if (!fd.valid()) return absl::UnavailableError("connect to the data plane");
-  FetchRequest request;
-  std::memcpy(request.ticket.data(), handle->ticket().data(), request.ticket.size());
-  auto send_request = [&](size_t first, size_t count) {
-    request.first_block = static_cast<uint32_t>(first);
-    request.block_count = static_cast<uint32_t>(count);
-    char frame[kRequestBytes];
-    EncodeFetchRequest(request, frame);
-    return ::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(sizeof(frame));
-  };
-  if (!one_per_round_trip && !send_request(0, ids.size())) {
+  RawStream stream;
+  stream.fd = Dial(absl::StrCat(server.substr(0, server.rfind(':')), ":", handle->data_port()));
+  if (!stream.fd.valid()) return absl::UnavailableError("connect to the data plane");
+  stream.ticket = handle->ticket();
+  std::memcpy(stream.request.ticket.data(), stream.ticket.data(), stream.request.ticket.size());
+  return stream;
+}
+
+absl::Status SendFetch(RawStream& stream, size_t first, size_t count) {
+  stream.request.first_block = static_cast<uint32_t>(first);
+  stream.request.block_count = static_cast<uint32_t>(count);
+  char frame[kRequestBytes];
+  EncodeFetchRequest(stream.request, frame);
+  if (::send(stream.fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(sizeof(frame))) {
     return absl::UnavailableError("send request");
   }
-  Reader reader = MakeReader(fd.get());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (one_per_round_trip && !send_request(i, 1)) return absl::UnavailableError("send request");
-    char bytes[kResponseHeaderBytes];
-    if (!reader.ReadHead(bytes, sizeof(bytes))) return absl::UnavailableError("response header");
-    auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
-    if (!header.ok()) return header.status();
-    if (header->kind != FrameKind::kBlock || header->block_index != i ||
-        header->length != segments[i].length) {
-      return absl::InternalError(absl::StrCat(
-          "unexpected header for block ", i, ": kind ", static_cast<int>(header->kind), " index ",
-          header->block_index, " length ", header->length, " status ", header->status));
-    }
-    if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
+  return absl::OkStatus();
+}
+
+// Block `index`'s header, checked against `length`, and its payload drained.
+absl::Status ReadBlock(Reader& reader, size_t index, uint64_t length) {
+  char bytes[kResponseHeaderBytes];
+  if (!reader.ReadHead(bytes, sizeof(bytes))) return absl::UnavailableError("response header");
+  auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
+  if (!header.ok()) return header.status();
+  if (header->kind != FrameKind::kBlock || header->block_index != index ||
+      header->length != length) {
+    return absl::InternalError(absl::StrCat(
+        "unexpected header for block ", index, ": kind ", static_cast<int>(header->kind),
+        " index ", header->block_index, " length ", header->length, " status ", header->status));
   }
-  (void)client.control().CloseStream(server, handle->ticket());
+  if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
+  return absl::OkStatus();
+}
+
+// Ferry's data plane read by the same Reader as FetchHttp reads nginx: one stream for
+// the share; one FETCH for all its blocks, or with `one_per_round_trip` one FETCH per
+// block, each sent after the previous block arrived (request/response, like HTTP/1.1
+// without pipelining). Every header is checked and every payload drained into a 1 MiB
+// buffer.
+absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const std::string& app,
+                      const std::vector<Segment>& segments, bool one_per_round_trip) {
+  absl::StatusOr<RawStream> stream = OpenRawStream(client, server, app, segments);
+  if (!stream.ok()) return stream.status();
+  if (!one_per_round_trip) FERRY_RETURN_IF_ERROR(SendFetch(*stream, 0, segments.size()));
+  Reader reader = MakeReader(stream->fd.get());
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (one_per_round_trip) FERRY_RETURN_IF_ERROR(SendFetch(*stream, i, 1));
+    FERRY_RETURN_IF_ERROR(ReadBlock(reader, i, segments[i].length));
+  }
+  (void)client.control().CloseStream(server, stream->ticket);
   return absl::OkStatus();
 }
 
@@ -334,36 +360,17 @@ absl::Status FetchRaw(ShuffleClient& client, const std::string& server, const st
 absl::Status Probe(ShuffleClient& client, const std::string& server, const std::string& app,
                    const std::vector<Segment>& segments, absl::Duration duration,
                    std::vector<double>* micros) {
-  std::vector<BlockId> ids;
-  for (const Segment& s : segments) ids.push_back(s.id);
-  auto handle = client.control().OpenStream(server, app, ids);
-  if (!handle.ok()) return handle.status();
-  UniqueFd fd = Dial(absl::StrCat(server.substr(0, server.rfind(':')), ":", handle->data_port()));
-  if (!fd.valid()) return absl::UnavailableError("connect to the data plane");
-  FetchRequest request;
-  std::memcpy(request.ticket.data(), handle->ticket().data(), request.ticket.size());
-  Reader reader = MakeReader(fd.get());
+  absl::StatusOr<RawStream> stream = OpenRawStream(client, server, app, segments);
+  if (!stream.ok()) return stream.status();
+  Reader reader = MakeReader(stream->fd.get());
   const absl::Time end = absl::Now() + duration;
-  for (size_t i = 0; absl::Now() < end; i = (i + 1) % ids.size()) {
+  for (size_t i = 0; absl::Now() < end; i = (i + 1) % segments.size()) {
     const absl::Time start = absl::Now();
-    request.first_block = static_cast<uint32_t>(i);
-    request.block_count = 1;
-    char frame[kRequestBytes];
-    EncodeFetchRequest(request, frame);
-    if (::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(frame))) {
-      return absl::UnavailableError("send request");
-    }
-    char bytes[kResponseHeaderBytes];
-    if (!reader.ReadHead(bytes, sizeof(bytes))) return absl::UnavailableError("response header");
-    auto header = DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
-    if (!header.ok()) return header.status();
-    if (header->kind != FrameKind::kBlock || header->length != segments[i].length) {
-      return absl::InternalError(absl::StrCat("unexpected header for block ", i));
-    }
-    if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
+    FERRY_RETURN_IF_ERROR(SendFetch(*stream, i, 1));
+    FERRY_RETURN_IF_ERROR(ReadBlock(reader, i, segments[i].length));
     micros->push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
-  (void)client.control().CloseStream(server, handle->ticket());
+  (void)client.control().CloseStream(server, stream->ticket);
   return absl::OkStatus();
 }
 
