@@ -165,20 +165,35 @@ TEST_F(LoadTest, ThousandIdleConnectionsBesideSixteenFullSpeedFetchers) {
 
 // Under AddressSanitizer freed memory sits in a quarantine (256 MiB by default) before it
 // can be reused, so a second round would grow the heap however well the server frees.
-// The server this test starts gets a quarantine far below the test's 16 MiB tolerance.
-void ShrinkSanitizerQuarantineForChildren() {
+// The server started while this lives gets a quarantine far below the test's 16 MiB
+// tolerance; the environment is as it was again afterwards.
+class SmallQuarantineForChildren {
+ public:
 #if defined(__SANITIZE_ADDRESS__)
-  const char* options = std::getenv("ASAN_OPTIONS");
-  const std::string merged =
-      absl::StrCat(options != nullptr ? options : "", options != nullptr ? ":" : "",
-                   "quarantine_size_mb=4");
-  ::setenv("ASAN_OPTIONS", merged.c_str(), 1);
+  SmallQuarantineForChildren() {
+    const char* options = std::getenv("ASAN_OPTIONS");
+    if (options != nullptr) saved_ = options;
+    ::setenv("ASAN_OPTIONS", absl::StrCat(saved_, saved_.empty() ? "" : ":",
+                                          "quarantine_size_mb=4").c_str(), 1);
+  }
+  ~SmallQuarantineForChildren() {
+    if (saved_.empty()) {
+      ::unsetenv("ASAN_OPTIONS");
+    } else {
+      ::setenv("ASAN_OPTIONS", saved_.c_str(), 1);
+    }
+  }
+
+ private:
+  std::string saved_;
 #endif
-}
+};
 
 TEST_F(LoadTest, TenThousandStreamsOpenedAndClosedLeaveNothingBehind) {
-  ShrinkSanitizerQuarantineForChildren();
-  ASSERT_NO_FATAL_FAILURE(StartServer({}));
+  {
+    [[maybe_unused]] SmallQuarantineForChildren quarantine;
+    ASSERT_NO_FATAL_FAILURE(StartServer({}));
+  }
   ControlClient control;
   const std::string target = server_->control_target();
   const std::vector<BlockId> blocks = {{0, 0, 0, 8}, {0, 1, 2, 3}, {1, 0, 0, 1}};

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,8 +14,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <cstring>
 #include <sstream>
 #include <utility>
@@ -28,6 +32,7 @@
 #include "common/unique_fd.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/wait_for.h"
 
 extern char** environ;
 
@@ -64,19 +69,31 @@ std::string JavaHome() {
   return "";
 }
 
-// Kills process group `group`: SIGTERM, up to 10 s for it to go, then SIGKILL.
+// Waits for child `pid` to exit, until `deadline`: its wait status, or nullopt.
+std::optional<int> WaitForExit(pid_t pid, absl::Time deadline) {
+  UniqueFd exited(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration() || !exited.valid()) return std::nullopt;
+    pollfd p{exited.get(), POLLIN, 0};
+    const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left), INT_MAX - 1) + 1;
+    (void)::poll(&p, 1, static_cast<int>(ms));
+  }
+}
+
+// Kills process group `group` (its leader a child of ours): SIGTERM, up to 10 s for
+// the whole group to go, then SIGKILL.
 void KillGroup(pid_t group) {
   ::kill(-group, SIGTERM);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    int status = 0;
-    (void)::waitpid(group, &status, WNOHANG);
-    if (::kill(-group, 0) != 0 && errno == ESRCH) return;
-    absl::SleepFor(absl::Milliseconds(50));
+  (void)WaitForExit(group, absl::Now() + absl::Seconds(10));
+  // The rest of the group (a worker's executors) is seen only by asking.
+  if (WaitFor([group] { return ::kill(-group, 0) != 0 && errno == ESRCH; }, absl::Seconds(10))) {
+    return;
   }
   ::kill(-group, SIGKILL);
-  int status = 0;
-  (void)::waitpid(group, &status, 0);
+  (void)WaitForExit(group, absl::InfiniteFuture());
 }
 
 // "aliveworkers" : N of the master's JSON page, or -1.
@@ -207,19 +224,20 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
 }
 
 absl::Status SparkCluster::WaitForWorkers(absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
   std::string last = "no answer";
-  while (absl::Now() < deadline) {
-    absl::StatusOr<std::string> page = HttpGet(master_ui_port_, "/json/");
-    const int alive = page.ok() ? AliveWorkers(*page) : -1;
-    if (alive >= options_.workers) return absl::OkStatus();
-    if (alive >= 0) {
-      last = absl::StrCat(alive, " workers alive");
-    } else if (!page.ok()) {
-      last = std::string(page.status().message());
-    }
-    absl::SleepFor(absl::Milliseconds(500));
-  }
+  const bool up = WaitFor(
+      [&] {
+        absl::StatusOr<std::string> page = HttpGet(master_ui_port_, "/json/");
+        const int alive = page.ok() ? AliveWorkers(*page) : -1;
+        if (alive >= 0) {
+          last = absl::StrCat(alive, " workers alive");
+        } else if (!page.ok()) {
+          last = std::string(page.status().message());
+        }
+        return alive >= options_.workers;
+      },
+      timeout);
+  if (up) return absl::OkStatus();
   return absl::DeadlineExceededError(absl::StrCat(
       "Spark ", options_.spark.version, ": ", options_.workers, " workers did not register in ",
       absl::FormatDuration(timeout), " (", last, "); logs in ", options_.work_dir));
@@ -242,13 +260,15 @@ absl::Status SparkCluster::StartSparkShuffleService(uint16_t port) {
               "org.apache.spark.deploy.ExternalShuffleService"},
              env, options_.work_dir + "/shuffle-service.log");
   if (!pid.ok()) return pid.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline) {
-    if (Accepts(port)) return absl::OkStatus();
-    int status = 0;
-    if (::waitpid(*pid, &status, WNOHANG) == *pid) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  bool exited = false;
+  const bool listening = WaitFor(
+      [&] {
+        int status = 0;
+        exited = ::waitpid(*pid, &status, WNOHANG) == *pid;
+        return exited || Accepts(port);
+      },
+      absl::Seconds(60));
+  if (listening && !exited) return absl::OkStatus();
   return absl::UnavailableError(
       absl::StrCat("Spark's shuffle service did not listen on ", port, ": ",
                    ReadFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
@@ -317,15 +337,8 @@ absl::StatusOr<SparkCluster::Submitted> SparkCluster::Submit(
   absl::StatusOr<pid_t> pid = Launch(argv, DaemonEnv(), log);
   if (!pid.ok()) return pid.status();
   Submitted done;
-  const absl::Time deadline = absl::Now() + timeout;
-  for (;;) {
-    int status = 0;
-    if (::waitpid(*pid, &status, WNOHANG) == *pid) {
-      done.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      break;
-    }
-    if (absl::Now() >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(100));
+  if (const std::optional<int> status = WaitForExit(*pid, absl::Now() + timeout)) {
+    done.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
   }
   // What the driver left behind (its Python workers) goes with it.
   KillGroup(*pid);
