@@ -8,23 +8,42 @@
 // ferry_server's counters show it served the blocks. Then once more with ferry_server,
 // the reducers fetching to disk over Spark's old fetch protocol.
 //
+// A second application reads its shuffles while the executors that wrote them come and
+// go: released by dynamic allocation, SIGKILLed mid-reduce, with ferry_server restarted
+// between two jobs and a byte of its files flipped on disk; when it ends, ferry_server
+// forgets its executors once their worker has deleted their dirs.
+//
 // Every Spark version scripts/setup installed runs (3.5.x and the newest 4.x); without
 // any, or without Java, the test skips, saying so. Reducers fetch every remote block
 // through the service (spark.shuffle.readHostLocalDisk=false): all executors share one
 // host here, where Spark would otherwise read each other's files straight from disk.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -35,6 +54,118 @@ using ::ferry::testing::TempDir;
 
 constexpr char kJobs[] = "tests/e2e/spark_jobs.py";
 constexpr absl::Duration kJobTimeout = absl::Minutes(3);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The executor JVM (CoarseGrainedExecutorBackend) that process `pid` (the Python worker
+// of one of its tasks) descends from, or 0.
+pid_t ExecutorOf(pid_t pid) {
+  for (int depth = 0; depth < 8 && pid > 1; ++depth) {
+    if (absl::StrContains(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")),
+                          "CoarseGrainedExecutorBackend")) {
+      return pid;
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces, not a ')' followed by one.
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t comm_end = stat.rfind(") ");
+    if (comm_end == std::string::npos) return 0;
+    const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
+    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return 0;
+  }
+  return 0;
+}
+
+// Process `pid`'s environment variable `name`, or "".
+std::string EnvironmentOf(pid_t pid, const std::string& name) {
+  for (absl::string_view var :
+       absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+    if (absl::ConsumePrefix(&var, name + "=")) return std::string(var);
+  }
+  return "";
+}
+
+// Spark's shuffle files beneath `root` (shuffle_<shuffle>_<map>_0.data, .index and
+// .checksum.<algorithm>, each in the subdir its name hashes to), by name.
+std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
+  std::map<std::string, std::string> files;
+  std::error_code error;
+  for (std::filesystem::recursive_directory_iterator it(root, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename();
+    if (absl::StartsWith(name, "shuffle_")) files[name] = it->path();
+  }
+  return files;
+}
+
+// The shuffle data files among `files`, by shuffle id.
+std::map<int, std::vector<std::string>> DataFilesByShuffle(
+    const std::map<std::string, std::string>& files) {
+  std::map<int, std::vector<std::string>> data;
+  for (const auto& [name, path] : files) {
+    const std::vector<std::string> parts = absl::StrSplit(name, '_');
+    int shuffle = -1;
+    if (parts.size() == 4 && absl::EndsWith(name, ".data") && absl::SimpleAtoi(parts[1], &shuffle)) {
+      data[shuffle].push_back(name);
+    }
+  }
+  return data;
+}
+
+// Flips one byte in the middle of the largest partition of a data file (its index file
+// beside it: big-endian offsets), as a disk that returns wrong bytes would. The file's
+// size and its checksum file stay as they were.
+absl::Status FlipAByte(const std::string& data_path, const std::string& index_path) {
+  const std::string index = ReadFile(index_path);
+  if (index.size() < 16 || index.size() % 8 != 0) {
+    return absl::DataLossError(absl::StrCat(index_path, ": ", index.size(), " bytes"));
+  }
+  uint64_t best_start = 0;
+  uint64_t best_length = 0;
+  uint64_t previous = 0;
+  for (size_t i = 0; i < index.size(); i += 8) {
+    uint64_t offset = 0;
+    for (size_t b = 0; b < 8; ++b) offset = offset << 8 | static_cast<uint8_t>(index[i + b]);
+    if (i > 0 && offset - previous > best_length) {
+      best_start = previous;
+      best_length = offset - previous;
+    }
+    previous = offset;
+  }
+  if (best_length == 0) return absl::NotFoundError(absl::StrCat(data_path, ": no partition"));
+  UniqueFd fd(::open(data_path.c_str(), O_RDWR | O_CLOEXEC));
+  char byte = 0;
+  const off_t at = static_cast<off_t>(best_start + best_length / 2);
+  if (!fd.valid() || ::pread(fd.get(), &byte, 1, at) != 1) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("read ", data_path, " at ", at));
+  }
+  byte = static_cast<char>(byte ^ 0x5A);
+  if (::pwrite(fd.get(), &byte, 1, at) != 1) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("write ", data_path, " at ", at));
+  }
+  return absl::OkStatus();
+}
+
+// The value of `key` in a flat JSON object `line` printed by json.dumps, as written:
+// a number or true/false, or a string without its quotes; "" if absent.
+std::string JsonField(const std::string& line, const std::string& key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": ");
+  const size_t at = line.find(quoted);
+  if (at == std::string::npos) return "";
+  const size_t start = at + quoted.size();
+  if (line.compare(start, 1, "\"") == 0) {
+    return line.substr(start + 1, line.find('"', start + 1) - start - 1);
+  }
+  return line.substr(start, line.find_first_of(",}", start) - start);
+}
+
+void Touch(const std::string& path) {
+  const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+}
 
 double Sample(const std::vector<MetricFamilySamples>& families, const std::string& name,
               const std::string& door) {
@@ -53,11 +184,12 @@ double Sample(const std::vector<MetricFamilySamples>& families, const std::strin
 class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
  protected:
   void SetUp() override {
-    FerryServerOptions options = testing::TestServerOptions(data_.path(), {});
-    options.spark_address = "127.0.0.1:0";
-    options.spark_executors.dir_roots = {local_.path()};
-    options.spark_executors.state_dir = state_.path();
-    server_ = testing::StartServer(options);
+    options_ = testing::TestServerOptions(data_.path(), {});
+    options_.spark_address = "127.0.0.1:0";
+    options_.spark_executors.dir_roots = {local_.path()};
+    options_.spark_executors.state_dir = state_.path();
+    options_.sweep_interval = absl::Seconds(1);
+    server_ = testing::StartServer(options_);
     SparkCluster::Options cluster;
     cluster.spark = GetParam();
     cluster.work_dir = work_.path();
@@ -85,9 +217,10 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
 
   // Runs the jobs; their RESULT lines.
   std::vector<std::string> Run(const std::string& what, const std::map<std::string, std::string>& conf,
-                               const std::vector<std::string>& jobs) {
+                               const std::vector<std::string>& jobs,
+                               absl::Duration timeout = kJobTimeout) {
     const absl::Time start = absl::Now();
-    absl::StatusOr<SparkCluster::Submitted> ran = cluster_->Submit(kJobs, jobs, conf, kJobTimeout);
+    absl::StatusOr<SparkCluster::Submitted> ran = cluster_->Submit(kJobs, jobs, conf, timeout);
     EXPECT_TRUE(ran.ok()) << ran.status();
     if (!ran.ok()) return {};
     const std::string tail = ran->output.substr(ran->output.size() > 6000 ? ran->output.size() - 6000 : 0);
@@ -102,6 +235,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   TempDir local_;
   TempDir data_;
   TempDir state_;
+  FerryServerOptions options_;
   std::unique_ptr<FerryServer> server_;
   std::unique_ptr<SparkCluster> cluster_;  // destroyed first: no executor outlives the server
 };
@@ -134,6 +268,146 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   conf["spark.shuffle.useOldFetchProtocol"] = "true";
   const std::vector<std::string> rdd(none.begin(), none.begin() + 3);
   EXPECT_EQ(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}), rdd);
+}
+
+// What the test does at lifecycle_jobs' handshakes (tests/e2e/spark_jobs.py), on a
+// thread of its own while the application runs.
+struct LifecycleActions {
+  size_t registered_before_restart = 0;
+  size_t registered_after_restart = 0;
+  pid_t killed = 0;
+  size_t killed_map_outputs = 0;  // of the shuffle being reduced, beneath its dirs
+  size_t corrupted_files = 0;
+  std::string failure;  // what could not be done
+};
+
+TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptDisk) {
+  TempDir handshakes;
+  const std::string dir = handshakes.path();
+  std::map<std::string, std::string> conf = WithService(server_->spark_port());
+  conf["spark.dynamicAllocation.enabled"] = "true";
+  conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
+  conf["spark.dynamicAllocation.minExecutors"] = "0";
+  conf["spark.dynamicAllocation.maxExecutors"] = "2";
+
+  std::atomic<bool> app_ended{false};
+  LifecycleActions did;
+  std::thread director([&] {
+    const auto await = [&](const std::string& what, auto ready) {
+      if (testing::WaitFor([&] { return app_ended || ready(); }, absl::Minutes(5)) && !app_ended) {
+        return true;
+      }
+      did.failure = absl::StrCat("the application did not reach ", what);
+      return false;
+    };
+    const auto exists = [&](const std::string& name) {
+      return [path = dir + "/" + name] { return ::access(path.c_str(), F_OK) == 0; };
+    };
+    if (!await("restart", exists("restart.ready"))) return;
+    // Same ports and state dir: the application's executors (some long gone) find it
+    // again, and their registrations come back from the state file.
+    did.registered_before_restart = server_->spark_executors()->size();
+    FerryServerOptions options = options_;
+    options.spark_address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    server_->Shutdown();
+    server_.reset();
+    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
+    if (!restarted.ok()) {
+      did.failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+      return;
+    }
+    server_ = *std::move(restarted);
+    did.registered_after_restart = server_->spark_executors()->size();
+    Touch(dir + "/restart.done");
+
+    pid_t reducer = 0;
+    const auto reducing = [&] {
+      for (const std::string& name : handshakes.ListFiles()) {
+        if (absl::StartsWith(name, "reducing.") && absl::SimpleAtoi(name.substr(9), &reducer)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    if (!await("a reduce task of the kill job", reducing)) return;
+    const pid_t executor = ExecutorOf(reducer);
+    if (executor == 0) {
+      did.failure = absl::StrCat("no executor JVM above reduce task process ", reducer);
+      return;
+    }
+    const auto everywhere = DataFilesByShuffle(ShuffleFiles(local_.path()));
+    const int reduced = everywhere.empty() ? -1 : everywhere.rbegin()->first;
+    for (absl::string_view executor_dir :
+         absl::StrSplit(EnvironmentOf(executor, "SPARK_EXECUTOR_DIRS"), ':', absl::SkipEmpty())) {
+      const auto mine = DataFilesByShuffle(ShuffleFiles(std::string(executor_dir)));
+      if (auto it = mine.find(reduced); it != mine.end()) did.killed_map_outputs += it->second.size();
+    }
+    if (::kill(executor, SIGKILL) == 0) did.killed = executor;
+
+    if (!await("corrupt", exists("corrupt.ready"))) return;
+    const std::map<std::string, std::string> files = ShuffleFiles(local_.path());
+    const auto data = DataFilesByShuffle(files);
+    if (data.empty()) did.failure = "no shuffle data files to corrupt";
+    for (const std::string& name : data.empty() ? std::vector<std::string>{} : data.rbegin()->second) {
+      const auto index = files.find(name.substr(0, name.size() - 5) + ".index");
+      if (index == files.end()) {
+        did.failure = absl::StrCat("no index file for ", files.at(name));
+      } else if (absl::Status flipped = FlipAByte(files.at(name), index->second); flipped.ok()) {
+        ++did.corrupted_files;
+      } else {
+        did.failure = flipped.ToString();
+      }
+    }
+    Touch(dir + "/corrupt.done");
+  });
+  const std::vector<std::string> results =
+      Run("ferry_server, executors coming and going", conf, {"lifecycle=" + dir}, absl::Minutes(6));
+  app_ended = true;
+  director.join();
+  EXPECT_EQ(did.failure, "");
+
+  std::map<std::string, std::string> by_job;  // RESULT {"job": J, ...}
+  for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
+  ASSERT_EQ(by_job.size(), 9u) << absl::StrJoin(results, "\n");
+  const auto same_sums = [&](const std::string& job, const std::string& expected) {
+    for (const char* field : {"keys", "total", "weighted"}) {
+      EXPECT_EQ(JsonField(by_job[job], field), JsonField(by_job[expected], field))
+          << field << " of " << by_job[job] << " vs " << by_job[expected];
+    }
+  };
+  // Dynamic allocation released the executors that wrote the map outputs; new ones
+  // fetched them from ferry_server, before and after it restarted.
+  for (const std::string job : {"written", "executors-gone", "service-restarted"}) {
+    same_sums(job, "expected");
+  }
+  EXPECT_GT(did.registered_before_restart, 2u);
+  EXPECT_EQ(did.registered_after_restart, did.registered_before_restart);
+
+  // The killed executor had written map outputs of the shuffle being reduced; its task
+  // failed and ran again elsewhere, and no fetch failed: no stage ran a second time.
+  EXPECT_NE(did.killed, 0);
+  EXPECT_GT(did.killed_map_outputs, 0u);
+  same_sums("kill", "expected-kill");
+  EXPECT_EQ(JsonField(by_job["kill"], "max_attempt"), "0") << by_job["kill"];
+  EXPECT_NE(JsonField(by_job["kill"], "failed_tasks"), "0") << by_job["kill"];
+
+  // Every data file of the shuffle had a byte flipped: the reducers' checksum diagnosis,
+  // answered by ferry_server, blamed the disk, and the stage that wrote them ran again.
+  EXPECT_GT(did.corrupted_files, 0u);
+  same_sums("before-corruption", "expected-corrupt");
+  same_sums("corrupt", "expected-corrupt");
+  EXPECT_NE(JsonField(by_job["corrupt"], "max_attempt"), "0") << by_job["corrupt"];
+  const std::vector<std::string> diagnosed = cluster_->ExecutorLogLines("is corrupted due to");
+  ASSERT_FALSE(diagnosed.empty()) << cluster_->DiagnosticLogs();
+  std::printf("%zu diagnoses, the first: %s\n", diagnosed.size(), diagnosed[0].c_str());
+  for (const std::string& line : diagnosed) EXPECT_TRUE(absl::StrContains(line, "DISK_ISSUE")) << line;
+
+  // The application ended; its worker deleted the executors' dirs, and ferry_server's
+  // sweep forgot their registrations.
+  EXPECT_TRUE(testing::WaitFor([&] { return server_->spark_executors()->size() == 0; },
+                               absl::Seconds(30)))
+      << server_->spark_executors()->size() << " registrations left";
+  EXPECT_EQ(ShuffleFiles(local_.path()).size(), 0u);
 }
 
 std::vector<SparkDistribution> Sparks() { return testing::InstalledSparks(); }

@@ -2,16 +2,23 @@
 
   spark-submit spark_jobs.py JOB...
 
-Each job prints one line, RESULT {"job": ..., ...}: counts and sums of what it computed,
+Each job prints lines RESULT {"job": ..., ...}: counts and sums of what it computed,
 which a test compares across runs with no external shuffle service, Spark's own and
 ferry_server. Jobs:
   rdd   reduceByKey, groupByKey and sortByKey over generated pairs
   sql   a join and an aggregation with adaptive query execution on (coalesced
         partitions: batch fetches of contiguous blocks), and a skewed join (partial map
         ranges)
+  lifecycle=DIR
+        the same shuffle read again and again while its executors come and go, under
+        dynamic allocation, with the test acting between the jobs (see lifecycle_jobs)
 """
+import glob
 import json
+import operator
+import os
 import sys
+import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -67,11 +74,113 @@ def sql_jobs(spark):
     result("skew-join", n=joined["n"], sv=joined["sv"], sw=joined["sw"])
 
 
+MODULUS = 1_000_000_007
+
+
+def summary(pairs):
+    pairs = list(pairs)
+    return dict(keys=len(pairs), total=sum(v for _, v in pairs),
+                weighted=sum(k * v for k, v in pairs) % MODULUS)
+
+
+def sums_by_key(values, key):
+    sums = {}
+    for v in values:
+        sums[key(v)] = sums.get(key(v), 0) + v
+    return sums.items()
+
+
+def handshake(directory, step, timeout=240):
+    """Tells the test `step` is reached (DIR/step.ready) and waits for DIR/step.done."""
+    open(os.path.join(directory, step + ".ready"), "w").close()
+    done = os.path.join(directory, step + ".done")
+    deadline = time.time() + timeout
+    while not os.path.exists(done):
+        if time.time() > deadline:
+            raise RuntimeError(f"the test did not answer {step} in {timeout} s")
+        time.sleep(0.05)
+
+
+def wait_for_executors(sc, n, timeout=120):
+    """Waits until exactly n executors are alive (dynamic allocation adds and removes them)."""
+    deadline = time.time() + timeout
+    while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 != n:  # the driver is one
+        if time.time() > deadline:
+            raise RuntimeError(f"{n} executors were not alive after {timeout} s")
+        time.sleep(0.1)
+
+
+def attempts(sc, group):
+    """The job group's most re-attempted stage, and its stages' failed tasks."""
+    tracker = sc.statusTracker()
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(group)
+              for s in tracker.getJobInfo(j).stageIds]
+    return dict(max_attempt=max(s.currentAttemptId for s in stages),
+                failed_tasks=sum(s.numFailedTasks for s in stages))
+
+
+def lifecycle_jobs(spark, directory):
+    """One application whose shuffles outlive the executors that wrote them.
+
+    Run with dynamic allocation (executors released when idle). The test waits at each
+    handshake and acts: restarts the shuffle service ("restart"), flips a byte in the
+    newest shuffle's data files ("corrupt"), and SIGKILLs the executor of the first reduce
+    task that writes DIR/reducing.<pid> in the "kill" job. Every answer is checked here
+    against the same sums computed without Spark (RESULT "expected-...").
+    """
+    sc = spark.sparkContext
+    data = list(range(200_000))
+
+    def keyed(i):
+        return ((i * 7919) % 5003, i)
+    result("expected", **summary(sums_by_key(data, lambda i: keyed(i)[0])))
+    shuffled = sc.parallelize(data, 8).map(keyed).reduceByKey(operator.add, 6)
+    result("written", **summary(shuffled.collect()))
+    # The executors that wrote the map outputs leave; new ones read them from the service.
+    wait_for_executors(sc, 0)
+    result("executors-gone", **summary(shuffled.collect()))
+    handshake(directory, "restart")
+    result("service-restarted", **summary(shuffled.collect()))
+
+    # An executor that wrote map outputs is killed while the reducers run: its output is
+    # still the service's to serve, so no fetch fails and no map stage runs again.
+    def map_slowly(rows):
+        time.sleep(0.5)  # so that both executors take map tasks
+        return (((i * 31) % 4001, i) for i in rows)
+
+    def reduce_slowly(_, rows):
+        marker = os.path.join(directory, f"reducing.{os.getpid()}")
+        if not glob.glob(os.path.join(directory, "reducing.*")):
+            open(marker, "w").close()
+        time.sleep(1.5)
+        return rows
+    result("expected-kill", **summary(sums_by_key(data, lambda i: (i * 31) % 4001)))
+    sc.setJobGroup("kill", "an executor SIGKILLed mid-reduce")
+    killed = sc.parallelize(data, 8).mapPartitions(map_slowly).reduceByKey(operator.add, 6)
+    result("kill", **summary(killed.mapPartitionsWithIndex(reduce_slowly).collect()),
+           **attempts(sc, "kill"))
+
+    # A byte flipped on disk in every data file of a shuffle: the reducers' checksum
+    # diagnosis blames the disk, and the map stage is run again.
+    result("expected-corrupt", **summary(sums_by_key(data, lambda i: (i * 13) % 3001)))
+    corrupted = sc.parallelize(data, 8).map(lambda i: ((i * 13) % 3001, i)).reduceByKey(
+        operator.add, 6)
+    result("before-corruption", **summary(corrupted.collect()))
+    wait_for_executors(sc, 0)
+    handshake(directory, "corrupt")
+    sc.setJobGroup("corrupt", "a shuffle read after a byte of each data file flipped")
+    result("corrupt", **summary(corrupted.collect()), **attempts(sc, "corrupt"))
+
+
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
     jobs = {"rdd": rdd_jobs, "sql": sql_jobs}
-    for name in sys.argv[1:]:
-        jobs[name](spark)
+    for arg in sys.argv[1:]:
+        name, _, value = arg.partition("=")
+        if name == "lifecycle":
+            lifecycle_jobs(spark, value)
+        else:
+            jobs[name](spark)
     spark.stop()
 
 

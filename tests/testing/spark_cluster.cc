@@ -274,6 +274,45 @@ absl::Status SparkCluster::StartSparkShuffleService(uint16_t port) {
                    ReadFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
 }
 
+std::vector<std::string> SparkCluster::ExecutorLogs() const {
+  // <work>/work<i>/<app>/<executor>/stderr, oldest first.
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (int i = 0; i < options_.workers; ++i) {
+    const std::string work = absl::StrCat(options_.work_dir, "/work", i);
+    DIR* apps = ::opendir(work.c_str());
+    if (apps == nullptr) continue;
+    while (const dirent* app = ::readdir(apps)) {
+      if (app->d_name[0] == '.') continue;
+      const std::string app_dir = absl::StrCat(work, "/", app->d_name);
+      DIR* executors = ::opendir(app_dir.c_str());
+      if (executors == nullptr) continue;
+      while (const dirent* executor = ::readdir(executors)) {
+        if (executor->d_name[0] == '.') continue;
+        const std::string path = absl::StrCat(app_dir, "/", executor->d_name, "/stderr");
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0) continue;
+        found.emplace_back(int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, path);
+      }
+      ::closedir(executors);
+    }
+    ::closedir(apps);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& [mtime, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+std::vector<std::string> SparkCluster::ExecutorLogLines(absl::string_view containing) const {
+  std::vector<std::string> lines;
+  for (const std::string& path : ExecutorLogs()) {
+    for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n')) {
+      if (absl::StrContains(line, containing)) lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
+
 std::string SparkCluster::DiagnosticLogs() const {
   // The last lines that say what failed, without Java's stack frames.
   const auto tail = [](const std::string& text) {
@@ -291,33 +330,10 @@ std::string SparkCluster::DiagnosticLogs() const {
   std::string out;
   const std::string service = ReadFile(options_.work_dir + "/shuffle-service.log");
   if (!service.empty()) out += "--- shuffle service log\n" + tail(service);
-  // <work>/work<i>/<app>/<executor>/stderr: the newest one.
-  std::string newest;
-  struct timespec newest_time {};
-  for (int i = 0; i < options_.workers; ++i) {
-    const std::string work = absl::StrCat(options_.work_dir, "/work", i);
-    DIR* apps = ::opendir(work.c_str());
-    if (apps == nullptr) continue;
-    while (const dirent* app = ::readdir(apps)) {
-      if (app->d_name[0] == '.') continue;
-      const std::string app_dir = absl::StrCat(work, "/", app->d_name);
-      DIR* executors = ::opendir(app_dir.c_str());
-      if (executors == nullptr) continue;
-      while (const dirent* executor = ::readdir(executors)) {
-        if (executor->d_name[0] == '.') continue;
-        const std::string path = absl::StrCat(app_dir, "/", executor->d_name, "/stderr");
-        struct stat st;
-        if (::stat(path.c_str(), &st) != 0) continue;
-        if (st.st_mtim.tv_sec > newest_time.tv_sec) {
-          newest_time = st.st_mtim;
-          newest = path;
-        }
-      }
-      ::closedir(executors);
-    }
-    ::closedir(apps);
+  const std::vector<std::string> executors = ExecutorLogs();
+  if (!executors.empty()) {
+    out += "\n--- " + executors.back() + "\n" + tail(ReadFile(executors.back()));
   }
-  if (!newest.empty()) out += "\n--- " + newest + "\n" + tail(ReadFile(newest));
   return out;
 }
 

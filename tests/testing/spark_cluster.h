@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace ferry::testing {
@@ -63,12 +64,16 @@ class SparkCluster {
     // The lines the application printed that begin "RESULT ", without that prefix.
     std::vector<std::string> results;
   };
+  // For a failure message: the tail of the shuffle service's log and of the stderr of
+  // the executor that wrote last.
+  std::string DiagnosticLogs() const;
+  // Every executor's stderr so far (each worker keeps them under its work dir), oldest
+  // first; and the lines of them that contain `containing`.
+  std::vector<std::string> ExecutorLogs() const;
+  std::vector<std::string> ExecutorLogLines(absl::string_view containing) const;
+
   // Runs `script` (a PySpark application) with `args` on this cluster, `conf` given as
   // --conf key=value, for at most `timeout`.
-  // For a failure message: the tail of the shuffle service's log and of the stderr of
-  // the executor that started last.
-  std::string DiagnosticLogs() const;
-
   absl::StatusOr<Submitted> Submit(const std::string& script, const std::vector<std::string>& args,
                                    const std::map<std::string, std::string>& conf,
                                    absl::Duration timeout);
