@@ -1,0 +1,43 @@
+"""What the benchmark scripts share: loopback ports, a process's CPU and RSS, the machine."""
+import os
+import platform
+import socket
+import time
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def proc_stat(pid):
+    """(CPU seconds, RSS MiB) of a process and its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / HZ
+    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return cpu, rss
+
+
+def machine():
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} x {cpu}, Linux {platform.release()}"
