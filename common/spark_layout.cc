@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace ferry::spark {
 
@@ -91,6 +92,22 @@ absl::StatusOr<SparkBlockId> ParseBlockId(absl::string_view id) {
     return bad("names an empty or reversed reduce range");
   }
   return b;
+}
+
+absl::StatusOr<ShuffleBlockId> ParseShuffleFileName(absl::string_view name) {
+  absl::string_view id = name;
+  if (!absl::ConsumeSuffix(&id, ".data") && !absl::ConsumeSuffix(&id, ".index")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name.substr(0, 100), "' is not a shuffle .data or .index file"));
+  }
+  absl::StatusOr<SparkBlockId> parsed = ParseBlockId(id);
+  const ShuffleBlockId* shuffle = parsed.ok() ? std::get_if<ShuffleBlockId>(&*parsed) : nullptr;
+  if (shuffle == nullptr || shuffle->end_reduce_id - shuffle->start_reduce_id != 1 ||
+      std::count(id.begin(), id.end(), '_') != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name.substr(0, 100), "' is not shuffle_<shuffle>_<map>_<reduce>.data or .index"));
+  }
+  return *shuffle;
 }
 
 std::string ShuffleBlockName(const ShuffleBlockId& id) {

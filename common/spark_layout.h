@@ -78,6 +78,12 @@ absl::StatusOr<SparkBlockId> ParseBlockId(absl::string_view id);
 
 std::string ShuffleBlockName(const ShuffleBlockId& id);
 
+// The map output a shuffle file's name belongs to: shuffle_<shuffleId>_<mapId>_<reduceId>
+// followed by ".data" or ".index" (Spark's ShuffleDataBlockId and ShuffleIndexBlockId,
+// which the driver names in RemoveBlocks to delete a shuffle's files). INVALID_ARGUMENT,
+// quoting the name, for anything else.
+absl::StatusOr<ShuffleBlockId> ParseShuffleFileName(absl::string_view name);
+
 }  // namespace ferry::spark
 
 #endif  // FERRY_COMMON_SPARK_LAYOUT_H_

@@ -218,9 +218,12 @@ absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlo
         if (!dirs.ok()) return dirs.status();
         int32_t removed = 0;
         for (const std::string& id : request.block_ids) {
+          // The files a block id may name: an rdd block's, and a map output's .data and
+          // .index (the driver removing a shuffle whose executors are gone). Anything
+          // else names no file.
           absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
-          // Only rdd blocks are files of their own; anything else names no file.
-          if (!parsed.ok() || !std::holds_alternative<spark::RddBlockId>(*parsed)) continue;
+          const bool rdd = parsed.ok() && std::holds_alternative<spark::RddBlockId>(*parsed);
+          if (!rdd && !spark::ParseShuffleFileName(id).ok()) continue;
           const ShuffleFileLocation at = (*dirs)->Locate(id);
           const size_t slash = at.relative.rfind('/');
           const UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),

@@ -99,7 +99,9 @@ class SparkShuffleService {
   absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request,
                                          const std::string& client);
 
-  // Deletes the named rdd blocks' files; how many were deleted.
+  // Deletes the files the block ids name (rdd blocks, and map outputs' .data and .index
+  // files, as Spark's driver names them when it removes a shuffle); how many were
+  // deleted. Other ids are skipped.
   absl::StatusOr<int32_t> RemoveBlocks(const spark::RemoveBlocks& request);
 
   // The LocalDirsForExecutors reply: each executor named once (as Spark's map of them

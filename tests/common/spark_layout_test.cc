@@ -58,5 +58,21 @@ TEST(SparkLayoutTest, ParsesBlockIds) {
   }
 }
 
+TEST(SparkLayoutTest, ParsesTheNamesOfAMapOutputsFiles) {
+  for (const char* name : {"shuffle_3_1000_0.data", "shuffle_3_1000_0.index"}) {
+    absl::StatusOr<ShuffleBlockId> file = ParseShuffleFileName(name);
+    ASSERT_TRUE(file.ok()) << name << ": " << file.status();
+    EXPECT_EQ(file->shuffle_id, 3);
+    EXPECT_EQ(file->map_id, 1000);
+    EXPECT_EQ(file->start_reduce_id, 0);
+  }
+  for (const char* bad : {"shuffle_3_1000_0", "shuffle_3_1000_0.checksum.ADLER32",
+                          "shuffle_3_1000_0_2.data", "shuffle_3_1000.data", "rdd_1_2.data",
+                          "shuffle_3_1000_0.data/../x", "../shuffle_3_1000_0.data", ".data",
+                          "shuffle_-3_1000_0.index", "shuffle_3_1000_0.index.data.index"}) {
+    EXPECT_FALSE(ParseShuffleFileName(bad).ok()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ferry::spark

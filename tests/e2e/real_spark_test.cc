@@ -10,8 +10,9 @@
 //
 // A second application reads its shuffles while the executors that wrote them come and
 // go: released by dynamic allocation, SIGKILLed mid-reduce, with ferry_server restarted
-// between two jobs and a byte of its files flipped on disk; when it ends, ferry_server
-// forgets its executors once their worker has deleted their dirs.
+// between two jobs and a byte of its files flipped on disk; then the driver removes its
+// shuffles through ferry_server, and when it ends, ferry_server forgets its executors
+// once their worker has deleted their dirs.
 //
 // Every Spark version scripts/setup installed runs (3.5.x and the newest 4.x); without
 // any, or without Java, the test skips, saying so. Reducers fetch every remote block
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/spark_layout.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
@@ -228,6 +231,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
                                  << tail << "\n" << cluster_->DiagnosticLogs();
     std::printf("Spark %s, %s: %zu results in %s\n", GetParam().version.c_str(), what.c_str(),
                 ran->results.size(), absl::FormatDuration(absl::Now() - start).c_str());
+    last_output_ = ran->output;
     return ran->results;
   }
 
@@ -236,6 +240,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   TempDir data_;
   TempDir state_;
   FerryServerOptions options_;
+  std::string last_output_;  // the driver's, of the last application run
   std::unique_ptr<FerryServer> server_;
   std::unique_ptr<SparkCluster> cluster_;  // destroyed first: no executor outlives the server
 };
@@ -277,7 +282,9 @@ struct LifecycleActions {
   size_t registered_after_restart = 0;
   pid_t killed = 0;
   size_t killed_map_outputs = 0;  // of the shuffle being reduced, beneath its dirs
-  size_t corrupted_files = 0;
+  std::set<std::string> corrupted;  // shuffle_S_M_0 of each data file corrupted
+  // The .data and .index files left after the driver removed the shuffles, by shuffle.
+  std::map<int, std::vector<std::string>> left_after_removal;
   std::string failure;  // what could not be done
 };
 
@@ -289,6 +296,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
   conf["spark.dynamicAllocation.minExecutors"] = "0";
   conf["spark.dynamicAllocation.maxExecutors"] = "2";
+  conf["spark.shuffle.service.removeShuffle"] = "true";
 
   std::atomic<bool> app_ended{false};
   LifecycleActions did;
@@ -353,12 +361,20 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
       if (index == files.end()) {
         did.failure = absl::StrCat("no index file for ", files.at(name));
       } else if (absl::Status flipped = FlipAByte(files.at(name), index->second); flipped.ok()) {
-        ++did.corrupted_files;
+        did.corrupted.insert(name.substr(0, name.size() - 5));
       } else {
         did.failure = flipped.ToString();
       }
     }
     Touch(dir + "/corrupt.done");
+
+    if (!await("removed", exists("removed.ready"))) return;
+    for (const auto& [name, path] : ShuffleFiles(local_.path())) {
+      if (absl::StatusOr<spark::ShuffleBlockId> file = spark::ParseShuffleFileName(name); file.ok()) {
+        did.left_after_removal[file->shuffle_id].push_back(name.substr(0, name.rfind('.')));
+      }
+    }
+    Touch(dir + "/removed.done");
   });
   const std::vector<std::string> results =
       Run("ferry_server, executors coming and going", conf, {"lifecycle=" + dir}, absl::Minutes(6));
@@ -393,7 +409,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
 
   // Every data file of the shuffle had a byte flipped: the reducers' checksum diagnosis,
   // answered by ferry_server, blamed the disk, and the stage that wrote them ran again.
-  EXPECT_GT(did.corrupted_files, 0u);
+  EXPECT_FALSE(did.corrupted.empty());
   same_sums("before-corruption", "expected-corrupt");
   same_sums("corrupt", "expected-corrupt");
   EXPECT_NE(JsonField(by_job["corrupt"], "max_attempt"), "0") << by_job["corrupt"];
@@ -402,6 +418,29 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   std::printf("%zu diagnoses, the first: %s\n", diagnosed.size(), diagnosed[0].c_str());
   for (const std::string& line : diagnosed) EXPECT_TRUE(absl::StrContains(line, "DISK_ISSUE")) << line;
 
+  // The driver removed the shuffles: for each it removed, ferry_server deleted the .data
+  // and .index files of every map output Spark still knew, which leaves only corrupted
+  // outputs that the fetch failures had made Spark forget. Spark 3.5.9's driver fails
+  // on the shuffle whose executor was killed, before it asks any service (a
+  // NullPointerException on a map output it no longer has); 4.3.0's does not.
+  int removed = 0;
+  for (int shuffle = 0; shuffle < 3; ++shuffle) {
+    const size_t failed = last_output_.find(absl::StrCat("Error cleaning shuffle ", shuffle, "\n"));
+    if (failed != std::string::npos) {
+      // The exception and its causes, stack frames and all, follow the line.
+      const std::string trace = last_output_.substr(failed, 30000);
+      const size_t cause = trace.find("Caused by: java.lang.NullPointerException");
+      ASSERT_NE(cause, std::string::npos) << trace.substr(0, 3000);
+      std::printf("Spark's driver did not remove shuffle %d: %s\n", shuffle,
+                  trace.substr(cause, trace.find('\n', cause) - cause).c_str());
+      continue;
+    }
+    ++removed;
+    for (const std::string& stem : did.left_after_removal[shuffle]) {
+      EXPECT_EQ(did.corrupted.count(stem), 1u) << stem << " was left, and not corrupted";
+    }
+  }
+  EXPECT_GE(removed, 2);
   // The application ended; its worker deleted the executors' dirs, and ferry_server's
   // sweep forgot their registrations.
   EXPECT_TRUE(testing::WaitFor([&] { return server_->spark_executors()->size() == 0; },

@@ -124,8 +124,9 @@ def lifecycle_jobs(spark, directory):
 
     Run with dynamic allocation (executors released when idle). The test waits at each
     handshake and acts: restarts the shuffle service ("restart"), flips a byte in the
-    newest shuffle's data files ("corrupt"), and SIGKILLs the executor of the first reduce
-    task that writes DIR/reducing.<pid> in the "kill" job. Every answer is checked here
+    newest shuffle's data files ("corrupt"), SIGKILLs the executor of the first reduce
+    task that writes DIR/reducing.<pid> in the "kill" job, and looks at what is left of
+    the shuffles once the driver removed them ("removed"). Every answer is checked here
     against the same sums computed without Spark (RESULT "expected-...").
     """
     sc = spark.sparkContext
@@ -170,6 +171,16 @@ def lifecycle_jobs(spark, directory):
     handshake(directory, "corrupt")
     sc.setJobGroup("corrupt", "a shuffle read after a byte of each data file flipped")
     result("corrupt", **summary(corrupted.collect()), **attempts(sc, "corrupt"))
+
+    # The driver removes the three shuffles (spark.shuffle.service.removeShuffle), as its
+    # ContextCleaner does when their RDDs are gone: the files of map outputs whose
+    # executors are gone are the service's to delete. A failure is the driver's log line
+    # "Error cleaning shuffle N".
+    wait_for_executors(sc, 0)
+    cleaner = sc._jsc.sc().cleaner().get()
+    for shuffle in range(3):
+        cleaner.doCleanupShuffle(shuffle, True)
+    handshake(directory, "removed")
 
 
 def main():

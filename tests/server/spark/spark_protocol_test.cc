@@ -352,6 +352,23 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
       client.Call(sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2", "rdd_1_3", "shuffle_3_1000_0"}}));
   EXPECT_EQ(removed.body, sw::EncodeBlocksRemoved(1));
   EXPECT_NE(::access(rdd.c_str(), F_OK), 0);
+
+  // The driver removing shuffle 3 (spark.shuffle.service.removeShuffle) names each map
+  // output's index and data files; nothing else of the shuffle is deleted.
+  const std::string checksum = PathOf("shuffle_3_1000_0.checksum.ADLER32");
+  ASSERT_EQ(::access(checksum.c_str(), F_OK), 0);
+  for (const char* name : {"shuffle_3_1000_0.data", "shuffle_3_1000_0.index"}) {
+    ASSERT_EQ(::access(PathOf(name).c_str(), F_OK), 0) << name;
+  }
+  removed = client.Call(sw::EncodeRemoveBlocks(
+      {kApp, kExec,
+       {"shuffle_3_1000_0.index", "shuffle_3_1000_0.data", "shuffle_3_1000_0.checksum.ADLER32",
+        "shuffle_3_999_0.data", "../shuffle_3_1000_0.data"}}));
+  EXPECT_EQ(removed.body, sw::EncodeBlocksRemoved(2));
+  for (const char* name : {"shuffle_3_1000_0.data", "shuffle_3_1000_0.index"}) {
+    EXPECT_NE(::access(PathOf(name).c_str(), F_OK), 0) << name;
+  }
+  EXPECT_EQ(::access(checksum.c_str(), F_OK), 0);
 }
 
 }  // namespace
