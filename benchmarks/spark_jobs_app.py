@@ -52,8 +52,12 @@ def run(spark, group, body):
     metrics = stage_metrics(spark, group)
     if answer is None:
         answer = metrics["read_records"]
-    print("RESULT " + json.dumps(dict(job=group, start=start, wall_s=wall, answer=answer,
-                                      **metrics), sort_keys=True), flush=True)
+    # One write for the whole line: the driver runs unbuffered (PYTHONUNBUFFERED), where
+    # print() writes the line and its newline apart, and the JVM's log lines share stdout.
+    sys.stdout.write("RESULT " + json.dumps(dict(job=group, start=start, wall_s=wall,
+                                                 answer=answer, **metrics), sort_keys=True)
+                     + "\n")
+    sys.stdout.flush()
 
 
 def main():

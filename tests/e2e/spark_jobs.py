@@ -25,7 +25,11 @@ from pyspark.sql import functions as F
 
 
 def result(job, **values):
-    print("RESULT " + json.dumps(dict(job=job, **values), sort_keys=True), flush=True)
+    # One write for the whole line: spark-submit runs the driver unbuffered
+    # (PYTHONUNBUFFERED), where print() writes the line and its newline apart, and the
+    # JVM's log lines share the file.
+    sys.stdout.write("RESULT " + json.dumps(dict(job=job, **values), sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def rdd_jobs(spark):
