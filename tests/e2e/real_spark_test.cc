@@ -369,11 +369,22 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     Touch(dir + "/corrupt.done");
 
     if (!await("removed", exists("removed.ready"))) return;
-    for (const auto& [name, path] : ShuffleFiles(local_.path())) {
-      if (absl::StatusOr<spark::ShuffleBlockId> file = spark::ParseShuffleFileName(name); file.ok()) {
-        did.left_after_removal[file->shuffle_id].push_back(name.substr(0, name.rfind('.')));
+    // The driver's RemoveBlocks may still be on their way: wait, bounded, until nothing
+    // but corrupted outputs is left (which a shuffle the driver failed to remove never
+    // reaches).
+    const auto scan = [&] {
+      did.left_after_removal.clear();
+      bool only_corrupted = true;
+      for (const auto& [name, path] : ShuffleFiles(local_.path())) {
+        absl::StatusOr<spark::ShuffleBlockId> file = spark::ParseShuffleFileName(name);
+        if (!file.ok()) continue;
+        const std::string stem = name.substr(0, name.rfind('.'));
+        did.left_after_removal[file->shuffle_id].push_back(stem);
+        only_corrupted = only_corrupted && did.corrupted.count(stem) == 1;
       }
-    }
+      return only_corrupted;
+    };
+    testing::WaitFor(scan, absl::Seconds(20));
     Touch(dir + "/removed.done");
   });
   const std::vector<std::string> results =
