@@ -6,8 +6,9 @@
 //   spark_fetch --address=127.0.0.1:7337 --app=APP --exec-id=0 --shuffle=0
 //               --maps=0,1,2 --partitions=8 [--batch] [--connections=1]
 //               [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
-//               [--register --local-dirs=D1,D2 --subdirs=64]
+//               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F]
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ ABSL_FLAG(int, iterations, 3, "Fetches of the whole shuffle.");
 ABSL_FLAG(bool, register_executor, false, "Send RegisterExecutor first.");
 ABSL_FLAG(std::string, local_dirs, "", "--register-executor: the executor's local dirs.");
 ABSL_FLAG(int, subdirs, 64, "--register-executor: subdirectories per local dir.");
+ABSL_FLAG(std::string, auth_secret_file, "",
+          "spark.authenticate: a file holding the application's secret; every connection "
+          "authenticates with it first (SASL).");
 
 int main(int argc, char** argv) {
   ferry::ParseFlags(argc, argv);
@@ -39,11 +43,21 @@ int main(int argc, char** argv) {
   const std::string app = absl::GetFlag(FLAGS_app);
   const std::string exec = absl::GetFlag(FLAGS_exec_id);
   ferry::SparkShuffleClient client;
+  ferry::SparkFetchOptions options;
+  if (const std::string path = absl::GetFlag(FLAGS_auth_secret_file); !path.empty()) {
+    std::ifstream in(path);
+    if (!std::getline(in, options.auth_secret) || options.auth_secret.empty()) {
+      std::fprintf(stderr, "spark_fetch: no secret in %s\n", path.c_str());
+      return 2;
+    }
+  }
   if (absl::GetFlag(FLAGS_register_executor)) {
     const std::vector<std::string> dirs = absl::StrSplit(absl::GetFlag(FLAGS_local_dirs), ',');
     absl::Status registered = client.RegisterExecutor(
-        address, {app, exec, {dirs, absl::GetFlag(FLAGS_subdirs),
-                              "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+        address,
+        {app, exec,
+         {dirs, absl::GetFlag(FLAGS_subdirs), "org.apache.spark.shuffle.sort.SortShuffleManager"}},
+        options);
     if (!registered.ok()) {
       std::fprintf(stderr, "spark_fetch: %s\n", registered.ToString().c_str());
       return 1;
@@ -63,7 +77,6 @@ int main(int argc, char** argv) {
     }
     for (int r = 0; r < partitions; ++r) blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, r, r + 1});
   }
-  ferry::SparkFetchOptions options;
   options.connections = absl::GetFlag(FLAGS_connections);
   options.blocks_per_request = static_cast<size_t>(absl::GetFlag(FLAGS_blocks_per_request));
   options.fetch_to_disk = absl::GetFlag(FLAGS_fetch_to_disk);

@@ -10,6 +10,8 @@
 // or (SparkFetchOptions::fetch_to_disk, Spark's path for large requests) by
 // StreamRequests answered with StreamResponses. Requests are spread over the
 // connections; each connection runs on a fiber of a scheduler on the calling thread.
+// With SparkFetchOptions::auth_secret, each connection authenticates first, as Spark's
+// SaslClientBootstrap does.
 //
 // Spark's protocol carries no checksums with the blocks: nothing is verified on the
 // way (a sink's BlockVerifier is inactive).
@@ -39,6 +41,10 @@ struct SparkFetchOptions {
   bool fetch_to_disk = false;
   // Deadline for each connect, send and receive.
   absl::Duration io_timeout = absl::Seconds(60);
+  // spark.authenticate: the application's secret, with which every connection first
+  // authenticates (SASL DIGEST-MD5, QOP auth) as the application it acts for. Empty:
+  // no authentication.
+  std::string auth_secret;
 };
 
 struct SparkFetchStats {
@@ -52,9 +58,10 @@ class SparkShuffleClient {
   // `address` is the service's "host:port" (IPv4 or localhost).
   // RegisterExecutor, as each executor sends it at start-up. The service's RpcFailure
   // text in the error otherwise.
+  // `options` gives its deadline and secret.
   absl::Status RegisterExecutor(const std::string& address,
                                 const spark::RegisterExecutor& registration,
-                                absl::Duration timeout = absl::Seconds(30));
+                                const SparkFetchOptions& options = {});
 
   // Fetches `blocks` (single partitions, or ranges of one map output) of the executor
   // (app_id, exec_id); block i goes to `sink` as index i. A block the service cannot

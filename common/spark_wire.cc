@@ -495,4 +495,36 @@ std::string EncodeCorruptionCause(uint8_t cause) {
   return Payload(BlockTransferType::kCorruptionCause, [&](WireWriter& w) { w.U8(cause); });
 }
 
+absl::StatusOr<SaslMessage> DecodeSaslMessage(absl::string_view body) {
+  WireReader r(body);
+  uint8_t tag = 0;
+  SaslMessage m;
+  int32_t token_length = 0;
+  r.U8(&tag, "SaslMessage tag");
+  if (r.Finish("SaslMessage", false).ok() && tag != kSaslMessageTag) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SaslMessage: a body whose first byte is ", tag, ", not the tag ", kSaslMessageTag));
+  }
+  r.String(&m.app_id, "SaslMessage appId");
+  r.I32(&token_length, "SaslMessage tokenLen");
+  FERRY_RETURN_IF_ERROR(r.Finish("SaslMessage", false));
+  if (r.rest().size() > kMaxSaslTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("SaslMessage: a token of ", r.rest().size(),
+                                                   " bytes; at most ", kMaxSaslTokenBytes,
+                                                   " are taken"));
+  }
+  m.token = std::string(r.rest());
+  return m;
+}
+
+std::string EncodeSaslMessage(const SaslMessage& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.U8(kSaslMessageTag);
+  w.String(m.app_id);
+  w.I32(static_cast<int32_t>(m.token.size()));
+  out += m.token;
+  return out;
+}
+
 }  // namespace ferry::spark

@@ -260,6 +260,25 @@ std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids
 // 4 UNSUPPORTED_CHECKSUM_ALGORITHM.
 std::string EncodeCorruptionCause(uint8_t cause);
 
+// --- spark.authenticate's handshake (RPC bodies before any shuffle message) ------------
+
+// Tags of the handshake's RPC bodies, in the byte where a BlockTransferMessage has its type.
+inline constexpr uint8_t kSaslMessageTag = 0xEA;  // SaslMessage: SASL DIGEST-MD5
+inline constexpr uint8_t kAuthMessageTag = 0xFB;  // AuthMessage: Spark's AuthEngine
+
+// SaslMessage = 0xEA | appId:String | tokenLen:i32 | token. The token is what follows
+// tokenLen: Spark writes tokenLen and reads past it (the frame already bounds the body).
+struct SaslMessage {
+  std::string app_id;
+  std::string token;
+};
+inline constexpr size_t kMaxSaslTokenBytes = 64 << 10;
+
+// INVALID_ARGUMENT for a body that is not a SaslMessage, or holds a token over
+// kMaxSaslTokenBytes (DIGEST-MD5's are a few hundred bytes).
+absl::StatusOr<SaslMessage> DecodeSaslMessage(absl::string_view body);
+std::string EncodeSaslMessage(const SaslMessage& m);
+
 }  // namespace ferry::spark
 
 #endif  // FERRY_COMMON_SPARK_WIRE_H_

@@ -81,6 +81,12 @@ absl::Status FerryServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "TLS needs both a certificate chain and its private key, or neither");
   }
+  if (spark_address.empty() &&
+      (!spark_auth.secret_file.empty() || !spark_auth.secrets_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
+        "(--spark-address)");
+  }
   if (!spark_address.empty() && spark_executors.dir_roots.empty()) {
     return absl::InvalidArgumentError(
         "the Spark front door needs the roots executors' local dirs may lie beneath "
@@ -140,16 +146,20 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get());
+    absl::StatusOr<std::unique_ptr<SparkSecrets>> secrets =
+        SparkSecrets::Load(options.spark_auth);
+    if (!secrets.ok()) return secrets.status();
+    server->spark_secrets_ = *std::move(secrets);
     DataServer::Listener spark_door;
     absl::StatusOr<HostPort> spark_address = ParseHostPort(options.spark_address);
     if (!spark_address.ok()) return spark_address.status();
     spark_door.host = spark_address->host;
     spark_door.port = spark_address->port;
     // A connection over the limits is closed untold: Spark's client retries that.
-    spark_door.handler = [spark = server->spark_.get(),
+    spark_door.handler = [spark = server->spark_.get(), secrets = server->spark_secrets_.get(),
                           connection = &server->options_.connection](UniqueFd socket,
                                                                      ConnectionControl& control) {
-      ServeSparkConnection(std::move(socket), *spark, *connection, control);
+      ServeSparkConnection(std::move(socket), *spark, *secrets, *connection, control);
     };
     listeners.push_back(std::move(spark_door));
   }
@@ -322,6 +332,19 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
           static_cast<double>(spark_->open_chunks()));
     gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
           static_cast<double>(pool_->queued()));
+    if (spark_secrets_->required()) {
+      out.emplace_back(
+          "ferry_spark_authentications_total",
+          "spark.authenticate handshakes on the Spark front door, by how they ended "
+          "(refused: a wrong secret, an unknown application, a malformed or endless "
+          "handshake, or another message first).",
+          MetricKind::kCounter,
+          std::vector<MetricSample>{
+              MetricSample({{"outcome", "authenticated"}},
+                           static_cast<double>(spark_secrets_->authenticated())),
+              MetricSample({{"outcome", "refused"}},
+                           static_cast<double>(spark_secrets_->refused()))});
+    }
   }
   out.emplace_back(
       "ferry_build_info", "The server's version and data-plane settings.", MetricKind::kGauge,

@@ -21,6 +21,7 @@
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
 #include "server/ops/metrics_exporter.h"
+#include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
 #include "server/control/ticket_registry.h"
@@ -63,6 +64,8 @@ struct FerryServerOptions {
   // with spark_address), the state dir that keeps them across restarts, their bounds.
   ExecutorRegistry::Options spark_executors;
   SparkShuffleService::Options spark;
+  // spark.authenticate: where applications' secrets are; both empty: no authentication.
+  SparkSecrets::Options spark_auth;
   // Threads for the Spark front door's blocking work (index loads, file opens, deletes).
   BlockingPool::Options blocking;
   // host:port serving Prometheus metrics at /metrics; empty: off.
@@ -144,6 +147,7 @@ class FerryServer {
   std::unique_ptr<ExecutorRegistry> executors_;
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> spark_;
+  std::unique_ptr<SparkSecrets> spark_secrets_;
   std::unique_ptr<DataServer> data_;
   // Reads everything above; declared after it so that it stops first.
   std::unique_ptr<MetricsExporter> metrics_;

@@ -114,6 +114,14 @@ ABSL_FLAG(std::string, spark_address, "",
 ABSL_FLAG(std::vector<std::string>, spark_dir_roots, {},
           "Comma-separated directories that Spark executors' local dirs must lie beneath "
           "(required with --spark-address; symlinks below them are not followed).");
+ABSL_FLAG(std::string, spark_auth_secret_file, "",
+          "spark.authenticate on the Spark front door: a file holding the secret every "
+          "application authenticates with (the cluster's spark.authenticate.secret). Spark "
+          "clients must then authenticate (SASL DIGEST-MD5) before anything else.");
+ABSL_FLAG(std::string, spark_auth_secrets_dir, "",
+          "spark.authenticate with a secret per application: a directory with a file per "
+          "application id holding its secret, read at each handshake (an application "
+          "without one uses --spark-auth-secret-file, if set).");
 ABSL_FLAG(std::string, state_dir, "",
           "Directory where Spark executors' registrations are kept across restarts. Empty: "
           "in memory only.");
@@ -210,6 +218,8 @@ int Main() {
   options.spark_address = absl::GetFlag(FLAGS_spark_address);
   options.spark_executors.dir_roots = absl::GetFlag(FLAGS_spark_dir_roots);
   options.spark_executors.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.spark_auth.secret_file = absl::GetFlag(FLAGS_spark_auth_secret_file);
+  options.spark_auth.secrets_dir = absl::GetFlag(FLAGS_spark_auth_secrets_dir);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   if (!SetCount("pipe-size", FLAGS_pipe_size, &options.data.pipe_bytes) ||
       !SetCount("max-pipes", FLAGS_max_pipes, &options.data.max_pipes) ||
@@ -300,7 +310,19 @@ int Main() {
               << (*server)->spark_executors()->size() << " executors registered"
               << (options.spark_executors.state_dir.empty()
                       ? " (registrations kept in memory only)"
-                      : absl::StrCat(" (kept in ", options.spark_executors.state_dir, ")"));
+                      : absl::StrCat(" (kept in ", options.spark_executors.state_dir, ")"))
+              << ", spark.authenticate "
+              << (options.spark_auth.secret_file.empty() && options.spark_auth.secrets_dir.empty()
+                      ? "off"
+                      : absl::StrCat("required (SASL DIGEST-MD5, QOP auth; secrets from ",
+                                     options.spark_auth.secrets_dir.empty()
+                                         ? ""
+                                         : absl::StrCat(options.spark_auth.secrets_dir, "/<app>"),
+                                     !options.spark_auth.secrets_dir.empty() &&
+                                             !options.spark_auth.secret_file.empty()
+                                         ? ", else "
+                                         : "",
+                                     options.spark_auth.secret_file, ")"));
   }
   if ((*server)->metrics_port() != 0) {
     LOG(INFO) << "ferry_server: metrics on port " << (*server)->metrics_port() << " ("

@@ -1,6 +1,8 @@
 #include "server/spark/spark_protocol.h"
 
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -10,15 +12,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/spark_layout.h"
+#include "common/spark_sasl.h"
 #include "common/spark_wire.h"
 
 namespace ferry {
 
 namespace {
 
-// Tags of spark.authenticate's handshake messages, sent as RPC bodies.
-constexpr uint8_t kAuthMessageTag = 0xFB;
-constexpr uint8_t kSaslMessageTag = 0xEA;
+// SASL messages a connection may send before it has authenticated: DIGEST-MD5 takes two
+// (the empty first token, the response), and a client that tried Spark's AuthEngine
+// first sends one more.
+constexpr int kMaxAuthMessages = 4;
 
 std::string SparkName(const BlockId& id) {
   return spark::ShuffleBlockName(
@@ -27,8 +31,8 @@ std::string SparkName(const BlockId& id) {
 
 class SparkProtocol {
  public:
-  SparkProtocol(ConnectionCore& core, SparkShuffleService& service)
-      : core_(core), service_(service) {}
+  SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets)
+      : core_(core), service_(service), secrets_(secrets) {}
 
   void Serve();
 
@@ -45,6 +49,11 @@ class SparkProtocol {
   // Closes the streams past their lifetime, at most once per kExpiryCheck.
   void CloseExpired(absl::Time now);
   bool HandleRpc(const spark::RpcRequest& request);
+  // The handshake of spark.authenticate, before any other message.
+  bool Authenticate(const spark::ClientMessage& message);
+  bool HandleSasl(int64_t request_id, absl::string_view body);
+  // PERMISSION_DENIED unless the connection may act for `app_id`.
+  absl::Status CheckApp(const std::string& app_id) const;
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
   bool SendChunkFailure(int64_t stream_id, int32_t chunk_index, const std::string* stream_name,
                         absl::string_view error);
@@ -53,6 +62,13 @@ class SparkProtocol {
 
   ConnectionCore& core_;
   SparkShuffleService& service_;
+  SparkSecrets& secrets_;
+  // spark.authenticate: the exchange under way, and the application the connection
+  // authenticated as (empty until then, and for good without authentication).
+  std::unique_ptr<spark::SaslServer> sasl_;
+  std::string sasl_app_;
+  int auth_messages_ = 0;
+  std::string authenticated_app_;
   absl::flat_hash_map<int64_t, OpenStream> streams_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
 };
@@ -97,6 +113,7 @@ bool SparkProtocol::Handle(absl::string_view frame) {
     core_.LogFailure(message.status());
     return false;
   }
+  if (secrets_.required() && authenticated_app_.empty()) return Authenticate(*message);
   if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
   if (auto* chunk = std::get_if<spark::ChunkFetchRequest>(&*message)) {
     return ServeChunk(chunk->stream_id, chunk->chunk_index, nullptr);
@@ -130,16 +147,104 @@ bool SparkProtocol::Handle(absl::string_view frame) {
   return told && !upload;
 }
 
+bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
+  const auto* rpc = std::get_if<spark::RpcRequest>(&message);
+  const uint8_t tag =
+      rpc != nullptr && !rpc->body.empty() ? static_cast<uint8_t>(rpc->body[0]) : 0;
+  if (tag == spark::kSaslMessageTag) return HandleSasl(rpc->request_id, rpc->body);
+  if (tag == spark::kAuthMessageTag && ++auth_messages_ <= kMaxAuthMessages) {
+    // Spark's client then runs SASL on this connection (spark.network.crypto.saslFallback).
+    return Reply(rpc->request_id,
+                 absl::UnimplementedError(
+                     "Spark's AuthEngine (spark.network.crypto.enabled) is not supported by "
+                     "this shuffle service: authenticate with SASL "
+                     "(spark.network.crypto.saslFallback)"));
+  }
+  // Spark's words for anything else before authentication; the connection closes.
+  const absl::Status refused = absl::PermissionDeniedError(
+      "Expected SaslMessage, received something else (maybe your client does not have SASL "
+      "enabled?)");
+  secrets_.CountHandshake(false);
+  if (rpc != nullptr) {
+    Reply(rpc->request_id, refused);
+  } else {
+    core_.EndRequest(refused);
+  }
+  return false;
+}
+
+bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
+  // Every failure closes the connection, as Spark's service does: a client retries with
+  // a new one, and a peer guessing the secret pays a connection per guess.
+  const auto refuse = [&](const absl::Status& status) {
+    secrets_.CountHandshake(false);
+    Reply(request_id, status);
+    return false;
+  };
+  if (++auth_messages_ > kMaxAuthMessages) {
+    return refuse(absl::PermissionDeniedError(absl::StrCat(
+        "SASL: more than ", kMaxAuthMessages, " handshake messages without authenticating")));
+  }
+  absl::StatusOr<spark::SaslMessage> message = spark::DecodeSaslMessage(body);
+  if (!message.ok()) return refuse(message.status());
+  if (sasl_ == nullptr) {
+    absl::StatusOr<std::string> secret = secrets_.SecretOf(message->app_id);
+    if (!secret.ok()) return refuse(secret.status());
+    absl::StatusOr<std::unique_ptr<spark::SaslServer>> server = spark::SaslServer::Create(*secret);
+    if (!server.ok()) return refuse(server.status());
+    sasl_ = *std::move(server);
+    sasl_app_ = message->app_id;
+  } else if (message->app_id != sasl_app_) {
+    return refuse(absl::PermissionDeniedError(
+        absl::StrCat("SASL: a handshake begun for application ", sasl_app_,
+                     " went on for application ", message->app_id)));
+  }
+  absl::StatusOr<std::string> token = sasl_->Step(message->token);
+  if (!token.ok()) {
+    return refuse(absl::PermissionDeniedError(
+        absl::StrCat("SASL authentication of application ", sasl_app_, " failed: ",
+                     token.status().message())));
+  }
+  if (sasl_->complete()) {
+    secrets_.CountHandshake(true);
+    authenticated_app_ = std::move(sasl_app_);
+    sasl_.reset();
+  }
+  return Reply(request_id, *std::move(token));
+}
+
+absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {
+  if (!secrets_.required() || app_id == authenticated_app_) return absl::OkStatus();
+  // Spark's ExternalBlockHandler.checkAuth.
+  return absl::PermissionDeniedError(absl::StrCat(
+      "Client for ", authenticated_app_, " not authorized for application ", app_id, "."));
+}
+
 bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
   const int64_t id = request.request_id;
-  if (!request.body.empty() && (static_cast<uint8_t>(request.body[0]) == kAuthMessageTag ||
-                                static_cast<uint8_t>(request.body[0]) == kSaslMessageTag)) {
-    return SendFrame(spark::EncodeRpcFailure(
-        id, "spark.authenticate is not supported by this shuffle service (ferry_server): run "
-            "the application with spark.authenticate=false"));
+  if (!request.body.empty() &&
+      (static_cast<uint8_t>(request.body[0]) == spark::kAuthMessageTag ||
+       static_cast<uint8_t>(request.body[0]) == spark::kSaslMessageTag)) {
+    return Reply(id, absl::FailedPreconditionError(
+                         secrets_.required()
+                             ? "this connection has authenticated already"
+                             : "spark.authenticate is not enabled on this shuffle service "
+                               "(ferry_server --spark-auth-secret-file or "
+                               "--spark-auth-secrets-dir): run the application with "
+                               "spark.authenticate=false, or enable it here"));
   }
   absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(request.body);
   if (!rpc.ok()) return Reply(id, rpc.status());
+  const absl::Status allowed = std::visit(
+      [this](const auto& m) -> absl::Status {
+        if constexpr (std::is_same_v<std::decay_t<decltype(m)>, spark::UnsupportedRpc>) {
+          return absl::OkStatus();
+        } else {
+          return CheckApp(m.app_id);
+        }
+      },
+      *rpc);
+  if (!allowed.ok()) return Reply(id, allowed);
   if (auto* m = std::get_if<spark::RegisterExecutor>(&*rpc)) {
     absl::Status registered = service_.Register(std::move(*m));
     if (!registered.ok()) return Reply(id, registered);
@@ -267,10 +372,11 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
 }  // namespace
 
 void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          const ConnectionOptions& options, ConnectionControl& control) {
+                          SparkSecrets& secrets, const ConnectionOptions& options,
+                          ConnectionControl& control) {
   ConnectionCore core(std::move(socket), FrontDoor::kSpark, options, control);
   if (!core.Start()) return;
-  SparkProtocol(core, service).Serve();
+  SparkProtocol(core, service, secrets).Serve();
 }
 
 }  // namespace ferry

@@ -7,7 +7,7 @@
 // Pipelined requests arrive together and are served in order:
 //   * RpcRequest: RegisterExecutor, FetchShuffleBlocks, OpenBlocks, RemoveBlocks,
 //     GetLocalDirsForExecutors and DiagnoseCorruption through the SparkShuffleService;
-//     anything else (push-based shuffle, uploads, spark.authenticate's handshake) gets an
+//     anything else (push-based shuffle, uploads, Spark's AuthEngine) gets an
 //     RpcFailure, and the connection goes on serving.
 //   * ChunkFetchRequest: ChunkFetchSuccess, whose frame header goes out with its own send
 //     (MSG_MORE) and whose body, the block, follows through the SegmentSender (spliced or
@@ -33,6 +33,7 @@
 #include "common/unique_fd.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
+#include "server/spark/spark_auth.h"
 #include "server/spark/spark_service.h"
 
 namespace ferry {
@@ -42,10 +43,14 @@ namespace ferry {
 inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
 
 // Serves `socket` until the peer closes, errs or stalls, the server drains, or the
-// scheduler stops. Call from a fiber. `service`, `options` and `control` must outlive
-// the call.
+// scheduler stops. Call from a fiber. `service`, `secrets`, `options` and `control`
+// must outlive the call. With secrets.required(), the connection must authenticate
+// first (SASL DIGEST-MD5, as spark.authenticate does): anything else before that is
+// refused and closes it, and afterwards it may act only for the application it
+// authenticated as.
 void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          const ConnectionOptions& options, ConnectionControl& control);
+                          SparkSecrets& secrets, const ConnectionOptions& options,
+                          ConnectionControl& control);
 
 }  // namespace ferry
 

@@ -38,6 +38,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
@@ -170,20 +171,6 @@ void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
 
-double Sample(const std::vector<MetricFamilySamples>& families, const std::string& name,
-              const std::string& door) {
-  double sum = 0;
-  for (const MetricFamilySamples& family : families) {
-    if (family.name != name) continue;
-    for (const MetricSample& s : family.samples) {
-      for (const auto& [key, value] : s.labels) {
-        if (key == "front_door" && value == door) sum += s.value;
-      }
-    }
-  }
-  return sum;
-}
-
 class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
  protected:
   void SetUp() override {
@@ -192,11 +179,16 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     options_.spark_executors.dir_roots = {local_.path()};
     options_.spark_executors.state_dir = state_.path();
     options_.sweep_interval = absl::Seconds(1);
+    if (!auth_secret_.empty()) {
+      options_.spark_auth.secret_file = absl::StrCat(secrets_.path(), "/secret");
+      std::ofstream(options_.spark_auth.secret_file) << auth_secret_;
+    }
     server_ = testing::StartServer(options_);
     SparkCluster::Options cluster;
     cluster.spark = GetParam();
     cluster.work_dir = work_.path();
     cluster.local_dir_root = local_.path();
+    cluster.auth_secret = auth_secret_;
     absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = *std::move(started);
@@ -235,10 +227,27 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     return ran->results;
   }
 
+  // ferry_server's Spark front door sent blocks since `before` (a CollectMetrics()).
+  void ExpectBlocksSentSince(const std::vector<MetricFamilySamples>& before) const {
+    const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
+    auto sent = [&](const char* name) {
+      return testing::MetricSum(after, name, "front_door", "spark") -
+             testing::MetricSum(before, name, "front_door", "spark");
+    };
+    const double blocks = sent("ferry_sent_blocks_total");
+    const double bytes = sent("ferry_sent_bytes_total");
+    std::printf("ferry_server sent Spark's reducers %.0f blocks, %.0f bytes\n", blocks, bytes);
+    EXPECT_GT(blocks, 0);
+    EXPECT_GT(bytes, 0);
+  }
+
   TempDir work_;
   TempDir local_;
   TempDir data_;
   TempDir state_;
+  TempDir secrets_;
+  // spark.authenticate's secret for the cluster and ferry_server; empty: off.
+  std::string auth_secret_;
   FerryServerOptions options_;
   std::string last_output_;  // the driver's, of the last application run
   std::unique_ptr<FerryServer> server_;
@@ -257,14 +266,7 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
 
   const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
   EXPECT_EQ(Run("ferry_server", WithService(server_->spark_port()), jobs), none);
-  const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
-  const double bytes = Sample(after, "ferry_sent_bytes_total", "spark") -
-                       Sample(before, "ferry_sent_bytes_total", "spark");
-  const double blocks = Sample(after, "ferry_sent_blocks_total", "spark") -
-                        Sample(before, "ferry_sent_blocks_total", "spark");
-  std::printf("ferry_server sent Spark's reducers %.0f blocks, %.0f bytes\n", blocks, bytes);
-  EXPECT_GT(blocks, 0);
-  EXPECT_GT(bytes, 0);
+  ExpectBlocksSentSince(before);
 
   // The other ways Spark's reducers fetch: every block over 1 KiB streamed to a file
   // (StreamRequest, not ChunkFetch), and the old protocol (OpenBlocks of block ids).
@@ -273,6 +275,48 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   conf["spark.shuffle.useOldFetchProtocol"] = "true";
   const std::vector<std::string> rdd(none.begin(), none.begin() + 3);
   EXPECT_EQ(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}), rdd);
+}
+
+// spark.authenticate on the whole cluster (master, workers, applications) and on
+// ferry_server, with one shared secret, as a standalone cluster sets it.
+class RealSparkAuthTest : public RealSparkTest {
+ protected:
+  void SetUp() override {
+    auth_secret_ = "the-cluster-secret-0f9e";
+    RealSparkTest::SetUp();
+  }
+};
+
+// Executors register and reducers fetch after authenticating with SASL; an application
+// set for Spark's AuthEngine (spark.network.crypto.enabled) falls back to SASL with
+// ferry_server (spark.network.crypto.saslFallback), encrypting its own RPCs as ever.
+TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
+  for (const bool engine : {false, true}) {
+    std::map<std::string, std::string> conf = WithService(server_->spark_port());
+    if (engine) conf["spark.network.crypto.enabled"] = "true";
+    const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
+    const std::vector<std::string> results =
+        Run(engine ? "ferry_server, spark.authenticate, AuthEngine falling back to SASL"
+                   : "ferry_server, spark.authenticate (SASL)",
+            conf, {"checked"});
+    ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
+    EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
+    ExpectBlocksSentSince(before);
+    if (engine) {
+      // AuthClientBootstrap's words when the AuthEngine handshake is refused.
+      EXPECT_FALSE(cluster_->ExecutorLogLines("New auth protocol failed, trying SASL").empty())
+          << cluster_->DiagnosticLogs();
+    }
+    const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
+    EXPECT_GT(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome",
+                                 "authenticated") -
+                  testing::MetricSum(before, "ferry_spark_authentications_total", "outcome",
+                                     "authenticated"),
+              0);
+  }
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",
+                               "outcome", "refused"),
+            0);
 }
 
 // What the test does at lifecycle_jobs' handshakes (tests/e2e/spark_jobs.py), on a
@@ -467,15 +511,17 @@ TEST(RealSparkAvailabilityTest, ScriptsSetupInstalledSpark) {
   if (testing::InstalledSparks(&why).empty()) GTEST_SKIP() << why;
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTest, ::testing::ValuesIn(Sparks()),
-                         [](const ::testing::TestParamInfo<SparkDistribution>& param) {
-                           std::string name = "Spark" + param.param.version;
-                           for (char& c : name) {
-                             if (c == '.' || c == '-') c = '_';
-                           }
-                           return name;
-                         });
+std::string VersionName(const ::testing::TestParamInfo<SparkDistribution>& param) {
+  std::string name = "Spark" + param.param.version;
+  for (char& c : name) {
+    if (c == '.' || c == '-') c = '_';
+  }
+  return name;
+}
+INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTest, ::testing::ValuesIn(Sparks()), VersionName);
+INSTANTIATE_TEST_SUITE_P(Versions, RealSparkAuthTest, ::testing::ValuesIn(Sparks()), VersionName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkAuthTest);
 
 }  // namespace
 }  // namespace ferry

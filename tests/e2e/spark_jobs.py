@@ -9,6 +9,8 @@ ferry_server. Jobs:
   sql   a join and an aggregation with adaptive query execution on (coalesced
         partitions: batch fetches of contiguous blocks), and a skewed join (partial map
         ranges)
+  checked
+        a reduceByKey checked against the same sums computed without Spark
   lifecycle=DIR
         the same shuffle read again and again while its executors come and go, under
         dynamic allocation, with the test acting between the jobs (see lifecycle_jobs)
@@ -92,6 +94,17 @@ def sums_by_key(values, key):
     for v in values:
         sums[key(v)] = sums.get(key(v), 0) + v
     return sums.items()
+
+
+def checked_jobs(spark):
+    """A shuffle whose answer is checked against the same sums computed without Spark
+    (RESULT "expected" and "shuffled" must agree), for runs with no other to compare with."""
+    sc = spark.sparkContext
+    data = list(range(200_000))
+    result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
+    shuffled = sc.parallelize(data, 8).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
+        operator.add, 6)
+    result("shuffled", **summary(shuffled.collect()))
 
 
 def handshake(directory, step, timeout=240):
@@ -189,7 +202,7 @@ def lifecycle_jobs(spark, directory):
 
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs}
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")
         if name == "lifecycle":

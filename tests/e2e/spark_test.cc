@@ -73,6 +73,7 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
     options.spark_address = "127.0.0.1:0";
     options.spark_executors.dir_roots = {roots_.path()};
     options.spark_executors.state_dir = state_dir_.path();
+    options.spark_auth = auth_;
     server_ = testing::StartServer(options);
   }
 
@@ -86,6 +87,7 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
   TempDir roots_;
   TempDir data_dir_;
   TempDir state_dir_;
+  SparkSecrets::Options auth_;
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
@@ -158,14 +160,20 @@ std::vector<spark::ShuffleBlockId> AllBlocks(bool ranges, std::vector<std::strin
 }
 
 // Ferry's C++ client for Spark's protocol against a Spark shuffle service at `address`
-// (already told about the executor): every way of fetching, every byte compared.
-void FetchEveryWay(const std::string& address) {
+// (already told about the executor): every way of fetching, every byte compared; with
+// `secret`, every connection authenticates first.
+void FetchEveryWay(const std::string& address, const std::string& secret = "") {
   SparkShuffleClient client;
   std::vector<std::string> expected;
   const std::vector<spark::ShuffleBlockId> blocks = AllBlocks(/*ranges=*/true, &expected);
-  for (const SparkFetchOptions& options :
-       {SparkFetchOptions{}, SparkFetchOptions{.connections = 3, .blocks_per_request = 4},
-        SparkFetchOptions{.fetch_to_disk = true}}) {
+  SparkFetchOptions plain;
+  plain.auth_secret = secret;
+  SparkFetchOptions spread = plain;
+  spread.connections = 3;
+  spread.blocks_per_request = 4;
+  SparkFetchOptions to_disk = plain;
+  to_disk.fetch_to_disk = true;
+  for (const SparkFetchOptions& options : {plain, spread, to_disk}) {
     BuffersSink sink(blocks.size());
     absl::StatusOr<SparkFetchStats> stats =
         client.Fetch(address, kApp, kExec, blocks, sink, options);
@@ -178,7 +186,8 @@ void FetchEveryWay(const std::string& address) {
   std::vector<std::string> paths;
   for (size_t i = 0; i < blocks.size(); ++i) paths.push_back(absl::StrCat(out.path(), "/", i));
   FilesSink files(paths);
-  ASSERT_TRUE(client.Fetch(address, kApp, kExec, blocks, files).ok());
+  ASSERT_TRUE(
+      client.Fetch(address, kApp, kExec, blocks, files, plain).ok());
   for (size_t i = 0; i < blocks.size(); ++i) {
     std::ifstream in(paths[i], std::ios::binary);
     const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -187,7 +196,7 @@ void FetchEveryWay(const std::string& address) {
   // A map output that is not there fails the fetch, naming the block.
   BuffersSink sink(1);
   absl::StatusOr<SparkFetchStats> missing =
-      client.Fetch(address, kApp, kExec, {{0, 4242, 0, 1}}, sink);
+      client.Fetch(address, kApp, kExec, {{0, 4242, 0, 1}}, sink, plain);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("shuffle_0_4242_0"), std::string::npos)
       << missing.status();
@@ -304,6 +313,89 @@ TEST_P(SparkFrontDoorTest, FerrysSparkClientFetchesFromSparksOwnService) {
   FetchEveryWay(address);
 }
 
+// spark.authenticate (SASL DIGEST-MD5, QOP auth) both ways: Spark's client against
+// ferry_server with the cluster's secret, and Ferry's client against Spark's own service.
+class SparkAuthTest : public SparkFrontDoorTest {
+ protected:
+  static constexpr char kSecret[] = "a cluster's secret, spaces and all";
+
+  static SparkFetchOptions WithSecret(const std::string& secret) {
+    SparkFetchOptions options;
+    options.auth_secret = secret;
+    return options;
+  }
+
+  void SetUp() override {
+    auth_.secret_file = absl::StrCat(secrets_.path(), "/secret");
+    std::ofstream(auth_.secret_file) << kSecret << "\n";
+    SparkFrontDoorTest::SetUp();
+  }
+
+  TempDir secrets_;
+};
+
+TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
+  const CommandResult registered = Fetch({"--register", "--auth-secret", kSecret});
+  ASSERT_EQ(registered.exit_code, 0) << registered.output;
+  EXPECT_NE(registered.output.find("OK: total 5609479 bytes"), std::string::npos)
+      << registered.output;
+  // A client set for Spark's AuthEngine falls back to SASL, as against Spark's service
+  // (spark.network.crypto.saslFallback), and so does the old protocol and fetch to disk.
+  for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
+           {"--batch", "--conf", "spark.network.crypto.enabled=true"},
+           {"--old-protocol", "--connections", "2"},
+           {"--fetch-to-disk", downloads_.path()}}) {
+    std::vector<std::string> args = variant;
+    args.insert(args.end(), {"--auth-secret", kSecret});
+    const CommandResult fetched = Fetch(args);
+    EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+    EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
+        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+  }
+  const CommandResult wrong = Fetch({"--auth-secret", "a guess"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("SASL authentication of application app-20261130233000-0000 failed"),
+            std::string::npos)
+      << wrong.output;
+  const CommandResult none = Fetch({});
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_NE(none.output.find("Expected SaslMessage, received something else"), std::string::npos)
+      << none.output;
+  // The executor the failed clients named is still the one registered.
+  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+}
+
+TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithTheFrontDoor) {
+  const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+  SparkShuffleClient client;
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration(), WithSecret(kSecret)).ok());
+  FetchEveryWay(address, kSecret);
+  absl::Status wrong =
+      client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
+  EXPECT_NE(wrong.message().find("SASL authentication of application app-20261130233000-0000 "
+                                 "failed"),
+            std::string::npos)
+      << wrong;
+}
+
+TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithSparksOwnService) {
+  absl::StatusOr<std::unique_ptr<testing::SparkEssServer>> ess =
+      testing::SparkEssServer::Start({"--auth-secret", kSecret});
+  ASSERT_TRUE(ess.ok()) << ess.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
+  SparkShuffleClient client;
+  // Spark's service tells a client without the secret, or with a wrong one, in its own
+  // words.
+  absl::Status none = client.RegisterExecutor(address, Registration());
+  EXPECT_NE(none.message().find("Expected SaslMessage"), std::string::npos) << none;
+  absl::Status wrong =
+      client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("DIGEST-MD5"), std::string::npos) << wrong;
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration(), WithSecret(kSecret)).ok());
+  FetchEveryWay(address, kSecret);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SparkLayoutTest,
                          ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline}),
                          [](const ::testing::TestParamInfo<ServerConfig>& config) {
@@ -312,6 +404,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, SparkLayoutTest,
 INSTANTIATE_TEST_SUITE_P(Modes, SparkFrontDoorTest,
                          ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline},
                                            ServerConfig{DataPlaneMode::kCopy, IoEngine::kUring}),
+                         [](const ::testing::TestParamInfo<ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
+                         });
+
+INSTANTIATE_TEST_SUITE_P(Modes, SparkAuthTest,
+                         ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kUring}),
                          [](const ::testing::TestParamInfo<ServerConfig>& config) {
                            return testing::ConfigName(config.param);
                          });

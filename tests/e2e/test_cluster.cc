@@ -1,5 +1,7 @@
 #include "tests/e2e/test_cluster.h"
 
+#include <cstdio>
+
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
@@ -93,8 +95,23 @@ FerryServerOptions TestServerOptions(const std::string& data_dir, ServerConfig c
   return options;
 }
 
+double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name,
+                 const std::string& key, const std::string& value) {
+  double sum = 0;
+  for (const MetricFamilySamples& family : families) {
+    if (family.name != name) continue;
+    for (const MetricSample& sample : family.samples) {
+      for (const auto& [k, v] : sample.labels) {
+        if (k == key && v == value) sum += sample.value;
+      }
+    }
+  }
+  return sum;
+}
+
 std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
   auto server = FerryServer::Start(options);
+  if (!server.ok()) std::fprintf(stderr, "FerryServer::Start: %s\n", server.status().ToString().c_str());
   FERRY_CHECK(server.ok());
   return *std::move(server);
 }

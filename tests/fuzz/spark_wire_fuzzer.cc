@@ -1,6 +1,7 @@
-// libFuzzer target: Spark's frame and shuffle-RPC decoders on arbitrary bytes. A decoder
-// must never crash or read past its input, and a message it accepts must encode back to
-// the very bytes it came from (Spark's encoding has one form per message).
+// libFuzzer target: Spark's frame, shuffle-RPC and SaslMessage decoders on arbitrary
+// bytes. A decoder must never crash or read past its input, and a message it accepts
+// must encode back to the very bytes it came from (Spark's encoding has one form per
+// message; a SaslMessage, whose tokenLen is not read, back to the same fields).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   if (auto rpc = DecodeShuffleRpc(bytes); rpc.ok() && !std::holds_alternative<UnsupportedRpc>(*rpc)) {
     if (Reencode(*rpc) != bytes) std::abort();
+  }
+  // A SaslMessage's tokenLen is not read (the token is the rest of the body, as in Spark),
+  // so only what was decoded must survive a round trip.
+  if (auto sasl = DecodeSaslMessage(bytes); sasl.ok()) {
+    auto again = DecodeSaslMessage(EncodeSaslMessage(*sasl));
+    if (!again.ok() || again->app_id != sasl->app_id || again->token != sasl->token) std::abort();
   }
   if (size >= kFrameLengthBytes) (void)DecodeFrameLength(bytes.substr(0, kFrameLengthBytes));
   if (auto frame = DecodeClientFrame(bytes); frame.ok()) {

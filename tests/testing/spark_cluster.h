@@ -45,6 +45,9 @@ class SparkCluster {
     std::string local_dir_root;
     int workers = 2;
     int cores_per_worker = 1;
+    // spark.authenticate with this secret on the master, the workers and every
+    // application (SPARK_CONF_DIR/spark-defaults.conf); empty: off.
+    std::string auth_secret;
   };
 
   static absl::StatusOr<std::unique_ptr<SparkCluster>> Start(const Options& options);

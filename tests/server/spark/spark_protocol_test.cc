@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
 #include "common/spark_layout.h"
+#include "common/spark_sasl.h"
 #include "common/spark_wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
@@ -60,7 +62,23 @@ class SparkProtocolTest : public ::testing::Test {
     options.spark_address = "127.0.0.1:0";
     options.spark_executors.dir_roots = {roots_.path()};
     options.spark = spark;
+    options.spark_auth = auth_;
     server_ = testing::StartServer(options);
+  }
+
+  // spark.authenticate with `shared` as every application's secret, and a dir where
+  // an application may have its own.
+  void StartWithSecrets(const std::string& shared) {
+    if (!shared.empty()) {
+      auth_.secret_file = absl::StrCat(secrets_.path(), "/shared");
+      std::ofstream(auth_.secret_file) << shared << "\n";
+    }
+    auth_.secrets_dir = absl::StrCat(secrets_.path(), "/apps");
+    ASSERT_EQ(::mkdir(auth_.secrets_dir.c_str(), 0700), 0);
+    Start();
+  }
+  void WriteAppSecret(const std::string& app, const std::string& secret) {
+    std::ofstream(absl::StrCat(auth_.secrets_dir, "/", app)) << secret;
   }
 
   std::string Registration() const {
@@ -76,9 +94,27 @@ class SparkProtocolTest : public ::testing::Test {
 
   TempDir roots_;
   TempDir data_dir_;
+  TempDir secrets_;
+  SparkSecrets::Options auth_;
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
+
+// spark.authenticate's SASL exchange on `client` as `app`, as Spark's SaslClientBootstrap
+// runs it: OK, or the server's refusal.
+absl::Status Authenticate(SparkClient& client, const std::string& app, const std::string& secret) {
+  absl::StatusOr<std::unique_ptr<sw::SaslClient>> sasl = sw::SaslClient::Create(secret);
+  if (!sasl.ok()) return sasl.status();
+  absl::StatusOr<std::string> token = (*sasl)->Start();
+  while (token.ok() && !(*sasl)->complete()) {
+    const Reply reply = client.Call(sw::EncodeSaslMessage({app, *token}));
+    if (reply.type != sw::MessageType::kRpcResponse) {
+      return absl::PermissionDeniedError(reply.text);
+    }
+    token = (*sasl)->Step(reply.body);
+  }
+  return token.status();
+}
 
 TEST_F(SparkProtocolTest, RegisterFetchAndPipelinedChunksCarryTheBytes) {
   Start();
@@ -200,7 +236,7 @@ TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnect
   // unknown type, a truncated FetchShuffleBlocks, a FetchShuffleBlocks whose arrays
   // disagree, and an rdd block.
   const std::pair<std::string, std::string> cases[] = {
-      {std::string("\xFB\x00\x00\x00\x01x", 6), "spark.authenticate is not supported"},
+      {std::string("\xFB\x00\x00\x00\x01x", 6), "spark.authenticate is not enabled"},
       {std::string("\x0D\x00\x00\x00\x01x\x00\x00\x00\x00", 10), "Unexpected message"},
       {std::string("\x63", 1), "Unexpected message"},
       {Fetch(1000, {0}).substr(0, 12), "FetchShuffleBlocks"},
@@ -369,6 +405,164 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
     EXPECT_NE(::access(PathOf(name).c_str(), F_OK), 0) << name;
   }
   EXPECT_EQ(::access(checksum.c_str(), F_OK), 0);
+}
+
+// --- spark.authenticate -------------------------------------------------------------
+
+// Before authenticating, a connection may only run the handshake: anything else gets
+// Spark's words and the connection closes, having reached no handler.
+TEST_F(SparkProtocolTest, AuthenticationComesFirstAndAnythingElseClosesTheConnection) {
+  StartWithSecrets("the cluster's secret");
+  {
+    SparkClient client(server_->spark_port());
+    const Reply reply = client.Call(Registration());
+    EXPECT_EQ(reply.type, sw::MessageType::kRpcFailure);
+    EXPECT_NE(reply.text.find("Expected SaslMessage, received something else"),
+              std::string::npos)
+        << reply.text;
+    EXPECT_TRUE(client.Closed());
+  }
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  for (const std::string& frame : {sw::EncodeChunkFetchRequest({1, 0}),
+                                   sw::EncodeStreamRequest("1_0"),
+                                   sw::EncodeOneWayMessage(std::string("\x13", 1))}) {
+    SparkClient client(server_->spark_port());
+    client.Send(frame);
+    EXPECT_TRUE(client.Closed()) << absl::CEscape(frame);
+  }
+  // Spark's AuthEngine is refused without closing, so that Spark's client falls back to
+  // SASL on the same connection; after the handshake the connection is served.
+  SparkClient client(server_->spark_port());
+  const Reply engine = client.Call(std::string("\xFB\x00\x00\x00\x05app-1", 10));
+  EXPECT_EQ(engine.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(engine.text.find("AuthEngine"), std::string::npos) << engine.text;
+  ASSERT_TRUE(Authenticate(client, kApp, "the cluster's secret").ok());
+  EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::FetchFirstChunk(client, Fetch(1000, {1})).size(), 10u);
+  const Reply again = client.Call(sw::EncodeSaslMessage({kApp, ""}));
+  EXPECT_EQ(again.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(again.text.find("authenticated already"), std::string::npos) << again.text;
+}
+
+// As Spark's ExternalBlockHandler.checkAuth: a connection acts for the application it
+// authenticated as, and no other.
+TEST_F(SparkProtocolTest, AnAuthenticatedConnectionActsOnlyForItsApplication) {
+  StartWithSecrets("shared");
+  SparkClient owner(server_->spark_port());
+  ASSERT_TRUE(Authenticate(owner, kApp, "shared").ok());
+  ASSERT_EQ(owner.Call(Registration()).type, sw::MessageType::kRpcResponse);
+
+  SparkClient other(server_->spark_port());
+  ASSERT_TRUE(Authenticate(other, "app-2", "shared").ok());
+  const std::string requests[] = {
+      Registration(),
+      Fetch(1000, {1}),
+      sw::EncodeOpenBlocks({kApp, kExec, {"shuffle_3_1000_1"}}),
+      sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2"}}),
+      sw::EncodeGetLocalDirsForExecutors({kApp, {kExec}}),
+      sw::EncodeDiagnoseCorruption({kApp, kExec, 3, 1000, 1, 0, "ADLER32"}),
+  };
+  for (const std::string& request : requests) {
+    const Reply reply = other.Call(request);
+    EXPECT_EQ(reply.type, sw::MessageType::kRpcFailure);
+    EXPECT_NE(reply.text.find("Client for app-2 not authorized for application app-1."),
+              std::string::npos)
+        << reply.text;
+  }
+  // Its own application it may act for (which has no executor registered here).
+  EXPECT_EQ(other.Call(sw::EncodeGetLocalDirsForExecutors({"app-2", {kExec}})).text.find(
+                "not authorized"),
+            std::string::npos);
+  EXPECT_EQ(testing::FetchFirstChunk(owner, Fetch(1000, {2})).size(), 70000u);
+}
+
+TEST_F(SparkProtocolTest, WrongSecretsReplaysAndEndlessHandshakesAreRefused) {
+  StartWithSecrets("right");
+  {
+    SparkClient client(server_->spark_port());
+    absl::Status wrong = Authenticate(client, kApp, "wrong");
+    EXPECT_EQ(wrong.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_NE(wrong.message().find("SASL authentication of application app-1 failed"),
+              std::string::npos)
+        << wrong;
+    EXPECT_EQ(wrong.message().find("right"), std::string::npos) << wrong;
+    EXPECT_TRUE(client.Closed());
+  }
+  // A response recorded on one connection does not answer another's challenge.
+  std::string recorded;
+  {
+    SparkClient client(server_->spark_port());
+    auto sasl = sw::SaslClient::Create("right");
+    ASSERT_TRUE(sasl.ok());
+    const Reply challenge = client.Call(sw::EncodeSaslMessage({kApp, *(*sasl)->Start()}));
+    ASSERT_EQ(challenge.type, sw::MessageType::kRpcResponse);
+    recorded = *(*sasl)->Step(challenge.body);
+    EXPECT_EQ(client.Call(sw::EncodeSaslMessage({kApp, recorded})).type,
+              sw::MessageType::kRpcResponse);
+  }
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
+              sw::MessageType::kRpcResponse);
+    EXPECT_EQ(client.Call(sw::EncodeSaslMessage({kApp, recorded})).type,
+              sw::MessageType::kRpcFailure);
+    EXPECT_TRUE(client.Closed());
+  }
+  // A handshake that changes application half-way, and one that never ends.
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
+              sw::MessageType::kRpcResponse);
+    const Reply switched = client.Call(sw::EncodeSaslMessage({"app-2", "x"}));
+    EXPECT_NE(switched.text.find("went on for application app-2"), std::string::npos)
+        << switched.text;
+    EXPECT_TRUE(client.Closed());
+  }
+  {
+    SparkClient client(server_->spark_port());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(client.Call(std::string("\xFB\x00\x00\x00\x01x", 6)).type,
+                sw::MessageType::kRpcFailure);
+    }
+    EXPECT_NE(client.Call(std::string("\xFB\x00\x00\x00\x01x", 6)).text.find("Expected"),
+              std::string::npos);
+    EXPECT_TRUE(client.Closed());
+  }
+  // A handshake cut short, and a malformed SaslMessage: the server goes on serving.
+  {
+    SparkClient client(server_->spark_port());
+    client.Send(sw::EncodeRpcRequest(1, sw::EncodeSaslMessage({kApp, ""})));
+  }
+  {
+    SparkClient client(server_->spark_port());
+    EXPECT_EQ(client.Call(std::string("\xEA\x00\x00", 3)).type, sw::MessageType::kRpcFailure);
+    EXPECT_TRUE(client.Closed());
+  }
+  SparkClient client(server_->spark_port());
+  EXPECT_TRUE(Authenticate(client, kApp, "right").ok());
+}
+
+// YARN's way: a secret per application, from a file named by its id; the shared secret
+// for applications without one.
+TEST_F(SparkProtocolTest, PerApplicationSecretsComeFromTheirFilesOrTheSharedOne) {
+  StartWithSecrets("");
+  WriteAppSecret(kApp, "app-1's own\n");
+  {
+    SparkClient client(server_->spark_port());
+    EXPECT_TRUE(Authenticate(client, kApp, "app-1's own").ok());
+  }
+  for (const std::string& app : {std::string("app-2"), std::string("../apps/app-1"),
+                                 std::string(".."), std::string()}) {
+    SparkClient client(server_->spark_port());
+    absl::Status refused = Authenticate(client, app, "app-1's own");
+    EXPECT_NE(refused.message().find("non-registered app"), std::string::npos)
+        << app << ": " << refused;
+    EXPECT_TRUE(client.Closed());
+  }
+  // A file written after the server started counts at the next handshake.
+  WriteAppSecret("app-2", "two");
+  SparkClient client(server_->spark_port());
+  EXPECT_TRUE(Authenticate(client, "app-2", "two").ok());
 }
 
 }  // namespace

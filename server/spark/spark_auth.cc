@@ -1,0 +1,118 @@
+#include "server/spark/spark_auth.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/spark_sasl.h"
+#include "common/unique_fd.h"
+
+namespace ferry {
+
+namespace {
+
+// Application ids of every cluster manager (application_<ts>_<n>, app-<ts>-<n>,
+// spark-<uuid>, local-<ts>) are of these characters; any other id has no file.
+bool IsFileName(absl::string_view app_id) {
+  if (app_id.empty() || app_id.size() > 255 || app_id == "." || app_id == "..") return false;
+  for (char c : app_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Spark's secrets are short strings (Spark generates 256 bits, base64-encoded).
+constexpr size_t kMaxSecretBytes = 4096;
+
+// A secret file's contents, surrounding whitespace dropped. Only a regular file is
+// read (a FIFO would block the thread), and only its first kMaxSecretBytes + 1 bytes.
+absl::StatusOr<std::string> ReadSecret(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::string bytes(kMaxSecretBytes + 1, '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > kMaxSecretBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds more than ", kMaxSecretBytes, " bytes: not a secret"));
+  }
+  bytes.resize(got);
+  std::string secret(absl::StripAsciiWhitespace(bytes));
+  explicit_bzero(bytes.data(), bytes.size());
+  if (secret.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  return secret;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& options) {
+  auto secrets = std::make_unique<SparkSecrets>();
+  if (!options.secret_file.empty()) {
+    absl::StatusOr<std::string> secret = ReadSecret(options.secret_file);
+    if (!secret.ok()) {
+      return absl::Status(secret.status().code(),
+                          absl::StrCat("--spark-auth-secret-file: ", secret.status().message()));
+    }
+    secrets->shared_ = *std::move(secret);
+  }
+  if (!options.secrets_dir.empty()) {
+    struct stat st {};
+    if (::stat(options.secrets_dir.c_str(), &st) != 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("--spark-auth-secrets-dir ", options.secrets_dir));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--spark-auth-secrets-dir ", options.secrets_dir, " is not a directory"));
+    }
+    secrets->dir_ = options.secrets_dir;
+  }
+  if (secrets->required()) {
+    // Fails here, at start, rather than at each client's handshake.
+    absl::StatusOr<std::unique_ptr<spark::SaslServer>> probe = spark::SaslServer::Create("-");
+    if (!probe.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spark.authenticate needs SASL DIGEST-MD5 (Debian's libsasl2-modules): ",
+          probe.status().message()));
+    }
+  }
+  return secrets;
+}
+
+absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) const {
+  if (!dir_.empty() && IsFileName(app_id)) {
+    absl::StatusOr<std::string> own = ReadSecret(absl::StrCat(dir_, "/", app_id));
+    if (own.ok()) return own;
+    // A file that is there and cannot be read is the operator's to fix, not a reason to
+    // fall back to the shared secret.
+    if (!absl::IsNotFound(own.status())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "no usable secret for application ", app_id, ": ", own.status().message()));
+    }
+  }
+  if (!shared_.empty()) return shared_;
+  return absl::PermissionDeniedError(
+      absl::StrCat("Trying to authenticate non-registered app ", app_id,
+                   " (this shuffle service has no secret for it)"));
+}
+
+}  // namespace ferry
