@@ -111,7 +111,9 @@ double MetricSum(const std::vector<MetricFamilySamples>& families, const std::st
 
 std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
   auto server = FerryServer::Start(options);
-  if (!server.ok()) std::fprintf(stderr, "FerryServer::Start: %s\n", server.status().ToString().c_str());
+  if (!server.ok()) {
+    std::fprintf(stderr, "FerryServer::Start: %s\n", server.status().ToString().c_str());
+  }
   FERRY_CHECK(server.ok());
   return *std::move(server);
 }
