@@ -19,9 +19,9 @@ namespace ferry {
 
 namespace {
 
-// SASL messages a connection may send before it has authenticated: DIGEST-MD5 takes two
-// (the empty first token, the response), and a client that tried Spark's AuthEngine
-// first sends one more.
+// Handshake messages a connection may send before it has authenticated: DIGEST-MD5
+// takes two (the empty first token, the response), and a client that tried Spark's
+// AuthEngine first sends one more.
 constexpr int kMaxAuthMessages = 4;
 
 // SASL's auth-conf as the connection's security layer.
@@ -79,10 +79,11 @@ class SparkProtocol {
   SparkShuffleService& service_;
   SparkSecrets& secrets_;
   // spark.authenticate: the exchange under way, and the application the connection
-  // authenticated as (empty until then, and for good without authentication).
+  // authenticated as.
   std::unique_ptr<spark::SaslServer> sasl_;
   std::string sasl_app_;
   int auth_messages_ = 0;
+  bool authenticated_ = false;
   std::string authenticated_app_;
   absl::flat_hash_map<int64_t, OpenStream> streams_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
@@ -128,7 +129,7 @@ bool SparkProtocol::Handle(absl::string_view frame) {
     core_.LogFailure(message.status());
     return false;
   }
-  if (secrets_.required() && authenticated_app_.empty()) return Authenticate(*message);
+  if (secrets_.required() && !authenticated_) return Authenticate(*message);
   if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
   if (auto* chunk = std::get_if<spark::ChunkFetchRequest>(&*message)) {
     return ServeChunk(chunk->stream_id, chunk->chunk_index, nullptr);
@@ -224,6 +225,7 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   const bool sealed = sasl_->has_layer();
   secrets_.CountHandshake(sealed ? SparkSecrets::Outcome::kEncrypted
                                  : SparkSecrets::Outcome::kAuthenticated);
+  authenticated_ = true;
   authenticated_app_ = std::move(sasl_app_);
   // The last token goes in clear; with auth-conf, everything after it is sealed.
   const bool replied = Reply(request_id, *std::move(token));
