@@ -61,6 +61,33 @@ class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
     control_.disks = &disks_;
   }
 
+  // A data file holding `content` at `path`, open for reading, named `name`.
+  static std::shared_ptr<DataFile> DataFileOf(const std::string& path,
+                                              const std::string& content,
+                                              const std::string& name) {
+    {
+      UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      EXPECT_EQ(::write(out.get(), content.data(), content.size()),
+                static_cast<ssize_t>(content.size()));
+    }
+    auto file = std::make_shared<DataFile>();
+    file->path = name;
+    file->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    return file;
+  }
+
+  // The peer reads all the server sends into *got, until the connection closes.
+  std::thread PeerReadsAll(std::string* got) {
+    return std::thread([this, got] {
+      char buf[65536];
+      for (;;) {
+        const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
+        if (n <= 0) return;
+        got->append(buf, static_cast<size_t>(n));
+      }
+    });
+  }
+
   void PeerSends(const std::string& bytes) {
     ASSERT_EQ(::send(peer_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
@@ -201,27 +228,13 @@ TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceIt
   // The block that is sent, and one of a copy of its file that shrinks. (Not one file:
   // spliced pages still on their way would show the truncation.)
   const std::string copy = dir.path() + "/copy";
-  for (const std::string& p : {path, copy}) {
-    UniqueFd out(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    ASSERT_EQ(::write(out.get(), content.data(), content.size()),
-              static_cast<ssize_t>(content.size()));
-  }
-  auto file = std::make_shared<DataFile>();
-  file->path = "app/data";
-  file->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   StreamBlock block;
-  block.file = file;
+  block.file = DataFileOf(path, content, "app/data");
   block.offset = 1000;
   block.length = 50000;
+  std::shared_ptr<DataFile> other = DataFileOf(copy, content, "app/copy");
   std::string got;
-  std::thread read([&] {
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
-      if (n <= 0) return;
-      got.append(buf, static_cast<size_t>(n));
-    }
-  });
+  std::thread read = PeerReadsAll(&got);
   WithCore([&](ConnectionCore& core) {
     core.BeginRequest();
     bool in_frame = false;
@@ -229,11 +242,8 @@ TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceIt
     EXPECT_FALSE(in_frame);
     core.EndRequest(absl::OkStatus());
     StreamBlock shrinking = block;
-    auto other = std::make_shared<DataFile>();
-    other->path = "app/copy";
-    other->fd.Reset(::open(copy.c_str(), O_RDWR | O_CLOEXEC));
     shrinking.file = other;
-    ASSERT_EQ(::ftruncate(other->fd.get(), 20000), 0);
+    ASSERT_EQ(::truncate(copy.c_str(), 20000), 0);
     const absl::Status shrunk =
         core.SendBlock("HEAD", shrinking, 0, [] { return std::string("block b"); }, &in_frame);
     EXPECT_TRUE(absl::IsDataLoss(shrunk)) << shrunk;
@@ -294,29 +304,15 @@ TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/data";
   const std::string content(100000, 'q');
-  {
-    UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    ASSERT_EQ(::write(out.get(), content.data(), content.size()),
-              static_cast<ssize_t>(content.size()));
-  }
-  auto file = std::make_shared<DataFile>();
-  file->path = "app/data";
-  file->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   StreamBlock block;
-  block.file = file;
+  block.file = DataFileOf(path, content, "app/data");
   block.length = 70000;
   // The negotiating frame in clear, and in the same send a record with two frames.
-  PeerSends(std::string("\x03" "abc", 4) + XorLayer::SealOf(std::string("\x02" "de" "\x01" "f", 5)));
+  PeerSends(std::string("\x03" "abc", 4) +
+            XorLayer::SealOf(std::string("\x02" "de" "\x01" "f", 5)));
   std::vector<std::string> frames;
   std::string got;
-  std::thread read([&] {
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
-      if (n <= 0) return;
-      got.append(buf, static_cast<size_t>(n));
-    }
-  });
+  std::thread read = PeerReadsAll(&got);
   WithCore([&](ConnectionCore& core) {
     const ConnectionCore::Framing framing{1, 256, OneByteLength};
     absl::string_view frame;
