@@ -1,12 +1,10 @@
 #include "common/spark_sasl.h"
 
-#include <endian.h>
 #include <pthread.h>
 #include <sasl/sasl.h>
 #include <sasl/saslplug.h>
 #include <string.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -15,10 +13,7 @@
 #include "absl/base/call_once.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 
 namespace ferry::spark {
 
@@ -54,8 +49,6 @@ constexpr char kMechanism[] = "DIGEST-MD5";
 // Our auxiliary-property plugin, and the connection option it reads the password from.
 constexpr char kPlugin[] = "ferry";
 constexpr char kPasswordOption[] = "password";
-// A record's frameLen (SaslEncryption's frames are TransportFrameDecoder's).
-constexpr size_t kRecordLengthBytes = 8;
 
 using Callback = int (*)(void);  // sasl_callback_t's untyped procedure
 
@@ -177,15 +170,12 @@ absl::Status Initialize() {
                                           sasl_errstring(result, nullptr, nullptr)));
 }
 
-// The protection an end offers or asks for: strength factors from `min_ssf` to `max_ssf`
-// (0: authentication only; DIGEST-MD5's ciphers are 40 to 128), records of at most
-// `max_record` bytes taken from the peer.
-absl::Status Protect(sasl_conn_t* conn, sasl_ssf_t min_ssf, sasl_ssf_t max_ssf,
-                     size_t max_record) {
+// No security layer: `auth` is the only protection offered or accepted.
+absl::Status AuthenticationOnly(sasl_conn_t* conn) {
   sasl_security_properties_t properties{};
-  properties.min_ssf = min_ssf;
-  properties.max_ssf = max_ssf;
-  properties.maxbufsize = max_ssf == 0 ? 0 : static_cast<unsigned>(max_record);
+  properties.min_ssf = 0;
+  properties.max_ssf = 0;
+  properties.maxbufsize = 0;
   if (sasl_setprop(conn, SASL_SEC_PROPS, &properties) != SASL_OK) {
     return absl::InternalError(absl::StrCat("Cyrus SASL: ", sasl_errdetail(conn)));
   }
@@ -196,107 +186,7 @@ std::string Token(const char* data, unsigned length) {
   return data == nullptr ? std::string() : std::string(data, length);
 }
 
-// The challenge's cipher list less des and 3des: Cyrus SASL 2.1.28 offers
-// "rc4-40,rc4-56,rc4,des,3des", but its des and 3des do not work with OpenSSL 3 (the step
-// after a client chose one fails: "couldn't init cipher '3des'"), and Java's client,
-// Spark's, picks 3des when offered. The RC4 ciphers are Cyrus's own code. Nothing in the
-// digest covers the list, so the server may offer less than its library would.
-std::string OfferWorkingCiphers(std::string challenge) {
-  constexpr char kKey[] = "cipher=\"";
-  const size_t at = challenge.find(kKey);
-  if (at == std::string::npos) return challenge;
-  const size_t start = at + sizeof(kKey) - 1;
-  const size_t end = challenge.find('"', start);
-  if (end == std::string::npos) return challenge;
-  std::vector<absl::string_view> kept;
-  for (absl::string_view cipher :
-       absl::StrSplit(absl::string_view(challenge).substr(start, end - start), ',')) {
-    if (absl::StartsWith(cipher, "rc4")) kept.push_back(cipher);
-  }
-  challenge.replace(start, end - start, absl::StrJoin(kept, ","));
-  return challenge;
-}
-
 }  // namespace
-
-SaslSession::SaslSession() = default;
-
-SaslSession::~SaslSession() {
-  if (conn_ != nullptr) sasl_dispose(&conn_);
-}
-
-bool SaslSession::has_layer() const {
-  const void* ssf = nullptr;
-  return sasl_getprop(conn_, SASL_SSF, &ssf) == SASL_OK && ssf != nullptr &&
-         *static_cast<const sasl_ssf_t*>(ssf) > 0;
-}
-
-absl::Status SaslSession::Seal(absl::string_view plain, std::string* wire) {
-  const void* max_out = nullptr;
-  if (sasl_getprop(conn_, SASL_MAXOUTBUF, &max_out) != SASL_OK || max_out == nullptr ||
-      *static_cast<const unsigned*>(max_out) == 0) {
-    return absl::InternalError(absl::StrCat("SASL: no security layer: ", sasl_errdetail(conn_)));
-  }
-  const size_t most = *static_cast<const unsigned*>(max_out);
-  while (!plain.empty()) {
-    const size_t n = std::min(plain.size(), most);
-    const char* out = nullptr;
-    unsigned out_length = 0;
-    if (sasl_encode(conn_, plain.data(), static_cast<unsigned>(n), &out, &out_length) !=
-            SASL_OK ||
-        out_length < 4) {
-      return absl::InternalError(absl::StrCat("SASL: wrap: ", sasl_errdetail(conn_)));
-    }
-    // Cyrus puts the security layer's own 4-byte length before the wrapped bytes; Spark's
-    // record carries them after an 8-byte frame length instead.
-    const uint64_t frame = htobe64(kRecordLengthBytes + out_length - 4);
-    wire->append(reinterpret_cast<const char*>(&frame), sizeof(frame));
-    wire->append(out + 4, out_length - 4);
-    plain.remove_prefix(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SaslSession::Open(absl::string_view wire, std::string* plain) {
-  const auto decode = [&](const char* data, size_t length) -> absl::Status {
-    const char* out = nullptr;
-    unsigned out_length = 0;
-    if (sasl_decode(conn_, data, static_cast<unsigned>(length), &out, &out_length) != SASL_OK) {
-      return absl::DataLossError(
-          absl::StrCat("SASL: a record that does not unwrap: ", sasl_errdetail(conn_)));
-    }
-    plain->append(out, out_length);  // empty until a record is whole
-    return absl::OkStatus();
-  };
-  while (!wire.empty()) {
-    if (payload_left_ == 0) {
-      const size_t take = std::min(kRecordLengthBytes - length_bytes_.size(), wire.size());
-      length_bytes_.append(wire.data(), take);
-      wire.remove_prefix(take);
-      if (length_bytes_.size() < kRecordLengthBytes) break;
-      uint64_t be = 0;
-      std::memcpy(&be, length_bytes_.data(), sizeof(be));
-      length_bytes_.clear();
-      const uint64_t frame = be64toh(be);
-      if (frame <= kRecordLengthBytes || frame - kRecordLengthBytes > kMaxRecordBytes) {
-        return absl::DataLossError(absl::StrCat("SASL: a record of ", frame,
-                                                " bytes; at most ", kMaxRecordBytes,
-                                                " are taken"));
-      }
-      payload_left_ = frame - kRecordLengthBytes;
-      const uint32_t length = htobe32(static_cast<uint32_t>(payload_left_));
-      if (absl::Status s = decode(reinterpret_cast<const char*>(&length), sizeof(length));
-          !s.ok()) {
-        return s;
-      }
-    }
-    const size_t take = static_cast<size_t>(std::min<uint64_t>(payload_left_, wire.size()));
-    if (absl::Status s = decode(wire.data(), take); !s.ok()) return s;
-    payload_left_ -= take;
-    wire.remove_prefix(take);
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view secret) {
   if (absl::Status s = Initialize(); !s.ok()) return s;
@@ -315,9 +205,12 @@ absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view
     return absl::InternalError(
         absl::StrCat("Cyrus SASL: sasl_server_new: ", sasl_errstring(made, nullptr, nullptr)));
   }
-  // `auth` or `auth-conf`, as the client asks.
-  if (absl::Status s = Protect(server->conn_, 0, 256, kMaxRecordBytes); !s.ok()) return s;
+  if (absl::Status s = AuthenticationOnly(server->conn_); !s.ok()) return s;
   return server;
+}
+
+SaslServer::~SaslServer() {
+  if (conn_ != nullptr) sasl_dispose(&conn_);
 }
 
 absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
@@ -329,14 +222,13 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   const int result =
       started_ ? sasl_server_step(conn_, in, in_length, &out, &out_length)
                : sasl_server_start(conn_, kMechanism, in, in_length, &out, &out_length);
-  const bool first = !started_;
   started_ = true;
   if (result == SASL_OK) {
     complete_ = true;
   } else if (result != SASL_CONTINUE) {
     return absl::PermissionDeniedError(absl::StrCat("DIGEST-MD5: ", sasl_errdetail(conn_)));
   }
-  return first ? OfferWorkingCiphers(Token(out, out_length)) : Token(out, out_length);
+  return Token(out, out_length);
 }
 
 namespace {
@@ -363,8 +255,7 @@ int ClientRealm(void*, int id, const char**, const char** result) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view secret,
-                                                                bool encrypt) {
+absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view secret) {
   if (absl::Status s = Initialize(); !s.ok()) return s;
   std::unique_ptr<SaslClient> client(new SaslClient);
   client->credentials_ = std::make_unique<Credentials>();
@@ -388,12 +279,12 @@ absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view
     return absl::InternalError(
         absl::StrCat("Cyrus SASL: sasl_client_new: ", sasl_errstring(made, nullptr, nullptr)));
   }
-  // Spark's client asks for exactly one: `auth-conf` (which DIGEST-MD5 gives with a
-  // cipher of 56 bits or more) or `auth`.
-  const absl::Status protect = encrypt ? Protect(client->conn_, 56, 256, kMaxRecordBytes)
-                                       : Protect(client->conn_, 0, 0, 0);
-  if (!protect.ok()) return protect;
+  if (absl::Status s = AuthenticationOnly(client->conn_); !s.ok()) return s;
   return client;
+}
+
+SaslClient::~SaslClient() {
+  if (conn_ != nullptr) sasl_dispose(&conn_);
 }
 
 absl::StatusOr<std::string> SaslClient::Start() {

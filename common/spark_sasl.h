@@ -10,19 +10,13 @@
 // can run it. The server's password comes from an auxiliary-property plugin of ours
 // that asks the connection it serves, so no password database is read or written.
 //
-// The server offers `auth` and `auth-conf`, as Spark's does, and the client chooses:
-// with `auth` the connection goes on in plain frames (and zero-copy); with `auth-conf`
-// (spark.authenticate.enableSaslEncryption) every byte after the exchange travels in
-// the security layer's records, which Spark's SaslEncryption frames as
-//   record = frameLen:i64 (counting its own 8 bytes) | the wrapped bytes
-// each wrapping at most the peer's maxbuf of plaintext (Spark's clients wrap 64 KiB).
-// Only the RC4 ciphers are offered for it: Cyrus 2.1.28's DES and 3DES fail with
-// OpenSSL 3.
+// Only the `auth` quality of protection is negotiated: authentication, then the
+// connection goes on in plain frames (and zero-copy) as Spark's does without
+// spark.authenticate.enableSaslEncryption. A client that asks for `auth-conf` finds no
+// common protection and fails its handshake.
 #ifndef FERRY_COMMON_SPARK_SASL_H_
 #define FERRY_COMMON_SPARK_SASL_H_
 
-#include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,46 +33,16 @@ namespace sasl_internal {
 struct Credentials;
 }  // namespace sasl_internal
 
-// What both ends share once the exchange is complete: its security layer, if any.
-class SaslSession {
- public:
-  virtual ~SaslSession();
-  SaslSession(const SaslSession&) = delete;
-  SaslSession& operator=(const SaslSession&) = delete;
-
-  // The largest wrapped record taken from the peer (the maxbuf this end offers).
-  static constexpr size_t kMaxRecordBytes = size_t{256} << 10;
-
-  // Whether the exchange settled on a security layer (`auth-conf`, or `auth-int`), so
-  // that every later byte must go through Seal and Open.
-  bool has_layer() const;
-  // Appends to *wire the records that carry `plain`.
-  absl::Status Seal(absl::string_view plain, std::string* wire);
-  // Takes the peer's bytes as they arrive, in any pieces; appends to *plain what the
-  // records they complete carry. DATA_LOSS for a record that does not unwrap (tampered
-  // with, replayed, out of order) or is over kMaxRecordBytes.
-  absl::Status Open(absl::string_view wire, std::string* plain);
-
- protected:
-  SaslSession();
-  // What the connection's callbacks read; disposed of after the connection.
-  std::unique_ptr<sasl_internal::Credentials> credentials_;
-  sasl_conn_t* conn_ = nullptr;
-
- private:
-  // Open's place in the peer's stream: the record length being read, and the bytes of
-  // the record's payload still to come.
-  std::string length_bytes_;
-  uint64_t payload_left_ = 0;
-};
-
 // SASL's errors become PERMISSION_DENIED (the peer failed to authenticate) or INTERNAL
 // (the library could not run), with Cyrus's own words; a secret is never in them.
-class SaslServer : public SaslSession {
+class SaslServer {
  public:
   // A server for one connection. INTERNAL when Cyrus SASL or its DIGEST-MD5 plugin is
   // missing (libsasl2-modules).
   static absl::StatusOr<std::unique_ptr<SaslServer>> Create(absl::string_view secret);
+  ~SaslServer();
+  SaslServer(const SaslServer&) = delete;
+  SaslServer& operator=(const SaslServer&) = delete;
 
   // Takes the client's next token and returns the server's answer: the challenge for
   // the client's empty first token, then, for a right response, `rspauth` (which the
@@ -89,16 +53,18 @@ class SaslServer : public SaslSession {
  private:
   SaslServer() = default;
 
+  std::unique_ptr<sasl_internal::Credentials> credentials_;
+  sasl_conn_t* conn_ = nullptr;
   bool started_ = false;
   bool complete_ = false;
 };
 
-class SaslClient : public SaslSession {
+class SaslClient {
  public:
-  // `encrypt`: ask for `auth-conf` (as spark.authenticate.enableSaslEncryption does);
-  // otherwise `auth`, the only protection it then accepts.
-  static absl::StatusOr<std::unique_ptr<SaslClient>> Create(absl::string_view secret,
-                                                            bool encrypt = false);
+  static absl::StatusOr<std::unique_ptr<SaslClient>> Create(absl::string_view secret);
+  ~SaslClient();
+  SaslClient(const SaslClient&) = delete;
+  SaslClient& operator=(const SaslClient&) = delete;
 
   // The first token (empty: DIGEST-MD5 begins with the server's challenge).
   absl::StatusOr<std::string> Start();
@@ -110,6 +76,8 @@ class SaslClient : public SaslSession {
  private:
   SaslClient() = default;
 
+  std::unique_ptr<sasl_internal::Credentials> credentials_;
+  sasl_conn_t* conn_ = nullptr;
   bool complete_ = false;
 };
 

@@ -45,20 +45,18 @@ class SparkSecrets {
   // a file name).
   absl::StatusOr<std::string> SecretOf(absl::string_view app_id) const;
 
-  // How handshakes ended, for the metrics: refused, authenticated with plain frames
-  // after it (`auth`), or with every byte sealed (`auth-conf`).
-  enum class Outcome { kRefused = 0, kAuthenticated = 1, kEncrypted = 2 };
-  void CountHandshake(Outcome outcome) {
-    handshakes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
+  // Handshakes that ended, authenticated or refused (for the metrics).
+  void CountHandshake(bool authenticated) {
+    (authenticated ? authenticated_ : refused_).fetch_add(1, std::memory_order_relaxed);
   }
-  uint64_t handshakes(Outcome outcome) const {
-    return handshakes_[static_cast<int>(outcome)].load(std::memory_order_relaxed);
-  }
+  uint64_t authenticated() const { return authenticated_.load(std::memory_order_relaxed); }
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
   std::string shared_;
   std::string dir_;
-  std::atomic<uint64_t> handshakes_[3] = {};
+  std::atomic<uint64_t> authenticated_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 }  // namespace ferry

@@ -24,21 +24,6 @@ namespace {
 // AuthEngine first sends one more.
 constexpr int kMaxAuthMessages = 4;
 
-// SASL's auth-conf as the connection's security layer.
-class SaslLayer final : public SecurityLayer {
- public:
-  explicit SaslLayer(std::unique_ptr<spark::SaslServer> sasl) : sasl_(std::move(sasl)) {}
-  absl::Status Seal(absl::string_view plain, std::string* wire) override {
-    return sasl_->Seal(plain, wire);
-  }
-  absl::Status Open(absl::string_view wire, std::string* plain) override {
-    return sasl_->Open(wire, plain);
-  }
-
- private:
-  std::unique_ptr<spark::SaslServer> sasl_;
-};
-
 std::string SparkName(const BlockId& id) {
   return spark::ShuffleBlockName(
       {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
@@ -180,7 +165,7 @@ bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
   const absl::Status refused = absl::PermissionDeniedError(
       "Expected SaslMessage, received something else (maybe your client does not have SASL "
       "enabled?)");
-  secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
+  secrets_.CountHandshake(false);
   if (rpc != nullptr) {
     Reply(rpc->request_id, refused);
   } else {
@@ -193,7 +178,7 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   // Every failure closes the connection, as Spark's service does: a client retries with
   // a new one, and a peer guessing the secret pays a connection per guess.
   const auto refuse = [&](const absl::Status& status) {
-    secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
+    secrets_.CountHandshake(false);
     Reply(request_id, status);
     return false;
   };
@@ -221,17 +206,13 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
         absl::StrCat("SASL authentication of application ", sasl_app_, " failed: ",
                      token.status().message())));
   }
-  if (!sasl_->complete()) return Reply(request_id, *std::move(token));
-  const bool sealed = sasl_->has_layer();
-  secrets_.CountHandshake(sealed ? SparkSecrets::Outcome::kEncrypted
-                                 : SparkSecrets::Outcome::kAuthenticated);
-  authenticated_ = true;
-  authenticated_app_ = std::move(sasl_app_);
-  // The last token goes in clear; with auth-conf, everything after it is sealed.
-  const bool replied = Reply(request_id, *std::move(token));
-  if (sealed) core_.Secure(std::make_unique<SaslLayer>(std::move(sasl_)));
-  sasl_.reset();
-  return replied;
+  if (sasl_->complete()) {
+    secrets_.CountHandshake(true);
+    authenticated_ = true;
+    authenticated_app_ = std::move(sasl_app_);
+    sasl_.reset();
+  }
+  return Reply(request_id, *std::move(token));
 }
 
 absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {

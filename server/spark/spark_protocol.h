@@ -47,8 +47,7 @@ inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
 // must outlive the call. With secrets.required(), the connection must authenticate
 // first (SASL DIGEST-MD5, as spark.authenticate does): anything else before that is
 // refused and closes it, and afterwards it may act only for the application it
-// authenticated as. A client that negotiated auth-conf gets every byte sealed
-// (ConnectionCore::Secure), its blocks copied rather than spliced.
+// authenticated as.
 void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
                           SparkSecrets& secrets, const ConnectionOptions& options,
                           ConnectionControl& control);

@@ -2,9 +2,6 @@
 // Cyrus SASL. Against Spark's own Java peers: tests/e2e/spark_auth_test.
 #include "common/spark_sasl.h"
 
-#include <endian.h>
-
-#include <cstring>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -40,11 +37,9 @@ TEST(SparkSaslTest, TheSameSecretAuthenticatesBothWays) {
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE(client.ok()) << client.status();
   Exchange e = Authenticate(**server, **client);
-  // Spark's names; authentication and encryption offered, authentication taken.
+  // Spark's names, and only authentication offered.
   EXPECT_TRUE(absl::StrContains(e.challenge, "realm=\"default\"")) << e.challenge;
-  EXPECT_TRUE(absl::StrContains(e.challenge, "auth-conf")) << e.challenge;
-  EXPECT_TRUE(absl::StrContains(e.challenge, "cipher=\"rc4-40,rc4-56,rc4\"")) << e.challenge;
-  EXPECT_TRUE(absl::StrContains(e.response, "qop=auth,")) << e.response;
+  EXPECT_TRUE(absl::StrContains(e.challenge, "qop=\"auth\"")) << e.challenge;
   EXPECT_TRUE(absl::StrContains(e.response, "username=\"c3BhcmtTYXNsVXNlcg==\"")) << e.response;
   EXPECT_TRUE(absl::StrContains(e.response, "digest-uri=\"null/default\"")) << e.response;
   EXPECT_FALSE(absl::StrContains(e.response, "shared secret"));
@@ -60,64 +55,6 @@ TEST(SparkSaslTest, TheSameSecretAuthenticatesBothWays) {
   EXPECT_EQ(*last, "");
 
   EXPECT_EQ((*server)->Step("more").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_FALSE((*server)->has_layer());
-  EXPECT_FALSE((*client)->has_layer());
-}
-
-// auth-conf: what one end seals the other opens, from records cut anywhere on the way;
-// a record changed on the way, or played twice, does not open.
-TEST(SparkSaslTest, AuthConfSealsEveryByteInSparksRecords) {
-  auto server = SaslServer::Create("s3cret");
-  auto client = SaslClient::Create("s3cret", /*encrypt=*/true);
-  ASSERT_TRUE(server.ok() && client.ok());
-  Exchange e = Authenticate(**server, **client);
-  EXPECT_TRUE(absl::StrContains(e.response, "qop=auth-conf")) << e.response;
-  absl::StatusOr<std::string> rspauth = (*server)->Step(e.response);
-  ASSERT_TRUE(rspauth.ok()) << rspauth.status();
-  ASSERT_TRUE((*client)->Step(*rspauth).ok());
-  ASSERT_TRUE((*server)->has_layer() && (*client)->has_layer());
-
-  std::string plain(300000, '\0');
-  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<char>(i * 7 + i / 251);
-  std::string wire;
-  ASSERT_TRUE((*server)->Seal(plain, &wire).ok());
-  EXPECT_EQ(wire.find(plain.substr(1000, 64)), std::string::npos);  // not in clear
-  // Records of at most the client's maxbuf: several, each frameLen:i64 counting itself.
-  uint64_t be = 0;
-  std::memcpy(&be, wire.data(), 8);
-  EXPECT_LT(be64toh(be), wire.size());
-  std::string opened;
-  for (size_t at = 0; at < wire.size(); at += 777) {
-    ASSERT_TRUE((*client)->Open(absl::string_view(wire).substr(at, 777), &opened).ok());
-  }
-  EXPECT_EQ(opened, plain);
-
-  // And the other way, a byte flipped inside the first record.
-  std::string request;
-  ASSERT_TRUE((*client)->Seal("a request", &request).ok());
-  std::string copy = request;
-  ASSERT_TRUE((*server)->Open(request, &opened).ok());
-  EXPECT_EQ(opened.substr(plain.size()), "a request");
-  std::string out;
-  EXPECT_EQ((*server)->Open(copy, &out).code(), absl::StatusCode::kDataLoss);  // replayed
-  std::string flipped;
-  ASSERT_TRUE((*client)->Seal("another", &flipped).ok());
-  flipped[12] ^= 1;
-  EXPECT_FALSE((*server)->Open(flipped, &out).ok());
-}
-
-TEST(SparkSaslTest, ARecordOverTheBoundIsRefusedUnread) {
-  auto server = SaslServer::Create("s3cret");
-  auto client = SaslClient::Create("s3cret", /*encrypt=*/true);
-  ASSERT_TRUE(server.ok() && client.ok());
-  Exchange e = Authenticate(**server, **client);
-  ASSERT_TRUE((*client)->Step(*(*server)->Step(e.response)).ok());
-  const uint64_t huge = htobe64(uint64_t{1} << 40);
-  std::string plain;
-  absl::Status refused =
-      (*server)->Open(absl::string_view(reinterpret_cast<const char*>(&huge), 8), &plain);
-  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss) << refused;
-  EXPECT_TRUE(plain.empty());
 }
 
 // Every exchange is a full one, as Spark's server expects: a client does not try to
