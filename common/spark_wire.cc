@@ -527,4 +527,30 @@ std::string EncodeSaslMessage(const SaslMessage& m) {
   return out;
 }
 
+absl::StatusOr<AuthMessage> DecodeAuthMessage(absl::string_view body) {
+  WireReader r(body);
+  uint8_t tag = 0;
+  AuthMessage m;
+  r.U8(&tag, "AuthMessage tag");
+  if (r.Finish("AuthMessage", false).ok() && tag != kAuthMessageTag) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AuthMessage: a body whose first byte is ", tag, ", not the tag ", kAuthMessageTag));
+  }
+  r.String(&m.app_id, "AuthMessage appId");
+  r.String(&m.salt, "AuthMessage salt", kMaxAuthFieldBytes);
+  r.String(&m.ciphertext, "AuthMessage ciphertext", kMaxAuthFieldBytes);
+  FERRY_RETURN_IF_ERROR(r.Finish("AuthMessage"));
+  return m;
+}
+
+std::string EncodeAuthMessage(const AuthMessage& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.U8(kAuthMessageTag);
+  w.String(m.app_id);
+  w.String(m.salt);
+  w.String(m.ciphertext);
+  return out;
+}
+
 }  // namespace ferry::spark

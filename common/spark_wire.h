@@ -279,6 +279,20 @@ inline constexpr size_t kMaxSaslTokenBytes = 64 << 10;
 absl::StatusOr<SaslMessage> DecodeSaslMessage(absl::string_view body);
 std::string EncodeSaslMessage(const SaslMessage& m);
 
+// AuthMessage = 0xFB | appId:String | salt:ByteArray | ciphertext:ByteArray (a byte
+// array is encoded as a string is): one side of Spark's AuthEngine handshake
+// (common/spark_crypto.h). Spark's salts are 16 bytes and its ciphertexts 60.
+struct AuthMessage {
+  std::string app_id;
+  std::string salt;
+  std::string ciphertext;
+};
+inline constexpr size_t kMaxAuthFieldBytes = 1024;
+// INVALID_ARGUMENT for a body that is not one AuthMessage, or whose salt or ciphertext
+// is over kMaxAuthFieldBytes.
+absl::StatusOr<AuthMessage> DecodeAuthMessage(absl::string_view body);
+std::string EncodeAuthMessage(const AuthMessage& m);
+
 }  // namespace ferry::spark
 
 #endif  // FERRY_COMMON_SPARK_WIRE_H_

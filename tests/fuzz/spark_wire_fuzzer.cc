@@ -39,6 +39,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = DecodeSaslMessage(EncodeSaslMessage(*sasl));
     if (!again.ok() || again->app_id != sasl->app_id || again->token != sasl->token) std::abort();
   }
+  if (auto auth = DecodeAuthMessage(bytes); auth.ok()) {
+    if (EncodeAuthMessage(*auth) != bytes) std::abort();
+  }
   if (size >= kFrameLengthBytes) (void)DecodeFrameLength(bytes.substr(0, kFrameLengthBytes));
   if (auto frame = DecodeClientFrame(bytes); frame.ok()) {
     if (auto* m = std::get_if<ChunkFetchRequest>(&*frame)) {
