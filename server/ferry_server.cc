@@ -333,17 +333,31 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
     gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
           static_cast<double>(pool_->queued()));
     if (spark_secrets_->required()) {
+      using Outcome = SparkSecrets::Outcome;
       out.emplace_back(
           "ferry_spark_authentications_total",
           "spark.authenticate handshakes on the Spark front door, by how they ended "
-          "(refused: a wrong secret, an unknown application, a malformed or endless "
-          "handshake, or another message first).",
+          "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine, "
+          "every byte AES-CTR after it; refused: a wrong secret, an unknown application, "
+          "a malformed or endless handshake, or another message first).",
           MetricKind::kCounter,
           std::vector<MetricSample>{
               MetricSample({{"outcome", "authenticated"}},
-                           static_cast<double>(spark_secrets_->authenticated())),
+                           static_cast<double>(spark_secrets_->handshakes(Outcome::kAuthenticated))),
+              MetricSample({{"outcome", "encrypted"}},
+                           static_cast<double>(spark_secrets_->handshakes(Outcome::kEncrypted))),
               MetricSample({{"outcome", "refused"}},
-                           static_cast<double>(spark_secrets_->refused()))});
+                           static_cast<double>(spark_secrets_->handshakes(Outcome::kRefused)))});
+      out.emplace_back(
+          "ferry_spark_auth_engine_sessions_total",
+          "Encrypted Spark connections by the AuthEngine version their client runs "
+          "(spark.network.crypto.authEngineVersion), told by its first frame.",
+          MetricKind::kCounter,
+          std::vector<MetricSample>{
+              MetricSample({{"version", "1"}},
+                           static_cast<double>(spark_secrets_->auth_engine_sessions(1))),
+              MetricSample({{"version", "2"}},
+                           static_cast<double>(spark_secrets_->auth_engine_sessions(2)))});
     }
   }
   out.emplace_back(

@@ -120,6 +120,7 @@ class FerryServer {
   std::vector<MetricFamilySamples> CollectMetrics() const;
   // The registered Spark executors; null when the Spark front door is off.
   ExecutorRegistry* spark_executors() { return executors_.get(); }
+  const SparkSecrets* spark_secrets() const { return spark_secrets_.get(); }
   // The Spark front door's service; null when it is off.
   const SparkShuffleService* spark_service() const { return spark_.get(); }
   const DataServer& data_server() const { return *data_; }

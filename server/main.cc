@@ -117,11 +117,16 @@ ABSL_FLAG(std::vector<std::string>, spark_dir_roots, {},
 ABSL_FLAG(std::string, spark_auth_secret_file, "",
           "spark.authenticate on the Spark front door: a file holding the secret every "
           "application authenticates with (the cluster's spark.authenticate.secret). Spark "
-          "clients must then authenticate (SASL DIGEST-MD5) before anything else.");
+          "clients must then authenticate (SASL DIGEST-MD5, or Spark's AuthEngine with "
+          "spark.network.crypto.enabled) before anything else.");
 ABSL_FLAG(std::string, spark_auth_secrets_dir, "",
           "spark.authenticate with a secret per application: a directory with a file per "
           "application id holding its secret, read at each handshake (an application "
           "without one uses --spark-auth-secret-file, if set).");
+ABSL_FLAG(bool, spark_auth_engine_v1, true,
+          "Serve clients of Spark's AuthEngine version 1 (spark.network.crypto."
+          "authEngineVersion=1, Spark's default), whose session key is the X25519 secret "
+          "itself; false: only version 2. Either is told from the client's first frame.");
 ABSL_FLAG(std::string, state_dir, "",
           "Directory where Spark executors' registrations are kept across restarts. Empty: "
           "in memory only.");
@@ -220,6 +225,7 @@ int Main() {
   options.spark_executors.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.spark_auth.secret_file = absl::GetFlag(FLAGS_spark_auth_secret_file);
   options.spark_auth.secrets_dir = absl::GetFlag(FLAGS_spark_auth_secrets_dir);
+  options.spark_auth.auth_engine_v1 = absl::GetFlag(FLAGS_spark_auth_engine_v1);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   if (!SetCount("pipe-size", FLAGS_pipe_size, &options.data.pipe_bytes) ||
       !SetCount("max-pipes", FLAGS_max_pipes, &options.data.max_pipes) ||
@@ -314,7 +320,9 @@ int Main() {
               << ", spark.authenticate "
               << (options.spark_auth.secret_file.empty() && options.spark_auth.secrets_dir.empty()
                       ? "off"
-                      : absl::StrCat("required (SASL DIGEST-MD5, QOP auth; secrets from ",
+                      : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
+                                     options.spark_auth.auth_engine_v1 ? "1/2" : "2",
+                                     " with AES-CTR; secrets from ",
                                      options.spark_auth.secrets_dir.empty()
                                          ? ""
                                          : absl::StrCat(options.spark_auth.secrets_dir, "/<app>"),

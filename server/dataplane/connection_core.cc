@@ -79,6 +79,39 @@ ssize_t ConnectionCore::Receive(char* buf, size_t len) {
   return io_.Recv(socket_.get(), buf, len, frame_deadline_);
 }
 
+void ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
+  layer_ = std::move(layer);
+  sender_.Secure(layer_.get());
+  wire_.reset(new char[kWireChunkBytes]);
+  // What arrived after the frame that negotiated the layer is sealed: it is opened, and
+  // served from plain_ like everything after it.
+  const absl::string_view rest(buffer_.get() + begin_, end_ - begin_);
+  end_ = begin_;
+  if (!rest.empty()) {
+    if (absl::Status opened = layer_->Open(rest, &plain_); !opened.ok()) LogFailure(opened);
+  }
+}
+
+ssize_t ConnectionCore::ReceivePlain(char* buf, size_t len) {
+  if (layer_ == nullptr) return Receive(buf, len);
+  while (plain_taken_ == plain_.size()) {
+    plain_.clear();
+    plain_taken_ = 0;
+    const ssize_t n = Receive(wire_.get(), kWireChunkBytes);
+    if (n <= 0) return n;
+    if (absl::Status opened =
+            layer_->Open(absl::string_view(wire_.get(), static_cast<size_t>(n)), &plain_);
+        !opened.ok()) {
+      LogFailure(opened);
+      return -EPROTO;
+    }
+  }
+  const size_t n = std::min(len, plain_.size() - plain_taken_);
+  std::memcpy(buf, plain_.data() + plain_taken_, n);
+  plain_taken_ += n;
+  return static_cast<ssize_t>(n);
+}
+
 bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame) {
   for (;;) {
     size_t need = framing.header_bytes;
@@ -124,8 +157,8 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     // Nothing left to serve: push what was sent before waiting on the peer.
     control_.serving = false;
     sender_.EndResponse();
-    const ssize_t n = Receive(buffer_.get() + end_, capacity_ - end_);
-    if (n <= 0) return false;  // closed, reset, idle, draining or stopping
+    const ssize_t n = ReceivePlain(buffer_.get() + end_, capacity_ - end_);
+    if (n <= 0) return false;  // closed, reset, idle, draining, stopping or unsealable
     control_.serving = true;
     end_ += static_cast<size_t>(n);
   }

@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "server/dataplane/security_layer.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
@@ -104,6 +105,11 @@ class ConnectionCore {
   // all go out.
   bool SendBytes(absl::string_view bytes);
 
+  // From now on every byte either way passes through `layer`: the protocol negotiated
+  // it in the frame just handled, and has answered that frame. Bytes the peer sent after
+  // that frame are the layer's already.
+  void Secure(std::unique_ptr<SecurityLayer> layer);
+
   SegmentSender& sender() { return sender_; }
   int fd() const { return socket_.get(); }
   // The peer's address without its port: the key of its shares of per-client budgets.
@@ -114,6 +120,8 @@ class ConnectionCore {
   // Makes the buffer hold `bytes` (0 frees it). False past the budget.
   bool Resize(size_t bytes);
   ssize_t Receive(char* buf, size_t len);
+  // Receive's plaintext: through the security layer, when there is one.
+  ssize_t ReceivePlain(char* buf, size_t len);
 
   UniqueFd socket_;
   const FrontDoor door_;
@@ -131,6 +139,13 @@ class ConnectionCore {
   // The buffer's share of the request-buffer budget, past kBaseBufferBytes.
   ClientBudget::Lease grown_;
   std::string peer_host_;  // read when first needed
+  // A secured connection's layer, the wire bytes it takes at a time, and the plaintext
+  // opened but not yet framed (from plain_taken_ on).
+  std::unique_ptr<SecurityLayer> layer_;
+  static constexpr size_t kWireChunkBytes = size_t{64} << 10;
+  std::unique_ptr<char[]> wire_;
+  std::string plain_;
+  size_t plain_taken_ = 0;
   // When the request being served began, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;

@@ -48,7 +48,15 @@ absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const
 }
 
 ssize_t SegmentSender::Send(const void* data, size_t len, bool more) {
-  return io_.SendAll(socket_, data, len, more ? MSG_MORE : 0, IoDeadline());
+  if (layer_ == nullptr) return io_.SendAll(socket_, data, len, more ? MSG_MORE : 0, IoDeadline());
+  sealed_.clear();
+  if (!layer_->Seal(absl::string_view(static_cast<const char*>(data), len), &sealed_).ok()) {
+    return -EPROTO;
+  }
+  const ssize_t sent =
+      io_.SendAll(socket_, sealed_.data(), sealed_.size(), more ? MSG_MORE : 0, IoDeadline());
+  if (sent < 0) return sent;
+  return sent == static_cast<ssize_t>(sealed_.size()) ? static_cast<ssize_t>(len) : -EPIPE;
 }
 
 void SegmentSender::StartResponse(uint64_t bytes) {
@@ -111,6 +119,12 @@ absl::Status SegmentSender::SendSegment(absl::string_view header_bytes,
   Header header{header_bytes, header_sent};
   // A block with no payload is pushed at once.
   if (length == 0) return SendHeader(header, /*more=*/false, name);
+  if (layer_ != nullptr) {
+    if (fallback_buffer_ == nullptr) {
+      fallback_buffer_ = std::shared_ptr<char[]>(new char[kFallbackBufferBytes]);
+    }
+    return CopyFile(header, file, pos, length, name, fallback_buffer_, kFallbackBufferBytes);
+  }
   if (options_.mode == DataPlaneMode::kCopy) {
     if (buffer_ == nullptr) {
       buffer_ = std::shared_ptr<char[]>(new char[options_.copy_buffer_bytes]);

@@ -14,6 +14,8 @@
 //   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
 //     small buffer: for it the pipe's two splices cost more than a read and a send
 //     (benchmarks/results/small-segments-2026-12-01.md).
+//   * on a connection with a security layer (Secure), every send is sealed first and
+//     segments are copied whatever the mode: the payload must pass through user space.
 // Only what the page cache holds is read on the connection's thread: a chunk that is
 // not cached (common/page_cache.h) is read by the workers of its disk (DiskReader), into
 // the pipe or the buffer, while the thread serves its other connections; the pipe ->
@@ -42,6 +44,7 @@
 #include "common/pipe.h"
 #include "server/dataplane/io_engine.h"
 #include "server/dataplane/pipe_pool.h"
+#include "server/dataplane/security_layer.h"
 #include "server/storage/disk_reader.h"
 #include "server/storage/segment.h"
 
@@ -96,8 +99,13 @@ class SegmentSender {
   static constexpr size_t kFallbackBufferBytes = size_t{64} << 10;
   SegmentSender& operator=(const SegmentSender&) = delete;
 
+  // From now on every byte goes out sealed by `layer` (which must outlive the sender),
+  // and segments are read and sealed through a 64 KiB buffer instead of spliced.
+  void Secure(SecurityLayer* layer) { layer_ = layer; }
+
   // Sends all of `data`; `more` when a segment follows (MSG_MORE: they share a TCP
-  // segment). The bytes sent, or -errno (-ETIMEDOUT past the deadline).
+  // segment). The bytes sent, or -errno (-ETIMEDOUT past the deadline; -EPROTO when
+  // the security layer cannot seal them).
   ssize_t Send(const void* data, size_t len, bool more);
 
   // Sends `header` (a protocol's frame header) and then bytes [pos, pos + length) of
@@ -161,7 +169,10 @@ class SegmentSender {
   // Shared with the disk's workers, whose read may outlive a wait that ended early.
   std::shared_ptr<char[]> buffer_;        // copy mode, created on first use
   std::shared_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use
-  std::shared_ptr<char[]> fallback_buffer_;  // splice mode without a pipe, on first use
+  // Splice mode without a pipe, and sealed segments; on first use.
+  std::shared_ptr<char[]> fallback_buffer_;
+  SecurityLayer* layer_ = nullptr;
+  std::string sealed_;  // what Send puts on the wire for a secured connection
 };
 
 }  // namespace ferry

@@ -66,6 +66,7 @@ absl::StatusOr<std::string> ReadSecret(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& options) {
   auto secrets = std::make_unique<SparkSecrets>();
+  secrets->auth_engine_v1_ = options.auth_engine_v1;
   if (!options.secret_file.empty()) {
     absl::StatusOr<std::string> secret = ReadSecret(options.secret_file);
     if (!secret.ok()) {

@@ -1,4 +1,6 @@
-// spark.authenticate on the Spark front door: where an application's secret is found.
+// spark.authenticate on the Spark front door: where an application's secret is found,
+// for either handshake (SASL DIGEST-MD5, common/spark_sasl.h; Spark's AuthEngine,
+// common/spark_crypto.h).
 // Spark's own services take one shared secret (standalone mode, spark.authenticate.secret)
 // or one per application (YARN's NodeManager hands each application's to its service);
 // Ferry takes either or both:
@@ -28,6 +30,7 @@ class SparkSecrets {
   struct Options {
     std::string secret_file;  // --spark-auth-secret-file
     std::string secrets_dir;  // --spark-auth-secrets-dir
+    bool auth_engine_v1 = true;  // --spark-auth-engine-v1
   };
 
   // No authentication: every connection is served as without spark.authenticate.
@@ -45,18 +48,33 @@ class SparkSecrets {
   // a file name).
   absl::StatusOr<std::string> SecretOf(absl::string_view app_id) const;
 
-  // Handshakes that ended, authenticated or refused (for the metrics).
-  void CountHandshake(bool authenticated) {
-    (authenticated ? authenticated_ : refused_).fetch_add(1, std::memory_order_relaxed);
+  // Whether clients of AuthEngine version 1 are served (--spark-auth-engine-v1):
+  // Spark's default, whose session key is the X25519 secret itself.
+  bool auth_engine_v1() const { return auth_engine_v1_; }
+
+  // How handshakes ended, for the metrics: refused, authenticated by SASL (plain frames
+  // after it), or by Spark's AuthEngine (every byte encrypted after it); and the
+  // AuthEngine version of each encrypted session, once its first frame told.
+  enum class Outcome { kRefused = 0, kAuthenticated = 1, kEncrypted = 2 };
+  void CountHandshake(Outcome outcome) {
+    handshakes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
   }
-  uint64_t authenticated() const { return authenticated_.load(std::memory_order_relaxed); }
-  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  uint64_t handshakes(Outcome outcome) const {
+    return handshakes_[static_cast<int>(outcome)].load(std::memory_order_relaxed);
+  }
+  void CountAuthEngineSession(int version) {
+    engine_sessions_[version == 1 ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t auth_engine_sessions(int version) const {
+    return engine_sessions_[version == 1 ? 0 : 1].load(std::memory_order_relaxed);
+  }
 
  private:
   std::string shared_;
   std::string dir_;
-  std::atomic<uint64_t> authenticated_{0};
-  std::atomic<uint64_t> refused_{0};
+  bool auth_engine_v1_ = true;
+  std::atomic<uint64_t> handshakes_[3] = {};
+  std::atomic<uint64_t> engine_sessions_[2] = {};
 };
 
 }  // namespace ferry

@@ -11,17 +11,20 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/spark_crypto.h"
 #include "common/spark_layout.h"
 #include "common/spark_sasl.h"
 #include "common/spark_wire.h"
+#include "server/spark/spark_cipher.h"
 
 namespace ferry {
 
 namespace {
 
-// Handshake messages a connection may send before it has authenticated: DIGEST-MD5
-// takes two (the empty first token, the response), and a client that tried Spark's
-// AuthEngine first sends one more.
+// SASL messages a connection may send before it has authenticated: DIGEST-MD5 takes
+// two (the empty first token, the response), and Cyrus refuses a step out of turn; the
+// bound holds whatever the mechanism does. Spark's AuthEngine takes one message, which
+// authenticates or closes the connection.
 constexpr int kMaxAuthMessages = 4;
 
 std::string SparkName(const BlockId& id) {
@@ -52,6 +55,10 @@ class SparkProtocol {
   // The handshake of spark.authenticate, before any other message.
   bool Authenticate(const spark::ClientMessage& message);
   bool HandleSasl(int64_t request_id, absl::string_view body);
+  bool HandleAuthEngine(int64_t request_id, absl::string_view body);
+  // Ends a handshake that failed: counted, answered with `status`, and false (the
+  // connection closes).
+  bool RefuseHandshake(int64_t request_id, const absl::Status& status);
   // PERMISSION_DENIED unless the connection may act for `app_id`.
   absl::Status CheckApp(const std::string& app_id) const;
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
@@ -153,19 +160,15 @@ bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
   const uint8_t tag =
       rpc != nullptr && !rpc->body.empty() ? static_cast<uint8_t>(rpc->body[0]) : 0;
   if (tag == spark::kSaslMessageTag) return HandleSasl(rpc->request_id, rpc->body);
-  if (tag == spark::kAuthMessageTag && ++auth_messages_ <= kMaxAuthMessages) {
-    // Spark's client then runs SASL on this connection (spark.network.crypto.saslFallback).
-    return Reply(rpc->request_id,
-                 absl::UnimplementedError(
-                     "Spark's AuthEngine (spark.network.crypto.enabled) is not supported by "
-                     "this shuffle service: authenticate with SASL "
-                     "(spark.network.crypto.saslFallback)"));
+  // A SASL exchange under way is not switched to another handshake.
+  if (tag == spark::kAuthMessageTag && sasl_ == nullptr) {
+    return HandleAuthEngine(rpc->request_id, rpc->body);
   }
   // Spark's words for anything else before authentication; the connection closes.
   const absl::Status refused = absl::PermissionDeniedError(
       "Expected SaslMessage, received something else (maybe your client does not have SASL "
       "enabled?)");
-  secrets_.CountHandshake(false);
+  secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
   if (rpc != nullptr) {
     Reply(rpc->request_id, refused);
   } else {
@@ -174,40 +177,65 @@ bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
   return false;
 }
 
-bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
+bool SparkProtocol::RefuseHandshake(int64_t request_id, const absl::Status& status) {
   // Every failure closes the connection, as Spark's service does: a client retries with
   // a new one, and a peer guessing the secret pays a connection per guess.
-  const auto refuse = [&](const absl::Status& status) {
-    secrets_.CountHandshake(false);
-    Reply(request_id, status);
-    return false;
-  };
+  secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
+  Reply(request_id, status);
+  return false;
+}
+
+bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body) {
+  absl::StatusOr<spark::AuthMessage> challenge = spark::DecodeAuthMessage(body);
+  if (!challenge.ok()) return RefuseHandshake(request_id, challenge.status());
+  absl::StatusOr<std::string> secret = secrets_.SecretOf(challenge->app_id);
+  if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
+  absl::StatusOr<spark::AuthEngineAnswer> answer = spark::AnswerChallenge(*secret, *challenge);
+  if (!answer.ok()) return RefuseHandshake(request_id, answer.status());
+  std::vector<SparkCtrLayer::Candidate> candidates;
+  if (secrets_.auth_engine_v1()) candidates.push_back({1, std::move(answer->v1)});
+  candidates.push_back({2, std::move(answer->v2)});
+  SparkSecrets& secrets = secrets_;
+  absl::StatusOr<std::unique_ptr<SparkCtrLayer>> layer = SparkCtrLayer::Create(
+      std::move(candidates), kMaxSparkRequestFrameBytes,
+      [&secrets](int version) { secrets.CountAuthEngineSession(version); });
+  if (!layer.ok()) return RefuseHandshake(request_id, layer.status());
+  secrets_.CountHandshake(SparkSecrets::Outcome::kEncrypted);
+  authenticated_ = true;
+  authenticated_app_ = challenge->app_id;
+  // The response goes in clear; every byte after it, either way, is encrypted.
+  const bool replied = Reply(request_id, spark::EncodeAuthMessage(answer->response));
+  core_.Secure(*std::move(layer));
+  return replied;
+}
+
+bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   if (++auth_messages_ > kMaxAuthMessages) {
-    return refuse(absl::PermissionDeniedError(absl::StrCat(
+    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
         "SASL: more than ", kMaxAuthMessages, " handshake messages without authenticating")));
   }
   absl::StatusOr<spark::SaslMessage> message = spark::DecodeSaslMessage(body);
-  if (!message.ok()) return refuse(message.status());
+  if (!message.ok()) return RefuseHandshake(request_id, message.status());
   if (sasl_ == nullptr) {
     absl::StatusOr<std::string> secret = secrets_.SecretOf(message->app_id);
-    if (!secret.ok()) return refuse(secret.status());
+    if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
     absl::StatusOr<std::unique_ptr<spark::SaslServer>> server = spark::SaslServer::Create(*secret);
-    if (!server.ok()) return refuse(server.status());
+    if (!server.ok()) return RefuseHandshake(request_id, server.status());
     sasl_ = *std::move(server);
     sasl_app_ = message->app_id;
   } else if (message->app_id != sasl_app_) {
-    return refuse(absl::PermissionDeniedError(
+    return RefuseHandshake(request_id, absl::PermissionDeniedError(
         absl::StrCat("SASL: a handshake begun for application ", sasl_app_,
                      " went on for application ", message->app_id)));
   }
   absl::StatusOr<std::string> token = sasl_->Step(message->token);
   if (!token.ok()) {
-    return refuse(absl::PermissionDeniedError(
+    return RefuseHandshake(request_id, absl::PermissionDeniedError(
         absl::StrCat("SASL authentication of application ", sasl_app_, " failed: ",
                      token.status().message())));
   }
   if (sasl_->complete()) {
-    secrets_.CountHandshake(true);
+    secrets_.CountHandshake(SparkSecrets::Outcome::kAuthenticated);
     authenticated_ = true;
     authenticated_app_ = std::move(sasl_app_);
     sasl_.reset();

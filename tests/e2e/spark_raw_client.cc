@@ -31,9 +31,19 @@ SparkClient::SparkClient(uint16_t port, const char* source) {
   ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+void SparkClient::Encrypt(const sw::SessionKeys& keys) {
+  absl::StatusOr<sw::CtrCipher> out = sw::CtrCipher::Create(keys.key, keys.out_iv);
+  absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(keys.key, keys.in_iv);
+  ASSERT_TRUE(out.ok() && in.ok());
+  out_ = *std::move(out);
+  in_ = *std::move(in);
+}
+
 void SparkClient::Send(const std::string& bytes) {
-  ASSERT_EQ(::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(bytes.size()));
+  std::string sealed = bytes;
+  if (out_.has_value()) out_->Apply(sealed.data(), sealed.data(), sealed.size());
+  ASSERT_EQ(::send(fd_.get(), sealed.data(), sealed.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(sealed.size()));
 }
 
 bool SparkClient::ReadExactly(std::string* out, size_t n) {
@@ -44,6 +54,7 @@ bool SparkClient::ReadExactly(std::string* out, size_t n) {
     if (r <= 0) return false;
     done += static_cast<size_t>(r);
   }
+  if (in_.has_value()) in_->Apply(out->data(), out->data(), n);
   return true;
 }
 
@@ -116,6 +127,24 @@ bool SparkClient::Closed() {
   ADD_FAILURE() << "recv gave " << n
                 << (n < 0 ? absl::StrCat(", errno ", errno) : absl::StrCat(", byte ", int{c}));
   return false;
+}
+
+absl::Status AuthenticateWithAuthEngine(SparkClient& client, const std::string& app,
+                                        const std::string& secret, int version) {
+  absl::StatusOr<sw::AuthEngineClient> engine = sw::AuthEngineClient::Create(app, secret, version);
+  if (!engine.ok()) return engine.status();
+  absl::StatusOr<sw::AuthMessage> challenge = engine->Challenge();
+  if (!challenge.ok()) return challenge.status();
+  const Reply reply = client.Call(sw::EncodeAuthMessage(*challenge));
+  if (reply.type != sw::MessageType::kRpcResponse) {
+    return absl::PermissionDeniedError(absl::StrCat("the server refused: ", reply.text));
+  }
+  absl::StatusOr<sw::AuthMessage> response = sw::DecodeAuthMessage(reply.body);
+  if (!response.ok()) return response.status();
+  absl::StatusOr<sw::SessionKeys> keys = engine->Finish(*challenge, *response);
+  if (!keys.ok()) return keys.status();
+  client.Encrypt(*keys);
+  return absl::OkStatus();
 }
 
 std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply) {

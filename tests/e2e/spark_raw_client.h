@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "common/spark_crypto.h"
 #include "common/spark_wire.h"
 #include "common/unique_fd.h"
 
@@ -36,6 +37,10 @@ class SparkClient {
   // Sends an RPC and reads its reply.
   Reply Call(const std::string& body);
   int fd() const { return fd_.get(); }
+  // From now on every byte sent is encrypted and every byte read decrypted with `keys`
+  // (the client's side of an AuthEngine session), as Spark's client does after the
+  // handshake; `cut` the plaintext of what is sent in two sends.
+  void Encrypt(const spark::SessionKeys& keys);
   // The server closed the connection: nothing more arrives (end of stream, or a reset
   // when the close left bytes of ours unread).
   bool Closed();
@@ -43,10 +48,17 @@ class SparkClient {
  private:
   UniqueFd fd_;
   int64_t next_request_ = 0x0102030405060708;
+  std::optional<spark::CtrCipher> out_;
+  std::optional<spark::CtrCipher> in_;
 };
 
 // (streamId, numChunks) from a StreamHandle reply.
 std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply);
+
+// Spark's AuthEngine handshake as `app` with `secret` (version 1 or 2) on `client`,
+// which encrypts from then on; the server's refusal, or the client's, as an error.
+absl::Status AuthenticateWithAuthEngine(SparkClient& client, const std::string& app,
+                                        const std::string& secret, int version);
 
 // Opens a stream with `request` (a FetchShuffleBlocks or OpenBlocks payload) and fetches
 // its chunk 0: the block's bytes, or "rpc failure: ...", "chunk failure: ..." or "closed".

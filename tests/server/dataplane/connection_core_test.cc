@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,6 +260,103 @@ TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceIt
   EXPECT_EQ(metrics_.requests(FrontDoor::kSpark, static_cast<size_t>(absl::StatusCode::kDataLoss)),
             1u);
   EXPECT_EQ(metrics_.requests(FrontDoor::kFerry, static_cast<size_t>(absl::StatusCode::kOk)), 0u);
+}
+
+// A toy security layer: records of a length byte (1 to 255) and that many bytes, each
+// XOR 0x5a. A record of length 0 does not open.
+class XorLayer final : public SecurityLayer {
+ public:
+  static std::string SealOf(absl::string_view plain) {
+    std::string wire;
+    while (!plain.empty()) {
+      const size_t n = std::min<size_t>(plain.size(), 255);
+      wire.push_back(static_cast<char>(n));
+      for (size_t i = 0; i < n; ++i) wire.push_back(static_cast<char>(plain[i] ^ 0x5a));
+      plain.remove_prefix(n);
+    }
+    return wire;
+  }
+  absl::Status Seal(absl::string_view plain, std::string* wire) override {
+    *wire += SealOf(plain);
+    return absl::OkStatus();
+  }
+  absl::Status Open(absl::string_view wire, std::string* plain) override {
+    for (char c : wire) {
+      if (left_ == 0) {
+        left_ = static_cast<uint8_t>(c);
+        if (left_ == 0) return absl::DataLossError("an empty record");
+        continue;
+      }
+      plain->push_back(static_cast<char>(c ^ 0x5a));
+      --left_;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  size_t left_ = 0;  // of the record being read
+};
+
+// Once secured, what arrives is opened (the bytes after the frame that negotiated the
+// layer too), and what goes out, frames and blocks, is sealed; a record that does not
+// open ends the connection.
+TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/data";
+  const std::string content(100000, 'q');
+  {
+    UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ASSERT_EQ(::write(out.get(), content.data(), content.size()),
+              static_cast<ssize_t>(content.size()));
+  }
+  auto file = std::make_shared<DataFile>();
+  file->path = "app/data";
+  file->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  StreamBlock block;
+  block.file = file;
+  block.length = 70000;
+  // The negotiating frame in clear, and in the same send a record with two frames.
+  PeerSends(std::string("\x03" "abc", 4) + XorLayer::SealOf(std::string("\x02" "de" "\x01" "f", 5)));
+  std::vector<std::string> frames;
+  std::string got;
+  std::thread read([&] {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
+      if (n <= 0) return;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  });
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{1, 256, OneByteLength};
+    absl::string_view frame;
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    frames.emplace_back(frame);
+    ASSERT_TRUE(core.SendBytes("ok"));  // the answer that agreed to the layer, in clear
+    core.Secure(std::make_unique<XorLayer>());
+    while (frames.size() < 3 && core.NextFrame(framing, &frame)) frames.emplace_back(frame);
+    ASSERT_TRUE(core.SendBytes("sealed"));
+    bool in_frame = false;
+    ASSERT_TRUE(core.SendBlock("HEAD", block, 0, [] { return std::string("b"); }, &in_frame).ok());
+    // A record cut in two sends opens whole; then one that does not open at all.
+    const std::string record = XorLayer::SealOf(std::string("\x02" "gh", 3));
+    PeerSends(record.substr(0, 2));
+    PeerSends(record.substr(2));
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    frames.emplace_back(frame);
+    PeerSends(std::string(1, '\0'));
+    EXPECT_FALSE(core.NextFrame(framing, &frame));
+    ::shutdown(peer_.get(), SHUT_RDWR);
+  });
+  read.join();
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x03" "abc", "\x02" "de", "\x01" "f", "\x02" "gh"}));
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_EQ(got.substr(0, 2), "ok");
+  XorLayer peer;
+  std::string plain;
+  ASSERT_TRUE(peer.Open(absl::string_view(got).substr(2), &plain).ok());
+  EXPECT_TRUE(plain == "sealed" "HEAD" + content.substr(0, 70000));
+  EXPECT_EQ(got.find("qqqqqqqq"), std::string::npos);  // no block byte in clear
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ConnectionCoreTest,

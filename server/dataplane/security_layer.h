@@ -1,0 +1,27 @@
+// A security layer a connection's protocol negotiated (SASL's auth-conf on the Spark
+// front door): once the connection core is given one, every byte either way passes
+// through it, so blocks are read into a buffer and sealed instead of spliced.
+#ifndef FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
+#define FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ferry {
+
+class SecurityLayer {
+ public:
+  virtual ~SecurityLayer() = default;
+  // Appends to *wire the bytes that carry `plain` to the peer.
+  virtual absl::Status Seal(absl::string_view plain, std::string* wire) = 0;
+  // Takes bytes as they arrived from the peer, in any pieces, and appends to *plain what
+  // the records they complete carry. An error (a record that does not open, or is larger
+  // than the layer takes) ends the connection.
+  virtual absl::Status Open(absl::string_view wire, std::string* plain) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
