@@ -339,10 +339,8 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
   ASSERT_EQ(registered.exit_code, 0) << registered.output;
   EXPECT_NE(registered.output.find("OK: total 5609479 bytes"), std::string::npos)
       << registered.output;
-  // A client set for Spark's AuthEngine falls back to SASL, as against Spark's service
-  // (spark.network.crypto.saslFallback), and so does the old protocol and fetch to disk.
+  // The old protocol and fetch to disk authenticate alike.
   for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-           {"--batch", "--conf", "spark.network.crypto.enabled=true"},
            {"--old-protocol", "--connections", "2"},
            {"--fetch-to-disk", downloads_.path()}}) {
     std::vector<std::string> args = variant;
@@ -362,6 +360,41 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
   EXPECT_NE(none.output.find("Expected SaslMessage, received something else"), std::string::npos)
       << none.output;
   // The executor the failed clients named is still the one registered.
+  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+}
+
+// spark.network.crypto.enabled: Spark's client runs its AuthEngine (version 1, Spark
+// 3.5.0's only one) and then encrypts every byte with AES-CTR; every block it reads
+// decrypts to the files' bytes (spark-ess-fetch checks each), in memory and to disk, by
+// either protocol, over several connections.
+TEST_P(SparkAuthTest, SparksClientFetchesThroughTheAuthEngineAndAesCtr) {
+  const std::vector<std::string> crypto = {"--auth-secret", kSecret, "--conf",
+                                           "spark.network.crypto.enabled=true"};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), crypto.begin(), crypto.end());
+    return args;
+  };
+  const CommandResult registered = Fetch(with({"--register", "--connections", "4"}));
+  ASSERT_EQ(registered.exit_code, 0) << registered.output;
+  EXPECT_NE(registered.output.find("OK: total 5609479 bytes"), std::string::npos)
+      << registered.output;
+  for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
+           {"--batch"}, {"--old-protocol"}, {"--fetch-to-disk", downloads_.path()}}) {
+    const CommandResult fetched = Fetch(with(variant));
+    EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+    EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
+        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+  }
+  const SparkSecrets& secrets = *server_->spark_secrets();
+  EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);  // one a run at least
+  EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);  // no fallback
+  EXPECT_EQ(secrets.auth_engine_sessions(1), secrets.handshakes(SparkSecrets::Outcome::kEncrypted));
+  // A wrong secret: the AuthEngine is refused and the connection closed, so Spark's
+  // fallback to SASL finds no connection either.
+  const CommandResult wrong = Fetch({"--auth-secret", "a guess", "--conf",
+                                     "spark.network.crypto.enabled=true"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kRefused), 1u);
   EXPECT_EQ(server_->spark_executors()->size(), 1u);
 }
 
