@@ -124,7 +124,8 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
     }
     BlockVerifier verifier(info, name, options.verify_checksums);
     absl::Status received =
-        sink.Receive(fd, plan.caller_index[next], header->length, verifier, name, deadline);
+        sink.Receive(BlockSource{fd}, plan.caller_index[next], header->length, verifier, name,
+                     deadline);
     if (!received.ok()) {
       if (const std::optional<ChecksumMismatch>& bad = verifier.mismatch()) {
         progress->corrupt_partition = BlockId{info.id().shuffle_id(), info.id().map_id(),

@@ -69,9 +69,10 @@ absl::Status ReceiveError(ssize_t res, uint64_t got, uint64_t length, const std:
                              absl::StrCat(name, ": receive after ", got, " of ", length, " bytes"));
 }
 
-// Receives exactly `length` bytes into `out` and verifies them.
-absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& verifier,
-                         const std::string& name, absl::Time deadline) {
+// Receives exactly `length` bytes into `out`, decrypted, and verifies them.
+absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
+                         BlockVerifier& verifier, const std::string& name, absl::Time deadline) {
+  const int socket = source.socket;
   uint64_t got = 0;
   LowWaterMark mark(socket, length);
   while (got < length) {
@@ -81,6 +82,7 @@ absl::Status ReceiveInto(int socket, char* out, uint64_t length, BlockVerifier& 
         Recv(socket, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
              0, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
+    if (source.cipher != nullptr) source.cipher->Decrypt(out + got, static_cast<size_t>(n));
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(out + got, static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
@@ -105,35 +107,37 @@ void PageBuffer::Reserve(size_t bytes) {
   size_ = bytes;
 }
 
-absl::Status CallbackSink::Receive(int socket, size_t index, uint64_t length,
+absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint64_t length,
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   buffer_.Reserve(static_cast<size_t>(length));
-  absl::Status s = ReceiveInto(socket, buffer_.data(), length, verifier, name, deadline);
+  absl::Status s = ReceiveInto(source, buffer_.data(), length, verifier, name, deadline);
   if (!s.ok()) return s;
   return on_block_(index, absl::string_view(buffer_.data(), static_cast<size_t>(length)));
 }
 
-absl::Status BuffersSink::Receive(int socket, size_t index, uint64_t length,
+absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   std::string& block = blocks_[index];
   block.resize(static_cast<size_t>(length));
-  return ReceiveInto(socket, block.data(), length, verifier, name, deadline);
+  return ReceiveInto(source, block.data(), length, verifier, name, deadline);
 }
 
-absl::Status DiscardSink::Receive(int socket, size_t, uint64_t length, BlockVerifier& verifier,
-                                  const std::string& name, absl::Time deadline) {
+absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t length,
+                                  BlockVerifier& verifier, const std::string& name,
+                                  absl::Time deadline) {
   scratch_.Reserve(kScratchBytes);
   uint64_t got = 0;
-  LowWaterMark mark(socket, length);
+  LowWaterMark mark(source.socket, length);
   while (got < length) {
     mark.Before(length - got);
     const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
-    const ssize_t n = Recv(socket, scratch_.data(), want, 0, deadline);
+    const ssize_t n = Recv(source.socket, scratch_.data(), want, 0, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
+    if (source.cipher != nullptr) source.cipher->Decrypt(scratch_.data(), static_cast<size_t>(n));
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
@@ -141,11 +145,16 @@ absl::Status DiscardSink::Receive(int socket, size_t, uint64_t length, BlockVeri
   return verifier.Finish();
 }
 
-absl::Status FilesSink::Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
-                                const std::string& name, absl::Time deadline) {
+absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_t length,
+                                BlockVerifier& verifier, const std::string& name,
+                                absl::Time deadline) {
   const std::string& path = paths_[index];
   UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
+  if (source.cipher != nullptr) {
+    return ReceiveDecrypted(source, file.get(), path, length, verifier, name, deadline);
+  }
+  const int socket = source.socket;
   if (!pipe_.has_value()) {
     absl::StatusOr<Pipe> pipe = Pipe::Create(pipe_bytes_);
     if (!pipe.ok()) return pipe.status();
@@ -183,6 +192,31 @@ absl::Status FilesSink::Receive(int socket, size_t index, uint64_t length, Block
       return s;
     }
     pos += want;
+  }
+  return verifier.Finish();
+}
+
+absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
+                                        const std::string& path, uint64_t length,
+                                        BlockVerifier& verifier, const std::string& name,
+                                        absl::Time deadline) {
+  scratch_.Reserve(kScratchBytes);
+  uint64_t got = 0;
+  LowWaterMark mark(source.socket, length);
+  while (got < length) {
+    mark.Before(length - got);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
+    const ssize_t n = Recv(source.socket, scratch_.data(), want, 0, deadline);
+    if (n <= 0) return ReceiveError(n, got, length, name);
+    source.cipher->Decrypt(scratch_.data(), static_cast<size_t>(n));
+    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
+    const ssize_t written = WriteAll(file, scratch_.data(), static_cast<size_t>(n),
+                                     static_cast<int64_t>(got), deadline);
+    if (written != n) {
+      return absl::ErrnoToStatus(written < 0 ? static_cast<int>(-written) : EIO,
+                                 absl::StrCat("write ", path, " for ", name));
+    }
+    got += static_cast<uint64_t>(n);
   }
   return verifier.Finish();
 }

@@ -1,5 +1,8 @@
 // BlockSink: where fetched blocks go. The fetcher reads each block's header and hands
 // the payload, still in the socket, to the sink, which consumes exactly `length` bytes.
+// On an encrypted connection (Spark's AES-CTR) the payload is received into user space
+// and decrypted in place before anything else sees it; FilesSink then writes what it
+// decrypted instead of splicing.
 //
 // Sinks run on the fetching thread's fibers and use the fiber ops (common/io/ops.h);
 // one sink serves every connection of a fetch, one block at a time (fibers of one
@@ -43,13 +46,28 @@ class PageBuffer {
   size_t size_ = 0;
 };
 
+// Decrypts, in place and in the order they arrived, the bytes an encrypted connection
+// receives.
+class InboundCipher {
+ public:
+  virtual ~InboundCipher() = default;
+  virtual void Decrypt(char* data, size_t n) = 0;
+};
+
+// Where a block's payload is: the connection's socket, and the cipher its bytes pass
+// through when the connection is encrypted.
+struct BlockSource {
+  int socket = -1;
+  InboundCipher* cipher = nullptr;
+};
+
 class BlockSink {
  public:
   virtual ~BlockSink() = default;
-  // Consumes the `length` payload bytes of the caller's block `index` from `socket`,
+  // Consumes the `length` payload bytes of the caller's block `index` from `source`,
   // feeding each byte to `verifier` (which may be inactive). `name` labels errors.
   // Every operation finishes by `deadline`.
-  virtual absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+  virtual absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
                                const std::string& name, absl::Time deadline) = 0;
 };
 
@@ -59,7 +77,7 @@ class CallbackSink final : public BlockSink {
  public:
   using Callback = std::function<absl::Status(size_t index, absl::string_view bytes)>;
   explicit CallbackSink(Callback on_block) : on_block_(std::move(on_block)) {}
-  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
                        const std::string& name, absl::Time deadline) override;
 
  private:
@@ -71,7 +89,7 @@ class CallbackSink final : public BlockSink {
 class BuffersSink final : public BlockSink {
  public:
   explicit BuffersSink(size_t blocks) : blocks_(blocks) {}
-  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
                        const std::string& name, absl::Time deadline) override;
   std::vector<std::string>& blocks() { return blocks_; }
 
@@ -81,15 +99,20 @@ class BuffersSink final : public BlockSink {
 
 // Writes block `index` to `paths[index]` (created or truncated) with splice
 // socket -> pipe -> file: no payload byte enters user space. Verification, when the
-// block has checksums, reads the written bytes back (from the page cache).
+// block has checksums, reads the written bytes back (from the page cache). From an
+// encrypted connection, blocks are received, decrypted and written.
 class FilesSink final : public BlockSink {
  public:
   FilesSink(std::vector<std::string> paths, size_t pipe_bytes = size_t{1} << 20)
       : paths_(std::move(paths)), pipe_bytes_(pipe_bytes) {}
-  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
                        const std::string& name, absl::Time deadline) override;
 
  private:
+  absl::Status ReceiveDecrypted(const BlockSource& source, int file, const std::string& path,
+                                uint64_t length, BlockVerifier& verifier,
+                                const std::string& name, absl::Time deadline);
+
   std::vector<std::string> paths_;
   size_t pipe_bytes_;
   std::optional<Pipe> pipe_;
@@ -99,7 +122,7 @@ class FilesSink final : public BlockSink {
 // Reads each block (verifying it when it has checksums) and drops it; counts bytes.
 class DiscardSink final : public BlockSink {
  public:
-  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
                        const std::string& name, absl::Time deadline) override;
   uint64_t bytes() const { return bytes_; }
 

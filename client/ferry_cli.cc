@@ -203,9 +203,10 @@ class ProgressSink final : public BlockSink {
  public:
   ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)
       : inner_(inner), total_(total_bytes), show_(show) {}
-  absl::Status Receive(int socket, size_t index, uint64_t length, BlockVerifier& verifier,
-                       const std::string& name, absl::Time deadline) override {
-    absl::Status s = inner_.Receive(socket, index, length, verifier, name, deadline);
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override {
+    absl::Status s = inner_.Receive(source, index, length, verifier, name, deadline);
     done_ += length;
     const absl::Time now = absl::Now();
     if (start_ == absl::InfinitePast()) start_ = now;

@@ -18,6 +18,7 @@
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/net_address.h"
+#include "common/spark_crypto.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
@@ -112,6 +113,16 @@ std::vector<Request> PlanRequests(const std::string& app_id, const std::string& 
   return requests;
 }
 
+// Decrypts what an encrypted connection receives, frames and blocks alike.
+class CtrInbound final : public InboundCipher {
+ public:
+  explicit CtrInbound(spark::CtrCipher cipher) : cipher_(std::move(cipher)) {}
+  void Decrypt(char* data, size_t n) override { cipher_.Apply(data, data, n); }
+
+ private:
+  spark::CtrCipher cipher_;
+};
+
 // One connection to the service, used from one fiber.
 class SparkConnection {
  public:
@@ -128,9 +139,10 @@ class SparkConnection {
     return absl::OkStatus();
   }
 
-  // spark.authenticate's SASL exchange as `app_id`, when the options carry a secret.
+  // spark.authenticate's handshake as `app_id`, when the options carry a secret.
   absl::Status Authenticate(const std::string& app_id) {
     if (options_.auth_secret.empty()) return absl::OkStatus();
+    if (options_.auth_engine_version != 0) return AuthenticateWithAuthEngine(app_id);
     const std::string what = absl::StrCat("SASL authentication of application ", app_id,
                                           " with shuffle service ", address_);
     absl::StatusOr<std::unique_ptr<spark::SaslClient>> sasl =
@@ -147,6 +159,33 @@ class SparkConnection {
     }
     if (!token.ok()) return absl::Status(token.status().code(),
                                          absl::StrCat(what, ": ", token.status().message()));
+    return absl::OkStatus();
+  }
+
+  // Spark's AuthEngine handshake, after which every byte is AES-CTR.
+  absl::Status AuthenticateWithAuthEngine(const std::string& app_id) {
+    const std::string what = absl::StrCat("AuthEngine authentication of application ", app_id,
+                                          " with shuffle service ", address_);
+    const auto failed = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    };
+    absl::StatusOr<spark::AuthEngineClient> engine = spark::AuthEngineClient::Create(
+        app_id, options_.auth_secret, options_.auth_engine_version);
+    if (!engine.ok()) return failed(engine.status());
+    absl::StatusOr<spark::AuthMessage> challenge = engine->Challenge();
+    if (!challenge.ok()) return failed(challenge.status());
+    absl::StatusOr<std::string> reply = Call(sw::EncodeAuthMessage(*challenge), what);
+    if (!reply.ok()) return reply.status();
+    absl::StatusOr<spark::AuthMessage> response = sw::DecodeAuthMessage(*reply);
+    if (!response.ok()) return Protocol(what, response.status().message());
+    absl::StatusOr<spark::SessionKeys> keys = engine->Finish(*challenge, *response);
+    if (!keys.ok()) return failed(keys.status());
+    absl::StatusOr<spark::CtrCipher> out = spark::CtrCipher::Create(keys->key, keys->out_iv);
+    absl::StatusOr<spark::CtrCipher> in = spark::CtrCipher::Create(keys->key, keys->in_iv);
+    if (!out.ok()) return failed(out.status());
+    if (!in.ok()) return failed(in.status());
+    out_.emplace(*std::move(out));
+    in_.emplace(*std::move(in));
     return absl::OkStatus();
   }
 
@@ -284,7 +323,8 @@ class SparkConnection {
                                             address_, " sent ", got));
   }
 
-  absl::Status SendBytes(const std::string& bytes, absl::string_view what) {
+  absl::Status SendBytes(std::string bytes, absl::string_view what) {
+    if (out_.has_value()) out_->Apply(bytes.data(), bytes.data(), bytes.size());
     const ssize_t sent = SendAll(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL, Deadline());
     if (sent < 0) return IoError(sent, absl::StrCat(what, ": send to ", address_));
     return absl::OkStatus();
@@ -295,6 +335,7 @@ class SparkConnection {
     if (got != static_cast<ssize_t>(n)) {
       return IoError(got < 0 ? got : 0, absl::StrCat(what, ": read from ", address_));
     }
+    if (in_.has_value()) in_->Decrypt(buf, n);
     return absl::OkStatus();
   }
 
@@ -386,7 +427,8 @@ class SparkConnection {
     }
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
-    FERRY_RETURN_IF_ERROR(sink.Receive(fd_.get(), block, body, verifier, name, Deadline()));
+    FERRY_RETURN_IF_ERROR(sink.Receive(BlockSource{fd_.get(), in_.has_value() ? &*in_ : nullptr},
+                                       block, body, verifier, name, Deadline()));
     return body;
   }
 
@@ -394,6 +436,9 @@ class SparkConnection {
   const SparkFetchOptions& options_;
   UniqueFd fd_;
   int64_t next_request_id_ = 1;
+  // After Spark's AuthEngine: what is sent, and what is received.
+  std::optional<spark::CtrCipher> out_;
+  std::optional<CtrInbound> in_;
 };
 
 // Runs `fn` as the one fiber of a scheduler on this thread.

@@ -162,12 +162,14 @@ std::vector<spark::ShuffleBlockId> AllBlocks(bool ranges, std::vector<std::strin
 // Ferry's C++ client for Spark's protocol against a Spark shuffle service at `address`
 // (already told about the executor): every way of fetching, every byte compared; with
 // `secret`, every connection authenticates first.
-void FetchEveryWay(const std::string& address, const std::string& secret = "") {
+void FetchEveryWay(const std::string& address, const std::string& secret = "",
+                   int auth_engine_version = 0) {
   SparkShuffleClient client;
   std::vector<std::string> expected;
   const std::vector<spark::ShuffleBlockId> blocks = AllBlocks(/*ranges=*/true, &expected);
   SparkFetchOptions plain;
   plain.auth_secret = secret;
+  plain.auth_engine_version = auth_engine_version;
   SparkFetchOptions spread = plain;
   spread.connections = 3;
   spread.blocks_per_request = 4;
@@ -181,7 +183,7 @@ void FetchEveryWay(const std::string& address, const std::string& secret = "") {
     EXPECT_EQ(stats->blocks, blocks.size());
     EXPECT_EQ(sink.blocks(), expected);
   }
-  // Spliced straight into files.
+  // Spliced straight into files (received and decrypted, when encrypted).
   TempDir out;
   std::vector<std::string> paths;
   for (size_t i = 0; i < blocks.size(); ++i) paths.push_back(absl::StrCat(out.path(), "/", i));
@@ -409,6 +411,42 @@ TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithTheFrontDoor) {
                                  "failed"),
             std::string::npos)
       << wrong;
+}
+
+// Ferry's client with spark.network.crypto.enabled, both AuthEngine versions, against
+// the front door: every way of fetching, blocks decrypted on the way.
+TEST_P(SparkAuthTest, FerrysSparkClientEncryptsWithTheFrontDoorInEitherVersion) {
+  const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+  SparkShuffleClient client;
+  SparkFetchOptions options = WithSecret(kSecret);
+  options.auth_engine_version = 2;
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration(), options).ok());
+  FetchEveryWay(address, kSecret, 1);
+  FetchEveryWay(address, kSecret, 2);
+  const SparkSecrets& secrets = *server_->spark_secrets();
+  EXPECT_GT(secrets.auth_engine_sessions(1), 0u);
+  EXPECT_GT(secrets.auth_engine_sessions(2), 0u);
+  EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
+  options.auth_secret = "a guess";
+  absl::Status wrong = client.RegisterExecutor(address, Registration(), options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(wrong)) << wrong;
+  EXPECT_NE(wrong.message().find("does not open with its secret"), std::string::npos) << wrong;
+}
+
+// Against Spark 3.5.0's own service with spark.network.crypto.enabled: its AuthEngine
+// (version 1, its only one) and its AES-CTR.
+TEST_P(SparkAuthTest, FerrysSparkClientEncryptsWithSparksOwnService) {
+  absl::StatusOr<std::unique_ptr<testing::SparkEssServer>> ess = testing::SparkEssServer::Start(
+      {"--auth-secret", kSecret, "--conf", "spark.network.crypto.enabled=true"});
+  ASSERT_TRUE(ess.ok()) << ess.status();
+  const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
+  SparkShuffleClient client;
+  SparkFetchOptions options = WithSecret(kSecret);
+  options.auth_engine_version = 1;
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration(), options).ok());
+  FetchEveryWay(address, kSecret, 1);
+  options.auth_secret = "a guess";
+  EXPECT_FALSE(client.RegisterExecutor(address, Registration(), options).ok());
 }
 
 TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithSparksOwnService) {
