@@ -6,7 +6,7 @@
 //   spark_fetch --address=127.0.0.1:7337 --app=APP --exec-id=0 --shuffle=0
 //               --maps=0,1,2 --partitions=8 [--batch] [--connections=1]
 //               [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
-//               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F]
+//               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F [--auth-engine-version=1|2]]
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -36,6 +36,9 @@ ABSL_FLAG(int, subdirs, 64, "--register-executor: subdirectories per local dir."
 ABSL_FLAG(std::string, auth_secret_file, "",
           "spark.authenticate: a file holding the application's secret; every connection "
           "authenticates with it first (SASL).");
+ABSL_FLAG(int, auth_engine_version, 0,
+          "With --auth-secret-file: authenticate with Spark's AuthEngine of this version "
+          "(1 or 2) and encrypt with AES-CTR (spark.network.crypto.enabled); 0: SASL.");
 
 int main(int argc, char** argv) {
   ferry::ParseFlags(argc, argv);
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  options.auth_engine_version = absl::GetFlag(FLAGS_auth_engine_version);
   if (absl::GetFlag(FLAGS_register_executor)) {
     const std::vector<std::string> dirs = absl::StrSplit(absl::GetFlag(FLAGS_local_dirs), ',');
     absl::Status registered = client.RegisterExecutor(

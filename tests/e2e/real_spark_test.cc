@@ -287,32 +287,47 @@ class RealSparkAuthTest : public RealSparkTest {
   }
 };
 
-// Executors register and reducers fetch after authenticating with SASL; an application
-// set for Spark's AuthEngine (spark.network.crypto.enabled) falls back to SASL with
-// ferry_server (spark.network.crypto.saslFallback), encrypting its own RPCs as ever.
+// Executors register and reducers fetch after authenticating: once with SASL, once
+// with Spark's AuthEngine and AES-CTR on every byte (spark.network.crypto.enabled), in
+// AuthEngine version 1 (Spark's default) on Spark 3.x and version 2 on Spark 4. An
+// encrypted application must not fall back to SASL.
 TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
+  const int engine_version = absl::StartsWith(GetParam().version, "3.") ? 1 : 2;
   for (const bool engine : {false, true}) {
     std::map<std::string, std::string> conf = WithService(server_->spark_port());
-    if (engine) conf["spark.network.crypto.enabled"] = "true";
+    if (engine) {
+      conf["spark.network.crypto.enabled"] = "true";
+      conf["spark.network.crypto.authEngineVersion"] = absl::StrCat(engine_version);
+    }
     const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
     const std::vector<std::string> results =
-        Run(engine ? "ferry_server, spark.authenticate, AuthEngine falling back to SASL"
+        Run(engine ? absl::StrCat("ferry_server, spark.authenticate, AuthEngine v",
+                                  engine_version, " and AES-CTR")
                    : "ferry_server, spark.authenticate (SASL)",
             conf, {"checked"});
     ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
     EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
     ExpectBlocksSentSince(before);
-    if (engine) {
-      // AuthClientBootstrap's words when the AuthEngine handshake is refused.
-      EXPECT_FALSE(cluster_->ExecutorLogLines("New auth protocol failed, trying SASL").empty())
-          << cluster_->DiagnosticLogs();
-    }
     const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
-    EXPECT_GT(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome",
-                                 "authenticated") -
-                  testing::MetricSum(before, "ferry_spark_authentications_total", "outcome",
-                                     "authenticated"),
-              0);
+    const auto grew = [&](const char* family, const char* label, const std::string& value) {
+      return testing::MetricSum(after, family, label, value) -
+             testing::MetricSum(before, family, label, value);
+    };
+    if (engine) {
+      EXPECT_TRUE(cluster_->ExecutorLogLines("New auth protocol failed, trying SASL").empty())
+          << cluster_->DiagnosticLogs();
+      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
+      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
+      EXPECT_GT(grew("ferry_spark_auth_engine_sessions_total", "version",
+                     absl::StrCat(engine_version)),
+                0);
+      EXPECT_EQ(grew("ferry_spark_auth_engine_sessions_total", "version",
+                     absl::StrCat(3 - engine_version)),
+                0);
+    } else {
+      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
+      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
+    }
   }
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",
                                "outcome", "refused"),
