@@ -290,7 +290,7 @@ class RealSparkAuthTest : public RealSparkTest {
 // Executors register and reducers fetch after authenticating: once with SASL, once
 // with Spark's AuthEngine and AES-CTR on every byte (spark.network.crypto.enabled), in
 // AuthEngine version 1 (Spark's default) on Spark 3.x and version 2 on Spark 4. An
-// encrypted application must not fall back to SASL.
+// encrypted application's executors must not fall back to SASL with ferry_server.
 TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
   const int engine_version = absl::StartsWith(GetParam().version, "3.") ? 1 : 2;
   for (const bool engine : {false, true}) {
@@ -314,8 +314,9 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
              testing::MetricSum(before, family, label, value);
     };
     if (engine) {
-      EXPECT_TRUE(cluster_->ExecutorLogLines("New auth protocol failed, trying SASL").empty())
-          << cluster_->DiagnosticLogs();
+      // Every handshake with ferry_server was the AuthEngine's: none fell back to SASL.
+      // (Executors' logs do say "New auth protocol failed, trying SASL": for their
+      // worker, whose own settings do not enable spark.network.crypto.)
       EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
       EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
       EXPECT_GT(grew("ferry_spark_auth_engine_sessions_total", "version",
