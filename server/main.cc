@@ -140,6 +140,10 @@ ABSL_FLAG(int64_t, max_spark_open_chunks, Default(Defaults().spark.max_open_chun
 ABSL_FLAG(int64_t, max_spark_open_chunks_per_client,
           Default(Defaults().spark.max_open_chunks_per_client),
           "Chunks of the open Spark streams of one client address.");
+ABSL_FLAG(bool, spark_rdd_blocks, false,
+          "Serve Spark executors' cached RDD blocks (OpenBlocks of rdd_<rdd>_<split>) from "
+          "their local dirs, also after the executor is gone, for applications with "
+          "spark.shuffle.service.fetch.rdd.enabled.");
 ABSL_FLAG(int64_t, max_spark_registry_bytes, Default(Defaults().spark_executors.max_bytes),
           "Bytes of all Spark executors' registrations together (as kept in the state file).");
 ABSL_FLAG(int64_t, blocking_threads, Default(Defaults().blocking.threads),
@@ -226,6 +230,7 @@ int Main() {
   options.spark_auth.secret_file = absl::GetFlag(FLAGS_spark_auth_secret_file);
   options.spark_auth.secrets_dir = absl::GetFlag(FLAGS_spark_auth_secrets_dir);
   options.spark_auth.auth_engine_v1 = absl::GetFlag(FLAGS_spark_auth_engine_v1);
+  options.spark.serve_rdd_blocks = absl::GetFlag(FLAGS_spark_rdd_blocks);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   if (!SetCount("pipe-size", FLAGS_pipe_size, &options.data.pipe_bytes) ||
       !SetCount("max-pipes", FLAGS_max_pipes, &options.data.max_pipes) ||

@@ -359,18 +359,32 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   }
   // A chunk asked for in order counts as handed out, served or failed, as in Spark.
   SparkChunk chunk = std::move(open.stream.chunks[chunk_index]);
+  const bool rdd = open.stream.rdd;
+  std::shared_ptr<const spark::ExecutorDirs> rdd_dirs = open.stream.rdd_dirs;
   ++open.next_chunk;
   if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
+  // The block's name is built only for an error: not on the per-block path.
+  const auto name = [&] {
+    return rdd ? absl::StrCat("rdd_", chunk.block.id.shuffle_id, "_", chunk.block.id.map_id)
+               : SparkName(chunk.block.id);
+  };
+  if (chunk.status.ok() && rdd) {
+    absl::StatusOr<StreamBlock> opened = service_.OpenRddBlock(rdd_dirs, chunk.block.id);
+    if (opened.ok()) {
+      chunk.block = *std::move(opened);
+    } else {
+      chunk.status = opened.status();
+    }
+  }
   const StreamBlock& block = chunk.block;
   if (!chunk.status.ok()) {
     return SendChunkFailure(stream_id, chunk_index, stream_name,
-                            absl::StrCat(SparkName(block.id), ": ", chunk.status.ToString()));
+                            absl::StrCat(name(), ": ", chunk.status.ToString()));
   }
-  // The block's name is built only for an error: not on the per-block path.
   if (stream_name == nullptr && block.length > spark::kMaxChunkBodyBytes) {
     return SendChunkFailure(
         stream_id, chunk_index, stream_name,
-        absl::StrCat(SparkName(block.id), " is ", block.length,
+        absl::StrCat(name(), " is ", block.length,
                      " bytes, more than a Spark frame can hold; fetch it to disk "
                      "(spark.network.maxRemoteBlockSizeFetchToMem)"));
   }
@@ -387,7 +401,7 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   core_.sender().StartResponse(block.length);
   bool in_frame = true;
   absl::Status sent =
-      core_.SendBlock(header, block, 0, [&] { return SparkName(block.id); }, &in_frame);
+      core_.SendBlock(header, block, 0, name, &in_frame);
   if (!sent.ok()) {
     // A block whose file shrank fails as a chunk. A failure past the header leaves the
     // peer's stream out of frame: only closing the connection is honest, and Spark's

@@ -1,9 +1,11 @@
 #include "server/spark/spark_service.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -136,19 +138,93 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlo
   }
   std::vector<BlockId> keys;
   keys.reserve(request.block_ids.size());
-  for (const std::string& id : request.block_ids) {
+  // One kind of block per request, as in Spark's ManagedBufferIterator.
+  bool rdd = false;
+  for (size_t i = 0; i < request.block_ids.size(); ++i) {
+    const std::string& id = request.block_ids[i];
     absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
     if (!parsed.ok()) return parsed.status();
-    const auto* shuffle = std::get_if<spark::ShuffleBlockId>(&*parsed);
-    if (shuffle == nullptr) {
+    const auto* cached = std::get_if<spark::RddBlockId>(&*parsed);
+    if (i == 0) {
+      rdd = cached != nullptr;
+    } else if (rdd != (cached != nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "block id '", id, "': rdd blocks are not served here (leave "
-          "spark.shuffle.service.fetch.rdd.enabled off)"));
+          "OpenBlocks mixes rdd and shuffle block ids ('", request.block_ids[0], "', '", id, "')"));
     }
-    keys.push_back({shuffle->shuffle_id, shuffle->map_id, shuffle->start_reduce_id,
-                    shuffle->end_reduce_id});
+    if (cached != nullptr) {
+      if (!options_.serve_rdd_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "block id '", id, "': cached RDD blocks are served only with "
+            "ferry_server --spark-rdd-blocks (for spark.shuffle.service.fetch.rdd.enabled)"));
+      }
+      keys.push_back({cached->rdd_id, cached->split_index, 0, 0});
+      continue;
+    }
+    const auto& shuffle = std::get<spark::ShuffleBlockId>(*parsed);
+    keys.push_back({shuffle.shuffle_id, shuffle.map_id, shuffle.start_reduce_id,
+                    shuffle.end_reduce_id});
   }
+  if (rdd) return OpenRdd(request.app_id, request.exec_id, std::move(keys), client);
   return Open(request.app_id, request.exec_id, std::move(keys), client);
+}
+
+absl::StatusOr<SparkStream> SparkShuffleService::OpenRdd(const std::string& app_id,
+                                                         const std::string& exec_id,
+                                                         std::vector<BlockId> keys,
+                                                         const std::string& client) {
+  FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(app_id, exec_id));
+  absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
+  if (!lease.ok()) return lease.status();
+  // The registry answers lookups from memory: no blocking work until a chunk is served.
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+      executors_->FindDirs(app_id, exec_id);
+  std::vector<SparkChunk> chunks(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    chunks[i].block.id = keys[i];
+    if (!dirs.ok()) chunks[i].status = dirs.status();
+  }
+  SparkStream stream = NewStream(std::move(chunks), *std::move(lease));
+  stream.rdd = true;
+  if (dirs.ok()) stream.rdd_dirs = *std::move(dirs);
+  return stream;
+}
+
+absl::StatusOr<StreamBlock> SparkShuffleService::OpenRddBlock(
+    std::shared_ptr<const spark::ExecutorDirs> dirs, const BlockId& id) {
+  return pool_->Call<StreamBlock>(
+      [dirs = std::move(dirs), id]() -> absl::StatusOr<StreamBlock> {
+        const std::string name = absl::StrCat("rdd_", id.shuffle_id, "_", id.map_id);
+        const ShuffleFileLocation at = dirs->Locate(name);
+        struct stat st {};
+        absl::StatusOr<UniqueFd> fd = OpenRegularFile(at.dir_fd, at.relative, at.display, &st);
+        if (!fd.ok()) {
+          if (absl::IsNotFound(fd.status())) {
+            return absl::NotFoundError(absl::StrCat(
+                "the executor has no cached block ", name, " (no ", at.display, ")"));
+          }
+          return fd.status();
+        }
+        auto file = std::make_shared<DataFile>();
+        file->path = at.display;
+        file->fd = *std::move(fd);
+        file->identity = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+        StreamBlock block;
+        block.file = std::move(file);
+        block.length = static_cast<uint64_t>(st.st_size);
+        block.id = id;
+        return block;
+      },
+      absl::Now() + options_.blocking_timeout);
+}
+
+SparkStream SparkShuffleService::NewStream(std::vector<SparkChunk> chunks,
+                                           ClientBudget::Lease lease) {
+  SparkStream stream;
+  stream.chunks = std::move(chunks);
+  stream.lease = std::move(lease);
+  stream.expires = absl::Now() + options_.stream_lifetime;
+  stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
+  return stream;
 }
 
 absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
@@ -201,12 +277,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
       },
       absl::Now() + options_.blocking_timeout);
   if (!chunks.ok()) return chunks.status();
-  SparkStream stream;
-  stream.chunks = *std::move(chunks);
-  stream.lease = *std::move(lease);
-  stream.expires = absl::Now() + options_.stream_lifetime;
-  stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
-  return stream;
+  return NewStream(*std::move(chunks), *std::move(lease));
 }
 
 absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlocks& request) {

@@ -46,6 +46,12 @@ struct SparkChunk {
 struct SparkStream {
   int64_t id = 0;
   std::vector<SparkChunk> chunks;
+  // A stream of cached RDD blocks (OpenBlocks of rdd_<rdd>_<split> ids): each chunk's
+  // block.id holds (rdd, split) as (shuffle_id, map_id), and its file is opened only
+  // when it is served (OpenRddBlock, in rdd_dirs, the executor's: null when it is not
+  // registered), so a stream of a million such chunks holds no descriptor.
+  bool rdd = false;
+  std::shared_ptr<const spark::ExecutorDirs> rdd_dirs;
   // When its chunks are let go of whether fetched or not.
   absl::Time expires;
   ClientBudget::Lease lease;
@@ -73,6 +79,9 @@ class SparkShuffleService {
     size_t max_chunks_per_stream = size_t{1} << 20;
     // How long a fiber waits for its blocking work.
     absl::Duration blocking_timeout = absl::Seconds(30);
+    // Serve executors' cached RDD blocks (--spark-rdd-blocks), for applications with
+    // spark.shuffle.service.fetch.rdd.enabled.
+    bool serve_rdd_blocks = false;
 
     // INVALID_ARGUMENT naming the flag of a field out of range.
     absl::Status Validate() const;
@@ -98,6 +107,11 @@ class SparkShuffleService {
                                          const std::string& client);
   absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request,
                                          const std::string& client);
+  // The file of a chunk of an RDD stream (SparkStream::rdd_dirs): `rdd_<rdd>_<split>` in
+  // the executor's hashed dirs, whole, as Spark's resolver serves it. NOT_FOUND when
+  // the executor has no such block; DATA_LOSS for anything but a regular file.
+  absl::StatusOr<StreamBlock> OpenRddBlock(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                                           const BlockId& id);
 
   // Deletes the files the block ids name (rdd blocks, and map outputs' .data and .index
   // files, as Spark's driver names them when it removes a shuffle); how many were
@@ -119,6 +133,10 @@ class SparkShuffleService {
  private:
   absl::StatusOr<SparkStream> Open(const std::string& app_id, const std::string& exec_id,
                                    std::vector<BlockId> keys, const std::string& client);
+  absl::StatusOr<SparkStream> OpenRdd(const std::string& app_id, const std::string& exec_id,
+                                      std::vector<BlockId> keys, const std::string& client);
+  // The stream's id, lease and lifetime.
+  SparkStream NewStream(std::vector<SparkChunk> chunks, ClientBudget::Lease lease);
 
   const Options options_;
   BlockStore* const store_;

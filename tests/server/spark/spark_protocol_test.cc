@@ -242,7 +242,7 @@ TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnect
       {Fetch(1000, {0}).substr(0, 12), "FetchShuffleBlocks"},
       {sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {1000, 1007}, {{0}}, false}),
        "2 map ids but 1 lists"},
-      {sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}), "rdd blocks are not served"},
+      {sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}), "served only with ferry_server --spark-rdd-blocks"},
   };
   for (const auto& [body, expected] : cases) {
     const Reply reply = client.Call(body);
@@ -405,6 +405,75 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
     EXPECT_NE(::access(PathOf(name).c_str(), F_OK), 0) << name;
   }
   EXPECT_EQ(::access(checksum.c_str(), F_OK), 0);
+}
+
+// --- cached RDD blocks (spark.shuffle.service.fetch.rdd.enabled) ---------------------
+
+// (Without --spark-rdd-blocks an rdd id is refused: UnsupportedAndMalformedRpcs...)
+// With --spark-rdd-blocks, OpenBlocks of rdd_<rdd>_<split> serves the executor's file of
+// that name in its hashed dirs, whole, as chunks and as streams; a block it has not, a
+// symlink in its place, or an unregistered executor fails that chunk only.
+TEST_F(SparkProtocolTest, CachedRddBlocksAreServedFromTheExecutorsDirs) {
+  SparkShuffleService::Options spark;
+  spark.serve_rdd_blocks = true;
+  Start(spark);
+  const auto put = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = PathOf(name);
+    ::mkdir(path.substr(0, path.rfind('/')).c_str(), 0755);
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  const std::string first(70000, 'r');
+  const std::string second = "a small cached partition";
+  put("rdd_1_2", first);
+  put("rdd_1_4", second);
+  const std::string outside = absl::StrCat(roots_.path(), "/outside");
+  std::ofstream(outside) << "not the executor's";
+  const std::string link = PathOf("rdd_1_5");
+  ::mkdir(link.substr(0, link.rfind('/')).c_str(), 0755);
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+
+  SparkClient client(server_->spark_port());
+  client.Call(Registration());
+  const auto [stream, chunks] = StreamHandleOf(client.Call(
+      sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2", "rdd_1_3", "rdd_1_4", "rdd_1_5"}})));
+  ASSERT_EQ(chunks, 4);
+  std::vector<Reply> got;
+  for (int32_t i = 0; i < chunks; ++i) {
+    client.Send(sw::EncodeChunkFetchRequest({stream, i}));
+    std::optional<Reply> reply = client.Read();
+    ASSERT_TRUE(reply.has_value());
+    got.push_back(*reply);
+  }
+  EXPECT_EQ(got[0].type, sw::MessageType::kChunkFetchSuccess);
+  EXPECT_EQ(got[0].body, first);
+  EXPECT_EQ(got[1].type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_NE(got[1].text.find("rdd_1_3: NOT_FOUND: the executor has no cached block rdd_1_3"),
+            std::string::npos)
+      << got[1].text;
+  EXPECT_EQ(got[2].body, second);
+  EXPECT_EQ(got[3].type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_EQ(got[3].text.find("not the executor's"), std::string::npos);
+  // Fetched to disk: a StreamResponse and the file after it.
+  const auto [to_disk, one] = StreamHandleOf(client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_4"}})));
+  ASSERT_EQ(one, 1);
+  client.Send(sw::EncodeStreamRequest(absl::StrCat(to_disk, "_0")));
+  std::optional<Reply> streamed = client.Read();
+  ASSERT_TRUE(streamed.has_value());
+  EXPECT_EQ(streamed->type, sw::MessageType::kStreamResponse) << streamed->text;
+  EXPECT_EQ(streamed->body, second);
+
+  const Reply mixed = client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2", "shuffle_3_1000_1"}}));
+  EXPECT_EQ(mixed.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(mixed.text.find("mixes rdd and shuffle block ids"), std::string::npos) << mixed.text;
+  EXPECT_EQ(testing::FetchFirstChunk(client, sw::EncodeOpenBlocks({kApp, "9", {"rdd_1_2"}})),
+            "chunk failure: rdd_1_2: NOT_FOUND: Executor is not registered (appId=app-1, "
+            "execId=9)");
+  // Removed, it is served no more.
+  EXPECT_EQ(client.Call(sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2"}})).body,
+            sw::EncodeBlocksRemoved(1));
+  EXPECT_NE(testing::FetchFirstChunk(client, sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}))
+                .find("no cached block"),
+            std::string::npos);
 }
 
 // --- spark.authenticate -------------------------------------------------------------
