@@ -179,6 +179,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     options_.spark_executors.dir_roots = {local_.path()};
     options_.spark_executors.state_dir = state_.path();
     options_.sweep_interval = absl::Seconds(1);
+    options_.spark.serve_rdd_blocks = true;  // CachedRddBlocksOutliveTheirExecutors
     if (!auth_secret_.empty()) {
       options_.spark_auth.secret_file = absl::StrCat(secrets_.path(), "/secret");
       std::ofstream(options_.spark_auth.secret_file) << auth_secret_;
@@ -275,6 +276,36 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   conf["spark.shuffle.useOldFetchProtocol"] = "true";
   const std::vector<std::string> rdd(none.begin(), none.begin() + 3);
   EXPECT_EQ(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}), rdd);
+}
+
+// spark.shuffle.service.fetch.rdd.enabled: a disk-persisted RDD outlives the executors
+// that cached it, and the executors after them fetch its blocks from ferry_server
+// (--spark-rdd-blocks) instead of computing them again. All executors share this host,
+// where Spark's driver would send them to read the gone executor's files from disk
+// themselves; spark.storage.localDiskByExecutors.cacheSize=0 leaves it no dirs to send.
+TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
+  std::map<std::string, std::string> conf = WithService(server_->spark_port());
+  conf["spark.dynamicAllocation.enabled"] = "true";
+  conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
+  conf["spark.dynamicAllocation.minExecutors"] = "0";
+  conf["spark.dynamicAllocation.maxExecutors"] = "2";
+  conf["spark.shuffle.service.fetch.rdd.enabled"] = "true";
+  conf["spark.storage.localDiskByExecutors.cacheSize"] = "0";
+  const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
+  const std::vector<std::string> results =
+      Run("ferry_server, cached RDD blocks of executors gone", conf, {"cached"});
+  std::map<std::string, std::string> by_job;
+  for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
+  ASSERT_EQ(by_job.size(), 3u) << absl::StrJoin(results, "\n");
+  const std::string& expected = by_job["expected-cached"];
+  for (const char* job : {"cached", "cached-after-executors-gone"}) {
+    EXPECT_EQ(JsonField(by_job[job], "n"), JsonField(expected, "n")) << by_job[job];
+    EXPECT_EQ(JsonField(by_job[job], "total"), JsonField(expected, "total")) << by_job[job];
+  }
+  EXPECT_EQ(JsonField(by_job["cached"], "computed"), "8") << by_job["cached"];
+  EXPECT_EQ(JsonField(by_job["cached-after-executors-gone"], "recomputed"), "0")
+      << by_job["cached-after-executors-gone"] << "\n" << cluster_->DiagnosticLogs();
+  ExpectBlocksSentSince(before);
 }
 
 // spark.authenticate on the whole cluster (master, workers, applications) and on

@@ -14,6 +14,9 @@ ferry_server. Jobs:
   lifecycle=DIR
         the same shuffle read again and again while its executors come and go, under
         dynamic allocation, with the test acting between the jobs (see lifecycle_jobs)
+  cached
+        a disk-persisted RDD read again once the executors that cached it are gone
+        (see cached_jobs)
 """
 import glob
 import json
@@ -22,6 +25,7 @@ import os
 import sys
 import time
 
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -200,9 +204,31 @@ def lifecycle_jobs(spark, directory):
     handshake(directory, "removed")
 
 
+def cached_jobs(spark):
+    """A disk-persisted RDD read again once the executors that cached it are gone. Run
+    with dynamic allocation and spark.shuffle.service.fetch.rdd.enabled: the new
+    executors fetch its blocks from the shuffle service rather than compute them again
+    (an accumulator counts the partitions computed; RESULT "cached-after-executors-gone"
+    has recomputed=0 when none was)."""
+    sc = spark.sparkContext
+    computed = sc.accumulator(0)
+
+    def compute(rows):
+        computed.add(1)
+        return ((i * 2654435761) % 1_000_003 for i in rows)
+    data = list(range(200_000))
+    result("expected-cached", n=len(data), total=sum((i * 2654435761) % 1_000_003 for i in data))
+    cached = sc.parallelize(data, 8).mapPartitions(compute).persist(StorageLevel.DISK_ONLY)
+    result("cached", n=cached.count(), total=cached.sum(), computed=computed.value)
+    wait_for_executors(sc, 0)
+    before = computed.value
+    result("cached-after-executors-gone", n=cached.count(), total=cached.sum(),
+           recomputed=computed.value - before)
+
+
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")
         if name == "lifecycle":
