@@ -88,12 +88,16 @@ void ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
   const absl::string_view rest(buffer_.get() + begin_, end_ - begin_);
   end_ = begin_;
   if (!rest.empty()) {
-    if (absl::Status opened = layer_->Open(rest, &plain_); !opened.ok()) LogFailure(opened);
+    if (absl::Status opened = layer_->Open(rest, &plain_); !opened.ok()) {
+      LogFailure(opened);
+      layer_failed_ = true;  // the next read ends the connection
+    }
   }
 }
 
 ssize_t ConnectionCore::ReceivePlain(char* buf, size_t len) {
   if (layer_ == nullptr) return Receive(buf, len);
+  if (layer_failed_) return -EPROTO;
   while (plain_taken_ == plain_.size()) {
     plain_.clear();
     plain_taken_ = 0;
@@ -103,6 +107,7 @@ ssize_t ConnectionCore::ReceivePlain(char* buf, size_t len) {
             layer_->Open(absl::string_view(wire_.get(), static_cast<size_t>(n)), &plain_);
         !opened.ok()) {
       LogFailure(opened);
+      layer_failed_ = true;
       return -EPROTO;
     }
   }

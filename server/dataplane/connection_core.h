@@ -146,6 +146,7 @@ class ConnectionCore {
   std::unique_ptr<char[]> wire_;
   std::string plain_;
   size_t plain_taken_ = 0;
+  bool layer_failed_ = false;  // bytes that did not open: nothing after them is read
   // When the request being served began, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;

@@ -1,6 +1,7 @@
-// A security layer a connection's protocol negotiated (SASL's auth-conf on the Spark
-// front door): once the connection core is given one, every byte either way passes
-// through it, so blocks are read into a buffer and sealed instead of spliced.
+// A security layer a connection's protocol negotiated (AES-CTR after Spark's AuthEngine
+// on the Spark front door, server/spark/spark_cipher.h): once the connection core is
+// given one, every byte either way passes through it, so blocks are read into a buffer
+// and sealed instead of spliced.
 #ifndef FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
 #define FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
 
@@ -17,8 +18,8 @@ class SecurityLayer {
   // Appends to *wire the bytes that carry `plain` to the peer.
   virtual absl::Status Seal(absl::string_view plain, std::string* wire) = 0;
   // Takes bytes as they arrived from the peer, in any pieces, and appends to *plain what
-  // the records they complete carry. An error (a record that does not open, or is larger
-  // than the layer takes) ends the connection.
+  // they carry. An error (bytes that do not open) ends the connection: the core reads
+  // nothing more.
   virtual absl::Status Open(absl::string_view wire, std::string* plain) = 0;
 };
 

@@ -728,6 +728,18 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
     client.Send(sw::EncodeRpcRequest(1, Registration()));
     EXPECT_TRUE(client.Closed());
   }
+  // The same bytes sent with the challenge, before its answer: the connection closes
+  // at once rather than wait for more.
+  {
+    SparkClient client(server_->spark_port());
+    client.Send(sw::EncodeRpcRequest(7, whole) + sw::EncodeRpcRequest(8, Registration()));
+    std::optional<Reply> answer = client.Read();
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->type, sw::MessageType::kRpcResponse);
+    const absl::Time start = absl::Now();
+    EXPECT_TRUE(client.Closed());
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  }
   EXPECT_EQ(server_->spark_executors()->size(), 0u);
   const SparkSecrets& secrets = *server_->spark_secrets();
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kRefused), 6u);
