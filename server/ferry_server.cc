@@ -87,6 +87,10 @@ absl::Status FerryServerOptions::Validate() const {
         "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
         "(--spark-address)");
   }
+  if (spark_address.empty() && spark_tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--spark-tls-cert and --spark-tls-key are for the Spark front door (--spark-address)");
+  }
   if (!spark_address.empty() && spark_executors.dir_roots.empty()) {
     return absl::InvalidArgumentError(
         "the Spark front door needs the roots executors' local dirs may lie beneath "
@@ -150,6 +154,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
         SparkSecrets::Load(options.spark_auth);
     if (!secrets.ok()) return secrets.status();
     server->spark_secrets_ = *std::move(secrets);
+    if (options.spark_tls.enabled()) {
+      absl::StatusOr<std::unique_ptr<SparkTls>> tls = SparkTls::Load(options.spark_tls);
+      if (!tls.ok()) return tls.status();
+      server->spark_tls_ = *std::move(tls);
+    }
     DataServer::Listener spark_door;
     absl::StatusOr<HostPort> spark_address = ParseHostPort(options.spark_address);
     if (!spark_address.ok()) return spark_address.status();
@@ -157,9 +166,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     spark_door.port = spark_address->port;
     // A connection over the limits is closed untold: Spark's client retries that.
     spark_door.handler = [spark = server->spark_.get(), secrets = server->spark_secrets_.get(),
+                          tls = server->spark_tls_.get(),
                           connection = &server->options_.connection](UniqueFd socket,
                                                                      ConnectionControl& control) {
-      ServeSparkConnection(std::move(socket), *spark, *secrets, *connection, control);
+      ServeSparkConnection(std::move(socket), *spark, *secrets, tls, *connection, control);
     };
     listeners.push_back(std::move(spark_door));
   }
@@ -332,6 +342,19 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
           static_cast<double>(spark_->open_chunks()));
     gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
           static_cast<double>(pool_->queued()));
+    if (spark_tls_ != nullptr) {
+      out.emplace_back(
+          "ferry_spark_tls_handshakes_total",
+          "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
+          "(failed: a client without TLS or that does not trust the certificate, or a "
+          "connection closed before its handshake ended).",
+          MetricKind::kCounter,
+          std::vector<MetricSample>{
+              MetricSample({{"outcome", "completed"}},
+                           static_cast<double>(spark_tls_->handshakes(true))),
+              MetricSample({{"outcome", "failed"}},
+                           static_cast<double>(spark_tls_->handshakes(false)))});
+    }
     if (spark_secrets_->required()) {
       using Outcome = SparkSecrets::Outcome;
       out.emplace_back(

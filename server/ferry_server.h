@@ -22,6 +22,7 @@
 #include "server/ops/metrics.h"
 #include "server/ops/metrics_exporter.h"
 #include "server/spark/spark_auth.h"
+#include "server/spark/spark_tls.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
 #include "server/control/ticket_registry.h"
@@ -66,6 +67,8 @@ struct FerryServerOptions {
   SparkShuffleService::Options spark;
   // spark.authenticate: where applications' secrets are; both empty: no authentication.
   SparkSecrets::Options spark_auth;
+  // spark.ssl.rpc.enabled: the front door's certificate and key; both empty: no TLS.
+  SparkTls::Options spark_tls;
   // Threads for the Spark front door's blocking work (index loads, file opens, deletes).
   BlockingPool::Options blocking;
   // host:port serving Prometheus metrics at /metrics; empty: off.
@@ -149,6 +152,7 @@ class FerryServer {
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> spark_;
   std::unique_ptr<SparkSecrets> spark_secrets_;
+  std::unique_ptr<SparkTls> spark_tls_;  // null without TLS
   std::unique_ptr<DataServer> data_;
   // Reads everything above; declared after it so that it stops first.
   std::unique_ptr<MetricsExporter> metrics_;

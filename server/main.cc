@@ -140,6 +140,12 @@ ABSL_FLAG(int64_t, max_spark_open_chunks, Default(Defaults().spark.max_open_chun
 ABSL_FLAG(int64_t, max_spark_open_chunks_per_client,
           Default(Defaults().spark.max_open_chunks_per_client),
           "Chunks of the open Spark streams of one client address.");
+ABSL_FLAG(std::string, spark_tls_cert, "",
+          "TLS on the Spark front door (Spark 4's spark.ssl.rpc.enabled): a PEM file of the "
+          "certificate and its chain, the cluster's spark.ssl.rpc.certChain. With "
+          "--spark-tls-key.");
+ABSL_FLAG(std::string, spark_tls_key, "",
+          "The PEM private key of --spark-tls-cert (the cluster's spark.ssl.rpc.privateKey).");
 ABSL_FLAG(bool, spark_rdd_blocks, false,
           "Serve Spark executors' cached RDD blocks (OpenBlocks of rdd_<rdd>_<split>) from "
           "their local dirs, also after the executor is gone, for applications with "
@@ -231,6 +237,8 @@ int Main() {
   options.spark_auth.secrets_dir = absl::GetFlag(FLAGS_spark_auth_secrets_dir);
   options.spark_auth.auth_engine_v1 = absl::GetFlag(FLAGS_spark_auth_engine_v1);
   options.spark.serve_rdd_blocks = absl::GetFlag(FLAGS_spark_rdd_blocks);
+  options.spark_tls.cert_file = absl::GetFlag(FLAGS_spark_tls_cert);
+  options.spark_tls.key_file = absl::GetFlag(FLAGS_spark_tls_key);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   if (!SetCount("pipe-size", FLAGS_pipe_size, &options.data.pipe_bytes) ||
       !SetCount("max-pipes", FLAGS_max_pipes, &options.data.max_pipes) ||

@@ -87,12 +87,25 @@ void ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
   // served from plain_ like everything after it.
   const absl::string_view rest(buffer_.get() + begin_, end_ - begin_);
   end_ = begin_;
-  if (!rest.empty()) {
-    if (absl::Status opened = layer_->Open(rest, &plain_); !opened.ok()) {
-      LogFailure(opened);
-      layer_failed_ = true;  // the next read ends the connection
-    }
+  if (!rest.empty()) OpenThroughLayer(rest);
+}
+
+bool ConnectionCore::OpenThroughLayer(absl::string_view wire) {
+  const absl::Status opened = layer_->Open(wire, &plain_);
+  // The layer's own answer (a handshake's next message, or its alert) goes out either
+  // way.
+  own_output_.clear();
+  layer_->TakeOwnOutput(&own_output_);
+  if (!own_output_.empty() &&
+      io_.SendAll(socket_.get(), own_output_.data(), own_output_.size(), 0,
+                  absl::Now() + options_.io_timeout) != static_cast<ssize_t>(own_output_.size())) {
+    layer_failed_ = true;
+    return false;
   }
+  if (opened.ok()) return true;
+  if (!absl::IsCancelled(opened)) LogFailure(opened);
+  layer_failed_ = true;  // nothing after bytes that did not open is read
+  return false;
 }
 
 ssize_t ConnectionCore::ReceivePlain(char* buf, size_t len) {
@@ -103,11 +116,7 @@ ssize_t ConnectionCore::ReceivePlain(char* buf, size_t len) {
     plain_taken_ = 0;
     const ssize_t n = Receive(wire_.get(), kWireChunkBytes);
     if (n <= 0) return n;
-    if (absl::Status opened =
-            layer_->Open(absl::string_view(wire_.get(), static_cast<size_t>(n)), &plain_);
-        !opened.ok()) {
-      LogFailure(opened);
-      layer_failed_ = true;
+    if (!OpenThroughLayer(absl::string_view(wire_.get(), static_cast<size_t>(n)))) {
       return -EPROTO;
     }
   }

@@ -106,8 +106,8 @@ class ConnectionCore {
   bool SendBytes(absl::string_view bytes);
 
   // From now on every byte either way passes through `layer`: the protocol negotiated
-  // it in the frame just handled, and has answered that frame. Bytes the peer sent after
-  // that frame are the layer's already.
+  // it in the frame just handled, and has answered that frame (or the connection starts
+  // with it, as TLS does). Bytes the peer sent after that frame are the layer's already.
   void Secure(std::unique_ptr<SecurityLayer> layer);
 
   SegmentSender& sender() { return sender_; }
@@ -122,6 +122,9 @@ class ConnectionCore {
   ssize_t Receive(char* buf, size_t len);
   // Receive's plaintext: through the security layer, when there is one.
   ssize_t ReceivePlain(char* buf, size_t len);
+  // Hands `wire` to the layer and sends what it has to say itself; false when the
+  // connection is to end (logged).
+  bool OpenThroughLayer(absl::string_view wire);
 
   UniqueFd socket_;
   const FrontDoor door_;
@@ -147,6 +150,7 @@ class ConnectionCore {
   std::string plain_;
   size_t plain_taken_ = 0;
   bool layer_failed_ = false;  // bytes that did not open: nothing after them is read
+  std::string own_output_;     // the layer's own bytes to send
   // When the request being served began, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;

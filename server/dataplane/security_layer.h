@@ -19,8 +19,12 @@ class SecurityLayer {
   virtual absl::Status Seal(absl::string_view plain, std::string* wire) = 0;
   // Takes bytes as they arrived from the peer, in any pieces, and appends to *plain what
   // they carry. An error (bytes that do not open) ends the connection: the core reads
-  // nothing more.
+  // nothing more; CANCELLED is the peer ending the layer's session (TLS's
+  // close_notify), which ends it as a closed socket does, unlogged.
   virtual absl::Status Open(absl::string_view wire, std::string* plain) = 0;
+  // Appends to *wire what the layer itself has to send after Open (a handshake's
+  // messages); the core sends it at once.
+  virtual void TakeOwnOutput(std::string* wire) { (void)wire; }
 };
 
 }  // namespace ferry

@@ -34,8 +34,9 @@ std::string SparkName(const BlockId& id) {
 
 class SparkProtocol {
  public:
-  SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets)
-      : core_(core), service_(service), secrets_(secrets) {}
+  SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets,
+                bool tls)
+      : core_(core), service_(service), secrets_(secrets), tls_(tls) {}
 
   void Serve();
 
@@ -70,6 +71,7 @@ class SparkProtocol {
   ConnectionCore& core_;
   SparkShuffleService& service_;
   SparkSecrets& secrets_;
+  const bool tls_;  // the connection is TLS from its first byte
   // spark.authenticate: the exchange under way, and the application the connection
   // authenticated as.
   std::unique_ptr<spark::SaslServer> sasl_;
@@ -186,6 +188,12 @@ bool SparkProtocol::RefuseHandshake(int64_t request_id, const absl::Status& stat
 }
 
 bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body) {
+  if (tls_) {
+    // Spark does not run the AuthEngine's encryption inside TLS; a client that asks
+    // falls back to SASL on this connection (spark.network.crypto.saslFallback).
+    return Reply(request_id, absl::FailedPreconditionError(
+                                 "this connection is TLS already: authenticate with SASL"));
+  }
   absl::StatusOr<spark::AuthMessage> challenge = spark::DecodeAuthMessage(body);
   if (!challenge.ok()) return RefuseHandshake(request_id, challenge.status());
   absl::StatusOr<std::string> secret = secrets_.SecretOf(challenge->app_id);
@@ -416,11 +424,16 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
 }  // namespace
 
 void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          SparkSecrets& secrets, const ConnectionOptions& options,
-                          ConnectionControl& control) {
+                          SparkSecrets& secrets, SparkTls* tls,
+                          const ConnectionOptions& options, ConnectionControl& control) {
   ConnectionCore core(std::move(socket), FrontDoor::kSpark, options, control);
   if (!core.Start()) return;
-  SparkProtocol(core, service, secrets).Serve();
+  if (tls != nullptr) {
+    std::unique_ptr<SecurityLayer> layer = tls->NewConnection();
+    if (layer == nullptr) return;
+    core.Secure(std::move(layer));
+  }
+  SparkProtocol(core, service, secrets, tls != nullptr).Serve();
 }
 
 }  // namespace ferry

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -180,6 +181,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     options_.spark_executors.state_dir = state_.path();
     options_.sweep_interval = absl::Seconds(1);
     options_.spark.serve_rdd_blocks = true;  // CachedRddBlocksOutliveTheirExecutors
+    options_.spark_tls = tls_;
     if (!auth_secret_.empty()) {
       options_.spark_auth.secret_file = absl::StrCat(secrets_.path(), "/secret");
       std::ofstream(options_.spark_auth.secret_file) << auth_secret_;
@@ -190,6 +192,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     cluster.work_dir = work_.path();
     cluster.local_dir_root = local_.path();
     cluster.auth_secret = auth_secret_;
+    cluster.defaults = cluster_defaults_;
     absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = *std::move(started);
@@ -249,6 +252,9 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   TempDir secrets_;
   // spark.authenticate's secret for the cluster and ferry_server; empty: off.
   std::string auth_secret_;
+  // Settings of the whole cluster, and ferry_server's TLS (both empty: none).
+  std::map<std::string, std::string> cluster_defaults_;
+  SparkTls::Options tls_;
   FerryServerOptions options_;
   std::string last_output_;  // the driver's, of the last application run
   std::unique_ptr<FerryServer> server_;
@@ -363,6 +369,53 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
   }
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",
                                "outcome", "refused"),
+            0);
+}
+
+// Spark 4's TLS for RPC and shuffle (spark.ssl.rpc.enabled) on the whole cluster, one
+// self-signed certificate for all (Spark's client trusts the certChain it is given), and
+// ferry_server's front door given the same certificate and key; with spark.authenticate
+// too, whose SASL runs inside TLS.
+class RealSparkTlsTest : public RealSparkTest {
+ protected:
+  void SetUp() override {
+    if (absl::StartsWith(GetParam().version, "3.")) {
+      GTEST_SKIP() << "spark.ssl.rpc.enabled is Spark 4's";
+    }
+    tls_.cert_file = certs_.path() + "/cert.pem";
+    tls_.key_file = certs_.path() + "/key.pem";
+    const std::string command = absl::StrCat(
+        "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 "
+        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '", tls_.key_file,
+        "' -out '", tls_.cert_file, "' >'", certs_.path(), "/openssl.log' 2>&1");
+    ASSERT_EQ(std::system(command.c_str()), 0) << "openssl failed: " << command;
+    // PEM files are Netty's way (spark.ssl.rpc.openSslEnabled; without netty-tcnative
+    // Netty reads them with the JDK's TLS); Spark's own takes keystores only.
+    cluster_defaults_ = {{"spark.ssl.rpc.enabled", "true"},
+                         {"spark.ssl.rpc.openSslEnabled", "true"},
+                         {"spark.ssl.rpc.certChain", tls_.cert_file},
+                         {"spark.ssl.rpc.privateKey", tls_.key_file}};
+    auth_secret_ = "the-tls-cluster-secret";
+    RealSparkTest::SetUp();
+  }
+
+  TempDir certs_;
+};
+
+TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerry) {
+  const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
+  const std::vector<std::string> results =
+      Run("ferry_server, spark.ssl.rpc.enabled and spark.authenticate", WithService(server_->spark_port()), {"checked"});
+  ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
+  EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
+  ExpectBlocksSentSince(before);
+  const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
+  EXPECT_GT(testing::MetricSum(after, "ferry_spark_tls_handshakes_total", "outcome", "completed"),
+            0);
+  EXPECT_GT(
+      testing::MetricSum(after, "ferry_spark_authentications_total", "outcome", "authenticated"),
+      0);
+  EXPECT_EQ(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome", "refused"),
             0);
 }
 
@@ -567,8 +620,10 @@ std::string VersionName(const ::testing::TestParamInfo<SparkDistribution>& param
 }
 INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTest, ::testing::ValuesIn(Sparks()), VersionName);
 INSTANTIATE_TEST_SUITE_P(Versions, RealSparkAuthTest, ::testing::ValuesIn(Sparks()), VersionName);
+INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTlsTest, ::testing::ValuesIn(Sparks()), VersionName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkAuthTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkTlsTest);
 
 }  // namespace
 }  // namespace ferry

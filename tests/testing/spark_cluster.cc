@@ -190,10 +190,13 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
   if (::mkdir(cluster->conf_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", cluster->conf_dir_));
   }
-  if (!options.auth_secret.empty()) {
+  if (!options.auth_secret.empty() || !options.defaults.empty()) {
     std::ofstream defaults(cluster->conf_dir_ + "/spark-defaults.conf");
-    defaults << "spark.authenticate true\nspark.authenticate.secret " << options.auth_secret
-             << "\n";
+    if (!options.auth_secret.empty()) {
+      defaults << "spark.authenticate true\nspark.authenticate.secret " << options.auth_secret
+               << "\n";
+    }
+    for (const auto& [key, value] : options.defaults) defaults << key << " " << value << "\n";
     if (!defaults.flush()) return absl::InternalError("cannot write spark-defaults.conf");
   }
   const std::string spark_class = options.spark.home + "/bin/spark-class";

@@ -48,6 +48,9 @@ class SparkCluster {
     // spark.authenticate with this secret on the master, the workers and every
     // application (SPARK_CONF_DIR/spark-defaults.conf); empty: off.
     std::string auth_secret;
+    // More settings of the master, the workers and every application (also written to
+    // spark-defaults.conf), such as spark.ssl.rpc.*.
+    std::map<std::string, std::string> defaults;
   };
 
   static absl::StatusOr<std::unique_ptr<SparkCluster>> Start(const Options& options);

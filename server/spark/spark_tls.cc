@@ -1,0 +1,140 @@
+#include "server/spark/spark_tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <climits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+namespace {
+
+// OpenSSL's reason for the last failure on this thread, and the queue emptied.
+std::string OpenSslReason() {
+  std::string reason;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    absl::StrAppend(&reason, reason.empty() ? "" : "; ", buf);
+  }
+  return reason.empty() ? "no reason given" : reason;
+}
+
+class TlsLayer final : public SecurityLayer {
+ public:
+  TlsLayer(SSL* ssl, SparkTls* tls) : ssl_(ssl), tls_(tls) {}
+  ~TlsLayer() override {
+    if (!counted_) tls_->CountHandshake(false);
+    SSL_free(ssl_);  // and its BIOs
+  }
+
+  absl::Status Open(absl::string_view wire, std::string* plain) override {
+    if (!wire.empty() && BIO_write(SSL_get_rbio(ssl_), wire.data(), static_cast<int>(wire.size())) !=
+                             static_cast<int>(wire.size())) {
+      return absl::ResourceExhaustedError("TLS: could not buffer received bytes");
+    }
+    if (!SSL_is_init_finished(ssl_)) {
+      const int r = SSL_do_handshake(ssl_);
+      if (r != 1) {
+        const int error = SSL_get_error(ssl_, r);
+        if (error == SSL_ERROR_WANT_READ) return absl::OkStatus();
+        return absl::PermissionDeniedError(
+            absl::StrCat("TLS handshake failed: ", OpenSslReason()));
+      }
+      counted_ = true;
+      tls_->CountHandshake(true);
+    }
+    char buf[16 << 10];
+    for (;;) {
+      const int n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n > 0) {
+        plain->append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      const int error = SSL_get_error(ssl_, n);
+      if (error == SSL_ERROR_WANT_READ) return absl::OkStatus();
+      // close_notify: the peer ended the session, as a closed socket would.
+      if (error == SSL_ERROR_ZERO_RETURN) return absl::CancelledError("TLS: the peer closed");
+      return absl::DataLossError(absl::StrCat("TLS: ", OpenSslReason()));
+    }
+  }
+
+  absl::Status Seal(absl::string_view plain, std::string* wire) override {
+    while (!plain.empty()) {
+      const int step = static_cast<int>(std::min<size_t>(plain.size(), INT_MAX / 2));
+      // A memory BIO takes whatever is written: the write is whole or fails.
+      if (SSL_write(ssl_, plain.data(), step) != step) {
+        return absl::InternalError(absl::StrCat("TLS: ", OpenSslReason()));
+      }
+      plain.remove_prefix(static_cast<size_t>(step));
+    }
+    TakeOwnOutput(wire);
+    return absl::OkStatus();
+  }
+
+  void TakeOwnOutput(std::string* wire) override {
+    BIO* out = SSL_get_wbio(ssl_);
+    const size_t pending = BIO_ctrl_pending(out);
+    if (pending == 0) return;
+    const size_t at = wire->size();
+    wire->resize(at + pending);
+    const int n = BIO_read(out, wire->data() + at, static_cast<int>(pending));
+    wire->resize(at + static_cast<size_t>(n > 0 ? n : 0));
+  }
+
+ private:
+  SSL* ssl_;
+  SparkTls* tls_;
+  bool counted_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SparkTls>> SparkTls::Load(const Options& options) {
+  if (options.cert_file.empty() || options.key_file.empty()) {
+    return absl::InvalidArgumentError("TLS on the Spark front door needs both --spark-tls-cert "
+                                      "and --spark-tls-key");
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", OpenSslReason()));
+  auto tls = std::unique_ptr<SparkTls>(new SparkTls(ctx));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spark-tls-cert ", options.cert_file, ": ", OpenSslReason()));
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spark-tls-key ", options.key_file, ": ", OpenSslReason()));
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spark-tls-key ", options.key_file, " is not the key of --spark-tls-cert ",
+        options.cert_file, ": ", OpenSslReason()));
+  }
+  return tls;
+}
+
+SparkTls::~SparkTls() { SSL_CTX_free(ctx_); }
+
+std::unique_ptr<SecurityLayer> SparkTls::NewConnection() {
+  SSL* ssl = SSL_new(ctx_);
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  if (ssl == nullptr || in == nullptr || out == nullptr) {
+    SSL_free(ssl);
+    BIO_free(in);
+    BIO_free(out);
+    return nullptr;
+  }
+  SSL_set_bio(ssl, in, out);
+  SSL_set_accept_state(ssl);
+  return std::make_unique<TlsLayer>(ssl, this);
+}
+
+}  // namespace ferry

@@ -1,0 +1,58 @@
+// TLS on the Spark front door, as Spark 4's spark.ssl.rpc.enabled speaks it: TLS from
+// the connection's first byte (Netty's SslHandler at the head of Spark's pipeline), then
+// Spark's frames inside it. The server's certificate and key are PEM files, the ones
+// the cluster gives spark.ssl.rpc.certChain and spark.ssl.rpc.privateKey (Spark's client
+// trusts the certChain it is given). OpenSSL in user space over memory BIOs, so the
+// connection's fiber drives it: blocks are read into a buffer and encrypted, as with
+// the AuthEngine's AES-CTR. (This kernel has no `tls` ULP, so kernel TLS, which would
+// keep blocks spliced, is not used.)
+#ifndef FERRY_SERVER_SPARK_SPARK_TLS_H_
+#define FERRY_SERVER_SPARK_SPARK_TLS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/dataplane/security_layer.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace ferry {
+
+class SparkTls {
+ public:
+  struct Options {
+    std::string cert_file;  // --spark-tls-cert: PEM, the certificate (and its chain)
+    std::string key_file;   // --spark-tls-key: PEM, its private key
+    bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+  };
+
+  // INVALID_ARGUMENT naming the file when the certificate or key does not load, or
+  // they do not match.
+  static absl::StatusOr<std::unique_ptr<SparkTls>> Load(const Options& options);
+  ~SparkTls();
+  SparkTls(const SparkTls&) = delete;
+  SparkTls& operator=(const SparkTls&) = delete;
+
+  // The layer of one new connection, before its first byte.
+  std::unique_ptr<SecurityLayer> NewConnection();
+
+  // Handshakes that ended, for the metrics.
+  uint64_t handshakes(bool completed) const {
+    return handshakes_[completed ? 1 : 0].load(std::memory_order_relaxed);
+  }
+  void CountHandshake(bool completed) {
+    handshakes_[completed ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  explicit SparkTls(SSL_CTX* ctx) : ctx_(ctx) {}
+  SSL_CTX* ctx_;
+  std::atomic<uint64_t> handshakes_[2] = {};
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SPARK_SPARK_TLS_H_
