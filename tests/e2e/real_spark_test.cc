@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -45,6 +44,7 @@
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/certificate.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
@@ -382,13 +382,11 @@ class RealSparkTlsTest : public RealSparkTest {
     if (absl::StartsWith(GetParam().version, "3.")) {
       GTEST_SKIP() << "spark.ssl.rpc.enabled is Spark 4's";
     }
-    tls_.cert_file = certs_.path() + "/cert.pem";
-    tls_.key_file = certs_.path() + "/key.pem";
-    const std::string command = absl::StrCat(
-        "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 "
-        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '", tls_.key_file,
-        "' -out '", tls_.cert_file, "' >'", certs_.path(), "/openssl.log' 2>&1");
-    ASSERT_EQ(std::system(command.c_str()), 0) << "openssl failed: " << command;
+    absl::StatusOr<testing::CertificateFiles> made =
+        testing::MakeSelfSignedCertificate(certs_.path());
+    ASSERT_TRUE(made.ok()) << made.status();
+    tls_.cert_file = made->cert;
+    tls_.key_file = made->key;
     // PEM files are Netty's way (spark.ssl.rpc.openSslEnabled; without netty-tcnative
     // Netty reads them with the JDK's TLS); Spark's own takes keystores only.
     cluster_defaults_ = {{"spark.ssl.rpc.enabled", "true"},

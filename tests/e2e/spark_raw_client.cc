@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +34,27 @@ SparkClient::SparkClient(uint16_t port, const char* source) {
   ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+SparkClient::~SparkClient() {
+  SSL_free(tls_);
+  SSL_CTX_free(tls_ctx_);
+}
+
+absl::Status SparkClient::StartTls(const std::string& ca_file) {
+  tls_ctx_ = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(tls_ctx_, SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_load_verify_locations(tls_ctx_, ca_file.c_str(), nullptr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load ", ca_file));
+  }
+  tls_ = SSL_new(tls_ctx_);
+  SSL_set_fd(tls_, fd_.get());
+  if (SSL_connect(tls_) != 1) {
+    char reason[256] = "";
+    ERR_error_string_n(ERR_get_error(), reason, sizeof(reason));
+    return absl::UnavailableError(absl::StrCat("TLS handshake: ", reason));
+  }
+  return absl::OkStatus();
+}
+
 void SparkClient::Encrypt(const sw::SessionKeys& keys) {
   absl::StatusOr<sw::CtrCipher> out = sw::CtrCipher::Create(keys.key, keys.out_iv);
   absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(keys.key, keys.in_iv);
@@ -42,6 +66,11 @@ void SparkClient::Encrypt(const sw::SessionKeys& keys) {
 void SparkClient::Send(const std::string& bytes) {
   std::string sealed = bytes;
   if (out_.has_value()) out_->Apply(sealed.data(), sealed.data(), sealed.size());
+  if (tls_ != nullptr) {
+    ASSERT_EQ(SSL_write(tls_, sealed.data(), static_cast<int>(sealed.size())),
+              static_cast<int>(sealed.size()));
+    return;
+  }
   ASSERT_EQ(::send(fd_.get(), sealed.data(), sealed.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(sealed.size()));
 }
@@ -49,7 +78,10 @@ void SparkClient::Send(const std::string& bytes) {
 bool SparkClient::ReadExactly(std::string* out, size_t n) {
   out->resize(n);
   for (size_t done = 0; done < n;) {
-    const ssize_t r = ::recv(fd_.get(), out->data() + done, n - done, 0);
+    const ssize_t r =
+        tls_ != nullptr
+            ? SSL_read(tls_, out->data() + done, static_cast<int>(n - done))
+            : ::recv(fd_.get(), out->data() + done, n - done, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     done += static_cast<size_t>(r);
@@ -120,6 +152,13 @@ Reply SparkClient::Call(const std::string& body) {
 bool SparkClient::Closed() {
   char c;
   ssize_t n;
+  if (tls_ != nullptr) {
+    // The server ends a TLS connection by closing it (or with close_notify).
+    n = SSL_read(tls_, &c, 1);
+    if (n <= 0) return true;
+    ADD_FAILURE() << "a byte after the last frame: " << int{c};
+    return false;
+  }
   do {
     n = ::recv(fd_.get(), &c, 1, 0);
   } while (n < 0 && errno == EINTR);

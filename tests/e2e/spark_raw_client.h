@@ -9,9 +9,13 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "common/spark_crypto.h"
 #include "common/spark_wire.h"
 #include "common/unique_fd.h"
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace ferry::testing {
 
@@ -30,6 +34,10 @@ class SparkClient {
   // Connects to 127.0.0.1:port from `source` (another loopback address, for a second
   // client address); reads time out after 10 s.
   explicit SparkClient(uint16_t port, const char* source = nullptr);
+  ~SparkClient();
+  // TLS from now on (before anything is sent), trusting only the certificate in
+  // `ca_file` (PEM); the handshake's failure as an error.
+  absl::Status StartTls(const std::string& ca_file);
   void Send(const std::string& bytes);
   bool ReadExactly(std::string* out, size_t n);
   // The next frame, or nullopt when the server closed the connection.
@@ -50,6 +58,8 @@ class SparkClient {
   int64_t next_request_ = 0x0102030405060708;
   std::optional<spark::CtrCipher> out_;
   std::optional<spark::CtrCipher> in_;
+  SSL_CTX* tls_ctx_ = nullptr;
+  SSL* tls_ = nullptr;
 };
 
 // (streamId, numChunks) from a StreamHandle reply.

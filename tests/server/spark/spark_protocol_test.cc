@@ -26,6 +26,7 @@
 #include "server/ferry_server.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/certificate.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
 
@@ -63,6 +64,7 @@ class SparkProtocolTest : public ::testing::Test {
     options.spark_executors.dir_roots = {roots_.path()};
     options.spark = spark;
     options.spark_auth = auth_;
+    options.spark_tls = tls_;
     server_ = testing::StartServer(options);
   }
 
@@ -96,6 +98,7 @@ class SparkProtocolTest : public ::testing::Test {
   TempDir data_dir_;
   TempDir secrets_;
   SparkSecrets::Options auth_;
+  SparkTls::Options tls_;
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
@@ -474,6 +477,76 @@ TEST_F(SparkProtocolTest, CachedRddBlocksAreServedFromTheExecutorsDirs) {
   EXPECT_NE(testing::FetchFirstChunk(client, sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}))
                 .find("no cached block"),
             std::string::npos);
+}
+
+// --- TLS (spark.ssl.rpc.enabled) ----------------------------------------------------
+
+// TLS from the first byte: a client that trusts the certificate is served every way; a
+// plain client's connection closes, having reached no handler;
+// one that trusts another certificate refuses the server itself.
+TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
+  TempDir certs;
+  TempDir other;
+  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
+  absl::StatusOr<testing::CertificateFiles> stranger =
+      testing::MakeSelfSignedCertificate(other.path());
+  ASSERT_TRUE(cert.ok() && stranger.ok()) << cert.status() << stranger.status();
+  tls_.cert_file = cert->cert;
+  tls_.key_file = cert->key;
+  Start();
+  {
+    SparkClient plain(server_->spark_port());
+    plain.Send(sw::EncodeRpcRequest(1, Registration()));
+    std::string got;
+    char buf[256];
+    for (ssize_t n; (n = ::recv(plain.fd(), buf, sizeof(buf), 0)) > 0;) got.append(buf, n);
+    // The connection closes (after a TLS alert record, when OpenSSL sends one): no frame.
+    EXPECT_TRUE(got.empty() || got[0] == '\x15') << absl::CEscape(got);
+  }
+  {
+    SparkClient distrustful(server_->spark_port());
+    EXPECT_FALSE(distrustful.StartTls(stranger->cert).ok());
+  }
+  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  SparkClient client(server_->spark_port());
+  ASSERT_TRUE(client.StartTls(cert->cert).ok());
+  EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::FetchFirstChunk(client, Fetch(1000, {2})),
+            testing::PartitionBytes(3, 1000, 2, 70000));
+  const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1007, {3})));
+  ASSERT_EQ(chunks, 1);
+  client.Send(sw::EncodeStreamRequest(absl::StrCat(stream, "_0")));
+  std::optional<Reply> streamed = client.Read();
+  ASSERT_TRUE(streamed.has_value());
+  EXPECT_EQ(streamed->body, testing::PartitionBytes(3, 1007, 3, 4));
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "completed"),
+            1);
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "failed"),
+            2);
+}
+
+// With spark.authenticate too: SASL inside TLS; the AuthEngine is declined without
+// closing, so that Spark's client falls back to SASL as it does over TLS.
+TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
+  TempDir certs;
+  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  tls_.cert_file = cert->cert;
+  tls_.key_file = cert->key;
+  StartWithSecrets("inside");
+  SparkClient client(server_->spark_port());
+  ASSERT_TRUE(client.StartTls(cert->cert).ok());
+  absl::StatusOr<sw::AuthEngineClient> engine = sw::AuthEngineClient::Create(kApp, "inside", 2);
+  ASSERT_TRUE(engine.ok());
+  const Reply declined = client.Call(sw::EncodeAuthMessage(*engine->Challenge()));
+  EXPECT_EQ(declined.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(declined.text.find("TLS already"), std::string::npos) << declined.text;
+  EXPECT_NE(client.Call(Registration()).text.find("Expected SaslMessage"), std::string::npos);
+  SparkClient again(server_->spark_port());
+  ASSERT_TRUE(again.StartTls(cert->cert).ok());
+  ASSERT_TRUE(Authenticate(again, kApp, "inside").ok());
+  EXPECT_EQ(again.Call(Registration()).type, sw::MessageType::kRpcResponse);
 }
 
 // --- spark.authenticate -------------------------------------------------------------
