@@ -69,6 +69,12 @@ absl::Status ReceiveError(ssize_t res, uint64_t got, uint64_t length, const std:
                              absl::StrCat(name, ": receive after ", got, " of ", length, " bytes"));
 }
 
+// Up to `len` payload bytes from `source`: through its reader, or straight off the socket.
+ssize_t ReadSome(const BlockSource& source, char* buf, size_t len, absl::Time deadline) {
+  if (source.reader != nullptr) return source.reader->Read(buf, len, deadline);
+  return Recv(source.socket, buf, len, 0, deadline);
+}
+
 // Receives exactly `length` bytes into `out`, decrypted, and verifies them.
 absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
                          BlockVerifier& verifier, const std::string& name, absl::Time deadline) {
@@ -78,11 +84,10 @@ absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
   while (got < length) {
     mark.Before(length - got);
     // At most 1 GiB per receive (an io_uring entry's length is 32 bits).
-    const ssize_t n =
-        Recv(socket, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
-             0, deadline);
+    const ssize_t n = ReadSome(
+        source, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
+        deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
-    if (source.cipher != nullptr) source.cipher->Decrypt(out + got, static_cast<size_t>(n));
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(out + got, static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
@@ -135,9 +140,8 @@ absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t le
   while (got < length) {
     mark.Before(length - got);
     const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
-    const ssize_t n = Recv(source.socket, scratch_.data(), want, 0, deadline);
+    const ssize_t n = ReadSome(source, scratch_.data(), want, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
-    if (source.cipher != nullptr) source.cipher->Decrypt(scratch_.data(), static_cast<size_t>(n));
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
   }
@@ -151,7 +155,7 @@ absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_
   const std::string& path = paths_[index];
   UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
-  if (source.cipher != nullptr) {
+  if (source.reader != nullptr) {
     return ReceiveDecrypted(source, file.get(), path, length, verifier, name, deadline);
   }
   const int socket = source.socket;
@@ -206,9 +210,8 @@ absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
   while (got < length) {
     mark.Before(length - got);
     const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
-    const ssize_t n = Recv(source.socket, scratch_.data(), want, 0, deadline);
+    const ssize_t n = source.reader->Read(scratch_.data(), want, deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
-    source.cipher->Decrypt(scratch_.data(), static_cast<size_t>(n));
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
     const ssize_t written = WriteAll(file, scratch_.data(), static_cast<size_t>(n),
                                      static_cast<int64_t>(got), deadline);

@@ -1,8 +1,8 @@
 // BlockSink: where fetched blocks go. The fetcher reads each block's header and hands
 // the payload, still in the socket, to the sink, which consumes exactly `length` bytes.
-// On an encrypted connection (Spark's AES-CTR) the payload is received into user space
-// and decrypted in place before anything else sees it; FilesSink then writes what it
-// decrypted instead of splicing.
+// On an encrypted connection (Spark's AES-CTR, TLS) the payload is read through the
+// connection's PlainReader into user space before anything else sees it; FilesSink then
+// writes what it read instead of splicing.
 //
 // Sinks run on the fetching thread's fibers and use the fiber ops (common/io/ops.h);
 // one sink serves every connection of a fetch, one block at a time (fibers of one
@@ -46,19 +46,21 @@ class PageBuffer {
   size_t size_ = 0;
 };
 
-// Decrypts, in place and in the order they arrived, the bytes an encrypted connection
-// receives.
-class InboundCipher {
+// Reads what an encrypted connection carries, decrypted (Spark's AES-CTR, TLS), on the
+// calling fiber.
+class PlainReader {
  public:
-  virtual ~InboundCipher() = default;
-  virtual void Decrypt(char* data, size_t n) = 0;
+  virtual ~PlainReader() = default;
+  // Up to `len` bytes of plaintext into `buf`: how many, 0 when the peer closed, or
+  // -errno (-ETIMEDOUT past `deadline`, -EPROTO for bytes that do not decrypt).
+  virtual ssize_t Read(char* buf, size_t len, absl::Time deadline) = 0;
 };
 
-// Where a block's payload is: the connection's socket, and the cipher its bytes pass
-// through when the connection is encrypted.
+// Where a block's payload is: the connection's socket, and the reader its bytes pass
+// through when the connection is encrypted (then nothing is spliced).
 struct BlockSource {
   int socket = -1;
-  InboundCipher* cipher = nullptr;
+  PlainReader* reader = nullptr;
 };
 
 class BlockSink {

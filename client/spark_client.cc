@@ -18,6 +18,7 @@
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/net_address.h"
+#include "client/tls_stream.h"
 #include "common/spark_crypto.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
@@ -113,13 +114,18 @@ std::vector<Request> PlanRequests(const std::string& app_id, const std::string& 
   return requests;
 }
 
-// Decrypts what an encrypted connection receives, frames and blocks alike.
-class CtrInbound final : public InboundCipher {
+// What a connection encrypted with AES-CTR receives, frames and blocks alike, decrypted.
+class CtrReader final : public PlainReader {
  public:
-  explicit CtrInbound(spark::CtrCipher cipher) : cipher_(std::move(cipher)) {}
-  void Decrypt(char* data, size_t n) override { cipher_.Apply(data, data, n); }
+  CtrReader(int socket, spark::CtrCipher cipher) : socket_(socket), cipher_(std::move(cipher)) {}
+  ssize_t Read(char* buf, size_t len, absl::Time deadline) override {
+    const ssize_t n = Recv(socket_, buf, len, 0, deadline);
+    if (n > 0) cipher_.Apply(buf, buf, static_cast<size_t>(n));
+    return n;
+  }
 
  private:
+  const int socket_;
   spark::CtrCipher cipher_;
 };
 
@@ -136,6 +142,16 @@ class SparkConnection {
     if (res < 0) return IoError(res, absl::StrCat("connect to shuffle service ", address_));
     const int one = 1;
     ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (options_.tls_trust_file.empty()) return absl::OkStatus();
+    absl::StatusOr<HostPort> host = ParseHostPort(address_);  // parsed once already
+    if (!host.ok()) return host.status();
+    absl::StatusOr<std::unique_ptr<TlsStream>> tls =
+        TlsStream::Connect(fd_.get(), options_.tls_trust_file, host->host, Deadline());
+    if (!tls.ok()) {
+      return absl::Status(tls.status().code(), absl::StrCat("shuffle service ", address_, ": ",
+                                                            tls.status().message()));
+    }
+    tls_ = *std::move(tls);
     return absl::OkStatus();
   }
 
@@ -185,7 +201,7 @@ class SparkConnection {
     if (!out.ok()) return failed(out.status());
     if (!in.ok()) return failed(in.status());
     out_.emplace(*std::move(out));
-    in_.emplace(*std::move(in));
+    in_.emplace(fd_.get(), *std::move(in));
     return absl::OkStatus();
   }
 
@@ -325,18 +341,39 @@ class SparkConnection {
 
   absl::Status SendBytes(std::string bytes, absl::string_view what) {
     if (out_.has_value()) out_->Apply(bytes.data(), bytes.data(), bytes.size());
-    const ssize_t sent = SendAll(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL, Deadline());
+    const ssize_t sent =
+        tls_ != nullptr ? tls_->Write(bytes, Deadline())
+                        : SendAll(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL, Deadline());
     if (sent < 0) return IoError(sent, absl::StrCat(what, ": send to ", address_));
     return absl::OkStatus();
   }
 
   absl::Status ReadExactly(char* buf, size_t n, absl::string_view what) {
-    const ssize_t got = ReadFull(fd_.get(), buf, n, -1, Deadline());
+    PlainReader* reader = Reader();
+    ssize_t got = 0;
+    if (reader == nullptr) {
+      got = ReadFull(fd_.get(), buf, n, -1, Deadline());
+    } else {
+      const absl::Time deadline = Deadline();
+      while (static_cast<size_t>(got) < n) {
+        const ssize_t r = reader->Read(buf + got, n - static_cast<size_t>(got), deadline);
+        if (r <= 0) {
+          got = r;
+          break;
+        }
+        got += r;
+      }
+    }
     if (got != static_cast<ssize_t>(n)) {
       return IoError(got < 0 ? got : 0, absl::StrCat(what, ": read from ", address_));
     }
-    if (in_.has_value()) in_->Decrypt(buf, n);
     return absl::OkStatus();
+  }
+
+  // What decrypts the connection's bytes; null for a plain one.
+  PlainReader* Reader() {
+    if (tls_ != nullptr) return tls_.get();
+    return in_.has_value() ? &*in_ : nullptr;
   }
 
   // Reads a frame's length and type; with `whole`, the rest of it too (bounded).
@@ -427,8 +464,8 @@ class SparkConnection {
     }
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
-    FERRY_RETURN_IF_ERROR(sink.Receive(BlockSource{fd_.get(), in_.has_value() ? &*in_ : nullptr},
-                                       block, body, verifier, name, Deadline()));
+    FERRY_RETURN_IF_ERROR(
+        sink.Receive(BlockSource{fd_.get(), Reader()}, block, body, verifier, name, Deadline()));
     return body;
   }
 
@@ -438,7 +475,9 @@ class SparkConnection {
   int64_t next_request_id_ = 1;
   // After Spark's AuthEngine: what is sent, and what is received.
   std::optional<spark::CtrCipher> out_;
-  std::optional<CtrInbound> in_;
+  std::optional<CtrReader> in_;
+  // spark.ssl.rpc.enabled: every byte through TLS.
+  std::unique_ptr<TlsStream> tls_;
 };
 
 // Runs `fn` as the one fiber of a scheduler on this thread.

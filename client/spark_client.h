@@ -52,6 +52,10 @@ struct SparkFetchOptions {
   // encrypt every byte after it with AES-CTR; 0: SASL. A service that refuses the
   // AuthEngine fails the connection (no fallback to SASL, which would not encrypt).
   int auth_engine_version = 0;
+  // Spark 4's spark.ssl.rpc.enabled: TLS from the first byte, trusting only the PEM
+  // certificates in this file (the cluster's spark.ssl.rpc.certChain), the server's
+  // certificate naming the address's host. Empty: no TLS.
+  std::string tls_trust_file;
 };
 
 struct SparkFetchStats {

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/certificate.h"
 #include "tests/testing/spark_ess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -74,6 +75,7 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
     options.spark_executors.dir_roots = {roots_.path()};
     options.spark_executors.state_dir = state_dir_.path();
     options.spark_auth = auth_;
+    options.spark_tls = tls_;
     server_ = testing::StartServer(options);
   }
 
@@ -88,6 +90,7 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
   TempDir data_dir_;
   TempDir state_dir_;
   SparkSecrets::Options auth_;
+  SparkTls::Options tls_;
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
@@ -163,13 +166,14 @@ std::vector<spark::ShuffleBlockId> AllBlocks(bool ranges, std::vector<std::strin
 // (already told about the executor): every way of fetching, every byte compared; with
 // `secret`, every connection authenticates first.
 void FetchEveryWay(const std::string& address, const std::string& secret = "",
-                   int auth_engine_version = 0) {
+                   int auth_engine_version = 0, const std::string& tls_trust_file = "") {
   SparkShuffleClient client;
   std::vector<std::string> expected;
   const std::vector<spark::ShuffleBlockId> blocks = AllBlocks(/*ranges=*/true, &expected);
   SparkFetchOptions plain;
   plain.auth_secret = secret;
   plain.auth_engine_version = auth_engine_version;
+  plain.tls_trust_file = tls_trust_file;
   SparkFetchOptions spread = plain;
   spread.connections = 3;
   spread.blocks_per_request = 4;
@@ -467,6 +471,47 @@ TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithSparksOwnService) {
   FetchEveryWay(address, kSecret);
 }
 
+// TLS (Spark 4's spark.ssl.rpc.enabled) between Ferry's client and the front door, with
+// spark.authenticate inside it: every way of fetching; a client that trusts another
+// certificate, or speaks no TLS, is not served.
+class SparkTlsTest : public SparkAuthTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<testing::CertificateFiles> made =
+        testing::MakeSelfSignedCertificate(certs_.path());
+    ASSERT_TRUE(made.ok()) << made.status();
+    cert_ = *made;
+    tls_ = {cert_.cert, cert_.key};
+    SparkAuthTest::SetUp();
+  }
+
+  TempDir certs_;
+  testing::CertificateFiles cert_;
+};
+
+TEST_P(SparkTlsTest, FerrysSparkClientFetchesOverTls) {
+  const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+  SparkShuffleClient client;
+  SparkFetchOptions options = WithSecret(kSecret);
+  options.tls_trust_file = cert_.cert;
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration(), options).ok());
+  FetchEveryWay(address, kSecret, 0, cert_.cert);
+
+  TempDir other;
+  absl::StatusOr<testing::CertificateFiles> stranger =
+      testing::MakeSelfSignedCertificate(other.path());
+  ASSERT_TRUE(stranger.ok());
+  options.tls_trust_file = stranger->cert;
+  absl::Status distrusted = client.RegisterExecutor(address, Registration(), options);
+  EXPECT_NE(distrusted.message().find("certificate verify failed"), std::string::npos)
+      << distrusted;
+  absl::Status plain = client.RegisterExecutor(address, Registration(), WithSecret(kSecret));
+  EXPECT_FALSE(plain.ok());
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  EXPECT_GE(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "failed"),
+            2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SparkLayoutTest,
                          ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kInline}),
                          [](const ::testing::TestParamInfo<ServerConfig>& config) {
@@ -479,6 +524,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, SparkFrontDoorTest,
                            return testing::ConfigName(config.param);
                          });
 
+INSTANTIATE_TEST_SUITE_P(Modes, SparkTlsTest,
+                         ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kUring}),
+                         [](const ::testing::TestParamInfo<ServerConfig>& config) {
+                           return testing::ConfigName(config.param);
+                         });
 INSTANTIATE_TEST_SUITE_P(Modes, SparkAuthTest,
                          ::testing::Values(ServerConfig{DataPlaneMode::kSplice, IoEngine::kUring}),
                          [](const ::testing::TestParamInfo<ServerConfig>& config) {
