@@ -40,6 +40,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/block_sink.h"
+#include "client/spark_client.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
@@ -415,6 +417,49 @@ TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerry) {
       0);
   EXPECT_EQ(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome", "refused"),
             0);
+}
+
+// The other way round: Ferry's client against Spark 4.3.0's own shuffle service on the
+// same TLS cluster, with SASL inside TLS.
+TEST_P(RealSparkTlsTest, FerrysClientFetchesFromSparksOwnServiceOverTls) {
+  uint16_t port = 0;
+  { testing::ListenLoopback(&port, 1); }
+  ASSERT_TRUE(cluster_->StartSparkShuffleService(port).ok());
+  // An executor's dirs beneath the service's own SPARK_LOCAL_DIRS, as Spark's requires.
+  const std::vector<std::string> dirs = {local_.path() + "/ferry-client/blockmgr-0",
+                                         local_.path() + "/ferry-client/blockmgr-1"};
+  for (const std::string& dir : dirs) std::filesystem::create_directories(dir);
+  const std::vector<size_t> sizes = {100, 70000, 0, 5};
+  ASSERT_TRUE(testing::WriteSparkMapOutput(dirs, 8, 0, 7, sizes).ok());
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  SparkFetchOptions options;
+  options.auth_secret = auth_secret_;
+  options.tls_trust_file = tls_.cert_file;
+  SparkShuffleClient client;
+  ASSERT_TRUE(client
+                  .RegisterExecutor(address,
+                                    {"app-ferry-tls", "0",
+                                     {dirs, 8, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
+                                    options)
+                  .ok());
+  std::vector<spark::ShuffleBlockId> blocks;
+  for (int32_t r = 0; r < 4; ++r) blocks.push_back({0, 7, r, r + 1});
+  for (const bool to_disk : {false, true}) {
+    options.fetch_to_disk = to_disk;
+    BuffersSink sink(blocks.size());
+    absl::StatusOr<SparkFetchStats> fetched =
+        client.Fetch(address, "app-ferry-tls", "0", blocks, sink, options);
+    ASSERT_TRUE(fetched.ok()) << fetched.status();
+    for (int32_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(sink.blocks()[r], testing::PartitionBytes(0, 7, r, sizes[r])) << r;
+    }
+  }
+  // Without TLS, Spark's service does not answer.
+  SparkFetchOptions plain;
+  plain.auth_secret = auth_secret_;
+  plain.io_timeout = absl::Seconds(10);
+  BuffersSink sink(1);
+  EXPECT_FALSE(client.Fetch(address, "app-ferry-tls", "0", {blocks[0]}, sink, plain).ok());
 }
 
 // What the test does at lifecycle_jobs' handshakes (tests/e2e/spark_jobs.py), on a
