@@ -402,7 +402,7 @@ class RealSparkTlsTest : public RealSparkTest {
   TempDir certs_;
 };
 
-TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerry) {
+TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerryAndFerrysClientReadsSparksService) {
   const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
   const std::vector<std::string> results =
       Run("ferry_server, spark.ssl.rpc.enabled and spark.authenticate", WithService(server_->spark_port()), {"checked"});
@@ -417,11 +417,9 @@ TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerry) {
       0);
   EXPECT_EQ(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome", "refused"),
             0);
-}
 
-// The other way round: Ferry's client against Spark 4.3.0's own shuffle service on the
-// same TLS cluster, with SASL inside TLS.
-TEST_P(RealSparkTlsTest, FerrysClientFetchesFromSparksOwnServiceOverTls) {
+  // The other way round on the same cluster: Ferry's client against Spark 4.3.0's own
+  // shuffle service, with SASL inside TLS.
   uint16_t port = 0;
   { testing::ListenLoopback(&port, 1); }
   ASSERT_TRUE(cluster_->StartSparkShuffleService(port).ok());
