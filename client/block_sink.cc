@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
 #include "common/status_macros.h"
@@ -75,6 +76,28 @@ ssize_t ReadSome(const BlockSource& source, char* buf, size_t len, absl::Time de
   return Recv(source.socket, buf, len, 0, deadline);
 }
 
+// Reads the `length` payload bytes from `source` through `scratch` a piece at a time,
+// verifies each and hands it to `on_piece` with its offset in the block; then finishes
+// the verification.
+absl::Status ReadPieces(const BlockSource& source, PageBuffer& scratch, uint64_t length,
+                        BlockVerifier& verifier, const std::string& name, absl::Time deadline,
+                        absl::FunctionRef<absl::Status(absl::string_view, uint64_t)> on_piece) {
+  scratch.Reserve(kScratchBytes);
+  uint64_t got = 0;
+  LowWaterMark mark(source.socket, length);
+  while (got < length) {
+    mark.Before(length - got);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch.size(), length - got));
+    const ssize_t n = ReadSome(source, scratch.data(), want, deadline);
+    if (n <= 0) return ReceiveError(n, got, length, name);
+    const absl::string_view piece(scratch.data(), static_cast<size_t>(n));
+    FERRY_RETURN_IF_ERROR(verifier.Update(piece));
+    FERRY_RETURN_IF_ERROR(on_piece(piece, got));
+    got += static_cast<uint64_t>(n);
+  }
+  return verifier.Finish();
+}
+
 // Receives exactly `length` bytes into `out`, decrypted, and verifies them.
 absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
                          BlockVerifier& verifier, const std::string& name, absl::Time deadline) {
@@ -134,19 +157,10 @@ absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint6
 absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
-  scratch_.Reserve(kScratchBytes);
-  uint64_t got = 0;
-  LowWaterMark mark(source.socket, length);
-  while (got < length) {
-    mark.Before(length - got);
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
-    const ssize_t n = ReadSome(source, scratch_.data(), want, deadline);
-    if (n <= 0) return ReceiveError(n, got, length, name);
-    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
-    got += static_cast<uint64_t>(n);
-  }
+  FERRY_RETURN_IF_ERROR(ReadPieces(source, scratch_, length, verifier, name, deadline,
+                                   [](absl::string_view, uint64_t) { return absl::OkStatus(); }));
   bytes_ += length;
-  return verifier.Finish();
+  return absl::OkStatus();
 }
 
 absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_t length,
@@ -204,24 +218,14 @@ absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
                                         const std::string& path, uint64_t length,
                                         BlockVerifier& verifier, const std::string& name,
                                         absl::Time deadline) {
-  scratch_.Reserve(kScratchBytes);
-  uint64_t got = 0;
-  LowWaterMark mark(source.socket, length);
-  while (got < length) {
-    mark.Before(length - got);
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - got));
-    const ssize_t n = source.reader->Read(scratch_.data(), want, deadline);
-    if (n <= 0) return ReceiveError(n, got, length, name);
-    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch_.data(), static_cast<size_t>(n))));
-    const ssize_t written = WriteAll(file, scratch_.data(), static_cast<size_t>(n),
-                                     static_cast<int64_t>(got), deadline);
-    if (written != n) {
-      return absl::ErrnoToStatus(written < 0 ? static_cast<int>(-written) : EIO,
-                                 absl::StrCat("write ", path, " for ", name));
-    }
-    got += static_cast<uint64_t>(n);
-  }
-  return verifier.Finish();
+  return ReadPieces(source, scratch_, length, verifier, name, deadline,
+                    [&](absl::string_view piece, uint64_t offset) -> absl::Status {
+                      const ssize_t written = WriteAll(file, piece.data(), piece.size(),
+                                                       static_cast<int64_t>(offset), deadline);
+                      if (written == static_cast<ssize_t>(piece.size())) return absl::OkStatus();
+                      return absl::ErrnoToStatus(written < 0 ? static_cast<int>(-written) : EIO,
+                                                 absl::StrCat("write ", path, " for ", name));
+                    });
 }
 
 }  // namespace ferry

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <openssl/bio.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -12,47 +11,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
+#include "common/openssl.h"
 
 namespace ferry {
-
-namespace {
-
-std::string OpenSslReason() {
-  std::string reason;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    absl::StrAppend(&reason, reason.empty() ? "" : "; ", buf);
-  }
-  return reason.empty() ? "no reason given" : reason;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Connect(int socket,
                                                                const std::string& trust_file,
                                                                const std::string& host,
                                                                absl::Time deadline) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", OpenSslReason()));
+  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   if (SSL_CTX_load_verify_locations(ctx, trust_file.c_str(), nullptr) != 1) {
-    const std::string reason = OpenSslReason();
+    const std::string reason = TakeOpenSslErrors();
     SSL_CTX_free(ctx);
     return absl::InvalidArgumentError(absl::StrCat("TLS trust file ", trust_file, ": ", reason));
   }
-  SSL* ssl = SSL_new(ctx);
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  if (ssl == nullptr || in == nullptr || out == nullptr) {
-    SSL_free(ssl);
-    BIO_free(in);
-    BIO_free(out);
+  SSL* ssl = NewMemorySsl(ctx);
+  if (ssl == nullptr) {
     SSL_CTX_free(ctx);
     return absl::InternalError("TLS: out of memory");
   }
-  SSL_set_bio(ssl, in, out);
   SSL_set_connect_state(ssl);
   auto stream = std::unique_ptr<TlsStream>(new TlsStream(socket, ctx, ssl));
   // The certificate must name the host: an IP address, or a DNS name (also sent as SNI).
@@ -71,7 +51,7 @@ absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Connect(int socket,
     }
     if (r == 1) return stream;
     if (SSL_get_error(ssl, r) != SSL_ERROR_WANT_READ) {
-      return absl::PermissionDeniedError(absl::StrCat("TLS handshake: ", OpenSslReason()));
+      return absl::PermissionDeniedError(absl::StrCat("TLS handshake: ", TakeOpenSslErrors()));
     }
     const ssize_t n = stream->Fill(deadline);
     if (n <= 0) {

@@ -1,7 +1,6 @@
 #include "server/spark/spark_tls.h"
 
 #include <openssl/bio.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -9,21 +8,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/openssl.h"
 
 namespace ferry {
 
 namespace {
-
-// OpenSSL's reason for the last failure on this thread, and the queue emptied.
-std::string OpenSslReason() {
-  std::string reason;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    absl::StrAppend(&reason, reason.empty() ? "" : "; ", buf);
-  }
-  return reason.empty() ? "no reason given" : reason;
-}
 
 class TlsLayer final : public SecurityLayer {
  public:
@@ -44,7 +33,7 @@ class TlsLayer final : public SecurityLayer {
         const int error = SSL_get_error(ssl_, r);
         if (error == SSL_ERROR_WANT_READ) return absl::OkStatus();
         return absl::PermissionDeniedError(
-            absl::StrCat("TLS handshake failed: ", OpenSslReason()));
+            absl::StrCat("TLS handshake failed: ", TakeOpenSslErrors()));
       }
       counted_ = true;
       tls_->CountHandshake(true);
@@ -60,7 +49,7 @@ class TlsLayer final : public SecurityLayer {
       if (error == SSL_ERROR_WANT_READ) return absl::OkStatus();
       // close_notify: the peer ended the session, as a closed socket would.
       if (error == SSL_ERROR_ZERO_RETURN) return absl::CancelledError("TLS: the peer closed");
-      return absl::DataLossError(absl::StrCat("TLS: ", OpenSslReason()));
+      return absl::DataLossError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
     }
   }
 
@@ -69,7 +58,7 @@ class TlsLayer final : public SecurityLayer {
       const int step = static_cast<int>(std::min<size_t>(plain.size(), INT_MAX / 2));
       // A memory BIO takes whatever is written: the write is whole or fails.
       if (SSL_write(ssl_, plain.data(), step) != step) {
-        return absl::InternalError(absl::StrCat("TLS: ", OpenSslReason()));
+        return absl::InternalError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
       }
       plain.remove_prefix(static_cast<size_t>(step));
     }
@@ -101,21 +90,21 @@ absl::StatusOr<std::unique_ptr<SparkTls>> SparkTls::Load(const Options& options)
                                       "and --spark-tls-key");
   }
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", OpenSslReason()));
+  if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
   auto tls = std::unique_ptr<SparkTls>(new SparkTls(ctx));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--spark-tls-cert ", options.cert_file, ": ", OpenSslReason()));
+        "--spark-tls-cert ", options.cert_file, ": ", TakeOpenSslErrors()));
   }
   if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--spark-tls-key ", options.key_file, ": ", OpenSslReason()));
+        "--spark-tls-key ", options.key_file, ": ", TakeOpenSslErrors()));
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--spark-tls-key ", options.key_file, " is not the key of --spark-tls-cert ",
-        options.cert_file, ": ", OpenSslReason()));
+        options.cert_file, ": ", TakeOpenSslErrors()));
   }
   return tls;
 }
@@ -123,16 +112,8 @@ absl::StatusOr<std::unique_ptr<SparkTls>> SparkTls::Load(const Options& options)
 SparkTls::~SparkTls() { SSL_CTX_free(ctx_); }
 
 std::unique_ptr<SecurityLayer> SparkTls::NewConnection() {
-  SSL* ssl = SSL_new(ctx_);
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  if (ssl == nullptr || in == nullptr || out == nullptr) {
-    SSL_free(ssl);
-    BIO_free(in);
-    BIO_free(out);
-    return nullptr;
-  }
-  SSL_set_bio(ssl, in, out);
+  SSL* ssl = NewMemorySsl(ctx_);
+  if (ssl == nullptr) return nullptr;
   SSL_set_accept_state(ssl);
   return std::make_unique<TlsLayer>(ssl, this);
 }

@@ -93,6 +93,20 @@ class SparkProtocolTest : public ::testing::Test {
   std::string PathOf(const std::string& name) const {
     return *sw::ExecutorFilePath(local_dirs_, kSubdirs, name);
   }
+  // Registers the executor on `client` and reads a block as a chunk and one as a stream
+  // (a StreamResponse, then the block after it), checking their bytes.
+  void RegisterAndFetchBothWays(SparkClient& client) {
+    EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+    EXPECT_EQ(testing::FetchFirstChunk(client, Fetch(1000, {2})),
+              testing::PartitionBytes(3, 1000, 2, 70000));
+    const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1007, {3})));
+    ASSERT_EQ(chunks, 1);
+    client.Send(sw::EncodeStreamRequest(absl::StrCat(stream, "_0")));
+    std::optional<Reply> streamed = client.Read();
+    ASSERT_TRUE(streamed.has_value());
+    ASSERT_EQ(streamed->type, sw::MessageType::kStreamResponse) << streamed->text;
+    EXPECT_EQ(streamed->body, testing::PartitionBytes(3, 1007, 3, 4));
+  }
 
   TempDir roots_;
   TempDir data_dir_;
@@ -510,15 +524,7 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
   EXPECT_EQ(server_->spark_executors()->size(), 0u);
   SparkClient client(server_->spark_port());
   ASSERT_TRUE(client.StartTls(cert->cert).ok());
-  EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
-  EXPECT_EQ(testing::FetchFirstChunk(client, Fetch(1000, {2})),
-            testing::PartitionBytes(3, 1000, 2, 70000));
-  const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1007, {3})));
-  ASSERT_EQ(chunks, 1);
-  client.Send(sw::EncodeStreamRequest(absl::StrCat(stream, "_0")));
-  std::optional<Reply> streamed = client.Read();
-  ASSERT_TRUE(streamed.has_value());
-  EXPECT_EQ(streamed->body, testing::PartitionBytes(3, 1007, 3, 4));
+  RegisterAndFetchBothWays(client);
   const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
   EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "completed"),
             1);
@@ -614,7 +620,7 @@ TEST_F(SparkProtocolTest, AnAuthenticatedConnectionActsOnlyForItsApplication) {
   EXPECT_EQ(testing::FetchFirstChunk(owner, Fetch(1000, {2})).size(), 70000u);
 }
 
-TEST_F(SparkProtocolTest, WrongSecretsReplaysAndEndlessHandshakesAreRefused) {
+TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   StartWithSecrets("right");
   {
     SparkClient client(server_->spark_port());
@@ -714,17 +720,7 @@ TEST_F(SparkProtocolTest, TheAuthEngineEncryptsEveryByteInEitherVersion) {
     SCOPED_TRACE(version);
     SparkClient client(server_->spark_port());
     ASSERT_TRUE(testing::AuthenticateWithAuthEngine(client, kApp, "engine secret", version).ok());
-    EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
-    EXPECT_EQ(testing::FetchFirstChunk(client, Fetch(1000, {2})),
-              testing::PartitionBytes(3, 1000, 2, 70000));
-    // The fetch-to-disk path: a StreamResponse, then the block after it.
-    const auto [stream, chunks] = StreamHandleOf(client.Call(Fetch(1007, {3})));
-    ASSERT_EQ(chunks, 1);
-    client.Send(sw::EncodeStreamRequest(absl::StrCat(stream, "_0")));
-    std::optional<Reply> streamed = client.Read();
-    ASSERT_TRUE(streamed.has_value());
-    ASSERT_EQ(streamed->type, sw::MessageType::kStreamResponse) << streamed->text;
-    EXPECT_EQ(streamed->body, testing::PartitionBytes(3, 1007, 3, 4));
+    RegisterAndFetchBothWays(client);
     EXPECT_EQ(secrets.auth_engine_sessions(version), 1u);
   }
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 2u);
