@@ -21,10 +21,11 @@ namespace ferry {
 
 namespace {
 
-// SASL messages a connection may send before it has authenticated: DIGEST-MD5 takes
-// two (the empty first token, the response), and Cyrus refuses a step out of turn; the
-// bound holds whatever the mechanism does. Spark's AuthEngine takes one message, which
-// authenticates or closes the connection.
+// Handshake messages a connection may send before it has authenticated: DIGEST-MD5
+// takes two (the empty first token, the response), and Cyrus refuses a step out of
+// turn; the bound holds whatever the mechanism does. Spark's AuthEngine takes one
+// message, which authenticates or closes the connection, or over TLS is declined (and
+// counted here) so that the client goes on with SASL.
 constexpr int kMaxAuthMessages = 4;
 
 std::string SparkName(const BlockId& id) {
@@ -190,7 +191,12 @@ bool SparkProtocol::RefuseHandshake(int64_t request_id, const absl::Status& stat
 bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body) {
   if (tls_) {
     // Spark does not run the AuthEngine's encryption inside TLS; a client that asks
-    // falls back to SASL on this connection (spark.network.crypto.saslFallback).
+    // falls back to SASL on this connection (spark.network.crypto.saslFallback). The
+    // declines count against the handshake's messages, so that they cannot go on.
+    if (++auth_messages_ > kMaxAuthMessages) {
+      return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
+          "more than ", kMaxAuthMessages, " handshake messages without authenticating")));
+    }
     return Reply(request_id, absl::FailedPreconditionError(
                                  "this connection is TLS already: authenticate with SASL"));
   }

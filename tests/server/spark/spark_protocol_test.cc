@@ -549,6 +549,18 @@ TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
   EXPECT_EQ(declined.type, sw::MessageType::kRpcFailure);
   EXPECT_NE(declined.text.find("TLS already"), std::string::npos) << declined.text;
   EXPECT_NE(client.Call(Registration()).text.find("Expected SaslMessage"), std::string::npos);
+  // Declines are bounded: a peer cannot keep an unauthenticated connection by asking.
+  {
+    SparkClient asking(server_->spark_port());
+    ASSERT_TRUE(asking.StartTls(cert->cert).ok());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_NE(asking.Call(sw::EncodeAuthMessage(*engine->Challenge())).text.find("TLS already"),
+                std::string::npos);
+    }
+    EXPECT_NE(asking.Call(sw::EncodeAuthMessage(*engine->Challenge())).text.find("more than 4"),
+              std::string::npos);
+    EXPECT_TRUE(asking.Closed());
+  }
   SparkClient again(server_->spark_port());
   ASSERT_TRUE(again.StartTls(cert->cert).ok());
   ASSERT_TRUE(Authenticate(again, kApp, "inside").ok());
