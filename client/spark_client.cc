@@ -253,7 +253,7 @@ class SparkConnection {
                                          : sw::EncodeChunkFetchRequest({*stream, i});
           expected.push_back({e.request, i});
         }
-        FERRY_RETURN_IF_ERROR(SendBytes(asks, Describe(r, blocks)));
+        FERRY_RETURN_IF_ERROR(SendBytes(std::move(asks), Describe(r, blocks)));
         continue;
       }
       const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
