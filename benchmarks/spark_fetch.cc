@@ -36,6 +36,9 @@ ABSL_FLAG(int, subdirs, 64, "--register-executor: subdirectories per local dir."
 ABSL_FLAG(std::string, auth_secret_file, "",
           "spark.authenticate: a file holding the application's secret; every connection "
           "authenticates with it first (SASL).");
+ABSL_FLAG(bool, sasl_encryption, false,
+          "With --auth-secret-file and SASL: ask for SASL encryption (QOP auth-conf, "
+          "spark.authenticate.enableSaslEncryption); every byte is then sealed.");
 ABSL_FLAG(int, auth_engine_version, 0,
           "With --auth-secret-file: authenticate with Spark's AuthEngine of this version "
           "(1 or 2) and encrypt with AES-CTR (spark.network.crypto.enabled); 0: SASL.");
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
     }
   }
   options.auth_engine_version = absl::GetFlag(FLAGS_auth_engine_version);
+  options.sasl_encryption = absl::GetFlag(FLAGS_sasl_encryption);
   if (absl::GetFlag(FLAGS_register_executor)) {
     const std::vector<std::string> dirs = absl::StrSplit(absl::GetFlag(FLAGS_local_dirs), ',');
     absl::Status registered = client.RegisterExecutor(

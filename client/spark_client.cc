@@ -129,6 +129,41 @@ class CtrReader final : public PlainReader {
   spark::CtrCipher cipher_;
 };
 
+// What a connection with SASL's auth-conf receives, opened from its records; and what
+// seals what it sends.
+class SaslReader final : public PlainReader {
+ public:
+  SaslReader(int socket, std::unique_ptr<spark::SaslCipher> cipher)
+      : socket_(socket), cipher_(std::move(cipher)) {}
+  ssize_t Read(char* buf, size_t len, absl::Time deadline) override {
+    while (taken_ == plain_.size()) {
+      plain_.clear();
+      taken_ = 0;
+      wire_.resize(kWireBytes);
+      const ssize_t n = Recv(socket_, wire_.data(), wire_.size(), 0, deadline);
+      if (n <= 0) return n;
+      if (!cipher_->Open(absl::string_view(wire_.data(), static_cast<size_t>(n)), &plain_).ok()) {
+        return -EPROTO;
+      }
+    }
+    const size_t take = std::min(len, plain_.size() - taken_);
+    std::memcpy(buf, plain_.data() + taken_, take);
+    taken_ += take;
+    return static_cast<ssize_t>(take);
+  }
+  absl::Status Seal(absl::string_view plain, std::string* wire) {
+    return cipher_->Seal(plain, wire);
+  }
+
+ private:
+  static constexpr size_t kWireBytes = size_t{64} << 10;
+  const int socket_;
+  std::unique_ptr<spark::SaslCipher> cipher_;
+  std::string wire_;   // what the socket gave, reused
+  std::string plain_;  // what it opened to, served from taken_ on
+  size_t taken_ = 0;
+};
+
 // One connection to the service, used from one fiber.
 class SparkConnection {
  public:
@@ -162,7 +197,7 @@ class SparkConnection {
     const std::string what = absl::StrCat("SASL authentication of application ", app_id,
                                           " with shuffle service ", address_);
     absl::StatusOr<std::unique_ptr<spark::SaslClient>> sasl =
-        spark::SaslClient::Create(options_.auth_secret);
+        spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption);
     if (!sasl.ok()) return sasl.status();
     absl::StatusOr<std::string> token = (*sasl)->Start();
     // DIGEST-MD5 takes two round trips; a server asking for more is not Spark's.
@@ -175,6 +210,9 @@ class SparkConnection {
     }
     if (!token.ok()) return absl::Status(token.status().code(),
                                          absl::StrCat(what, ": ", token.status().message()));
+    if (std::unique_ptr<spark::SaslCipher> cipher = (*sasl)->TakeCipher(); cipher != nullptr) {
+      sasl_.emplace(fd_.get(), std::move(cipher));
+    }
     return absl::OkStatus();
   }
 
@@ -341,6 +379,13 @@ class SparkConnection {
 
   absl::Status SendBytes(std::string bytes, absl::string_view what) {
     if (out_.has_value()) out_->Apply(bytes.data(), bytes.data(), bytes.size());
+    if (sasl_.has_value()) {
+      std::string sealed;
+      if (absl::Status s = sasl_->Seal(bytes, &sealed); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+      }
+      bytes = std::move(sealed);
+    }
     const ssize_t sent =
         tls_ != nullptr ? tls_->Write(bytes, Deadline())
                         : SendAll(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL, Deadline());
@@ -373,6 +418,7 @@ class SparkConnection {
   // What decrypts the connection's bytes; null for a plain one.
   PlainReader* Reader() {
     if (tls_ != nullptr) return tls_.get();
+    if (sasl_.has_value()) return &*sasl_;
     return in_.has_value() ? &*in_ : nullptr;
   }
 
@@ -476,6 +522,8 @@ class SparkConnection {
   // After Spark's AuthEngine: what is sent, and what is received.
   std::optional<spark::CtrCipher> out_;
   std::optional<CtrReader> in_;
+  // After SASL with auth-conf: both ways.
+  std::optional<SaslReader> sasl_;
   // spark.ssl.rpc.enabled: every byte through TLS.
   std::unique_ptr<TlsStream> tls_;
 };

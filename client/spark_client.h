@@ -11,9 +11,9 @@
 // StreamRequests answered with StreamResponses. Requests are spread over the
 // connections; each connection runs on a fiber of a scheduler on the calling thread.
 // With SparkFetchOptions::auth_secret, each connection authenticates first, as Spark's
-// SaslClientBootstrap does, or with Spark's AuthEngine and then AES-CTR on every byte,
-// as its AuthClientBootstrap does (blocks are then received and decrypted, not
-// spliced).
+// SaslClientBootstrap does (with or without SASL encryption), or with Spark's
+// AuthEngine and then AES-CTR on every byte, as its AuthClientBootstrap does (an
+// encrypted connection's blocks are received and decrypted, not spliced).
 //
 // Spark's protocol carries no checksums with the blocks: nothing is verified on the
 // way (a sink's BlockVerifier is inactive).
@@ -47,6 +47,11 @@ struct SparkFetchOptions {
   // authenticates (SASL DIGEST-MD5, QOP auth) as the application it acts for. Empty:
   // no authentication.
   std::string auth_secret;
+  // spark.authenticate.enableSaslEncryption (with auth_secret, SASL): ask for QOP
+  // auth-conf and take nothing less; every byte after the handshake then travels in
+  // SASL's sealed records (DIGEST-MD5's 3des), and blocks are received and opened, not
+  // spliced.
+  bool sasl_encryption = false;
   // spark.network.crypto.enabled (with auth_secret): authenticate with Spark's
   // AuthEngine of this version (spark.network.crypto.authEngineVersion, 1 or 2) and
   // encrypt every byte after it with AES-CTR; 0: SASL. A service that refuses the

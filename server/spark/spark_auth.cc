@@ -5,16 +5,43 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/spark_sasl.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
 
 namespace {
+
+// One whole exchange with auth-conf between a server and a client of ours, and a record
+// sealed and opened: what every handshake will need of OpenSSL.
+absl::Status ProbeSasl() {
+  absl::StatusOr<std::unique_ptr<spark::SaslServer>> server = spark::SaslServer::Create("-");
+  absl::StatusOr<std::unique_ptr<spark::SaslClient>> client =
+      spark::SaslClient::Create("-", /*encrypt=*/true);
+  if (!server.ok()) return server.status();
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::string> token = (*client)->Start();
+  while (token.ok() && !(*client)->complete()) {
+    absl::StatusOr<std::string> answer = (*server)->Step(*token);
+    if (!answer.ok()) return answer.status();
+    token = (*client)->Step(*answer);
+  }
+  if (!token.ok()) return token.status();
+  std::unique_ptr<spark::SaslCipher> sealing = (*client)->TakeCipher();
+  std::unique_ptr<spark::SaslCipher> opening = (*server)->TakeCipher();
+  if (sealing == nullptr || opening == nullptr) return absl::InternalError("no SASL layer");
+  std::string wire, plain;
+  FERRY_RETURN_IF_ERROR(sealing->Seal("probe", &wire));
+  FERRY_RETURN_IF_ERROR(opening->Open(wire, &plain));
+  return plain == "probe" ? absl::OkStatus() : absl::InternalError("a record did not open");
+}
 
 // Application ids of every cluster manager (application_<ts>_<n>, app-<ts>-<n>,
 // spark-<uuid>, local-<ts>) are of these characters; any other id has no file.
@@ -88,12 +115,12 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
     secrets->dir_ = options.secrets_dir;
   }
   if (secrets->required()) {
-    // Fails here, at start, rather than at each client's handshake.
-    absl::StatusOr<std::unique_ptr<spark::SaslServer>> probe = spark::SaslServer::Create("-");
-    if (!probe.ok()) {
+    // Fails here, at start, rather than at each client's handshake: an OpenSSL without
+    // MD5 or DES (a FIPS-only configuration) cannot run DIGEST-MD5.
+    if (absl::Status s = ProbeSasl(); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "spark.authenticate needs SASL DIGEST-MD5 (Debian's libsasl2-modules): ",
-          probe.status().message()));
+          "spark.authenticate needs SASL DIGEST-MD5, which needs OpenSSL's MD5, HMAC-MD5 and "
+          "DES-EDE: ", s.message()));
     }
   }
   return secrets;

@@ -22,11 +22,26 @@ namespace ferry {
 namespace {
 
 // Handshake messages a connection may send before it has authenticated: DIGEST-MD5
-// takes two (the empty first token, the response), and Cyrus refuses a step out of
-// turn; the bound holds whatever the mechanism does. Spark's AuthEngine takes one
+// takes two (the empty first token, the response); the bound holds whatever the
+// mechanism does. Spark's AuthEngine takes one
 // message, which authenticates or closes the connection, or over TLS is declined (and
 // counted here) so that the client goes on with SASL.
 constexpr int kMaxAuthMessages = 4;
+
+// SASL's auth-conf as the connection's security layer.
+class SaslLayer final : public SecurityLayer {
+ public:
+  explicit SaslLayer(std::unique_ptr<spark::SaslCipher> cipher) : cipher_(std::move(cipher)) {}
+  absl::Status Seal(absl::string_view plain, std::string* wire) override {
+    return cipher_->Seal(plain, wire);
+  }
+  absl::Status Open(absl::string_view wire, std::string* plain) override {
+    return cipher_->Open(wire, plain);
+  }
+
+ private:
+  std::unique_ptr<spark::SaslCipher> cipher_;
+};
 
 std::string SparkName(const BlockId& id) {
   return spark::ShuffleBlockName(
@@ -233,7 +248,8 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   if (sasl_ == nullptr) {
     absl::StatusOr<std::string> secret = secrets_.SecretOf(message->app_id);
     if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
-    absl::StatusOr<std::unique_ptr<spark::SaslServer>> server = spark::SaslServer::Create(*secret);
+    absl::StatusOr<std::unique_ptr<spark::SaslServer>> server =
+        spark::SaslServer::Create(*secret, /*offer_encryption=*/!tls_);
     if (!server.ok()) return RefuseHandshake(request_id, server.status());
     sasl_ = *std::move(server);
     sasl_app_ = message->app_id;
@@ -248,13 +264,17 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
         absl::StrCat("SASL authentication of application ", sasl_app_, " failed: ",
                      token.status().message())));
   }
-  if (sasl_->complete()) {
-    secrets_.CountHandshake(SparkSecrets::Outcome::kAuthenticated);
-    authenticated_ = true;
-    authenticated_app_ = std::move(sasl_app_);
-    sasl_.reset();
-  }
-  return Reply(request_id, *std::move(token));
+  if (!sasl_->complete()) return Reply(request_id, *std::move(token));
+  std::unique_ptr<spark::SaslCipher> cipher = sasl_->TakeCipher();
+  secrets_.CountHandshake(cipher != nullptr ? SparkSecrets::Outcome::kEncrypted
+                                            : SparkSecrets::Outcome::kAuthenticated);
+  authenticated_ = true;
+  authenticated_app_ = std::move(sasl_app_);
+  sasl_.reset();
+  // The last token goes in clear; with auth-conf, every byte after it is sealed.
+  const bool replied = Reply(request_id, *std::move(token));
+  if (cipher != nullptr) core_.Secure(std::make_unique<SaslLayer>(std::move(cipher)));
+  return replied;
 }
 
 absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {

@@ -334,22 +334,30 @@ class RealSparkAuthTest : public RealSparkTest {
 
 // Executors register and reducers fetch after authenticating: once with SASL, once
 // with Spark's AuthEngine and AES-CTR on every byte (spark.network.crypto.enabled), in
-// AuthEngine version 1 (Spark's default) on Spark 3.x and version 2 on Spark 4. An
-// encrypted application's executors must not fall back to SASL with ferry_server.
+// AuthEngine version 1 (Spark's default) on Spark 3.x and version 2 on Spark 4, and on
+// Spark 4 once with SASL encryption (spark.authenticate.enableSaslEncryption: Spark
+// 3.5's client does it against ferry_server in spark_test). An encrypted application's
+// executors must not fall back to plain SASL with ferry_server.
 TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
-  const int engine_version = absl::StartsWith(GetParam().version, "3.") ? 1 : 2;
-  for (const bool engine : {false, true}) {
+  const bool spark3 = absl::StartsWith(GetParam().version, "3.");
+  const int engine_version = spark3 ? 1 : 2;
+  enum class Mode { kSasl, kSaslEncryption, kAuthEngine };
+  std::vector<Mode> modes = {Mode::kSasl, Mode::kAuthEngine};
+  if (!spark3) modes.push_back(Mode::kSaslEncryption);
+  for (const Mode mode : modes) {
     std::map<std::string, std::string> conf = WithService(server_->spark_port());
-    if (engine) {
+    std::string name = "ferry_server, spark.authenticate (SASL)";
+    if (mode == Mode::kAuthEngine) {
       conf["spark.network.crypto.enabled"] = "true";
       conf["spark.network.crypto.authEngineVersion"] = absl::StrCat(engine_version);
+      name = absl::StrCat("ferry_server, spark.authenticate, AuthEngine v", engine_version,
+                          " and AES-CTR");
+    } else if (mode == Mode::kSaslEncryption) {
+      conf["spark.authenticate.enableSaslEncryption"] = "true";
+      name = "ferry_server, spark.authenticate, SASL encryption";
     }
     const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
-    const std::vector<std::string> results =
-        Run(engine ? absl::StrCat("ferry_server, spark.authenticate, AuthEngine v",
-                                  engine_version, " and AES-CTR")
-                   : "ferry_server, spark.authenticate (SASL)",
-            conf, {"checked"});
+    const std::vector<std::string> results = Run(name, conf, {"checked"});
     ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
     EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
     ExpectBlocksSentSince(before);
@@ -358,21 +366,23 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
       return testing::MetricSum(after, family, label, value) -
              testing::MetricSum(before, family, label, value);
     };
-    if (engine) {
-      // Every handshake with ferry_server was the AuthEngine's: none fell back to SASL.
+    if (mode == Mode::kSasl) {
+      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
+      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
+      continue;
+    }
+    // Every handshake with ferry_server encrypted: none fell back to plain SASL.
+    EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0) << name;
+    EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0) << name;
+    if (mode == Mode::kAuthEngine) {
       // (Executors' logs do say "New auth protocol failed, trying SASL": for their
       // worker, whose own settings do not enable spark.network.crypto.)
-      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
-      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
       EXPECT_GT(grew("ferry_spark_auth_engine_sessions_total", "version",
                      absl::StrCat(engine_version)),
                 0);
       EXPECT_EQ(grew("ferry_spark_auth_engine_sessions_total", "version",
                      absl::StrCat(3 - engine_version)),
                 0);
-    } else {
-      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
-      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
     }
   }
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -695,6 +696,75 @@ TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   }
   SparkClient client(server_->spark_port());
   EXPECT_TRUE(Authenticate(client, kApp, "right").ok());
+}
+
+// The plaintext of the next `n` bytes the server sends on a connection sealed by `sasl`.
+std::string ReadSealed(SparkClient& client, sw::SaslCipher& sasl, size_t n) {
+  std::string plain;
+  char buf[8192];
+  while (plain.size() < n) {
+    const ssize_t got = ::recv(client.fd(), buf, sizeof(buf), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    const absl::Status opened = sasl.Open(absl::string_view(buf, static_cast<size_t>(got)), &plain);
+    EXPECT_TRUE(opened.ok()) << opened;
+  }
+  return plain;
+}
+
+// SASL's auth-conf (spark.authenticate.enableSaslEncryption): after the handshake every
+// frame either way, and every block, travels in sealed records.
+TEST_F(SparkProtocolTest, AuthConfSealsEveryFrameAndBlock) {
+  StartWithSecrets("shared");
+  SparkClient client(server_->spark_port());
+  auto sasl = sw::SaslClient::Create("shared", /*encrypt=*/true);
+  ASSERT_TRUE(sasl.ok());
+  absl::StatusOr<std::string> token = (*sasl)->Start();
+  while (token.ok() && !(*sasl)->complete()) {
+    const Reply reply = client.Call(sw::EncodeSaslMessage({kApp, *token}));
+    ASSERT_EQ(reply.type, sw::MessageType::kRpcResponse) << reply.text;
+    token = (*sasl)->Step(reply.body);
+  }
+  ASSERT_TRUE(token.ok()) << token.status();
+  std::unique_ptr<sw::SaslCipher> cipher = (*sasl)->TakeCipher();
+  ASSERT_NE(cipher, nullptr);
+
+  // RegisterExecutor and FetchShuffleBlocks pipelined in one sealed write; their
+  // replies and the chunk come back sealed: frameLen, type, and (the chunk) the block.
+  std::string requests;
+  ASSERT_TRUE(cipher->Seal(sw::EncodeRpcRequest(1, Registration()) +
+                               sw::EncodeRpcRequest(2, Fetch(1000, {2})),
+                           &requests)
+                  .ok());
+  client.Send(requests);
+  const std::string replies = ReadSealed(client, *cipher, 21 + 34);
+  ASSERT_EQ(replies.size(), 21u + 34u);
+  EXPECT_EQ(static_cast<sw::MessageType>(replies[8]), sw::MessageType::kRpcResponse);
+  EXPECT_EQ(static_cast<sw::MessageType>(replies[21 + 8]), sw::MessageType::kRpcResponse);
+  Reply handle;
+  handle.type = sw::MessageType::kRpcResponse;
+  handle.body = replies.substr(21 + 21);
+  const auto [stream, chunks] = StreamHandleOf(handle);
+  ASSERT_EQ(chunks, 1);
+  std::string chunk_request;
+  ASSERT_TRUE(cipher->Seal(sw::EncodeChunkFetchRequest({stream, 0}), &chunk_request).ok());
+  client.Send(chunk_request);
+  const std::string chunk = ReadSealed(client, *cipher, 21 + 70000);
+  ASSERT_EQ(chunk.size(), 21u + 70000u);
+  EXPECT_EQ(static_cast<sw::MessageType>(chunk[8]), sw::MessageType::kChunkFetchSuccess);
+  std::ifstream in(PathOf("shuffle_3_1000_0.data"), std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(chunk.substr(21) == data.substr(10, 70000));  // not printed: 70,000 bytes
+
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",
+                               "outcome", "encrypted"),
+            1);
+  // A record changed on the way ends the connection.
+  std::string tampered;
+  ASSERT_TRUE(cipher->Seal(sw::EncodeRpcRequest(3, Registration()), &tampered).ok());
+  tampered[tampered.size() / 2] ^= 0x40;
+  client.Send(tampered);
+  EXPECT_TRUE(client.Closed());
 }
 
 // YARN's way: a secret per application, from a file named by its id; the shared secret
