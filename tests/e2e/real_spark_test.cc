@@ -240,6 +240,45 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   }
 
   // ferry_server's Spark front door sent blocks since `before` (a CollectMetrics()).
+  // Ferry's C++ client against Spark's own shuffle service of this version, started on
+  // this cluster with `conf` over its defaults: registers an executor of `app` whose one
+  // map output it wrote, and fetches its blocks in memory and to disk with `options`;
+  // `refused` (a client the service must not serve) fails.
+  void FetchFromSparksOwnService(const std::map<std::string, std::string>& conf,
+                                 const std::string& app, SparkFetchOptions options,
+                                 const SparkFetchOptions& refused) {
+    uint16_t port = 0;
+    { testing::ListenLoopback(&port, 1); }
+    ASSERT_TRUE(cluster_->StartSparkShuffleService(port, conf).ok());
+    // An executor's dirs beneath the service's own SPARK_LOCAL_DIRS, as Spark's requires.
+    const std::vector<std::string> dirs = {local_.path() + "/" + app + "/blockmgr-0",
+                                           local_.path() + "/" + app + "/blockmgr-1"};
+    for (const std::string& dir : dirs) std::filesystem::create_directories(dir);
+    const std::vector<size_t> sizes = {100, 70000, 0, 5};
+    ASSERT_TRUE(testing::WriteSparkMapOutput(dirs, 8, 0, 7, sizes).ok());
+    const std::string address = absl::StrCat("127.0.0.1:", port);
+    SparkShuffleClient client;
+    ASSERT_TRUE(client
+                    .RegisterExecutor(address,
+                                      {app, "0",
+                                       {dirs, 8, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
+                                      options)
+                    .ok());
+    std::vector<spark::ShuffleBlockId> blocks;
+    for (int32_t r = 0; r < 4; ++r) blocks.push_back({0, 7, r, r + 1});
+    for (const bool to_disk : {false, true}) {
+      options.fetch_to_disk = to_disk;
+      BuffersSink sink(blocks.size());
+      absl::StatusOr<SparkFetchStats> fetched = client.Fetch(address, app, "0", blocks, sink, options);
+      ASSERT_TRUE(fetched.ok()) << fetched.status();
+      for (int32_t r = 0; r < 4; ++r) {
+        EXPECT_EQ(sink.blocks()[r], testing::PartitionBytes(0, 7, r, sizes[r])) << r;
+      }
+    }
+    BuffersSink sink(1);
+    EXPECT_FALSE(client.Fetch(address, app, "0", {blocks[0]}, sink, refused).ok());
+  }
+
   void ExpectBlocksSentSince(const std::vector<MetricFamilySamples>& before) const {
     const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
     auto sent = [&](const char* name) {
@@ -337,8 +376,9 @@ class RealSparkAuthTest : public RealSparkTest {
 // AuthEngine version 1 (Spark's default) on Spark 3.x and version 2 on Spark 4, and on
 // Spark 4 once with SASL encryption (spark.authenticate.enableSaslEncryption: Spark
 // 3.5's client does it against ferry_server in spark_test). An encrypted application's
-// executors must not fall back to plain SASL with ferry_server.
-TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
+// executors must not fall back to plain SASL with ferry_server. Then Ferry's client
+// reads the version's own service in those modes.
+TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerryAndFerrysClientReadsSparksService) {
   const bool spark3 = absl::StartsWith(GetParam().version, "3.");
   const int engine_version = spark3 ? 1 : 2;
   enum class Mode { kSasl, kSaslEncryption, kAuthEngine };
@@ -388,6 +428,31 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerry) {
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_authentications_total",
                                "outcome", "refused"),
             0);
+
+  // The other way round on the same cluster: Ferry's client against this version's own
+  // shuffle service, with its AuthEngine (3.x: version 1; 4.x: version 2, which a
+  // version-1 client is not served by) and with SASL encryption (which, with
+  // serverAlwaysEncrypt, a client that does not encrypt is not served by).
+  SparkFetchOptions engine;
+  engine.auth_secret = auth_secret_;
+  engine.auth_engine_version = engine_version;
+  SparkFetchOptions other_engine = engine;
+  other_engine.auth_engine_version = 3 - engine_version;
+  other_engine.io_timeout = absl::Seconds(10);
+  SCOPED_TRACE("Ferry's client, Spark's own service");
+  FetchFromSparksOwnService({{"spark.network.crypto.enabled", "true"},
+                             {"spark.network.crypto.authEngineVersion",
+                              absl::StrCat(engine_version)}},
+                            "app-ferry-aes", engine, spark3 ? SparkFetchOptions{} : other_engine);
+  SparkFetchOptions sealed;
+  sealed.auth_secret = auth_secret_;
+  sealed.sasl_encryption = true;
+  SparkFetchOptions unsealed = sealed;
+  unsealed.sasl_encryption = false;
+  unsealed.io_timeout = absl::Seconds(10);
+  FetchFromSparksOwnService({{"spark.authenticate.enableSaslEncryption", "true"},
+                             {"spark.network.sasl.serverAlwaysEncrypt", "true"}},
+                            "app-ferry-sasl", sealed, unsealed);
 }
 
 // Spark 4's TLS for RPC and shuffle (spark.ssl.rpc.enabled) on the whole cluster, one
@@ -435,45 +500,14 @@ TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerryAndFerrysClientReadsSpark
             0);
 
   // The other way round on the same cluster: Ferry's client against Spark 4.3.0's own
-  // shuffle service, with SASL inside TLS.
-  uint16_t port = 0;
-  { testing::ListenLoopback(&port, 1); }
-  ASSERT_TRUE(cluster_->StartSparkShuffleService(port).ok());
-  // An executor's dirs beneath the service's own SPARK_LOCAL_DIRS, as Spark's requires.
-  const std::vector<std::string> dirs = {local_.path() + "/ferry-client/blockmgr-0",
-                                         local_.path() + "/ferry-client/blockmgr-1"};
-  for (const std::string& dir : dirs) std::filesystem::create_directories(dir);
-  const std::vector<size_t> sizes = {100, 70000, 0, 5};
-  ASSERT_TRUE(testing::WriteSparkMapOutput(dirs, 8, 0, 7, sizes).ok());
-  const std::string address = absl::StrCat("127.0.0.1:", port);
+  // shuffle service, with SASL inside TLS; without TLS, Spark's service does not answer.
   SparkFetchOptions options;
   options.auth_secret = auth_secret_;
   options.tls_trust_file = tls_.cert_file;
-  SparkShuffleClient client;
-  ASSERT_TRUE(client
-                  .RegisterExecutor(address,
-                                    {"app-ferry-tls", "0",
-                                     {dirs, 8, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
-                                    options)
-                  .ok());
-  std::vector<spark::ShuffleBlockId> blocks;
-  for (int32_t r = 0; r < 4; ++r) blocks.push_back({0, 7, r, r + 1});
-  for (const bool to_disk : {false, true}) {
-    options.fetch_to_disk = to_disk;
-    BuffersSink sink(blocks.size());
-    absl::StatusOr<SparkFetchStats> fetched =
-        client.Fetch(address, "app-ferry-tls", "0", blocks, sink, options);
-    ASSERT_TRUE(fetched.ok()) << fetched.status();
-    for (int32_t r = 0; r < 4; ++r) {
-      EXPECT_EQ(sink.blocks()[r], testing::PartitionBytes(0, 7, r, sizes[r])) << r;
-    }
-  }
-  // Without TLS, Spark's service does not answer.
   SparkFetchOptions plain;
   plain.auth_secret = auth_secret_;
   plain.io_timeout = absl::Seconds(10);
-  BuffersSink sink(1);
-  EXPECT_FALSE(client.Fetch(address, "app-ferry-tls", "0", {blocks[0]}, sink, plain).ok());
+  FetchFromSparksOwnService({}, "app-ferry-tls", options, plain);
 }
 
 // What the test does at lifecycle_jobs' handshakes (tests/e2e/spark_jobs.py), on a

@@ -258,9 +258,11 @@ SparkCluster::~SparkCluster() {
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) KillGroup(*it);
 }
 
-absl::Status SparkCluster::StartSparkShuffleService(uint16_t port) {
+absl::Status SparkCluster::StartSparkShuffleService(
+    uint16_t port, const std::map<std::string, std::string>& conf) {
   std::map<std::string, std::string> env = DaemonEnv();
   env["SPARK_SHUFFLE_OPTS"] = absl::StrCat("-Dspark.shuffle.service.port=", port);
+  for (const auto& [key, value] : conf) absl::StrAppend(&env["SPARK_SHUFFLE_OPTS"], " -D", key, "=", value);
   // Spark's service (3.5.x since 3.5.1 or so) refuses executors whose local dirs are not
   // beneath its own, as ferry_server's --spark-dir-roots does.
   env["SPARK_LOCAL_DIRS"] = options_.local_dir_root;

@@ -61,8 +61,10 @@ class SparkCluster {
   const std::string& master_url() const { return master_url_; }
 
   // Spark's own external shuffle service (org.apache.spark.deploy.ExternalShuffleService)
-  // on `port`, serving every executor of this host, as ferry_server would.
-  absl::Status StartSparkShuffleService(uint16_t port);
+  // on `port`, serving every executor of this host, as ferry_server would; `conf` adds to
+  // the cluster's defaults (spark.network.crypto.enabled, ...).
+  absl::Status StartSparkShuffleService(uint16_t port,
+                                        const std::map<std::string, std::string>& conf = {});
 
   struct Submitted {
     int exit_code = -1;  // -1: killed at the timeout
