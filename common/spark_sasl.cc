@@ -345,7 +345,8 @@ absl::Status SaslCipher::Unwrap(absl::string_view wrapped, std::string* plain) {
   }
   const size_t body = sealed - kMacBytes;
   const size_t pad = s[body - 1];
-  const bool padded = pad >= 1 && pad <= kBlockBytes &&
+  // (The smallest record has 6 bytes before its MAC: padding can claim more.)
+  const bool padded = pad >= 1 && pad <= kBlockBytes && pad <= body &&
                       std::all_of(s + body - pad, s + body, [&](unsigned char b) { return b == pad; });
   unsigned char mac[kMacBytes];
   const absl::string_view message(scratch_.data(), padded ? body - pad : 0);
@@ -399,6 +400,9 @@ absl::Status SaslCipher::Open(absl::string_view wire, std::string* plain) {
 absl::StatusOr<std::unique_ptr<SaslCipher>> SaslCipher::FromExchange(absl::string_view ha1,
                                                                      bool server,
                                                                      uint64_t peer_maxbuf) {
+  if (ha1.size() != 16 || peer_maxbuf < kMinMaxbuf || peer_maxbuf > kMaxMaxbuf) {
+    return absl::InvalidArgumentError("SASL: an H(A1) of 16 bytes and a maxbuf of 1024 or more");
+  }
   // RFC 2831 2.3 and 2.4: Kc from the first n bytes of H(A1), n = 16 for 3des.
   std::string kic = Md5({ha1, kClientSigning});
   std::string kis = Md5({ha1, kServerSigning});

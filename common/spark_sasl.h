@@ -50,6 +50,13 @@ class SaslCipher {
   // The largest wrapped message taken from the peer, the maxbuf this end announces.
   static constexpr size_t kMaxRecordBytes = size_t{256} << 10;
 
+  // The layer of one end from an exchange's H(A1) (16 bytes), `server` saying which
+  // direction is whose, and the maxbuf the peer announced (1024 or more). SaslServer and
+  // SaslClient make theirs so; the same H(A1) gives two ends that talk to each other.
+  static absl::StatusOr<std::unique_ptr<SaslCipher>> FromExchange(absl::string_view ha1,
+                                                                  bool server,
+                                                                  uint64_t peer_maxbuf);
+
   ~SaslCipher();
   SaslCipher(const SaslCipher&) = delete;
   SaslCipher& operator=(const SaslCipher&) = delete;
@@ -66,11 +73,6 @@ class SaslCipher {
  private:
   friend class SaslServer;
   friend class SaslClient;
-  // The layer of one end, from the exchange's H(A1) (`server`: which direction is
-  // whose) and the maxbuf the peer announced.
-  static absl::StatusOr<std::unique_ptr<SaslCipher>> FromExchange(absl::string_view ha1,
-                                                                  bool server,
-                                                                  uint64_t peer_maxbuf);
   SaslCipher(std::unique_ptr<sasl_internal::Keys> out, std::unique_ptr<sasl_internal::Keys> in,
              size_t max_plain);
   absl::Status Unwrap(absl::string_view wrapped, std::string* plain);
