@@ -333,6 +333,22 @@ class SparkAuthTest : public SparkFrontDoorTest {
     return options;
   }
 
+  // Spark's client with `mode` (its --auth-secret and --conf flags): registers over 4
+  // connections, then fetches with each of `variants`; every run reads every byte.
+  void FetchesEveryWay(const std::vector<std::string>& mode,
+                       const std::vector<std::vector<std::string>>& variants) {
+    std::vector<std::vector<std::string>> runs = {{"--register", "--connections", "4"}};
+    runs.insert(runs.end(), variants.begin(), variants.end());
+    for (std::vector<std::string> args : runs) {
+      const std::string what = absl::StrJoin(args, " ");
+      args.insert(args.end(), mode.begin(), mode.end());
+      const CommandResult fetched = Fetch(args);
+      EXPECT_EQ(fetched.exit_code, 0) << what << "\n" << fetched.output;
+      EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
+          << what << "\n" << fetched.output;
+    }
+  }
+
   void SetUp() override {
     auth_.secret_file = absl::StrCat(secrets_.path(), "/secret");
     std::ofstream(auth_.secret_file) << kSecret << "\n";
@@ -377,25 +393,10 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
 // block decrypts to the files' bytes (spark-ess-fetch checks each), in memory and to
 // disk, by either protocol, over several connections.
 TEST_P(SparkAuthTest, SparksClientFetchesThroughSaslEncryption) {
-  const std::vector<std::string> sealed = {"--auth-secret", kSecret, "--conf",
-                                           "spark.authenticate.enableSaslEncryption=true"};
-  const auto with = [&](std::vector<std::string> args) {
-    args.insert(args.end(), sealed.begin(), sealed.end());
-    return args;
-  };
-  const CommandResult registered = Fetch(with({"--register", "--connections", "4"}));
-  ASSERT_EQ(registered.exit_code, 0) << registered.output;
-  EXPECT_NE(registered.output.find("OK: total 5609479 bytes"), std::string::npos)
-      << registered.output;
-  for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-           {"--batch", "--include-empty"},
-           {"--old-protocol", "--connections", "2"},
-           {"--fetch-to-disk", downloads_.path()}}) {
-    const CommandResult fetched = Fetch(with(variant));
-    EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
-    EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
-        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
-  }
+  FetchesEveryWay({"--auth-secret", kSecret, "--conf", "spark.authenticate.enableSaslEncryption=true"},
+                  {{"--batch", "--include-empty"},
+                   {"--old-protocol", "--connections", "2"},
+                   {"--fetch-to-disk", downloads_.path()}});
   const SparkSecrets& secrets = *server_->spark_secrets();
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
@@ -410,23 +411,8 @@ TEST_P(SparkAuthTest, SparksClientFetchesThroughSaslEncryption) {
 // decrypts to the files' bytes (spark-ess-fetch checks each), in memory and to disk, by
 // either protocol, over several connections.
 TEST_P(SparkAuthTest, SparksClientFetchesThroughTheAuthEngineAndAesCtr) {
-  const std::vector<std::string> crypto = {"--auth-secret", kSecret, "--conf",
-                                           "spark.network.crypto.enabled=true"};
-  const auto with = [&](std::vector<std::string> args) {
-    args.insert(args.end(), crypto.begin(), crypto.end());
-    return args;
-  };
-  const CommandResult registered = Fetch(with({"--register", "--connections", "4"}));
-  ASSERT_EQ(registered.exit_code, 0) << registered.output;
-  EXPECT_NE(registered.output.find("OK: total 5609479 bytes"), std::string::npos)
-      << registered.output;
-  for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-           {"--batch"}, {"--old-protocol"}, {"--fetch-to-disk", downloads_.path()}}) {
-    const CommandResult fetched = Fetch(with(variant));
-    EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
-    EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
-        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
-  }
+  FetchesEveryWay({"--auth-secret", kSecret, "--conf", "spark.network.crypto.enabled=true"},
+                  {{"--batch"}, {"--old-protocol"}, {"--fetch-to-disk", downloads_.path()}});
   const SparkSecrets& secrets = *server_->spark_secrets();
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);  // one a run at least
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);  // no fallback
