@@ -257,7 +257,8 @@ struct Keys {
     return ok;
   }
 
-  // Runs the cipher over n bytes (a multiple of 8), from `in` to `out`.
+  // Runs the cipher over n bytes (a multiple of 8), from `in` to `out` (which may be
+  // `in`).
   bool Crypt(const unsigned char* in, size_t n, unsigned char* out) {
     int length = 0;
     return n <= static_cast<size_t>(INT32_MAX) &&
@@ -294,28 +295,25 @@ absl::Status SaslCipher::Seal(absl::string_view plain, std::string* wire) {
     unsigned char seq[4];
     const uint32_t be_seq = htobe32(out_->seq);
     std::memcpy(seq, &be_seq, sizeof(seq));
-    // message | padding (each byte its count, 1 to 8) | MAC, encrypted; type; seq.
+    // frameLen | message | padding (each byte its count, 1 to 8) | MAC | type | seq,
+    // written in place and the middle three encrypted there.
     const size_t pad = kBlockBytes - (message.size() + kMacBytes) % kBlockBytes;
     const size_t sealed = message.size() + pad + kMacBytes;
-    scratch_.resize(sealed);
-    auto* s = reinterpret_cast<unsigned char*>(scratch_.data());
-    std::memcpy(s, message.data(), message.size());
-    std::memset(s + message.size(), static_cast<int>(pad), pad);
-    if (!out_->Mac(seq, message, s + message.size() + pad)) return OpenSslFailed("HMAC-MD5");
-    const size_t wrapped = sealed + 6;
-    const uint64_t frame = htobe64(kRecordLengthBytes + wrapped);
+    const uint64_t frame = htobe64(kRecordLengthBytes + sealed + 6);
     const size_t at = wire->size();
-    wire->resize(at + kRecordLengthBytes + wrapped);
+    wire->resize(at + kRecordLengthBytes + sealed + 6);
     char* w = wire->data() + at;
     std::memcpy(w, &frame, kRecordLengthBytes);
-    if (!out_->Crypt(s, sealed, reinterpret_cast<unsigned char*>(w + kRecordLengthBytes))) {
+    auto* s = reinterpret_cast<unsigned char*>(w + kRecordLengthBytes);
+    std::memcpy(s, message.data(), message.size());
+    std::memset(s + message.size(), static_cast<int>(pad), pad);
+    if (!out_->Mac(seq, message, s + message.size() + pad) || !out_->Crypt(s, sealed, s)) {
       wire->resize(at);
-      return OpenSslFailed("3des");
+      return OpenSslFailed("3des or HMAC-MD5");
     }
-    w += kRecordLengthBytes + sealed;
-    w[0] = 0;
-    w[1] = 1;
-    std::memcpy(w + 2, seq, sizeof(seq));
+    s[sealed] = 0;
+    s[sealed + 1] = 1;
+    std::memcpy(s + sealed + 2, seq, sizeof(seq));
     ++out_->seq;
   }
   return absl::OkStatus();
@@ -323,11 +321,11 @@ absl::Status SaslCipher::Seal(absl::string_view plain, std::string* wire) {
 
 absl::Status SaslCipher::Unwrap(absl::string_view wrapped, std::string* plain) {
   // At least one block of padding and MAC (16 bytes), a whole number of blocks.
-  const size_t sealed = wrapped.size() - 6;
-  if (wrapped.size() < 6 + 2 * kBlockBytes || sealed % kBlockBytes != 0) {
+  if (wrapped.size() < 6 + 2 * kBlockBytes || (wrapped.size() - 6) % kBlockBytes != 0) {
     return absl::DataLossError(
         absl::StrCat("SASL: a wrapped message of ", wrapped.size(), " bytes"));
   }
+  const size_t sealed = wrapped.size() - 6;
   const auto* tail = reinterpret_cast<const unsigned char*>(wrapped.data() + sealed);
   uint32_t be_seq = 0;
   std::memcpy(&be_seq, tail + 2, sizeof(be_seq));

@@ -83,7 +83,7 @@ class SaslCipher {
   // Open's place in the peer's stream: the record being read, its length once known.
   std::string record_;
   uint64_t record_bytes_ = 0;
-  std::string scratch_;  // reused by Seal and Open
+  std::string scratch_;  // what Open decrypts into, reused
 };
 
 class SaslServer {
