@@ -23,9 +23,9 @@ namespace {
 
 // Handshake messages a connection may send before it has authenticated: DIGEST-MD5
 // takes two (the empty first token, the response); the bound holds whatever the
-// mechanism does. Spark's AuthEngine takes one
-// message, which authenticates or closes the connection, or over TLS is declined (and
-// counted here) so that the client goes on with SASL.
+// mechanism does. Spark's AuthEngine takes one message, which authenticates or closes
+// the connection, or over TLS is declined (and counted here) so that the client goes on
+// with SASL.
 constexpr int kMaxAuthMessages = 4;
 
 // SASL's auth-conf as the connection's security layer.
