@@ -360,8 +360,9 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
       out.emplace_back(
           "ferry_spark_authentications_total",
           "spark.authenticate handshakes on the Spark front door, by how they ended "
-          "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine, "
-          "every byte AES-CTR after it; refused: a wrong secret, an unknown application, "
+          "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
+          "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
+          "secret, an unknown application, "
           "a malformed or endless handshake, or another message first).",
           MetricKind::kCounter,
           std::vector<MetricSample>{

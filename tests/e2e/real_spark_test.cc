@@ -222,6 +222,17 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     return conf;
   }
 
+  // WithService, and dynamic allocation that releases executors idle for 2 s (at most 2
+  // at once), so that shuffles outlive the executors that wrote them.
+  static std::map<std::string, std::string> WithDynamicAllocation(uint16_t port) {
+    std::map<std::string, std::string> conf = WithService(port);
+    conf["spark.dynamicAllocation.enabled"] = "true";
+    conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
+    conf["spark.dynamicAllocation.minExecutors"] = "0";
+    conf["spark.dynamicAllocation.maxExecutors"] = "2";
+    return conf;
+  }
+
   // Runs the jobs; their RESULT lines.
   std::vector<std::string> Run(const std::string& what, const std::map<std::string, std::string>& conf,
                                const std::vector<std::string>& jobs,
@@ -337,11 +348,7 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
 // where Spark's driver would send them to read the gone executor's files from disk
 // themselves; spark.storage.localDiskByExecutors.cacheSize=0 leaves it no dirs to send.
 TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
-  std::map<std::string, std::string> conf = WithService(server_->spark_port());
-  conf["spark.dynamicAllocation.enabled"] = "true";
-  conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
-  conf["spark.dynamicAllocation.minExecutors"] = "0";
-  conf["spark.dynamicAllocation.maxExecutors"] = "2";
+  std::map<std::string, std::string> conf = WithDynamicAllocation(server_->spark_port());
   conf["spark.shuffle.service.fetch.rdd.enabled"] = "true";
   conf["spark.storage.localDiskByExecutors.cacheSize"] = "0";
   const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
@@ -530,11 +537,7 @@ struct LifecycleActions {
 TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptDisk) {
   TempDir handshakes;
   const std::string dir = handshakes.path();
-  std::map<std::string, std::string> conf = WithService(server_->spark_port());
-  conf["spark.dynamicAllocation.enabled"] = "true";
-  conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
-  conf["spark.dynamicAllocation.minExecutors"] = "0";
-  conf["spark.dynamicAllocation.maxExecutors"] = "2";
+  std::map<std::string, std::string> conf = WithDynamicAllocation(server_->spark_port());
   conf["spark.shuffle.service.removeShuffle"] = "true";
 
   std::atomic<bool> app_ended{false};
