@@ -342,46 +342,41 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
           static_cast<double>(spark_->open_chunks()));
     gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
           static_cast<double>(pool_->queued()));
+    // A counter with one sample per value of `label`.
+    auto by = [&out](std::string name, std::string help, const std::string& label,
+                     std::vector<std::pair<std::string, uint64_t>> counts) {
+      std::vector<MetricSample> samples;
+      for (const auto& [value, count] : counts) {
+        samples.emplace_back(MetricSample({{label, value}}, static_cast<double>(count)));
+      }
+      out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter, std::move(samples));
+    };
     if (spark_tls_ != nullptr) {
-      out.emplace_back(
-          "ferry_spark_tls_handshakes_total",
-          "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
-          "(failed: a client without TLS or that does not trust the certificate, or a "
-          "connection closed before its handshake ended).",
-          MetricKind::kCounter,
-          std::vector<MetricSample>{
-              MetricSample({{"outcome", "completed"}},
-                           static_cast<double>(spark_tls_->handshakes(true))),
-              MetricSample({{"outcome", "failed"}},
-                           static_cast<double>(spark_tls_->handshakes(false)))});
+      by("ferry_spark_tls_handshakes_total",
+         "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
+         "(failed: a client without TLS or that does not trust the certificate, or a "
+         "connection closed before its handshake ended).",
+         "outcome",
+         {{"completed", spark_tls_->handshakes(true)}, {"failed", spark_tls_->handshakes(false)}});
     }
     if (spark_secrets_->required()) {
       using Outcome = SparkSecrets::Outcome;
-      out.emplace_back(
-          "ferry_spark_authentications_total",
-          "spark.authenticate handshakes on the Spark front door, by how they ended "
-          "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
-          "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
-          "secret, an unknown application, "
-          "a malformed or endless handshake, or another message first).",
-          MetricKind::kCounter,
-          std::vector<MetricSample>{
-              MetricSample({{"outcome", "authenticated"}},
-                           static_cast<double>(spark_secrets_->handshakes(Outcome::kAuthenticated))),
-              MetricSample({{"outcome", "encrypted"}},
-                           static_cast<double>(spark_secrets_->handshakes(Outcome::kEncrypted))),
-              MetricSample({{"outcome", "refused"}},
-                           static_cast<double>(spark_secrets_->handshakes(Outcome::kRefused)))});
-      out.emplace_back(
-          "ferry_spark_auth_engine_sessions_total",
-          "Encrypted Spark connections by the AuthEngine version their client runs "
-          "(spark.network.crypto.authEngineVersion), told by its first frame.",
-          MetricKind::kCounter,
-          std::vector<MetricSample>{
-              MetricSample({{"version", "1"}},
-                           static_cast<double>(spark_secrets_->auth_engine_sessions(1))),
-              MetricSample({{"version", "2"}},
-                           static_cast<double>(spark_secrets_->auth_engine_sessions(2)))});
+      by("ferry_spark_authentications_total",
+         "spark.authenticate handshakes on the Spark front door, by how they ended "
+         "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
+         "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
+         "secret, an unknown application, a malformed or endless handshake, or another "
+         "message first).",
+         "outcome",
+         {{"authenticated", spark_secrets_->handshakes(Outcome::kAuthenticated)},
+          {"encrypted", spark_secrets_->handshakes(Outcome::kEncrypted)},
+          {"refused", spark_secrets_->handshakes(Outcome::kRefused)}});
+      by("ferry_spark_auth_engine_sessions_total",
+         "Encrypted Spark connections by the AuthEngine version their client runs "
+         "(spark.network.crypto.authEngineVersion), told by its first frame.",
+         "version",
+         {{"1", spark_secrets_->auth_engine_sessions(1)},
+          {"2", spark_secrets_->auth_engine_sessions(2)}});
     }
   }
   out.emplace_back(
