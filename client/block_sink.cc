@@ -139,10 +139,11 @@ absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
-  buffer_.Reserve(static_cast<size_t>(length));
-  absl::Status s = ReceiveInto(source, buffer_.data(), length, verifier, name, deadline);
+  Spares<PageBuffer>::Lease buffer = buffers_.Take();
+  buffer->Reserve(static_cast<size_t>(length));
+  absl::Status s = ReceiveInto(source, buffer->data(), length, verifier, name, deadline);
   if (!s.ok()) return s;
-  return on_block_(index, absl::string_view(buffer_.data(), static_cast<size_t>(length)));
+  return on_block_(index, absl::string_view(buffer->data(), static_cast<size_t>(length)));
 }
 
 absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint64_t length,
@@ -157,7 +158,7 @@ absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint6
 absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
-  FERRY_RETURN_IF_ERROR(ReadPieces(source, scratch_, length, verifier, name, deadline,
+  FERRY_RETURN_IF_ERROR(ReadPieces(source, *scratch_.Take(), length, verifier, name, deadline,
                                    [](absl::string_view, uint64_t) { return absl::OkStatus(); }));
   bytes_ += length;
   return absl::OkStatus();
@@ -173,40 +174,42 @@ absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_
     return ReceiveDecrypted(source, file.get(), path, length, verifier, name, deadline);
   }
   const int socket = source.socket;
-  if (!pipe_.has_value()) {
-    absl::StatusOr<Pipe> pipe = Pipe::Create(pipe_bytes_);
-    if (!pipe.ok()) return pipe.status();
-    pipe_ = *std::move(pipe);
+  Spares<std::optional<Pipe>>::Lease pipe = pipes_.Take();
+  if (!pipe->has_value()) {
+    absl::StatusOr<Pipe> made = Pipe::Create(pipe_bytes_);
+    if (!made.ok()) return made.status();
+    *pipe = *std::move(made);
   }
   uint64_t got = 0;
   while (got < length) {
     const size_t want =
-        static_cast<size_t>(std::min<uint64_t>(pipe_->capacity_bytes(), length - got));
+        static_cast<size_t>(std::min<uint64_t>((*pipe)->capacity_bytes(), length - got));
     // socket -> pipe takes what has arrived; pipe -> file then drains all of it.
-    const ssize_t in = Splice(socket, -1, pipe_->write_fd(), -1, want, SPLICE_F_MOVE, deadline);
+    const ssize_t in = Splice(socket, -1, (*pipe)->write_fd(), -1, want, SPLICE_F_MOVE, deadline);
     if (in <= 0) {
-      pipe_.reset();  // may hold bytes of a broken transfer
+      pipe->reset();  // may hold bytes of a broken transfer
       return ReceiveError(in, got, length, name);
     }
-    const ssize_t out = SpliceAll(pipe_->read_fd(), -1, file.get(), static_cast<int64_t>(got),
+    const ssize_t out = SpliceAll((*pipe)->read_fd(), -1, file.get(), static_cast<int64_t>(got),
                                   static_cast<size_t>(in), SPLICE_F_MOVE, deadline);
     if (out != in) {
-      pipe_.reset();
+      pipe->reset();
       return absl::ErrnoToStatus(out < 0 ? static_cast<int>(-out) : EIO,
                                  absl::StrCat("write ", path, " for ", name));
     }
     got += static_cast<uint64_t>(in);
   }
   if (!verifier.active()) return absl::OkStatus();
-  scratch_.Reserve(kScratchBytes);
+  Spares<PageBuffer>::Lease scratch = scratch_.Take();
+  scratch->Reserve(kScratchBytes);
   for (uint64_t pos = 0; pos < length;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_.size(), length - pos));
-    const ssize_t n = ReadFull(file.get(), scratch_.data(), want, static_cast<int64_t>(pos));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - pos));
+    const ssize_t n = ReadFull(file.get(), scratch->data(), want, static_cast<int64_t>(pos));
     if (n != static_cast<ssize_t>(want)) {
       return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
                                  absl::StrCat("read back ", path, " for ", name));
     }
-    if (absl::Status s = verifier.Update(absl::string_view(scratch_.data(), want)); !s.ok()) {
+    if (absl::Status s = verifier.Update(absl::string_view(scratch->data(), want)); !s.ok()) {
       return s;
     }
     pos += want;
@@ -218,7 +221,7 @@ absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
                                         const std::string& path, uint64_t length,
                                         BlockVerifier& verifier, const std::string& name,
                                         absl::Time deadline) {
-  return ReadPieces(source, scratch_, length, verifier, name, deadline,
+  return ReadPieces(source, *scratch_.Take(), length, verifier, name, deadline,
                     [&](absl::string_view piece, uint64_t offset) -> absl::Status {
                       const ssize_t written = WriteAll(file, piece.data(), piece.size(),
                                                        static_cast<int64_t>(offset), deadline);

@@ -4,9 +4,11 @@
 // connection's PlainReader into user space before anything else sees it; FilesSink then
 // writes what it read instead of splicing.
 //
-// Sinks run on the fetching thread's fibers and use the fiber ops (common/io/ops.h);
-// one sink serves every connection of a fetch, one block at a time (fibers of one
-// thread never run at once), so sinks need no locking.
+// Sinks run on the fetching thread's fibers and use the fiber ops (common/io/ops.h).
+// One sink serves every connection of a fetch: fibers of one thread never run at once,
+// so sinks need no locking, but each connection's fiber parks in its reads mid-block,
+// so several blocks are being received at a time, each into buffers and pipes of its
+// own (Spares).
 #ifndef FERRY_CLIENT_BLOCK_SINK_H_
 #define FERRY_CLIENT_BLOCK_SINK_H_
 
@@ -44,6 +46,37 @@ class PageBuffer {
   };
   std::unique_ptr<char[], Free> data_;
   size_t size_ = 0;
+};
+
+// What a sink lends each block while it receives it: a buffer or a pipe, taken from the
+// spares the blocks before it gave back, or made. As many exist as blocks were ever
+// received at once (a fetch's streams at most).
+template <typename T>
+class Spares {
+ public:
+  class Lease {
+   public:
+    Lease(Spares& owner, std::unique_ptr<T> item) : owner_(owner), item_(std::move(item)) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { owner_.free_.push_back(std::move(item_)); }
+    T& operator*() const { return *item_; }
+    T* operator->() const { return item_.get(); }
+
+   private:
+    Spares& owner_;
+    std::unique_ptr<T> item_;
+  };
+
+  Lease Take() {
+    if (free_.empty()) return Lease(*this, std::make_unique<T>());
+    std::unique_ptr<T> item = std::move(free_.back());
+    free_.pop_back();
+    return Lease(*this, std::move(item));
+  }
+
+ private:
+  std::vector<std::unique_ptr<T>> free_;
 };
 
 // Reads what an encrypted connection carries, decrypted (Spark's AES-CTR, TLS), on the
@@ -84,7 +117,7 @@ class CallbackSink final : public BlockSink {
 
  private:
   Callback on_block_;
-  PageBuffer buffer_;
+  Spares<PageBuffer> buffers_;
 };
 
 // Keeps each block in its own buffer: blocks()[index].
@@ -117,8 +150,8 @@ class FilesSink final : public BlockSink {
 
   std::vector<std::string> paths_;
   size_t pipe_bytes_;
-  std::optional<Pipe> pipe_;
-  PageBuffer scratch_;
+  Spares<std::optional<Pipe>> pipes_;
+  Spares<PageBuffer> scratch_;
 };
 
 // Reads each block (verifying it when it has checksums) and drops it; counts bytes.
@@ -129,7 +162,7 @@ class DiscardSink final : public BlockSink {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  PageBuffer scratch_;
+  Spares<PageBuffer> scratch_;
   uint64_t bytes_ = 0;
 };
 
