@@ -306,6 +306,24 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
     out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter,
                      std::vector<MetricSample>{MetricSample({}, value)});
   };
+  // A counter with one sample per value of `label`.
+  auto by = [&out](std::string name, std::string help, const std::string& label,
+                   std::vector<std::pair<std::string, uint64_t>> counts) {
+    std::vector<MetricSample> samples;
+    for (const auto& [value, count] : counts) {
+      samples.emplace_back(MetricSample({{label, value}}, static_cast<double>(count)));
+    }
+    out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter, std::move(samples));
+  };
+  std::vector<std::pair<std::string, uint64_t>> calls;
+  for (size_t i = 0; i < ControlService::kRpcs; ++i) {
+    const auto rpc = static_cast<ControlService::Rpc>(i);
+    calls.emplace_back(ControlService::RpcName(rpc), service_->calls(rpc));
+  }
+  by("ferry_control_calls_total",
+     "Control-plane calls received, by method, whether answered or refused: with many "
+     "clients, what their retries cost.",
+     "method", std::move(calls));
   gauge("ferry_connections_open", "Data-plane connections being served, both front doors.",
         static_cast<double>(data_->connections_open()));
   AppendPipeMetrics(data_->pipe_pools(), &out);
@@ -342,15 +360,6 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
           static_cast<double>(spark_->open_chunks()));
     gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
           static_cast<double>(pool_->queued()));
-    // A counter with one sample per value of `label`.
-    auto by = [&out](std::string name, std::string help, const std::string& label,
-                     std::vector<std::pair<std::string, uint64_t>> counts) {
-      std::vector<MetricSample> samples;
-      for (const auto& [value, count] : counts) {
-        samples.emplace_back(MetricSample({{label, value}}, static_cast<double>(count)));
-      }
-      out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter, std::move(samples));
-    };
     if (spark_tls_ != nullptr) {
       by("ferry_spark_tls_handshakes_total",
          "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "

@@ -84,8 +84,21 @@ std::string ClientOfPeer(const std::string& peer) {
   return absl::StrCat(peer.substr(0, scheme + 1), address->host);
 }
 
-grpc::Status ControlService::Call(const grpc::ServerContext* context, Cost cost,
+const char* ControlService::RpcName(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kOpenStream: return "OpenStream";
+    case Rpc::kCloseStream: return "CloseStream";
+    case Rpc::kListShuffles: return "ListShuffles";
+    case Rpc::kGetServerInfo: return "GetServerInfo";
+    case Rpc::kDiagnoseCorruption: return "DiagnoseCorruption";
+    case Rpc::kRemoveSparkApp: return "RemoveSparkApp";
+  }
+  return "unknown";
+}
+
+grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, Cost cost,
                                   absl::FunctionRef<grpc::Status()> body) {
+  calls_[static_cast<size_t>(rpc)].fetch_add(1, std::memory_order_relaxed);
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   if (cost == Cost::kLight) return body();
   {
@@ -111,7 +124,7 @@ grpc::Status ControlService::Call(const grpc::ServerContext* context, Cost cost,
 grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
                                         const ferry::v1::OpenStreamRequest* request,
                                         ferry::v1::StreamHandle* response) {
-  return Call(context, Cost::kHeavy,
+  return Call(context, Rpc::kOpenStream, Cost::kHeavy,
               [&] { return OpenStreamAdmitted(*context, *request, response); });
 }
 
@@ -210,7 +223,8 @@ grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
                                             const ferry::v1::RemoveSparkAppRequest* request,
                                             ferry::v1::RemoveSparkAppResponse* response) {
   // Deleting an executor's files can take a while: a heavy call.
-  return Call(context, Cost::kHeavy, [&] { return RemoveSparkAppAdmitted(*request, response); });
+  return Call(context, Rpc::kRemoveSparkApp, Cost::kHeavy,
+              [&] { return RemoveSparkAppAdmitted(*request, response); });
 }
 
 grpc::Status ControlService::RemoveSparkAppAdmitted(const ferry::v1::RemoveSparkAppRequest& request,
@@ -239,7 +253,7 @@ grpc::Status ControlService::RemoveSparkAppAdmitted(const ferry::v1::RemoveSpark
 grpc::Status ControlService::CloseStream(grpc::ServerContext* context,
                                          const ferry::v1::CloseStreamRequest* request,
                                          ferry::v1::CloseStreamResponse* response) {
-  return Call(context, Cost::kLight, [&] {
+  return Call(context, Rpc::kCloseStream, Cost::kLight, [&] {
     absl::StatusOr<Ticket> ticket = ParseTicket(request->ticket());
     if (!ticket.ok()) return ToGrpcStatus(ticket.status());
     response->set_was_open(tickets_->Close(*ticket));
@@ -251,7 +265,7 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
                                           const ferry::v1::ListShufflesRequest* request,
                                           ferry::v1::ListShufflesResponse* response) {
   absl::StatusOr<std::vector<ShuffleInfo>> shuffles;
-  if (grpc::Status called = Call(context, Cost::kHeavy,
+  if (grpc::Status called = Call(context, Rpc::kListShuffles, Cost::kHeavy,
                                  [&] {
                                    shuffles = store_->ListShuffles(request->app_id());
                                    return grpc::Status::OK;
@@ -277,7 +291,7 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
 grpc::Status ControlService::GetServerInfo(grpc::ServerContext* context,
                                            const ferry::v1::ServerInfoRequest*,
                                            ferry::v1::ServerInfo* response) {
-  return Call(context, Cost::kLight, [&] { return ServerInfo(response); });
+  return Call(context, Rpc::kGetServerInfo, Cost::kLight, [&] { return ServerInfo(response); });
 }
 
 grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
@@ -309,7 +323,8 @@ grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
 grpc::Status ControlService::DiagnoseCorruption(grpc::ServerContext* context,
                                                 const ferry::v1::DiagnoseCorruptionRequest* request,
                                                 ferry::v1::CorruptionDiagnosis* response) {
-  return Call(context, Cost::kHeavy, [&] { return DiagnoseAdmitted(*request, response); });
+  return Call(context, Rpc::kDiagnoseCorruption, Cost::kHeavy,
+              [&] { return DiagnoseAdmitted(*request, response); });
 }
 
 grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,

@@ -7,6 +7,8 @@
 #ifndef FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_
 #define FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -74,6 +76,22 @@ class ControlService final : public ferry::v1::Ferry::Service {
                               const ferry::v1::RemoveSparkAppRequest* request,
                               ferry::v1::RemoveSparkAppResponse* response) override;
 
+  enum class Rpc {
+    kOpenStream,
+    kCloseStream,
+    kListShuffles,
+    kGetServerInfo,
+    kDiagnoseCorruption,
+    kRemoveSparkApp,
+  };
+  static constexpr size_t kRpcs = 6;
+  static const char* RpcName(Rpc rpc);
+  // Calls of `rpc` received, answered or refused (unauthenticated, busy, bad): what a
+  // client's retries cost the server.
+  uint64_t calls(Rpc rpc) const {
+    return calls_[static_cast<size_t>(rpc)].load(std::memory_order_relaxed);
+  }
+
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
   grpc::Status Authorize(const grpc::ServerContext* context) const;
@@ -81,7 +99,7 @@ class ControlService final : public ferry::v1::Ferry::Service {
   // a large answer (kHeavy), given a place among the heavy calls running (waiting up to
   // heavy_call_wait, then RESOURCE_EXHAUSTED), then `body`.
   enum class Cost { kLight, kHeavy };
-  grpc::Status Call(const grpc::ServerContext* context, Cost cost,
+  grpc::Status Call(const grpc::ServerContext* context, Rpc rpc, Cost cost,
                     absl::FunctionRef<grpc::Status()> body);
   grpc::Status ServerInfo(ferry::v1::ServerInfo* response) const;
   grpc::Status RemoveSparkAppAdmitted(const ferry::v1::RemoveSparkAppRequest& request,
@@ -105,6 +123,7 @@ class ControlService final : public ferry::v1::Ferry::Service {
   std::mutex heavy_mu_;
   std::condition_variable heavy_done_;
   int heavy_calls_ = 0;  // guarded by heavy_mu_
+  std::array<std::atomic<uint64_t>, kRpcs> calls_{};
 };
 
 // "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it
