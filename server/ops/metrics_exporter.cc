@@ -4,6 +4,7 @@
 #include <exception>
 #include <limits>
 
+#include <civetweb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -76,6 +77,13 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
 
 absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
     const std::string& address, CollectFn collect) {
+  // civetweb's feature 8 is IPv6; Debian builds it without.
+  if (!address.empty() && address[0] == '[' && mg_check_feature(8) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot serve metrics on ", address,
+        ": the HTTP server the metrics use (civetweb, as Debian builds it) has no IPv6; "
+        "give an IPv4 address (0.0.0.0:<port> for every one)"));
+  }
   std::unique_ptr<MetricsExporter> exporter(new MetricsExporter);
   exporter->collector_ = std::make_shared<Collector>(std::move(collect));
   // civetweb reports a port it cannot bind by throwing; nothing else here throws.
