@@ -4,6 +4,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/control_plane.h"
 #include "common/grpc_status.h"
 #include "proto/health.grpc.pb.h"
@@ -21,6 +22,23 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view call,
 }
 
 }  // namespace
+
+ControlClient::~ControlClient() {
+  std::unique_lock<std::mutex> lock(calls_mu_);
+  for (grpc::ClientContext* context : calls_) context->TryCancel();
+  calls_ended_.wait(lock, [this] { return calls_.empty(); });
+}
+
+void ControlClient::BeginCall(grpc::ClientContext* context) {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  calls_.insert(context);
+}
+
+void ControlClient::EndCall(grpc::ClientContext* context) {
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  calls_.erase(context);
+  calls_ended_.notify_all();
+}
 
 void ControlClient::Prepare(grpc::ClientContext& context) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
@@ -64,24 +82,29 @@ absl::StatusOr<bool> ControlClient::CheckHealth(const std::string& server) {
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
-absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
-    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
-    const std::string& spark_exec_id) {
-  ferry::v1::OpenStreamRequest request;
-  request.set_app_id(app_id);
-  request.set_spark_exec_id(spark_exec_id);
-  for (const BlockId& b : blocks) {
-    ferry::v1::BlockId* id = request.add_blocks();
-    id->set_shuffle_id(b.shuffle_id);
-    id->set_map_id(b.map_id);
-    id->set_start_reduce_id(b.start_reduce_id);
-    id->set_end_reduce_id(b.end_reduce_id);
-  }
+namespace {
+
+// What one call on gRPC's callback API holds until its callback has run.
+template <typename Request, typename Response>
+struct AsyncCall {
   grpc::ClientContext context;
-  Prepare(context);
-  ferry::v1::StreamHandle handle;
-  grpc::Status status = Stub(server)->OpenStream(&context, request, &handle);
-  if (!status.ok()) return Annotate(status, "OpenStream", server);
+  Request request;
+  Response response;
+  std::unique_ptr<ferry::v1::Ferry::Stub> stub;
+};
+
+template <typename Call>
+ControlClient::CancelCall CancelOf(const std::shared_ptr<Call>& call) {
+  return [weak = std::weak_ptr<Call>(call)] {
+    if (std::shared_ptr<Call> live = weak.lock()) live->context.TryCancel();
+  };
+}
+
+// The handle, when it answers `request`: everything later trusts its lengths (buffers
+// are sized by them, verifiers walk its partitions).
+absl::StatusOr<ferry::v1::StreamHandle> CheckHandle(const std::string& server,
+                                                    const ferry::v1::OpenStreamRequest& request,
+                                                    ferry::v1::StreamHandle handle) {
   if (handle.ticket().size() != 16 || handle.blocks_size() != request.blocks_size() ||
       handle.data_port() == 0 || handle.data_port() > 65535) {
     return absl::InternalError(absl::StrCat("OpenStream to ", server,
@@ -90,9 +113,8 @@ absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
                                             handle.blocks_size(), " of ", request.blocks_size(),
                                             " blocks, data port ", handle.data_port(), ")"));
   }
-  // Everything later trusts the handle's lengths (buffers are sized by them, verifiers
-  // walk its partitions): each block must be the one asked for, and its partitions, when
-  // listed, exactly its reduce range, adding up to its length.
+  // Each block must be the one asked for, and its partitions, when listed, exactly its
+  // reduce range, adding up to its length.
   for (int i = 0; i < handle.blocks_size(); ++i) {
     const ferry::v1::BlockInfo& info = handle.blocks(i);
     const ferry::v1::BlockId& want = request.blocks(i);
@@ -119,13 +141,89 @@ absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
   return handle;
 }
 
+}  // namespace
+
+ControlClient::CancelCall ControlClient::StartOpenStream(
+    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
+    const std::string& spark_exec_id,
+    absl::AnyInvocable<void(absl::StatusOr<ferry::v1::StreamHandle>)> done) {
+  using Call = AsyncCall<ferry::v1::OpenStreamRequest, ferry::v1::StreamHandle>;
+  auto call = std::make_shared<Call>();
+  ferry::v1::OpenStreamRequest& request = call->request;
+  request.set_app_id(app_id);
+  request.set_spark_exec_id(spark_exec_id);
+  for (const BlockId& b : blocks) {
+    ferry::v1::BlockId* id = request.add_blocks();
+    id->set_shuffle_id(b.shuffle_id);
+    id->set_map_id(b.map_id);
+    id->set_start_reduce_id(b.start_reduce_id);
+    id->set_end_reduce_id(b.end_reduce_id);
+  }
+  Prepare(call->context);
+  call->stub = Stub(server);
+  CancelCall cancel = CancelOf(call);
+  Call* c = call.get();
+  // std::function must be copyable; the callback is not.
+  auto finish = std::make_shared<decltype(done)>(std::move(done));
+  BeginCall(&c->context);
+  c->stub->async()->OpenStream(
+      &c->context, &c->request, &c->response,
+      [this, call = std::move(call), finish, server](grpc::Status status) {
+        if (!status.ok()) {
+          (*finish)(Annotate(status, "OpenStream", server));
+        } else {
+          (*finish)(CheckHandle(server, call->request, std::move(call->response)));
+        }
+        call->stub.reset();  // this client's channel outlives it (see ~ControlClient)
+        EndCall(&call->context);
+      });
+  return cancel;
+}
+
+absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
+    const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
+    const std::string& spark_exec_id) {
+  absl::StatusOr<ferry::v1::StreamHandle> result;
+  absl::Notification finished;
+  StartOpenStream(server, app_id, blocks, spark_exec_id,
+                  [&](absl::StatusOr<ferry::v1::StreamHandle> handle) {
+                    result = std::move(handle);
+                    finished.Notify();
+                  });
+  finished.WaitForNotification();
+  return result;
+}
+
+ControlClient::CancelCall ControlClient::StartCloseStream(
+    const std::string& server, const std::string& ticket,
+    absl::AnyInvocable<void(absl::Status)> done) {
+  using Call = AsyncCall<ferry::v1::CloseStreamRequest, ferry::v1::CloseStreamResponse>;
+  auto call = std::make_shared<Call>();
+  call->request.set_ticket(ticket);
+  Prepare(call->context);
+  call->stub = Stub(server);
+  CancelCall cancel = CancelOf(call);
+  Call* c = call.get();
+  auto finish = std::make_shared<decltype(done)>(std::move(done));
+  BeginCall(&c->context);
+  c->stub->async()->CloseStream(&c->context, &c->request, &c->response,
+                                [this, call = std::move(call), finish, server](grpc::Status status) {
+                                  (*finish)(Annotate(status, "CloseStream", server));
+                                  call->stub.reset();
+                                  EndCall(&call->context);
+                                });
+  return cancel;
+}
+
 absl::Status ControlClient::CloseStream(const std::string& server, const std::string& ticket) {
-  ferry::v1::CloseStreamRequest request;
-  request.set_ticket(ticket);
-  grpc::ClientContext context;
-  Prepare(context);
-  ferry::v1::CloseStreamResponse response;
-  return Annotate(Stub(server)->CloseStream(&context, request, &response), "CloseStream", server);
+  absl::Status result;
+  absl::Notification finished;
+  StartCloseStream(server, ticket, [&](absl::Status status) {
+    result = std::move(status);
+    finished.Notify();
+  });
+  finished.WaitForNotification();
+  return result;
 }
 
 absl::StatusOr<ferry::v1::ListShufflesResponse> ControlClient::ListShuffles(

@@ -3,6 +3,8 @@
 #ifndef FERRY_CLIENT_CONTROL_CLIENT_H_
 #define FERRY_CLIENT_CONTROL_CLIENT_H_
 
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +14,8 @@
 #include <grpcpp/client_context.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/block_id.h"
@@ -32,6 +36,9 @@ struct ControlClientOptions {
 class ControlClient {
  public:
   explicit ControlClient(ControlClientOptions options) : options_(std::move(options)) {}
+  // Cancels the calls still in flight (Start* calls nobody waited for) and waits for
+  // their callbacks: a channel must not be released by a callback of its own.
+  ~ControlClient();
   explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30),
                          std::string auth_token = "")
       : ControlClient(Options(rpc_timeout, std::move(auth_token))) {}
@@ -43,6 +50,19 @@ class ControlClient {
                                                      const std::vector<BlockId>& blocks,
                                                      const std::string& spark_exec_id = "");
   absl::Status CloseStream(const std::string& server, const std::string& ticket);
+
+  // OpenStream and CloseStream on gRPC's callback API, for fibers (AwaitCall) and other
+  // callers that must not block a thread: `done` runs once, on a gRPC thread, with what
+  // the blocking call returns. The returned function asks gRPC to cancel the call (then
+  // `done` runs with CANCELLED, or with the answer if it came first); it may be called
+  // at any time, after `done` too. The call keeps what it needs alive by itself, so a
+  // caller may leave without waiting for `done`.
+  using CancelCall = std::function<void()>;
+  CancelCall StartOpenStream(const std::string& server, const std::string& app_id,
+                             const std::vector<BlockId>& blocks, const std::string& spark_exec_id,
+                             absl::AnyInvocable<void(absl::StatusOr<ferry::v1::StreamHandle>)> done);
+  CancelCall StartCloseStream(const std::string& server, const std::string& ticket,
+                              absl::AnyInvocable<void(absl::Status)> done);
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
                                                                const std::string& app_id);
   absl::StatusOr<ferry::v1::ServerInfo> GetServerInfo(const std::string& server);
@@ -69,7 +89,14 @@ class ControlClient {
   // Sets the call's deadline and credentials.
   void Prepare(grpc::ClientContext& context) const;
 
+  // Calls on the callback API between their start and the end of their callback.
+  void BeginCall(grpc::ClientContext* context);
+  void EndCall(grpc::ClientContext* context);
+
   const ControlClientOptions options_;
+  std::mutex calls_mu_;
+  std::condition_variable calls_ended_;
+  absl::flat_hash_set<grpc::ClientContext*> calls_;  // guarded by calls_mu_
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
 };

@@ -2,9 +2,11 @@
 //
 // The caller says where each block lives (as Spark's map-output tracker does) and where
 // the bytes go (a BlockSink: a callback over a reusable buffer, per-block buffers,
-// files written with splice, or discard). Fetch() opens one stream per server on the
-// control plane, then fetches from every server at once over the data plane, on fibers
-// of the calling thread, with a bound on the bytes requested but not yet received.
+// files written with splice, or discard). Fetch() fetches from every server at once, on
+// fibers of the calling thread (one io_uring for the whole fetch): a fiber per stream
+// opens it on the control plane (gRPC's callback API, so a server slow to answer holds
+// back no other), fetches its blocks over the data plane and closes it, with bounds on
+// the bytes requested but not yet received, in total and per server.
 // Stored checksums are verified by default. The first error stops the fetch and names
 // the block and the server. Streams are closed before Fetch() returns.
 //
@@ -29,15 +31,19 @@
 
 namespace ferry {
 
+class FiberScheduler;
+
 struct FetchOptions {
   // The blocks are this Spark executor's (registered with each server's Spark front
   // door), in Spark's layout under its local dirs; empty: Ferry's layout, the app's
   // directory under the data dir.
   std::string spark_exec_id;
   bool verify_checksums = true;
-  // Bytes requested but not yet received, across all servers (split evenly among them;
-  // a single block larger than a server's share is still fetched, alone).
+  // Bytes requested but not yet received, across all servers (split evenly among the
+  // streams of a round), and at each server; a single block larger than a stream's
+  // share is still fetched, alone. A server that is slow holds at most its share.
   uint64_t max_bytes_in_flight = uint64_t{64} << 20;
+  uint64_t max_bytes_in_flight_per_server = uint64_t{64} << 20;
   // Deadline for each connect, send and receive on the data plane.
   absl::Duration io_timeout = absl::Seconds(60);
   // Rounds of fetching: after a retryable failure (server unreachable, connection
@@ -58,7 +64,7 @@ struct FetchStats {
   uint64_t bytes = 0;
   uint64_t blocks = 0;
   size_t servers = 0;
-  absl::Duration elapsed;  // data plane only: from the first connect to the last byte
+  absl::Duration elapsed;  // the rounds' time, control calls and data, not the pauses
 };
 
 class ShuffleClient {
@@ -84,10 +90,11 @@ class ShuffleClient {
                                                           const FetchOptions& options = {});
 
  private:
-  // One round: every block in `pending` (caller indexes) from `server_of[i]`; marks
-  // delivered blocks in `done`. Returns the first error, if any, and whether every
-  // error of the round was retryable.
-  absl::Status FetchRound(const std::string& app_id, const std::vector<BlockLocation>& blocks,
+  // One round, on `scheduler`: every block in `pending` (caller indexes) from
+  // `server_of[i]`; marks delivered blocks in `done`. Returns the first error, if any,
+  // and whether every error of the round was retryable.
+  absl::Status FetchRound(FiberScheduler& scheduler, const std::string& app_id,
+                          const std::vector<BlockLocation>& blocks,
                           const std::vector<size_t>& pending,
                           const std::vector<std::string>& server_of, BlockSink& sink,
                           const FetchOptions& options, std::vector<bool>& done, bool* retryable,

@@ -1,14 +1,22 @@
-// Fiber coordination on one FiberScheduler: Event and WaitGroup.
+// Fiber coordination on one FiberScheduler: Event and WaitGroup, and AwaitCall for work
+// that completes on another thread.
 //
-// Both park fibers, never threads, and are not thread-safe: use them from fibers of
-// one scheduler. To signal from another thread, FiberScheduler::Post() a function
-// that calls Set()/Done().
+// Event and WaitGroup park fibers, never threads, and are not thread-safe: use them
+// from fibers of one scheduler. To signal from another thread, FiberScheduler::Post() a
+// function that calls Set()/Done(), as AwaitCall does.
 #ifndef FERRY_COMMON_IO_SYNC_H_
 #define FERRY_COMMON_IO_SYNC_H_
 
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/io/scheduler.h"
 
@@ -52,6 +60,35 @@ class WaitGroup {
   size_t count_ = 0;
   std::vector<Fiber*> waiters_;
 };
+
+// Runs a call that completes on another thread (an RPC on gRPC's callback API) from a
+// fiber, parking the fiber and not its thread, so the scheduler's other fibers go on.
+// `start(done)` begins the call and returns a function that cancels it; the call must
+// invoke `done(result)` exactly once, from any thread, cancelled or not. Returns the
+// result. If the scheduler stops first, the call is cancelled and the thread waits for
+// its `done` (prompt once cancelled; bounded by the call's own deadline), so nothing
+// the call touches outlives the fiber's frame.
+template <typename T>
+T AwaitCall(FiberScheduler& scheduler,
+            absl::FunctionRef<std::function<void()>(absl::AnyInvocable<void(T)>)> start) {
+  struct State {
+    std::optional<T> result;
+    Event arrived;  // set on the scheduler's thread
+    absl::Notification finished;
+  };
+  auto state = std::make_shared<State>();
+  std::function<void()> cancel = start([state, &scheduler](T result) {
+    state->result = std::move(result);
+    // The fiber is still waiting on one of the two, so the scheduler is alive here.
+    scheduler.Post([state] { state->arrived.Set(); });
+    state->finished.Notify();
+  });
+  if (state->arrived.Wait() != 0) {
+    cancel();
+    state->finished.WaitForNotification();
+  }
+  return *std::move(state->result);
+}
 
 }  // namespace ferry
 

@@ -1,9 +1,13 @@
 #include "common/io/sync.h"
 
+#include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/io/ops.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_fiber.h"
@@ -107,6 +111,77 @@ TEST(WaitGroupTest, WaitWithZeroCountReturnsAtOnce) {
     WaitGroup wg;
     wg.Wait();
   });
+}
+
+// A call finishing on another thread after a delay, as an RPC does.
+std::function<void()> FinishLater(absl::AnyInvocable<void(int)> done, absl::Duration delay,
+                                  std::vector<std::thread>& threads, std::atomic<bool>* cancelled) {
+  auto shared = std::make_shared<absl::AnyInvocable<void(int)>>(std::move(done));
+  auto cancel_now = std::make_shared<absl::Notification>();
+  threads.emplace_back([shared, cancel_now, delay] {
+    const bool was_cancelled = cancel_now->WaitForNotificationWithTimeout(delay);
+    (*shared)(was_cancelled ? -1 : 42);
+  });
+  return [cancel_now, cancelled] {
+    cancelled->store(true);
+    if (!cancel_now->HasBeenNotified()) cancel_now->Notify();
+  };
+}
+
+TEST(AwaitCallTest, OtherFibersRunWhileOneAwaitsACallOfAnotherThread) {
+  std::vector<std::thread> threads;
+  std::atomic<bool> cancelled{false};
+  int result = 0;
+  int ticks = 0;
+  RunInFiber([&] {
+    WaitGroup done;
+    done.Add(1);
+    FiberScheduler::Current()
+        ->Spawn([&] {
+          result = AwaitCall<int>(*FiberScheduler::Current(), [&](absl::AnyInvocable<void(int)> d) {
+            return FinishLater(std::move(d), absl::Milliseconds(100), threads, &cancelled);
+          });
+          done.Done();
+        })
+        .IgnoreError();
+    // This fiber keeps its thread busy while the other awaits.
+    while (result == 0 && ticks < 10000) {
+      ++ticks;
+      (void)Sleep(absl::Milliseconds(1));
+    }
+    done.Wait();
+  });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(result, 42);
+  EXPECT_FALSE(cancelled.load());
+  EXPECT_GT(ticks, 20);
+}
+
+TEST(AwaitCallTest, StoppingTheSchedulerCancelsTheCallAndWaitsForIt) {
+  std::vector<std::thread> threads;
+  std::atomic<bool> cancelled{false};
+  int result = 0;
+  auto s = FiberScheduler::Create();
+  ASSERT_TRUE(s.ok());
+  FiberScheduler* scheduler = s->get();
+  ASSERT_TRUE(scheduler
+                  ->Spawn([&] {
+                    result = AwaitCall<int>(*scheduler, [&](absl::AnyInvocable<void(int)> d) {
+                      return FinishLater(std::move(d), absl::Seconds(60), threads, &cancelled);
+                    });
+                  })
+                  .ok());
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    scheduler->Stop();
+  });
+  const absl::Time start = absl::Now();
+  scheduler->Run();
+  stopper.join();
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_EQ(result, -1);  // the call's own answer to its cancellation
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 }  // namespace
