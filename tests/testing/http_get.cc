@@ -10,22 +10,25 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
-#include "tests/testing/loopback.h"
+#include "common/net_address.h"
 
 namespace ferry::testing {
 
-absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path,
+                                    const std::string& host) {
+  absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(host, port);
+  if (!addr.ok()) return addr.status();
+  UniqueFd fd(::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket");
   timeval tv{10, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  const sockaddr_in addr = LoopbackAddress(port);
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("connect to 127.0.0.1:", port));
+  if (::connect(fd.get(), addr->get(), addr->size()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("connect to ", addr->ToString()));
   }
   const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", addr->ToString(),
+                   "\r\nConnection: close\r\n\r\n");
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     return absl::ErrnoToStatus(errno, "send the request");

@@ -1,4 +1,4 @@
-// A plain HTTP/1.0 GET on 127.0.0.1, for tests of HTTP endpoints (ferry_server's
+// A plain HTTP/1.0 GET, for tests of HTTP endpoints (ferry_server's
 // /metrics, Prometheus's query API).
 #ifndef FERRY_TESTS_TESTING_HTTP_GET_H_
 #define FERRY_TESTS_TESTING_HTTP_GET_H_
@@ -10,9 +10,10 @@
 
 namespace ferry::testing {
 
-// The body of GET http://127.0.0.1:<port><path> when the status is 200; an error naming
-// the status line otherwise. Waits at most 10 s.
-absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path);
+// The body of GET http://<host>:<port><path> when the status is 200; an error naming
+// the status line otherwise. `host` is numeric, IPv4 or IPv6. Waits at most 10 s.
+absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path,
+                                    const std::string& host = "127.0.0.1");
 
 }  // namespace ferry::testing
 

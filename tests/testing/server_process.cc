@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,17 +23,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/control_client.h"
+#include "common/net_address.h"
+#include "common/unique_fd.h"
 
 namespace ferry::testing {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
-    const std::string& log_path, uint64_t fd_limit, const std::string& user) {
+    const ServerProcessOptions& options) {
   std::unique_ptr<ServerProcess> p(new ServerProcess);
+  p->host_ = options.host;
   const passwd* account = nullptr;
-  if (!user.empty()) {
-    account = ::getpwnam(user.c_str());
-    if (account == nullptr) return absl::NotFoundError(absl::StrCat("no user ", user));
+  if (!options.user.empty()) {
+    account = ::getpwnam(options.user.c_str());
+    if (account == nullptr) return absl::NotFoundError(absl::StrCat("no user ", options.user));
+  }
+  UniqueFd netns;
+  if (!options.netns.empty()) {
+    const std::string path = "/run/netns/" + options.netns;
+    netns = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns.valid()) return absl::ErrnoToStatus(errno, "open " + path);
   }
   // The server binds port 0 and says which ports it got: a port picked here and bound
   // there could be taken by another test's server in between. Another user writes it
@@ -44,7 +54,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     return absl::ErrnoToStatus(errno, "mkdtemp for the port file");
   }
   if (account != nullptr && ::chown(port_dir.c_str(), account->pw_uid, account->pw_gid) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("chown ", port_dir, " to ", user));
+    return absl::ErrnoToStatus(errno, absl::StrCat("chown ", port_dir, " to ", options.user));
   }
   const std::string port_file = port_dir + "/ports";
   const absl::Cleanup remove_port_file = [&] {
@@ -52,14 +62,14 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ::rmdir(port_dir.c_str());
   };
   std::vector<std::string> argv_strings = {binary, "--data-dir=" + data_dir,
-                                           "--control-address=127.0.0.1:0",
-                                           "--data-address=127.0.0.1:0",
+                                           "--control-address=" + FormatHostPort(options.host, 0),
+                                           "--data-address=" + FormatHostPort(options.host, 0),
                                            "--port-file=" + port_file};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const std::string log = log_path.empty() ? "/dev/null" : log_path;
+  const std::string log = options.log_path.empty() ? "/dev/null" : options.log_path;
   p->pid_ = ::fork();
   if (p->pid_ < 0) return absl::ErrnoToStatus(errno, "fork for ferry_server");
   if (p->pid_ == 0) {
@@ -75,10 +85,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (fd_limit != 0) {
-      const rlimit limit{static_cast<rlim_t>(fd_limit), static_cast<rlim_t>(fd_limit)};
+    if (options.fd_limit != 0) {
+      const rlimit limit{static_cast<rlim_t>(options.fd_limit),
+                         static_cast<rlim_t>(options.fd_limit)};
       ::setrlimit(RLIMIT_NOFILE, &limit);
     }
+    if (netns.valid() && ::setns(netns.get(), CLONE_NEWNET) != 0) ::_exit(125);
     if (account != nullptr &&
         (::setgroups(0, nullptr) != 0 || ::setgid(account->pw_gid) != 0 ||
          ::setuid(account->pw_uid) != 0)) {
@@ -130,7 +142,7 @@ ServerProcess::~ServerProcess() {
 }
 
 std::string ServerProcess::control_target() const {
-  return absl::StrCat("127.0.0.1:", control_port_);
+  return FormatHostPort(host_, control_port_);
 }
 
 absl::StatusOr<int> ServerProcess::SignalAndWait(int signal, absl::Duration timeout) {

@@ -16,19 +16,40 @@
 
 namespace ferry::testing {
 
+struct ServerProcessOptions {
+  // Where its stdout and stderr go (nowhere when empty), never to an inherited pipe.
+  std::string log_path;
+  // Other than 0: its RLIMIT_NOFILE, soft and hard.
+  uint64_t fd_limit = 0;
+  // Runs it as that user (and its group, with no supplementary groups), as a packaged
+  // service runs: this process must be root, and the binary and every path it is given
+  // must be reachable by that user (not beneath /root).
+  std::string user;
+  // A network namespace (a name under /run/netns; see HostCluster) to run it in.
+  std::string netns;
+  // The numeric address both planes listen on (ports the kernel picks), and the control
+  // target names: "127.0.0.1", or a host's "10.213.0.2" or "fd00:f3:0::2".
+  std::string host = "127.0.0.1";
+};
+
 class ServerProcess {
  public:
   // Starts `binary --data-dir=<data_dir> --control-address=... --data-address=...
-  // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. Its
-  // stdout and stderr go to `log_path` (or nowhere), never to an inherited pipe, and it
-  // is killed if this process dies. A `fd_limit` other than 0 sets its RLIMIT_NOFILE,
-  // soft and hard. A `user` runs it as that user (and its group, with no supplementary
-  // groups), as a packaged service runs: this process must be root, and the binary and
-  // every path it is given must be reachable by that user (not beneath /root).
+  // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. It is
+  // killed if this process dies.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      const std::string& binary, const std::string& data_dir,
+      const std::vector<std::string>& args, const ServerProcessOptions& options);
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::string& data_dir,
       const std::vector<std::string>& args, const std::string& log_path = "",
-      uint64_t fd_limit = 0, const std::string& user = "");
+      uint64_t fd_limit = 0, const std::string& user = "") {
+    ServerProcessOptions options;
+    options.log_path = log_path;
+    options.fd_limit = fd_limit;
+    options.user = user;
+    return Start(binary, data_dir, args, options);
+  }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
   // Kills the process if it still runs, and reaps it.
@@ -61,6 +82,7 @@ class ServerProcess {
 
   pid_t pid_ = -1;
   bool reaped_ = false;
+  std::string host_;
   uint16_t control_port_ = 0;
   uint16_t data_port_ = 0;
   uint16_t spark_port_ = 0;

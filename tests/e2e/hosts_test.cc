@@ -1,0 +1,361 @@
+// Ferry across hosts: ferry_server (the real binary) on each host of a HostCluster
+// (network namespaces on a bridge, MTU 1500), and a reducer in this process fetching its
+// partitions from all of them at once, over IPv4 and IPv6; then the faults of a real
+// network: a host killed mid-block, a link pulled mid-stream, a host that accepts and
+// stalls, links shaped with tc. Every byte is compared with what was written, and the
+// servers' own counters say what each failure cost them in calls.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/shuffle_client.h"
+#include "common/net_address.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/test_cluster.h"
+#include "tests/testing/host_cluster.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataSet;
+using ::ferry::testing::HostCluster;
+using ::ferry::testing::ServerProcess;
+using ::ferry::testing::ServerProcessOptions;
+using ::ferry::testing::TempDir;
+using ::ferry::testing::WaitFor;
+
+constexpr char kServerBinary[] = "server/ferry_server";
+constexpr char kApp[] = "app-hosts";
+constexpr int kHosts = 8;
+// Each map output: 7.8 MiB in 8 partitions from empty to 3 MiB.
+const std::vector<size_t> kSizes = {1 << 20, 3 << 20, 64 << 10, 0, 5000, 2 << 20, 1, 700000};
+// A host shaped this way sends a map output in about 1.6 s.
+const std::vector<std::string> kSlowLink = {"tbf", "rate", "40mbit", "burst", "32k",
+                                            "latency", "400ms"};
+
+enum class Family { kIpv4, kIpv6 };
+
+// One cluster for the whole test binary, torn down when it ends.
+class ClusterEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<HostCluster>> made = HostCluster::Create(kHosts);
+    if (made.ok()) {
+      cluster = *std::move(made);
+    } else {
+      why = made.status().ToString();
+    }
+  }
+  void TearDown() override { cluster.reset(); }
+
+  static inline std::unique_ptr<HostCluster> cluster;
+  static inline std::string why;
+};
+const ::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ClusterEnvironment);
+
+class HostsTest : public ::testing::Test {
+ protected:
+  HostsTest() : cluster_(ClusterEnvironment::cluster.get()) {}
+
+  void SetUp() override {
+    if (cluster_ == nullptr) GTEST_SKIP() << ClusterEnvironment::why;
+    // Map output i lives on host i and, as its replica, on host i + 1.
+    for (int i = 0; i < kHosts; ++i) {
+      dirs_.push_back(absl::StrCat(dir_.path(), "/host", i));
+      ASSERT_EQ(::mkdir(dirs_.back().c_str(), 0755), 0);
+    }
+    for (int i = 0; i < kHosts; ++i) {
+      data_.AddMapOutput(dirs_[i], kApp, 0, i, kSizes);
+      data_.AddMapOutput(dirs_[(i + 1) % kHosts], kApp, 0, i, kSizes);
+    }
+  }
+
+  void TearDown() override {
+    if (cluster_ == nullptr) return;
+    for (int i = 0; i < kHosts; ++i) {
+      EXPECT_TRUE(cluster_->SetLinkUp(i, true).ok());
+      EXPECT_TRUE(cluster_->Shape(i, {}).ok());
+    }
+    for (auto& server : servers_) {
+      if (server != nullptr) ::kill(server->pid(), SIGCONT);
+    }
+  }
+
+  const std::string& HostAddress(int i, Family family) const {
+    return family == Family::kIpv6 ? cluster_->host(i).ipv6 : cluster_->host(i).ipv4;
+  }
+
+  // ferry_server on hosts [0, n), both planes on the host's address of `family`, its
+  // metrics on its IPv4 one (the metrics' HTTP server has no IPv6).
+  void StartServers(int n, Family family) {
+    for (int i = 0; i < n; ++i) {
+      ServerProcessOptions options;
+      options.netns = cluster_->host(i).netns;
+      options.host = HostAddress(i, family);
+      options.log_path = absl::StrCat(dir_.path(), "/server", i, ".log");
+      auto started = ServerProcess::Start(
+          kServerBinary, dirs_[i],
+          {"--threads=1", "--metrics-address=" + cluster_->host(i).ipv4 + ":0"}, options);
+      ASSERT_TRUE(started.ok()) << started.status();
+      servers_.push_back(*std::move(started));
+    }
+  }
+
+  // Every partition of map outputs [0, n), each at its host, with the next host as its
+  // replica when `replicas`.
+  std::vector<BlockLocation> Blocks(int n, bool replicas) const {
+    std::vector<BlockLocation> blocks;
+    for (int i = 0; i < n; ++i) {
+      for (int32_t r = 0; r < static_cast<int32_t>(kSizes.size()); ++r) {
+        BlockLocation b{servers_[i]->control_target(), {0, i, r, r + 1}};
+        if (replicas) b.replicas = {servers_[(i + 1) % n]->control_target()};
+        blocks.push_back(std::move(b));
+      }
+    }
+    return blocks;
+  }
+
+  void ExpectEveryByte(const std::vector<BlockLocation>& blocks,
+                       const std::vector<std::string>& fetched) const {
+    ASSERT_EQ(fetched.size(), blocks.size());
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const BlockId& b = blocks[k].block;
+      EXPECT_TRUE(fetched[k] ==
+                  data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
+          << "block " << k << " (map " << b.map_id << ")";
+    }
+  }
+
+  // One sample of `metric` at host i's metrics endpoint ("name" or "name{labels}").
+  double Metric(int i, const std::string& sample) const {
+    absl::StatusOr<std::string> text =
+        testing::HttpGet(servers_[i]->metrics_port(), "/metrics", cluster_->host(i).ipv4);
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (!text.ok()) return -1;
+    const std::string line = "\n" + sample + " ";
+    const size_t at = text->find(line);
+    EXPECT_NE(at, std::string::npos) << sample;
+    double value = -1;
+    if (at != std::string::npos) {
+      const size_t start = at + line.size();
+      EXPECT_TRUE(absl::SimpleAtod(text->substr(start, text->find('\n', start) - start), &value));
+    }
+    return value;
+  }
+  double OpenStreamCalls(int i) const {
+    return Metric(i, "ferry_control_calls_total{method=\"OpenStream\"}");
+  }
+  double SentBytes(int i) const {
+    return Metric(i, "ferry_sent_bytes_total{front_door=\"ferry\",mode=\"splice\"}");
+  }
+
+  HostCluster* const cluster_;
+  TempDir dir_;
+  std::vector<std::string> dirs_;
+  DataSet data_;
+  std::vector<std::unique_ptr<ServerProcess>> servers_;
+};
+
+// Options for the fault tests: a lost peer is noticed in 2 s, by the data plane's
+// deadline or the control call's.
+FetchOptions QuickToNotice() {
+  FetchOptions options;
+  options.io_timeout = absl::Seconds(2);
+  options.retry_backoff = absl::Milliseconds(50);
+  return options;
+}
+
+class FanInTest : public HostsTest,
+                  public ::testing::WithParamInterface<std::tuple<int, Family>> {};
+
+TEST_P(FanInTest, OneReducerFetchesFromEveryHostAtOnce) {
+  const auto [n, family] = GetParam();
+  StartServers(n, family);
+  const std::vector<BlockLocation> blocks = Blocks(n, false);
+  ShuffleClient client;
+  BuffersSink sink(blocks.size());
+  absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ExpectEveryByte(blocks, sink.blocks());
+  EXPECT_EQ(stats->servers, static_cast<size_t>(n));
+  uint64_t total = 0;
+  for (size_t r : kSizes) total += r;
+  for (int i = 0; i < n; ++i) {
+    // Each host sent its own map output and was asked once.
+    EXPECT_EQ(SentBytes(i), static_cast<double>(total)) << "host " << i;
+    EXPECT_EQ(OpenStreamCalls(i), 1) << "host " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, FanInTest,
+    ::testing::Combine(::testing::Values(4, 8), ::testing::Values(Family::kIpv4, Family::kIpv6)),
+    [](const ::testing::TestParamInfo<std::tuple<int, Family>>& param) {
+      return absl::StrCat(std::get<0>(param.param), "Hosts",
+                          std::get<1>(param.param) == Family::kIpv6 ? "Ipv6" : "Ipv4");
+    });
+
+// Fetches Blocks(4, true) on a thread while `fault` runs on this one once host 0 has
+// sent its first MiB (its link is slowed so that the fault lands mid-block); returns
+// the fetch's result and how long it took.
+class FaultTest : public HostsTest {
+ protected:
+  struct Outcome {
+    absl::Status status;
+    absl::Duration elapsed;
+    std::vector<std::string> blocks;
+  };
+  Outcome FetchThrough(const std::function<void()>& fault, Family family = Family::kIpv4,
+                       bool replicas = true) {
+    StartServers(4, family);
+    EXPECT_TRUE(cluster_->Shape(0, kSlowLink).ok());
+    const std::vector<BlockLocation> blocks = Blocks(4, replicas);
+    Outcome outcome;
+    ShuffleClient client(absl::Seconds(2));
+    BuffersSink sink(blocks.size());
+    const absl::Time start = absl::Now();
+    std::thread fetch([&] {
+      outcome.status = client.Fetch(kApp, blocks, sink, QuickToNotice()).status();
+      outcome.elapsed = absl::Now() - start;
+    });
+    EXPECT_TRUE(WaitFor([&] { return SentBytes(0) >= (1 << 20); }));
+    fault();
+    fetch.join();
+    if (outcome.status.ok()) ExpectEveryByte(blocks, sink.blocks());
+    outcome.blocks = std::move(sink.blocks());
+    return outcome;
+  }
+
+  // The failure cost one more stream at host 0's replica and nothing anywhere else.
+  void ExpectOneMoreStreamAtTheReplicaOnly() {
+    EXPECT_EQ(OpenStreamCalls(1), 2);
+    EXPECT_EQ(OpenStreamCalls(2), 1);
+    EXPECT_EQ(OpenStreamCalls(3), 1);
+  }
+};
+
+TEST_F(FaultTest, HostKilledMidBlockFailsOverToItsReplica) {
+  Outcome outcome = FetchThrough([&] { ::kill(servers_[0]->pid(), SIGKILL); });
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  ExpectOneMoreStreamAtTheReplicaOnly();
+}
+
+TEST_F(FaultTest, LinkDownMidStreamFailsOverWithinTheIoTimeout) {
+  Outcome outcome = FetchThrough([&] { ASSERT_TRUE(cluster_->SetLinkUp(0, false).ok()); },
+                                 Family::kIpv6);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  // Noticed within the 2 s deadline, then the replica's share at full speed.
+  EXPECT_LT(outcome.elapsed, absl::Seconds(8));
+  ExpectOneMoreStreamAtTheReplicaOnly();
+}
+
+TEST_F(FaultTest, HostThatStallsMidStreamFailsOverWithinTheIoTimeout) {
+  // SIGSTOP: the kernel keeps the connections and acknowledges what is queued; the
+  // server sends nothing more.
+  Outcome outcome = FetchThrough([&] { ::kill(servers_[0]->pid(), SIGSTOP); });
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_LT(outcome.elapsed, absl::Seconds(8));
+  ExpectOneMoreStreamAtTheReplicaOnly();
+}
+
+TEST_F(FaultTest, WithoutAReplicaTheFetchFailsNamingTheBlockTheHostAndTheCause) {
+  Outcome outcome = FetchThrough([&] { ASSERT_TRUE(cluster_->SetLinkUp(0, false).ok()); },
+                                 Family::kIpv4, /*replicas=*/false);
+  ASSERT_FALSE(outcome.status.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(outcome.status) || absl::IsUnavailable(outcome.status))
+      << outcome.status;
+  const std::string message(outcome.status.message());
+  EXPECT_NE(message.find("map 0"), std::string::npos) << message;
+  EXPECT_NE(message.find(servers_[0]->control_target()), std::string::npos) << message;
+  // Four attempts of at most 2 s each, and the pauses between them.
+  EXPECT_LT(outcome.elapsed, absl::Seconds(14));
+  // The other hosts' blocks all arrived, each asked once.
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(OpenStreamCalls(i), 1) << "host " << i;
+}
+
+TEST_F(HostsTest, HostThatAcceptsButNeverAnswersHoldsBackNoOtherAndIsPassedOver) {
+  StartServers(4, Family::kIpv4);
+  // Stopped: the kernel completes its connections; nothing answers on them.
+  ASSERT_EQ(::kill(servers_[0]->pid(), SIGSTOP), 0);
+  const std::vector<BlockLocation> blocks = Blocks(4, true);
+  std::map<int64_t, absl::Duration> last;  // when each map output's last block arrived
+  const absl::Time start = absl::Now();
+  CallbackSink sink([&](size_t index, absl::string_view bytes) {
+    const BlockId& b = blocks[index].block;
+    EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
+    last[b.map_id] = absl::Now() - start;
+    return absl::OkStatus();
+  });
+  const absl::Duration rpc_timeout = absl::Seconds(3);
+  ShuffleClient client(rpc_timeout);
+  absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink, QuickToNotice());
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // The others' blocks came while host 0's OpenStream waited for its deadline; host 0's
+  // came from its replica after it.
+  for (int64_t i = 1; i < 4; ++i) EXPECT_LT(last[i], rpc_timeout / 2) << "map " << i;
+  EXPECT_GE(last[0], rpc_timeout);
+  ASSERT_EQ(::kill(servers_[0]->pid(), SIGCONT), 0);
+  EXPECT_EQ(OpenStreamCalls(1), 2);
+  EXPECT_EQ(OpenStreamCalls(2), 1);
+  EXPECT_EQ(OpenStreamCalls(3), 1);
+}
+
+TEST_F(HostsTest, ASlowHostDoesNotHoldBackTheOthersBytes) {
+  StartServers(4, Family::kIpv6);
+  ASSERT_TRUE(cluster_->Shape(0, kSlowLink).ok());
+  const std::vector<BlockLocation> blocks = Blocks(4, false);
+  std::map<int64_t, absl::Time> last;  // when each map output's last block arrived
+  const absl::Time start = absl::Now();
+  CallbackSink sink([&](size_t index, absl::string_view bytes) {
+    const BlockId& b = blocks[index].block;
+    EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
+    last[b.map_id] = absl::Now();
+    return absl::OkStatus();
+  });
+  ShuffleClient client;
+  absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const absl::Duration slow = last[0] - start;
+  EXPECT_GT(slow, absl::Seconds(1)) << "the shaped host was not slow";
+  for (int64_t i = 1; i < 4; ++i) {
+    EXPECT_LT(last[i] - start, slow / 2) << "host " << i << " finished at "
+                                         << absl::FormatDuration(last[i] - start)
+                                         << ", the slow host at " << absl::FormatDuration(slow);
+  }
+}
+
+TEST_F(HostsTest, DelayedAndLossyLinksDeliverEveryByte) {
+  if (!cluster_->HasQdisc("netem")) {
+    GTEST_SKIP() << "this kernel has no sch_netem (tc qdisc netem: unknown qdisc kind); "
+                    "the tbf tests shape links instead";
+  }
+  StartServers(4, Family::kIpv4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(
+        cluster_->Shape(i, {"netem", "delay", "20ms", "5ms", "loss", "1%", "reorder", "2%"}).ok());
+  }
+  const std::vector<BlockLocation> blocks = Blocks(4, false);
+  ShuffleClient client;
+  BuffersSink sink(blocks.size());
+  absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ExpectEveryByte(blocks, sink.blocks());
+}
+
+}  // namespace
+}  // namespace ferry
