@@ -1,6 +1,9 @@
 #include "client/control_client.h"
 
 #include <grpcpp/create_channel.h>
+
+#include <chrono>
+#include <mutex>
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +24,32 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view call,
   return absl::Status(s.code(), absl::StrCat(call, " to ", server, ": ", s.message()));
 }
 
+// gRPC serves the callback API from a process-wide completion queue that the channels
+// using it hold a reference to; when the last of them goes, gRPC shuts the queue down
+// and joins its threads, racing callbacks still running on them ("assertion failed:
+// prior > 0"). One channel that has used the callback API, kept for the life of the
+// process, keeps the queue up.
+void PinCallbackQueue() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static std::shared_ptr<grpc::Channel>* const pin = new std::shared_ptr<grpc::Channel>(
+        grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
+    auto* context = new grpc::ClientContext;
+    context->set_deadline(std::chrono::system_clock::now());
+    auto* request = new ferry::v1::ServerInfoRequest;
+    auto* response = new ferry::v1::ServerInfo;
+    static std::unique_ptr<ferry::v1::Ferry::Stub>* const stub =
+        new std::unique_ptr<ferry::v1::Ferry::Stub>(ferry::v1::Ferry::NewStub(*pin));
+    // Its deadline has passed: it ends at once, without a connection.
+    (*stub)->async()->GetServerInfo(context, request, response,
+                                    [context, request, response](grpc::Status) {
+                                      delete response;
+                                      delete request;
+                                      delete context;
+                                    });
+  });
+}
+
 }  // namespace
 
 ControlClient::~ControlClient() {
@@ -30,6 +59,7 @@ ControlClient::~ControlClient() {
 }
 
 void ControlClient::BeginCall(grpc::ClientContext* context) {
+  PinCallbackQueue();
   std::lock_guard<std::mutex> lock(calls_mu_);
   calls_.insert(context);
 }
