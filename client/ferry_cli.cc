@@ -1,9 +1,10 @@
 // ferry: the command-line client.
 //
-//   ferry gen   --dir=DIR [--apps=1 --shuffles=1 --maps=16 --partitions=64
+//   ferry gen   --dir=DIR [--apps=1 --shuffles=1 --maps=16 --first-map=0 --partitions=64
 //               --total-bytes=1G --distribution=uniform|exponential --seed=1
 //               --layout=ferry|spark --spark-local-dirs=2 --subdirs=64]
-//   ferry fetch --server=HOST:PORT --app=APP [--shuffle=ID] [--to=DIR | (discard)]
+//   ferry fetch --server=HOST:PORT[,HOST:PORT...] --app=APP [--shuffle=ID]
+//               [--to=DIR | (discard)]
 //               [--verify=true] [--batch] [--max-in-flight=64M]
 //   ferry ls    --server=HOST:PORT --app=APP
 //   ferry info  --server=HOST:PORT
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -31,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
 #include "common/auth_token.h"
@@ -42,6 +45,9 @@ ABSL_FLAG(std::string, dir, "", "gen: directory to write <app>/ shuffle files in
 ABSL_FLAG(int, apps, 1, "gen: number of apps (app-0, app-1, ...).");
 ABSL_FLAG(int, shuffles, 1, "gen: shuffles per app.");
 ABSL_FLAG(int, maps, 16, "gen: map outputs per shuffle.");
+ABSL_FLAG(int, first_map, 0,
+          "gen: the first map id (map outputs first-map .. first-map + maps - 1), so that "
+          "several nodes' data sets make up one shuffle.");
 ABSL_FLAG(int, partitions, 64, "gen: reduce partitions per map output.");
 ABSL_FLAG(std::string, total_bytes, "1G", "gen: total data size (K, M, G suffixes: powers of 1024).");
 ABSL_FLAG(std::string, distribution, "uniform",
@@ -53,7 +59,10 @@ ABSL_FLAG(std::string, layout, "ferry",
 ABSL_FLAG(int, spark_local_dirs, 2, "gen --layout=spark: local dirs per executor.");
 ABSL_FLAG(int, subdirs, 64, "gen --layout=spark: subdirectories per local dir.");
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
-ABSL_FLAG(std::string, server, "127.0.0.1:7070", "Control-plane address of a ferry_server.");
+ABSL_FLAG(std::string, server, "127.0.0.1:7070",
+          "Control-plane address of a ferry_server. fetch takes a comma-separated list: a "
+          "reducer fetching from every node at once, each map output from the first server "
+          "that lists it, the others that list it its replicas.");
 ABSL_FLAG(std::string, app, "app-0", "App id.");
 ABSL_FLAG(bool, json, false, "ls, info, fetch, health: print the result as one line of JSON.");
 ABSL_FLAG(std::string, exec_id, "",
@@ -113,13 +122,15 @@ int Gen() {
   const int apps = absl::GetFlag(FLAGS_apps);
   const int shuffles = absl::GetFlag(FLAGS_shuffles);
   const int maps = absl::GetFlag(FLAGS_maps);
+  const int first_map = absl::GetFlag(FLAGS_first_map);
   const int partitions = absl::GetFlag(FLAGS_partitions);
   absl::StatusOr<uint64_t> total = ParseBytes(absl::GetFlag(FLAGS_total_bytes));
   const std::string distribution = absl::GetFlag(FLAGS_distribution);
   const std::string layout = absl::GetFlag(FLAGS_layout);
   const int local_dirs = absl::GetFlag(FLAGS_spark_local_dirs);
   const int subdirs = absl::GetFlag(FLAGS_subdirs);
-  if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || partitions < 1 || !total.ok() ||
+  if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || first_map < 0 ||
+      maps > INT32_MAX - first_map || partitions < 1 || !total.ok() ||
       (distribution != "uniform" && distribution != "exponential" &&
        distribution != "fixed") ||
       (layout != "ferry" && layout != "spark") || local_dirs < 1 || local_dirs > 64 ||
@@ -161,7 +172,7 @@ int Gen() {
                   absl::StrJoin(executor_dirs, ",").c_str(), subdirs);
     }
     for (int s = 0; s < shuffles; ++s) {
-      for (int m = 0; m < maps; ++m) {
+      for (int m = first_map; m < first_map + maps; ++m) {
         // Spark writes ADLER32 checksums unless told otherwise.
         auto writer = layout == "ferry"
                           ? ShuffleWriter::Create(app_dir, s, m)
@@ -295,6 +306,7 @@ google::protobuf::Value JsonBool(bool v) {
 
 int Fetch(ShuffleClient& client) {
   const std::string server = absl::GetFlag(FLAGS_server);
+  const std::vector<std::string> servers = absl::StrSplit(server, ',', absl::SkipEmpty());
   const std::string app = absl::GetFlag(FLAGS_app);
   const int only_shuffle = absl::GetFlag(FLAGS_shuffle);
   absl::StatusOr<uint64_t> in_flight = ParseBytes(absl::GetFlag(FLAGS_max_in_flight));
@@ -302,34 +314,54 @@ int Fetch(ShuffleClient& client) {
     std::fprintf(stderr, "ferry fetch: %s\n", in_flight.status().ToString().c_str());
     return 2;
   }
-  auto list = client.control().ListShuffles(server, app);
-  if (!list.ok()) {
-    std::fprintf(stderr, "ferry fetch: %s\n", list.status().ToString().c_str());
-    return 1;
+  if (servers.empty()) {
+    std::fprintf(stderr, "ferry fetch: --server names no server\n");
+    return 2;
   }
   std::vector<BlockLocation> blocks;
+  // (shuffle, map) -> where its blocks start in `blocks`, for a second server that lists
+  // the same map output: a replica.
+  std::map<std::pair<int32_t, int64_t>, size_t> first_listed;
   uint64_t total = 0;
-  // The listing comes from the server: what it says is bounded before it is acted on.
+  // The listings come from the servers: what they say is bounded before it is acted on.
   constexpr int64_t kMaxBlocks = int64_t{1} << 24;
   int64_t listed = 0;
-  for (const auto& shuffle : list->shuffles()) {
-    if (only_shuffle >= 0 && shuffle.shuffle_id() != only_shuffle) continue;
-    for (const auto& out : shuffle.map_outputs()) {
-      listed += absl::GetFlag(FLAGS_batch) ? 1 : out.partitions();
-      if (out.partitions() < 0 || listed > kMaxBlocks) {
-        std::fprintf(stderr,
-                     "ferry fetch: %s lists more than %lld blocks (or a negative count) for "
-                     "app %s; fetch one shuffle at a time (--shuffle)\n",
-                     server.c_str(), static_cast<long long>(kMaxBlocks), app.c_str());
-        return 1;
-      }
-      total += out.data_bytes();
-      if (absl::GetFlag(FLAGS_batch)) {
-        blocks.push_back({server, {shuffle.shuffle_id(), out.map_id(), 0, out.partitions()}});
-        continue;
-      }
-      for (int r = 0; r < out.partitions(); ++r) {
-        blocks.push_back({server, {shuffle.shuffle_id(), out.map_id(), r, r + 1}});
+  for (const std::string& at : servers) {
+    auto list = client.control().ListShuffles(at, app);
+    if (!list.ok()) {
+      std::fprintf(stderr, "ferry fetch: %s\n", list.status().ToString().c_str());
+      return 1;
+    }
+    for (const auto& shuffle : list->shuffles()) {
+      if (only_shuffle >= 0 && shuffle.shuffle_id() != only_shuffle) continue;
+      for (const auto& out : shuffle.map_outputs()) {
+        const int32_t count = absl::GetFlag(FLAGS_batch) ? 1 : out.partitions();
+        listed += count;
+        if (out.partitions() < 0 || listed > kMaxBlocks) {
+          std::fprintf(stderr,
+                       "ferry fetch: %s lists more than %lld blocks (or a negative count) for "
+                       "app %s; fetch one shuffle at a time (--shuffle)\n",
+                       at.c_str(), static_cast<long long>(kMaxBlocks), app.c_str());
+          return 1;
+        }
+        const auto [it, first] =
+            first_listed.try_emplace({shuffle.shuffle_id(), out.map_id()}, blocks.size());
+        if (!first) {
+          for (size_t k = it->second; k < blocks.size() && blocks[k].block.map_id == out.map_id() &&
+                                      blocks[k].block.shuffle_id == shuffle.shuffle_id();
+               ++k) {
+            blocks[k].replicas.push_back(at);
+          }
+          continue;
+        }
+        total += out.data_bytes();
+        if (absl::GetFlag(FLAGS_batch)) {
+          blocks.push_back({at, {shuffle.shuffle_id(), out.map_id(), 0, out.partitions()}});
+          continue;
+        }
+        for (int r = 0; r < out.partitions(); ++r) {
+          blocks.push_back({at, {shuffle.shuffle_id(), out.map_id(), r, r + 1}});
+        }
       }
     }
   }

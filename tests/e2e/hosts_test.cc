@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -21,6 +22,7 @@
 #include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/command.h"
 #include "tests/testing/host_cluster.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
@@ -285,6 +287,43 @@ TEST_F(FaultTest, WithoutAReplicaTheFetchFailsNamingTheBlockTheHostAndTheCause) 
   EXPECT_LT(outcome.elapsed, absl::Seconds(14));
   // The other hosts' blocks all arrived, each asked once.
   for (int i = 1; i < 4; ++i) EXPECT_EQ(OpenStreamCalls(i), 1) << "host " << i;
+}
+
+// `ferry fetch` over four hosts, as an operator runs a reducer by hand: each map output
+// from the first host that lists it; with host 1 killed mid-block, its map output from
+// host 2, which also holds it. (Host i holds map outputs i and i - 1: here host 0 has
+// 0 and 7, host 1 has 1 and 0, and so on.)
+TEST_F(HostsTest, TheCliFetchesEveryMapOutputOnceAndFailsOverToTheHostThatAlsoListsIt) {
+  StartServers(4, Family::kIpv6);
+  ASSERT_TRUE(cluster_->Shape(1, kSlowLink).ok());
+  std::string servers;
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&servers, i > 0 ? "," : "", servers_[i]->control_target());
+  }
+  absl::StatusOr<testing::CommandResult> cli;
+  std::thread fetch([&] {
+    cli = testing::RunCommand(
+        {"client/ferry", "fetch", "--server=" + servers, "--app=" + std::string(kApp), "--json"},
+        absl::Seconds(60));
+  });
+  EXPECT_TRUE(WaitFor([&] { return SentBytes(1) >= (1 << 20); }));
+  ::kill(servers_[1]->pid(), SIGKILL);
+  fetch.join();
+  ASSERT_TRUE(cli.ok()) << cli.status();
+  ASSERT_EQ(cli->exit_code, 0) << cli->output;
+  uint64_t total = 0;
+  for (size_t r : kSizes) total += r;
+  // Map outputs 7 and 0 to 3.
+  EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"blocks\":", 5 * kSizes.size())))
+      << cli->output;
+  EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"bytes\":", 5 * total)))
+      << cli->output;
+  // Host 0 sent map outputs 0 and 7, host 3 its own; host 2 its own and what host 1 had
+  // not sent whole of map output 1.
+  EXPECT_EQ(SentBytes(0), static_cast<double>(2 * total));
+  EXPECT_EQ(SentBytes(3), static_cast<double>(total));
+  EXPECT_GT(SentBytes(2), static_cast<double>(total));
+  EXPECT_LE(SentBytes(2), static_cast<double>(2 * total));
 }
 
 TEST_F(HostsTest, HostThatAcceptsButNeverAnswersHoldsBackNoOtherAndIsPassedOver) {
