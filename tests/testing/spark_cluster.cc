@@ -122,6 +122,10 @@ std::vector<SparkDistribution> InstalledSparks(std::string* why) {
       const std::string venv = absl::StrCat(root, "/", name);
       const std::string home(absl::StripAsciiWhitespace(ReadFile(venv + "/SPARK_HOME")));
       if (home.empty() || ::access((home + "/bin/spark-submit").c_str(), X_OK) != 0) continue;
+      if (const char* only = std::getenv("FERRY_SPARK_VERSIONS"); only != nullptr && *only != '\0') {
+        const std::vector<std::string> versions = absl::StrSplit(only, ',');
+        if (std::find(versions.begin(), versions.end(), name) == versions.end()) continue;
+      }
       found.push_back({name, home, venv + "/bin/python3"});
     }
     ::closedir(dir);

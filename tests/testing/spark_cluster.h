@@ -31,7 +31,8 @@ struct SparkDistribution {
 };
 
 // The distributions scripts/setup installed (under $FERRY_SPARK_ROOT, default
-// /opt/ferry-spark), by version; empty when none is (the reason in *why).
+// /opt/ferry-spark), by version; empty when none is (the reason in *why). When
+// $FERRY_SPARK_VERSIONS is set (comma-separated, "4.3.0"), only those.
 std::vector<SparkDistribution> InstalledSparks(std::string* why = nullptr);
 
 class SparkCluster {
