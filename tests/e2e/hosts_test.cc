@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
 #include "common/net_address.h"
@@ -26,6 +28,7 @@
 #include "tests/testing/host_cluster.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/spark_ess.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
@@ -103,15 +106,24 @@ class HostsTest : public ::testing::Test {
 
   // ferry_server on hosts [0, n), both planes on the host's address of `family`, its
   // metrics on its IPv4 one (the metrics' HTTP server has no IPv6).
-  void StartServers(int n, Family family) {
+  void StartServers(int n, Family family, const std::vector<std::string>& extra = {}) {
     for (int i = 0; i < n; ++i) {
       ServerProcessOptions options;
       options.netns = cluster_->host(i).netns;
       options.host = HostAddress(i, family);
       options.log_path = absl::StrCat(dir_.path(), "/server", i, ".log");
-      auto started = ServerProcess::Start(
-          kServerBinary, dirs_[i],
-          {"--threads=1", "--metrics-address=" + cluster_->host(i).ipv4 + ":0"}, options);
+      std::vector<std::string> args = {"--threads=1",
+                                       "--metrics-address=" + cluster_->host(i).ipv4 + ":0"};
+      for (const std::string& a : extra) {
+        // "{host}" and "{dir}": this host's address and data dir.
+        std::string arg = a;
+        for (const auto& [key, value] : {std::pair<std::string, std::string>{"{host}", options.host},
+                                         {"{dir}", dirs_[i]}}) {
+          for (size_t at; (at = arg.find(key)) != std::string::npos;) arg.replace(at, key.size(), value);
+        }
+        args.push_back(std::move(arg));
+      }
+      auto started = ServerProcess::Start(kServerBinary, dirs_[i], args, options);
       ASSERT_TRUE(started.ok()) << started.status();
       servers_.push_back(*std::move(started));
     }
@@ -375,6 +387,60 @@ TEST_F(HostsTest, ASlowHostDoesNotHoldBackTheOthersBytes) {
     EXPECT_LT(last[i] - start, slow / 2) << "host " << i << " finished at "
                                          << absl::FormatDuration(last[i] - start)
                                          << ", the slow host at " << absl::FormatDuration(slow);
+  }
+}
+
+// Spark 3.5.0's own client (spark-ess-fetch), one per host and all at once, as the
+// reducers of a job read every node: each registers its host's executor with that
+// host's ferry_server and fetches every block of it over IPv6, every byte checked
+// against the files.
+TEST_F(HostsTest, SparksOwnClientFetchesFromEveryHostsSparkFrontDoorAtOnce) {
+  std::string why;
+  const std::string ess = testing::SparkEssDir(&why);
+  if (ess.empty()) GTEST_SKIP() << "Spark's own client is not available: " << why;
+  constexpr char kSparkApp[] = "app-20261202120000-0000";
+  constexpr int kSubdirs = 8;
+  constexpr int kHostsUsed = 4;
+  // Executor i's map outputs 10 i .. 10 i + 2, in Spark's layout on host i.
+  std::vector<std::vector<std::string>> local_dirs(kHostsUsed);
+  for (int i = 0; i < kHostsUsed; ++i) {
+    for (int d = 0; d < 2; ++d) {
+      const std::string dir = absl::StrCat(dirs_[i], "/spark/local", d, "/blockmgr-", i);
+      std::filesystem::create_directories(dir);
+      local_dirs[i].push_back(dir);
+    }
+    for (int64_t m = 10 * i; m < 10 * i + 3; ++m) {
+      ASSERT_TRUE(testing::WriteSparkMapOutput(local_dirs[i], kSubdirs, 0, m, kSizes).ok());
+    }
+  }
+  StartServers(kHostsUsed, Family::kIpv6,
+               {"--spark-address=[{host}]:0", "--spark-dir-roots={dir}/spark"});
+  std::vector<absl::StatusOr<testing::CommandResult>> fetched(kHostsUsed);
+  std::vector<std::thread> reducers;
+  for (int i = 0; i < kHostsUsed; ++i) {
+    reducers.emplace_back([&, i] {
+      fetched[i] = testing::RunCommand(
+          {ess + "/spark-ess-fetch", "--host", cluster_->host(i).ipv6, "--port",
+           absl::StrCat(servers_[i]->spark_port()), "--app", kSparkApp, "--exec-id",
+           absl::StrCat(i), "--register", "--local-dirs", absl::StrJoin(local_dirs[i], ","),
+           "--subdirs", absl::StrCat(kSubdirs), "--shuffle", "0", "--maps",
+           absl::StrCat(10 * i, ",", 10 * i + 1, ",", 10 * i + 2), "--partitions",
+           absl::StrCat(kSizes.size()), "--connections", "2", "--timeout", "60"},
+          absl::Seconds(120));
+    });
+  }
+  for (std::thread& t : reducers) t.join();
+  uint64_t total = 0;
+  for (size_t r : kSizes) total += r;
+  for (int i = 0; i < kHostsUsed; ++i) {
+    ASSERT_TRUE(fetched[i].ok()) << fetched[i].status();
+    EXPECT_EQ(fetched[i]->exit_code, 0) << "host " << i << ":\n" << fetched[i]->output;
+    EXPECT_TRUE(absl::StrContains(fetched[i]->output, absl::StrCat("OK: total ", 3 * total,
+                                                                   " bytes")))
+        << "host " << i << ":\n" << fetched[i]->output;
+    EXPECT_EQ(Metric(i, "ferry_sent_bytes_total{front_door=\"spark\",mode=\"splice\"}"),
+              static_cast<double>(3 * total))
+        << "host " << i;
   }
 }
 
