@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/block_verifier.h"
@@ -63,6 +64,19 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
 
   FetchRequest request;
   std::memcpy(request.ticket.data(), plan.handle.ticket().data(), kTicketBytes);
+  // Where each block starts: past the bytes the sink kept of a block an earlier
+  // connection cut off (a request may skip into its first block only).
+  std::vector<uint64_t> skip(n);
+  for (size_t k = 0; k < n; ++k) {
+    skip[k] = sink.Kept(plan.caller_index[k]);
+    if (skip[k] > blocks[static_cast<int>(k)].length()) {
+      return absl::DataLossError(absl::StrCat(
+          DescribeBlock(blocks[static_cast<int>(k)].id(), plan.server), " has ",
+          blocks[static_cast<int>(k)].length(), " bytes, fewer than the ", skip[k],
+          " received from where it was asked before"));
+    }
+  }
+  auto due = [&](size_t k) { return blocks[static_cast<int>(k)].length() - skip[k]; };
   size_t next_request = 0;
   uint64_t in_flight = 0;
   for (size_t next = 0; next < n; ++next) {
@@ -71,16 +85,15 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
     // never stalls).
     const size_t first = next_request;
     while (next_request < n && next_request - first < UINT32_MAX &&
-           (in_flight == 0 ||
-            in_flight + blocks[static_cast<int>(next_request)].length() <=
-                options.max_bytes_in_flight)) {
-      in_flight += blocks[static_cast<int>(next_request)].length();
+           (next_request == first || skip[next_request] == 0) &&
+           (in_flight == 0 || in_flight + due(next_request) <= options.max_bytes_in_flight)) {
+      in_flight += due(next_request);
       ++next_request;
     }
     if (next_request > first) {
       request.first_block = static_cast<uint32_t>(first);
       request.block_count = static_cast<uint32_t>(next_request - first);
-      request.first_block_offset = 0;
+      request.first_block_offset = skip[first];
       char frame[kRequestBytes];
       EncodeFetchRequest(request, frame);
       const ssize_t sent = SendAll(fd, frame, sizeof(frame), MSG_NOSIGNAL,
@@ -116,16 +129,17 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
       return absl::Status(static_cast<absl::StatusCode>(header->status),
                           absl::StrCat(about, ": ", message));
     }
-    if (header->block_index != next || header->offset != 0 || header->length != info.length()) {
+    if (header->block_index != next || header->offset != skip[next] ||
+        header->length != due(next)) {
       return absl::InternalError(absl::StrCat(
           name, ": protocol error: header for block ", header->block_index, " at offset ",
           header->offset, " with ", header->length, " bytes; expected block ", next,
-          " at offset 0 with ", info.length()));
+          " at offset ", skip[next], " with ", due(next)));
     }
     BlockVerifier verifier(info, name, options.verify_checksums);
     absl::Status received =
-        sink.Receive(BlockSource{fd}, plan.caller_index[next], header->length, verifier, name,
-                     deadline);
+        sink.Receive(BlockSource{fd}, plan.caller_index[next], skip[next], header->length,
+                     verifier, name, deadline);
     if (!received.ok()) {
       if (const std::optional<ChecksumMismatch>& bad = verifier.mismatch()) {
         progress->corrupt_partition = BlockId{info.id().shuffle_id(), info.id().map_id(),
@@ -134,7 +148,7 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
       }
       return received;
     }
-    in_flight -= info.length();
+    in_flight -= due(next);
     progress->whole_blocks = next + 1;
   }
   return absl::OkStatus();

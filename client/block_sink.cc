@@ -98,11 +98,15 @@ absl::Status ReadPieces(const BlockSource& source, PageBuffer& scratch, uint64_t
   return verifier.Finish();
 }
 
-// Receives exactly `length` bytes into `out`, decrypted, and verifies them.
+// Receives exactly `length` bytes into `out`, decrypted, and verifies them; *got counts
+// the bytes received.
 absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
-                         BlockVerifier& verifier, const std::string& name, absl::Time deadline) {
+                         BlockVerifier& verifier, const std::string& name, absl::Time deadline,
+                         uint64_t* got_out = nullptr) {
   const int socket = source.socket;
-  uint64_t got = 0;
+  uint64_t got_here = 0;
+  uint64_t& got = got_out != nullptr ? *got_out : got_here;
+  got = 0;
   LowWaterMark mark(socket, length);
   while (got < length) {
     mark.Before(length - got);
@@ -127,6 +131,19 @@ absl::Status CheckBufferable(uint64_t length, const std::string& name) {
                                             " a block in memory may have; fetch it to a file"));
 }
 
+// A sink that keeps nothing receives whole blocks only.
+absl::Status CheckWhole(uint64_t offset, const std::string& name) {
+  if (offset == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, ": asked to continue at byte ", offset, " a sink that keeps nothing"));
+}
+
+absl::Status CheckKept(uint64_t offset, uint64_t kept, const std::string& name) {
+  if (offset <= kept) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, ": asked to continue at byte ", offset, " with ", kept, " kept"));
+}
+
 }  // namespace
 
 void PageBuffer::Reserve(size_t bytes) {
@@ -135,9 +152,11 @@ void PageBuffer::Reserve(size_t bytes) {
   size_ = bytes;
 }
 
-absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint64_t length,
+absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
+                                   uint64_t length,
                                    BlockVerifier& verifier, const std::string& name,
                                    absl::Time deadline) {
+  FERRY_RETURN_IF_ERROR(CheckWhole(offset, name));
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   Spares<PageBuffer>::Lease buffer = buffers_.Take();
   buffer->Reserve(static_cast<size_t>(length));
@@ -146,89 +165,126 @@ absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint
   return on_block_(index, absl::string_view(buffer->data(), static_cast<size_t>(length)));
 }
 
-absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint64_t length,
+absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
+                                  uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   std::string& block = blocks_[index];
-  block.resize(static_cast<size_t>(length));
-  return ReceiveInto(source, block.data(), length, verifier, name, deadline);
+  FERRY_RETURN_IF_ERROR(CheckKept(offset, kept_[index], name));
+  const uint64_t at = offset;
+  kept_[index] = 0;
+  block.resize(static_cast<size_t>(at + length));
+  // The verifier sees the whole block: the bytes kept, then the rest.
+  FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(block.data(), static_cast<size_t>(at))));
+  uint64_t got = 0;
+  absl::Status received =
+      ReceiveInto(source, block.data() + at, length, verifier, name, deadline, &got);
+  // Cut off: what came is kept. Bytes that failed their checksum are not.
+  if (!received.ok() && !verifier.mismatch().has_value()) kept_[index] = at + got;
+  return received;
 }
 
-absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t length,
+absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t offset,
+                                  uint64_t length,
                                   BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
+  FERRY_RETURN_IF_ERROR(CheckWhole(offset, name));
   FERRY_RETURN_IF_ERROR(ReadPieces(source, *scratch_.Take(), length, verifier, name, deadline,
                                    [](absl::string_view, uint64_t) { return absl::OkStatus(); }));
   bytes_ += length;
   return absl::OkStatus();
 }
 
-absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_t length,
+absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
+                                uint64_t length,
                                 BlockVerifier& verifier, const std::string& name,
                                 absl::Time deadline) {
   const std::string& path = paths_[index];
-  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FERRY_RETURN_IF_ERROR(CheckKept(offset, kept_[index], name));
+  const uint64_t at = offset;
+  kept_[index] = 0;
+  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (at == 0 ? O_TRUNC : 0), 0644));
   if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
-  if (source.reader != nullptr) {
-    return ReceiveDecrypted(source, file.get(), path, length, verifier, name, deadline);
+  uint64_t written = 0;
+  absl::Status received =
+      source.reader != nullptr
+          ? ReceiveDecrypted(source, file.get(), path, at, length, name, deadline, &written)
+          : SpliceToFile(source.socket, file.get(), path, at, length, name, deadline, &written);
+  if (!received.ok()) {
+    kept_[index] = at + written;  // the file holds the block's bytes up to there
+    return received;
   }
-  const int socket = source.socket;
+  if (!verifier.active()) return absl::OkStatus();
+  // The whole block, read back from the page cache.
+  Spares<PageBuffer>::Lease scratch = scratch_.Take();
+  scratch->Reserve(kScratchBytes);
+  for (uint64_t pos = 0; pos < at + length;) {
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(scratch->size(), at + length - pos));
+    const ssize_t n = ReadFull(file.get(), scratch->data(), want, static_cast<int64_t>(pos));
+    if (n != static_cast<ssize_t>(want)) {
+      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
+                                 absl::StrCat("read back ", path, " for ", name));
+    }
+    FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch->data(), want)));
+    pos += want;
+  }
+  return verifier.Finish();
+}
+
+absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& path, uint64_t at,
+                                     uint64_t length, const std::string& name,
+                                     absl::Time deadline, uint64_t* written) {
   Spares<std::optional<Pipe>>::Lease pipe = pipes_.Take();
   if (!pipe->has_value()) {
     absl::StatusOr<Pipe> made = Pipe::Create(pipe_bytes_);
     if (!made.ok()) return made.status();
     *pipe = *std::move(made);
   }
-  uint64_t got = 0;
-  while (got < length) {
+  while (*written < length) {
     const size_t want =
-        static_cast<size_t>(std::min<uint64_t>((*pipe)->capacity_bytes(), length - got));
+        static_cast<size_t>(std::min<uint64_t>((*pipe)->capacity_bytes(), length - *written));
     // socket -> pipe takes what has arrived; pipe -> file then drains all of it.
     const ssize_t in = Splice(socket, -1, (*pipe)->write_fd(), -1, want, SPLICE_F_MOVE, deadline);
     if (in <= 0) {
       pipe->reset();  // may hold bytes of a broken transfer
-      return ReceiveError(in, got, length, name);
+      return ReceiveError(in, *written, length, name);
     }
-    const ssize_t out = SpliceAll((*pipe)->read_fd(), -1, file.get(), static_cast<int64_t>(got),
+    const ssize_t out = SpliceAll((*pipe)->read_fd(), -1, file, static_cast<int64_t>(at + *written),
                                   static_cast<size_t>(in), SPLICE_F_MOVE, deadline);
     if (out != in) {
       pipe->reset();
       return absl::ErrnoToStatus(out < 0 ? static_cast<int>(-out) : EIO,
                                  absl::StrCat("write ", path, " for ", name));
     }
-    got += static_cast<uint64_t>(in);
+    *written += static_cast<uint64_t>(in);
   }
-  if (!verifier.active()) return absl::OkStatus();
-  Spares<PageBuffer>::Lease scratch = scratch_.Take();
-  scratch->Reserve(kScratchBytes);
-  for (uint64_t pos = 0; pos < length;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - pos));
-    const ssize_t n = ReadFull(file.get(), scratch->data(), want, static_cast<int64_t>(pos));
-    if (n != static_cast<ssize_t>(want)) {
-      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
-                                 absl::StrCat("read back ", path, " for ", name));
-    }
-    if (absl::Status s = verifier.Update(absl::string_view(scratch->data(), want)); !s.ok()) {
-      return s;
-    }
-    pos += want;
-  }
-  return verifier.Finish();
+  return absl::OkStatus();
 }
 
 absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
-                                        const std::string& path, uint64_t length,
-                                        BlockVerifier& verifier, const std::string& name,
-                                        absl::Time deadline) {
-  return ReadPieces(source, *scratch_.Take(), length, verifier, name, deadline,
-                    [&](absl::string_view piece, uint64_t offset) -> absl::Status {
-                      const ssize_t written = WriteAll(file, piece.data(), piece.size(),
-                                                       static_cast<int64_t>(offset), deadline);
-                      if (written == static_cast<ssize_t>(piece.size())) return absl::OkStatus();
-                      return absl::ErrnoToStatus(written < 0 ? static_cast<int>(-written) : EIO,
-                                                 absl::StrCat("write ", path, " for ", name));
-                    });
+                                        const std::string& path, uint64_t at, uint64_t length,
+                                        const std::string& name, absl::Time deadline,
+                                        uint64_t* written) {
+  Spares<PageBuffer>::Lease scratch = scratch_.Take();
+  scratch->Reserve(kScratchBytes);
+  LowWaterMark mark(source.socket, length);
+  while (*written < length) {
+    mark.Before(length - *written);
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - *written));
+    const ssize_t n = ReadSome(source, scratch->data(), want, deadline);
+    if (n <= 0) return ReceiveError(n, *written, length, name);
+    const ssize_t out = WriteAll(file, scratch->data(), static_cast<size_t>(n),
+                                 static_cast<int64_t>(at + *written), deadline);
+    if (out != n) {
+      return absl::ErrnoToStatus(out < 0 ? static_cast<int>(-out) : EIO,
+                                 absl::StrCat("write ", path, " for ", name));
+    }
+    *written += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

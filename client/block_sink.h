@@ -99,11 +99,19 @@ struct BlockSource {
 class BlockSink {
  public:
   virtual ~BlockSink() = default;
-  // Consumes the `length` payload bytes of the caller's block `index` from `source`,
-  // feeding each byte to `verifier` (which may be inactive). `name` labels errors.
-  // Every operation finishes by `deadline`.
-  virtual absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
+  // Consumes `length` payload bytes of the caller's block `index` from `source`: the
+  // block from byte `offset` on, its first `offset` bytes those the sink kept (at most
+  // Kept(index)); 0 for the whole block. Feeds each byte of the block to `verifier`
+  // (which may be inactive). `name` labels errors. Every operation finishes by
+  // `deadline`.
+  virtual absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset,
+                               uint64_t length, BlockVerifier& verifier,
                                const std::string& name, absl::Time deadline) = 0;
+  // The bytes of block `index` this sink kept from a receive that the connection cut
+  // off (lost, closed, timed out): the fetcher asks the rest from there, of the same
+  // server or a replica. 0 when it keeps none (the default: CallbackSink's buffer is
+  // lent for one call, DiscardSink drops what it reads) or the bytes failed their check.
+  virtual uint64_t Kept(size_t /*index*/) const { return 0; }
 };
 
 // Calls `on_block(index, bytes)` with each whole block, in a buffer reused for the next
@@ -112,43 +120,56 @@ class CallbackSink final : public BlockSink {
  public:
   using Callback = std::function<absl::Status(size_t index, absl::string_view bytes)>;
   explicit CallbackSink(Callback on_block) : on_block_(std::move(on_block)) {}
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
-                       const std::string& name, absl::Time deadline) override;
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override;
 
  private:
   Callback on_block_;
   Spares<PageBuffer> buffers_;
 };
 
-// Keeps each block in its own buffer: blocks()[index].
+// Keeps each block in its own buffer: blocks()[index]. Keeps what a cut-off block had
+// received, so the rest is all that is fetched again.
 class BuffersSink final : public BlockSink {
  public:
-  explicit BuffersSink(size_t blocks) : blocks_(blocks) {}
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
-                       const std::string& name, absl::Time deadline) override;
+  explicit BuffersSink(size_t blocks) : blocks_(blocks), kept_(blocks) {}
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override;
+  uint64_t Kept(size_t index) const override { return kept_[index]; }
   std::vector<std::string>& blocks() { return blocks_; }
 
  private:
   std::vector<std::string> blocks_;
+  std::vector<uint64_t> kept_;
 };
 
 // Writes block `index` to `paths[index]` (created or truncated) with splice
 // socket -> pipe -> file: no payload byte enters user space. Verification, when the
 // block has checksums, reads the written bytes back (from the page cache). From an
-// encrypted connection, blocks are received, decrypted and written.
+// encrypted connection, blocks are received, decrypted and written. A cut-off block's
+// file keeps what was written, and the rest is written after it.
 class FilesSink final : public BlockSink {
  public:
   FilesSink(std::vector<std::string> paths, size_t pipe_bytes = size_t{1} << 20)
-      : paths_(std::move(paths)), pipe_bytes_(pipe_bytes) {}
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
-                       const std::string& name, absl::Time deadline) override;
+      : paths_(std::move(paths)), kept_(paths_.size()), pipe_bytes_(pipe_bytes) {}
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override;
+  uint64_t Kept(size_t index) const override { return kept_[index]; }
 
  private:
+  // The `length` bytes written at `at` onwards; *written counts them as they go.
+  absl::Status SpliceToFile(int socket, int file, const std::string& path, uint64_t at,
+                            uint64_t length, const std::string& name, absl::Time deadline,
+                            uint64_t* written);
   absl::Status ReceiveDecrypted(const BlockSource& source, int file, const std::string& path,
-                                uint64_t length, BlockVerifier& verifier,
-                                const std::string& name, absl::Time deadline);
+                                uint64_t at, uint64_t length, const std::string& name,
+                                absl::Time deadline, uint64_t* written);
 
   std::vector<std::string> paths_;
+  std::vector<uint64_t> kept_;
   size_t pipe_bytes_;
   Spares<std::optional<Pipe>> pipes_;
   Spares<PageBuffer> scratch_;
@@ -157,8 +178,9 @@ class FilesSink final : public BlockSink {
 // Reads each block (verifying it when it has checksums) and drops it; counts bytes.
 class DiscardSink final : public BlockSink {
  public:
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length, BlockVerifier& verifier,
-                       const std::string& name, absl::Time deadline) override;
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override;
   uint64_t bytes() const { return bytes_; }
 
  private:

@@ -214,11 +214,15 @@ class ProgressSink final : public BlockSink {
  public:
   ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)
       : inner_(inner), total_(total_bytes), show_(show) {}
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t length,
-                       BlockVerifier& verifier, const std::string& name,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset,
+                       uint64_t length, BlockVerifier& verifier, const std::string& name,
                        absl::Time deadline) override {
-    absl::Status s = inner_.Receive(source, index, length, verifier, name, deadline);
-    done_ += length;
+    const uint64_t kept = inner_.Kept(index);
+    absl::Status s = inner_.Receive(source, index, offset, length, verifier, name, deadline);
+    // Bytes of a block cut off count once it is continued from them; a block refetched
+    // from its start (bytes that failed their checksum) counts again.
+    if (s.ok()) done_ += length;
+    if (!s.ok() && inner_.Kept(index) > kept) done_ += inner_.Kept(index) - kept;
     const absl::Time now = absl::Now();
     if (start_ == absl::InfinitePast()) start_ = now;
     if (show_ && now >= next_print_) {
@@ -227,6 +231,7 @@ class ProgressSink final : public BlockSink {
     }
     return s;
   }
+  uint64_t Kept(size_t index) const override { return inner_.Kept(index); }
   void Finish() {
     if (show_) std::fprintf(stderr, "\r%*s\r", kWidth, "");
   }

@@ -13,9 +13,9 @@
 // Fetch() blocks the calling thread; sinks and callbacks run on it, one block at a
 // time. A ShuffleClient may be shared by threads (each Fetch runs its own scheduler).
 // Failures that another attempt can fix (a server down, a connection lost, a timeout,
-// a busy server) are retried (FetchOptions::max_attempts), resuming after the last
-// whole block and failing over to replicas; others (bad request, corruption) end the
-// fetch at once.
+// a busy server) are retried (FetchOptions::max_attempts), resuming from the byte
+// reached and failing over to replicas; others (bad request, corruption) end the fetch
+// at once.
 #ifndef FERRY_CLIENT_SHUFFLE_CLIENT_H_
 #define FERRY_CLIENT_SHUFFLE_CLIENT_H_
 
@@ -49,7 +49,8 @@ struct FetchOptions {
   // Rounds of fetching: after a retryable failure (server unreachable, connection
   // lost, timed out, busy) the blocks not yet delivered whole are asked again, from the
   // same server or, round by round, from the next replica. Blocks delivered whole are
-  // never fetched twice; a block cut off mid-way is fetched again from its start.
+  // never fetched twice; a block cut off mid-way is continued from the byte reached
+  // when the sink kept its bytes (BlockSink::Kept), else fetched from its start.
   int max_attempts = 4;
   // A busy server (RESOURCE_EXHAUSTED: too many connections or streams) is asked again
   // for this long without using up attempts.

@@ -511,7 +511,7 @@ class SparkConnection {
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
     FERRY_RETURN_IF_ERROR(
-        sink.Receive(BlockSource{fd_.get(), Reader()}, block, body, verifier, name, Deadline()));
+        sink.Receive(BlockSource{fd_.get(), Reader()}, block, 0, body, verifier, name, Deadline()));
     return body;
   }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -74,7 +75,7 @@ std::vector<absl::Status> ReceiveAtOnce(BlockSink& sink) {
       ASSERT_TRUE(FiberScheduler::Current()
                       ->Spawn([&, b] {
                         BlockVerifier verifier(info, name);
-                        results[b] = sink.Receive(BlockSource{ours[b].get()}, b, kBlockBytes,
+                        results[b] = sink.Receive(BlockSource{ours[b].get()}, b, 0, kBlockBytes,
                                                   verifier, name, absl::Now() + absl::Seconds(30));
                         done.Done();
                       })
@@ -114,6 +115,79 @@ TEST(BlockSinkTest, DiscardSinkCountsBlocksReceivedAtOnce) {
   DiscardSink sink;
   for (const absl::Status& s : ReceiveAtOnce(sink)) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(sink.bytes(), kBlocks * kBlockBytes);
+}
+
+// Sends `bytes` on a fresh connection and closes it; what one Receive of `length` bytes
+// into `sink` (from `offset`) says.
+absl::Status ReceiveOnce(BlockSink& sink, const std::string& bytes, uint64_t offset,
+                         uint64_t length) {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  UniqueFd ours(fds[0]);
+  std::thread sender([fd = fds[1], &bytes] {
+    UniqueFd theirs(fd);
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::write(theirs.get(), bytes.data() + sent, bytes.size() - sent);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  });
+  absl::Status result;
+  const ferry::v1::BlockInfo info;
+  const std::string name = "block 0";
+  RunInFiber([&] {
+    BlockVerifier verifier(info, name);
+    result = sink.Receive(BlockSource{ours.get()}, 0, offset, length, verifier, name,
+                          absl::Now() + absl::Seconds(30));
+  });
+  sender.join();
+  return result;
+}
+
+// A block cut off mid-way (the connection closed after 1 MiB of 3), then its rest from
+// that byte on another connection: the sink holds the whole block.
+void ExpectContinued(BlockSink& sink, const std::function<std::string()>& contents) {
+  const std::string block = BlockBytes(0);
+  const uint64_t cut = 1 << 20;
+  const absl::Status cut_off = ReceiveOnce(sink, block.substr(0, cut), 0, block.size());
+  EXPECT_TRUE(absl::IsUnavailable(cut_off)) << cut_off;
+  ASSERT_EQ(sink.Kept(0), cut);
+  // Asked to continue past what it kept, it refuses.
+  EXPECT_TRUE(absl::IsInvalidArgument(ReceiveOnce(sink, "", cut + 1, block.size() - cut - 1)));
+  const absl::Status rest = ReceiveOnce(sink, block.substr(cut), cut, block.size() - cut);
+  EXPECT_TRUE(rest.ok()) << rest;
+  EXPECT_EQ(sink.Kept(0), 0u);
+  EXPECT_TRUE(contents() == block);
+}
+
+TEST(BlockSinkTest, BuffersSinkContinuesACutOffBlockFromTheByteReached) {
+  BuffersSink sink(1);
+  ExpectContinued(sink, [&] { return sink.blocks()[0]; });
+}
+
+TEST(BlockSinkTest, FilesSinkContinuesACutOffBlockFromTheByteReached) {
+  TempDir dir;
+  const std::string path = dir.path() + "/block";
+  FilesSink sink({path}, 64 << 10);
+  ExpectContinued(sink, [&] {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+  });
+}
+
+TEST(BlockSinkTest, SinksThatKeepNothingRefuseToContinueABlock) {
+  CallbackSink callback([](size_t, absl::string_view) { return absl::OkStatus(); });
+  DiscardSink discard;
+  for (BlockSink* sink : std::vector<BlockSink*>{&callback, &discard}) {
+    const std::string block = BlockBytes(0);
+    EXPECT_TRUE(absl::IsUnavailable(ReceiveOnce(*sink, block.substr(0, 1000), 0, block.size())));
+    EXPECT_EQ(sink->Kept(0), 0u);
+    EXPECT_TRUE(absl::IsInvalidArgument(ReceiveOnce(*sink, "", 1000, block.size() - 1000)));
+  }
 }
 
 }  // namespace
