@@ -173,13 +173,31 @@ absl::StatusOr<ferry::v1::StreamHandle> CheckHandle(const std::string& server,
 
 }  // namespace
 
+template <typename Request, typename Response, typename Invoke, typename Finish>
+ControlClient::CancelCall ControlClient::StartCall(const std::string& server, Request request,
+                                                  Invoke invoke, Finish finish) {
+  using Call = AsyncCall<Request, Response>;
+  auto call = std::make_shared<Call>();
+  call->request = std::move(request);
+  Prepare(call->context);
+  call->stub = Stub(server);
+  CancelCall cancel = CancelOf(call);
+  Call* c = call.get();
+  BeginCall(&c->context);
+  invoke(*c->stub->async(), &c->context, &c->request, &c->response,
+         [this, call = std::move(call), finish = std::move(finish)](grpc::Status status) {
+           finish(status, *call);
+           call->stub.reset();  // this client's channel outlives it (see ~ControlClient)
+           EndCall(&call->context);
+         });
+  return cancel;
+}
+
 ControlClient::CancelCall ControlClient::StartOpenStream(
     const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
     const std::string& spark_exec_id,
     absl::AnyInvocable<void(absl::StatusOr<ferry::v1::StreamHandle>)> done) {
-  using Call = AsyncCall<ferry::v1::OpenStreamRequest, ferry::v1::StreamHandle>;
-  auto call = std::make_shared<Call>();
-  ferry::v1::OpenStreamRequest& request = call->request;
+  ferry::v1::OpenStreamRequest request;
   request.set_app_id(app_id);
   request.set_spark_exec_id(spark_exec_id);
   for (const BlockId& b : blocks) {
@@ -189,25 +207,20 @@ ControlClient::CancelCall ControlClient::StartOpenStream(
     id->set_start_reduce_id(b.start_reduce_id);
     id->set_end_reduce_id(b.end_reduce_id);
   }
-  Prepare(call->context);
-  call->stub = Stub(server);
-  CancelCall cancel = CancelOf(call);
-  Call* c = call.get();
-  // std::function must be copyable; the callback is not.
+  // std::function must be copyable; `done` is not.
   auto finish = std::make_shared<decltype(done)>(std::move(done));
-  BeginCall(&c->context);
-  c->stub->async()->OpenStream(
-      &c->context, &c->request, &c->response,
-      [this, call = std::move(call), finish, server](grpc::Status status) {
+  return StartCall<ferry::v1::OpenStreamRequest, ferry::v1::StreamHandle>(
+      server, std::move(request),
+      [](auto& async, auto* context, auto* req, auto* response, auto callback) {
+        async.OpenStream(context, req, response, std::move(callback));
+      },
+      [finish, server](const grpc::Status& status, auto& call) {
         if (!status.ok()) {
           (*finish)(Annotate(status, "OpenStream", server));
         } else {
-          (*finish)(CheckHandle(server, call->request, std::move(call->response)));
+          (*finish)(CheckHandle(server, call.request, std::move(call.response)));
         }
-        call->stub.reset();  // this client's channel outlives it (see ~ControlClient)
-        EndCall(&call->context);
       });
-  return cancel;
 }
 
 absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
@@ -227,22 +240,17 @@ absl::StatusOr<ferry::v1::StreamHandle> ControlClient::OpenStream(
 ControlClient::CancelCall ControlClient::StartCloseStream(
     const std::string& server, const std::string& ticket,
     absl::AnyInvocable<void(absl::Status)> done) {
-  using Call = AsyncCall<ferry::v1::CloseStreamRequest, ferry::v1::CloseStreamResponse>;
-  auto call = std::make_shared<Call>();
-  call->request.set_ticket(ticket);
-  Prepare(call->context);
-  call->stub = Stub(server);
-  CancelCall cancel = CancelOf(call);
-  Call* c = call.get();
+  ferry::v1::CloseStreamRequest request;
+  request.set_ticket(ticket);
   auto finish = std::make_shared<decltype(done)>(std::move(done));
-  BeginCall(&c->context);
-  c->stub->async()->CloseStream(&c->context, &c->request, &c->response,
-                                [this, call = std::move(call), finish, server](grpc::Status status) {
-                                  (*finish)(Annotate(status, "CloseStream", server));
-                                  call->stub.reset();
-                                  EndCall(&call->context);
-                                });
-  return cancel;
+  return StartCall<ferry::v1::CloseStreamRequest, ferry::v1::CloseStreamResponse>(
+      server, std::move(request),
+      [](auto& async, auto* context, auto* req, auto* response, auto callback) {
+        async.CloseStream(context, req, response, std::move(callback));
+      },
+      [finish, server](const grpc::Status& status, auto&) {
+        (*finish)(Annotate(status, "CloseStream", server));
+      });
 }
 
 absl::Status ControlClient::CloseStream(const std::string& server, const std::string& ticket) {

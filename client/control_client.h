@@ -58,9 +58,10 @@ class ControlClient {
   // at any time, after `done` too. The call keeps what it needs alive by itself, so a
   // caller may leave without waiting for `done`.
   using CancelCall = std::function<void()>;
-  CancelCall StartOpenStream(const std::string& server, const std::string& app_id,
-                             const std::vector<BlockId>& blocks, const std::string& spark_exec_id,
-                             absl::AnyInvocable<void(absl::StatusOr<ferry::v1::StreamHandle>)> done);
+  CancelCall StartOpenStream(
+      const std::string& server, const std::string& app_id, const std::vector<BlockId>& blocks,
+      const std::string& spark_exec_id,
+      absl::AnyInvocable<void(absl::StatusOr<ferry::v1::StreamHandle>)> done);
   CancelCall StartCloseStream(const std::string& server, const std::string& ticket,
                               absl::AnyInvocable<void(absl::Status)> done);
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
@@ -89,6 +90,12 @@ class ControlClient {
   // Sets the call's deadline and credentials.
   void Prepare(grpc::ClientContext& context) const;
 
+  // Starts `request` on gRPC's callback API: `invoke(async stub, context, request,
+  // response, callback)` makes the call, and `finish(status, call)` runs on gRPC's
+  // thread when it ends.
+  template <typename Request, typename Response, typename Invoke, typename Finish>
+  CancelCall StartCall(const std::string& server, Request request, Invoke invoke,
+                       Finish finish);
   // Calls on the callback API between their start and the end of their callback.
   void BeginCall(grpc::ClientContext* context);
   void EndCall(grpc::ClientContext* context);
