@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/spark_wire.h"
 #include "absl/time/clock.h"
@@ -112,19 +111,9 @@ class UnprivilegedSparkTest : public ::testing::Test {
   }
   // A metric without labels, from the metrics endpoint.
   double Metric(const std::string& metric) const {
-    absl::StatusOr<std::string> text = testing::HttpGet(server_->metrics_port(), "/metrics");
-    EXPECT_TRUE(text.ok()) << text.status();
-    if (!text.ok()) return -1;
-    const std::string name = "\n" + metric + " ";
-    const size_t at = text->find(name);
-    EXPECT_NE(at, std::string::npos);
-    double value = -1;
-    if (at != std::string::npos) {
-      EXPECT_TRUE(absl::SimpleAtod(text->substr(at + name.size(), text->find('\n', at + 1) -
-                                                                       at - name.size()),
-                                   &value));
-    }
-    return value;
+    absl::StatusOr<double> value = testing::ScrapeMetric(server_->metrics_port(), metric);
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() ? *value : -1;
   }
 
   std::string scratch_;

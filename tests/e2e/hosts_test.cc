@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,9 +17,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
 #include "common/net_address.h"
@@ -117,9 +118,11 @@ class HostsTest : public ::testing::Test {
       for (const std::string& a : extra) {
         // "{host}" and "{dir}": this host's address and data dir.
         std::string arg = a;
-        for (const auto& [key, value] : {std::pair<std::string, std::string>{"{host}", options.host},
-                                         {"{dir}", dirs_[i]}}) {
-          for (size_t at; (at = arg.find(key)) != std::string::npos;) arg.replace(at, key.size(), value);
+        for (const auto& [key, value] :
+             {std::pair<std::string, std::string>{"{host}", options.host}, {"{dir}", dirs_[i]}}) {
+          for (size_t at; (at = arg.find(key)) != std::string::npos;) {
+            arg.replace(at, key.size(), value);
+          }
         }
         args.push_back(std::move(arg));
       }
@@ -143,6 +146,18 @@ class HostsTest : public ::testing::Test {
     return blocks;
   }
 
+  // A sink that checks every block's bytes and notes in `last` when each map output's
+  // last block arrived, after `start`.
+  CallbackSink Arrivals(const std::vector<BlockLocation>& blocks, absl::Time start,
+                        std::map<int64_t, absl::Duration>& last) const {
+    return CallbackSink([&blocks, start, &last, this](size_t index, absl::string_view bytes) {
+      const BlockId& b = blocks[index].block;
+      EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
+      last[b.map_id] = absl::Now() - start;
+      return absl::OkStatus();
+    });
+  }
+
   void ExpectEveryByte(const std::vector<BlockLocation>& blocks,
                        const std::vector<std::string>& fetched) const {
     ASSERT_EQ(fetched.size(), blocks.size());
@@ -154,21 +169,12 @@ class HostsTest : public ::testing::Test {
     }
   }
 
-  // One sample of `metric` at host i's metrics endpoint ("name" or "name{labels}").
+  // One sample of a metric at host i's metrics endpoint ("name" or "name{labels}").
   double Metric(int i, const std::string& sample) const {
-    absl::StatusOr<std::string> text =
-        testing::HttpGet(servers_[i]->metrics_port(), "/metrics", cluster_->host(i).ipv4);
-    EXPECT_TRUE(text.ok()) << text.status();
-    if (!text.ok()) return -1;
-    const std::string line = "\n" + sample + " ";
-    const size_t at = text->find(line);
-    EXPECT_NE(at, std::string::npos) << sample;
-    double value = -1;
-    if (at != std::string::npos) {
-      const size_t start = at + line.size();
-      EXPECT_TRUE(absl::SimpleAtod(text->substr(start, text->find('\n', start) - start), &value));
-    }
-    return value;
+    absl::StatusOr<double> value =
+        testing::ScrapeMetric(servers_[i]->metrics_port(), sample, cluster_->host(i).ipv4);
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() ? *value : -1;
   }
   double OpenStreamCalls(int i) const {
     return Metric(i, "ferry_control_calls_total{method=\"OpenStream\"}");
@@ -223,9 +229,30 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<1>(param.param) == Family::kIpv6 ? "Ipv6" : "Ipv4");
     });
 
-// Fetches Blocks(4, true) on a thread while `fault` runs on this one once host 0 has
-// sent its first MiB (its link is slowed so that the fault lands mid-block); returns
-// the fetch's result and how long it took.
+// A BuffersSink that says when a block has arrived whole.
+class WatchedSink final : public BlockSink {
+ public:
+  WatchedSink(size_t blocks, std::function<void(size_t)> arrived)
+      : inner_(blocks), arrived_(std::move(arrived)) {}
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
+                       absl::Time deadline) override {
+    absl::Status s = inner_.Receive(source, index, offset, length, verifier, name, deadline);
+    if (s.ok()) arrived_(index);
+    return s;
+  }
+  uint64_t Kept(size_t index) const override { return inner_.Kept(index); }
+  std::vector<std::string>& blocks() { return inner_.blocks(); }
+
+ private:
+  BuffersSink inner_;
+  std::function<void(size_t)> arrived_;
+};
+
+// Fetches Blocks(4, true) on a thread while `fault` runs on this one, 400 ms after the
+// first block of host 0 (1 MiB) arrived: its link is slowed to 5 MB/s, so the fault
+// lands about 2 MB into its second block (3 MiB). Returns the fetch's result and how
+// long it took.
 class FaultTest : public HostsTest {
  protected:
   struct Outcome {
@@ -240,13 +267,17 @@ class FaultTest : public HostsTest {
     const std::vector<BlockLocation> blocks = Blocks(4, replicas);
     Outcome outcome;
     ShuffleClient client(absl::Seconds(2));
-    BuffersSink sink(blocks.size());
+    absl::Notification first_block;
+    WatchedSink sink(blocks.size(), [&](size_t index) {
+      if (index == 0 && !first_block.HasBeenNotified()) first_block.Notify();
+    });
     const absl::Time start = absl::Now();
     std::thread fetch([&] {
       outcome.status = client.Fetch(kApp, blocks, sink, QuickToNotice()).status();
       outcome.elapsed = absl::Now() - start;
     });
-    EXPECT_TRUE(WaitFor([&] { return SentBytes(0) >= (1 << 20); }));
+    EXPECT_TRUE(first_block.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    absl::SleepFor(absl::Milliseconds(400));
     fault();
     fetch.join();
     if (outcome.status.ok()) ExpectEveryByte(blocks, sink.blocks());
@@ -254,11 +285,17 @@ class FaultTest : public HostsTest {
     return outcome;
   }
 
-  // The failure cost one more stream at host 0's replica and nothing anywhere else.
+  // The failure cost one more stream at host 0's replica and nothing anywhere else, and
+  // the replica sent only what had not arrived: not the first block, which had, nor
+  // the part of the second received before the fault.
   void ExpectOneMoreStreamAtTheReplicaOnly() {
     EXPECT_EQ(OpenStreamCalls(1), 2);
     EXPECT_EQ(OpenStreamCalls(2), 1);
     EXPECT_EQ(OpenStreamCalls(3), 1);
+    uint64_t total = 0;
+    for (size_t r : kSizes) total += r;
+    EXPECT_LT(SentBytes(1), static_cast<double>(2 * total - kSizes[0] - (512 << 10)))
+        << "the replica sent the cut-off block again from its start";
   }
 };
 
@@ -345,12 +382,7 @@ TEST_F(HostsTest, HostThatAcceptsButNeverAnswersHoldsBackNoOtherAndIsPassedOver)
   const std::vector<BlockLocation> blocks = Blocks(4, true);
   std::map<int64_t, absl::Duration> last;  // when each map output's last block arrived
   const absl::Time start = absl::Now();
-  CallbackSink sink([&](size_t index, absl::string_view bytes) {
-    const BlockId& b = blocks[index].block;
-    EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
-    last[b.map_id] = absl::Now() - start;
-    return absl::OkStatus();
-  });
+  CallbackSink sink = Arrivals(blocks, start, last);
   const absl::Duration rpc_timeout = absl::Seconds(3);
   ShuffleClient client(rpc_timeout);
   absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink, QuickToNotice());
@@ -370,23 +402,18 @@ TEST_F(HostsTest, ASlowHostDoesNotHoldBackTheOthersBytes) {
   StartServers(4, Family::kIpv6);
   ASSERT_TRUE(cluster_->Shape(0, kSlowLink).ok());
   const std::vector<BlockLocation> blocks = Blocks(4, false);
-  std::map<int64_t, absl::Time> last;  // when each map output's last block arrived
+  std::map<int64_t, absl::Duration> last;  // when each map output's last block arrived
   const absl::Time start = absl::Now();
-  CallbackSink sink([&](size_t index, absl::string_view bytes) {
-    const BlockId& b = blocks[index].block;
-    EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
-    last[b.map_id] = absl::Now();
-    return absl::OkStatus();
-  });
+  CallbackSink sink = Arrivals(blocks, start, last);
   ShuffleClient client;
   absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink);
   ASSERT_TRUE(stats.ok()) << stats.status();
-  const absl::Duration slow = last[0] - start;
+  const absl::Duration slow = last[0];
   EXPECT_GT(slow, absl::Seconds(1)) << "the shaped host was not slow";
   for (int64_t i = 1; i < 4; ++i) {
-    EXPECT_LT(last[i] - start, slow / 2) << "host " << i << " finished at "
-                                         << absl::FormatDuration(last[i] - start)
-                                         << ", the slow host at " << absl::FormatDuration(slow);
+    EXPECT_LT(last[i], slow / 2) << "host " << i << " finished at "
+                                 << absl::FormatDuration(last[i]) << ", the slow host at "
+                                 << absl::FormatDuration(slow);
   }
 }
 

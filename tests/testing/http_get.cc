@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
 #include "common/net_address.h"
@@ -49,6 +50,23 @@ absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path,
     return absl::UnavailableError(absl::StrCat("GET ", path, ": '", status_line, "'"));
   }
   return response.substr(end_of_head + 4);
+}
+
+absl::StatusOr<double> ScrapeMetric(uint16_t port, const std::string& sample,
+                                    const std::string& host) {
+  absl::StatusOr<std::string> page = HttpGet(port, "/metrics", host);
+  if (!page.ok()) return page.status();
+  const std::string line = "\n" + sample + " ";
+  const size_t at = page->find(line);
+  if (at == std::string::npos) {
+    return absl::NotFoundError(absl::StrCat("no ", sample, " at ", host, ":", port, "/metrics"));
+  }
+  const size_t start = at + line.size();
+  double value = 0;
+  if (!absl::SimpleAtod(page->substr(start, page->find('\n', start) - start), &value)) {
+    return absl::InternalError(absl::StrCat(sample, " at ", host, ":", port, " is not a number"));
+  }
+  return value;
 }
 
 }  // namespace ferry::testing
