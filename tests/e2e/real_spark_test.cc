@@ -47,7 +47,10 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/certificate.h"
+#include "tests/testing/host_cluster.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
@@ -176,6 +179,22 @@ std::string JsonField(const std::string& line, const std::string& key) {
   return line.substr(start, line.find_first_of(",}", start) - start);
 }
 
+// What every run shares: two one-core executors of 512 MiB, no UI.
+std::map<std::string, std::string> BaseConf() {
+  return {{"spark.executor.memory", "512m"},
+          {"spark.executor.cores", "1"},
+          {"spark.cores.max", "2"},
+          {"spark.driver.memory", "512m"},
+          {"spark.ui.enabled", "false"},
+          {"spark.shuffle.readHostLocalDisk", "false"}};
+}
+std::map<std::string, std::string> WithService(uint16_t port) {
+  std::map<std::string, std::string> conf = BaseConf();
+  conf["spark.shuffle.service.enabled"] = "true";
+  conf["spark.shuffle.service.port"] = absl::StrCat(port);
+  return conf;
+}
+
 void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
@@ -206,21 +225,6 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     cluster_ = *std::move(started);
   }
 
-  // What every run shares: two one-core executors of 512 MiB, no UI.
-  static std::map<std::string, std::string> BaseConf() {
-    return {{"spark.executor.memory", "512m"},
-            {"spark.executor.cores", "1"},
-            {"spark.cores.max", "2"},
-            {"spark.driver.memory", "512m"},
-            {"spark.ui.enabled", "false"},
-            {"spark.shuffle.readHostLocalDisk", "false"}};
-  }
-  static std::map<std::string, std::string> WithService(uint16_t port) {
-    std::map<std::string, std::string> conf = BaseConf();
-    conf["spark.shuffle.service.enabled"] = "true";
-    conf["spark.shuffle.service.port"] = absl::StrCat(port);
-    return conf;
-  }
 
   // WithService, and dynamic allocation that releases executors idle for 2 s (at most 2
   // at once), so that shuffles outlive the executors that wrote them.
@@ -716,6 +720,65 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
 
 std::vector<SparkDistribution> Sparks() { return testing::InstalledSparks(); }
 
+// A job's reducers fetching across hosts, as on a real cluster: the two workers (and
+// their executors) on two hosts of a HostCluster (network namespaces on a bridge), each
+// host with its own ferry_server on the port spark.shuffle.service.port names, the
+// master and the driver in this namespace. Each reducer reads its own executor's map
+// outputs from its disk and the other host's from that host's ferry_server.
+class RealSparkHostsTest : public ::testing::TestWithParam<SparkDistribution> {};
+
+TEST_P(RealSparkHostsTest, ReducersFetchFromTheFerryServerOfEachHost) {
+  absl::StatusOr<std::unique_ptr<testing::HostCluster>> hosts = testing::HostCluster::Create(2);
+  if (absl::IsUnimplemented(hosts.status())) GTEST_SKIP() << hosts.status();
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  constexpr uint16_t kServicePort = 7337;
+  TempDir work, local, data;
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  for (int i = 0; i < 2; ++i) {
+    testing::ServerProcessOptions options;
+    options.netns = (*hosts)->host(i).netns;
+    options.host = (*hosts)->host(i).ipv4;
+    options.log_path = absl::StrCat(work.path(), "/ferry_server", i, ".log");
+    auto started = testing::ServerProcess::Start(
+        "server/ferry_server", data.path(),
+        {absl::StrCat("--spark-address=", options.host, ":", kServicePort),
+         "--spark-dir-roots=" + local.path(), "--threads=1",
+         "--metrics-address=" + options.host + ":0"},
+        options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    servers.push_back(*std::move(started));
+  }
+  SparkCluster::Options options;
+  options.spark = GetParam();
+  options.work_dir = work.path();
+  options.local_dir_root = local.path();
+  options.worker_netns = {(*hosts)->host(0).netns, (*hosts)->host(1).netns};
+  options.worker_hosts = {(*hosts)->host(0).ipv4, (*hosts)->host(1).ipv4};
+  options.host = (*hosts)->client_ipv4();
+  absl::StatusOr<std::unique_ptr<SparkCluster>> cluster = SparkCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<SparkCluster::Submitted> ran =
+      (*cluster)->Submit(kJobs, {"checked"}, WithService(kServicePort), kJobTimeout);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_EQ(ran->exit_code, 0) << ran->output.substr(ran->output.size() - std::min<size_t>(
+                                                       ran->output.size(), 6000))
+                               << (*cluster)->DiagnosticLogs();
+  ASSERT_EQ(ran->results.size(), 2u) << absl::StrJoin(ran->results, "\n");
+  EXPECT_EQ(absl::StrReplaceAll(ran->results[0], {{"\"expected\"", "\"shuffled\""}}),
+            ran->results[1]);
+  // Each host's ferry_server sent the other host's reducers blocks.
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<double> sent = testing::ScrapeMetric(
+        servers[i]->metrics_port(), "ferry_sent_bytes_total{front_door=\"spark\",mode=\"splice\"}",
+        (*hosts)->host(i).ipv4);
+    ASSERT_TRUE(sent.ok()) << sent.status();
+    std::printf("Spark %s: host %d's ferry_server sent %.0f bytes to the other host\n",
+                GetParam().version.c_str(), i, *sent);
+    EXPECT_GT(*sent, 0) << "host " << i;
+  }
+  cluster->reset();  // no executor outlives the servers
+}
+
 TEST(RealSparkAvailabilityTest, ScriptsSetupInstalledSpark) {
   std::string why;
   if (testing::InstalledSparks(&why).empty()) GTEST_SKIP() << why;
@@ -731,9 +794,11 @@ std::string VersionName(const ::testing::TestParamInfo<SparkDistribution>& param
 INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTest, ::testing::ValuesIn(Sparks()), VersionName);
 INSTANTIATE_TEST_SUITE_P(Versions, RealSparkAuthTest, ::testing::ValuesIn(Sparks()), VersionName);
 INSTANTIATE_TEST_SUITE_P(Versions, RealSparkTlsTest, ::testing::ValuesIn(Sparks()), VersionName);
+INSTANTIATE_TEST_SUITE_P(Versions, RealSparkHostsTest, ::testing::ValuesIn(Sparks()), VersionName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkAuthTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkTlsTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealSparkHostsTest);
 
 }  // namespace
 }  // namespace ferry

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -122,7 +123,8 @@ std::vector<SparkDistribution> InstalledSparks(std::string* why) {
       const std::string venv = absl::StrCat(root, "/", name);
       const std::string home(absl::StripAsciiWhitespace(ReadFile(venv + "/SPARK_HOME")));
       if (home.empty() || ::access((home + "/bin/spark-submit").c_str(), X_OK) != 0) continue;
-      if (const char* only = std::getenv("FERRY_SPARK_VERSIONS"); only != nullptr && *only != '\0') {
+      if (const char* only = std::getenv("FERRY_SPARK_VERSIONS");
+          only != nullptr && *only != '\0') {
         const std::vector<std::string> versions = absl::StrSplit(only, ',');
         if (std::find(versions.begin(), versions.end(), name) == versions.end()) continue;
       }
@@ -143,10 +145,12 @@ std::vector<SparkDistribution> InstalledSparks(std::string* why) {
 }
 
 std::map<std::string, std::string> SparkCluster::DaemonEnv() const {
+  // The master and the drivers bind options_.host: with workers on other hosts, the
+  // address those reach.
   return {{"JAVA_HOME", JavaHome()},
           {"SPARK_HOME", options_.spark.home},
           {"SPARK_CONF_DIR", conf_dir_},
-          {"SPARK_LOCAL_IP", "127.0.0.1"},
+          {"SPARK_LOCAL_IP", options_.host},
           {"SPARK_LOG_DIR", options_.work_dir},
           {"PYSPARK_PYTHON", options_.spark.python},
           {"PYSPARK_DRIVER_PYTHON", options_.spark.python}};
@@ -154,7 +158,7 @@ std::map<std::string, std::string> SparkCluster::DaemonEnv() const {
 
 absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
                                            const std::map<std::string, std::string>& env,
-                                           const std::string& log) {
+                                           const std::string& log, const std::string& netns) {
   // Everything the child needs is built before fork: after it, only async-signal-safe
   // calls.
   std::vector<std::string> args = argv;
@@ -173,6 +177,11 @@ absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
   cenv.push_back(nullptr);
   UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!out.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", log));
+  UniqueFd ns;
+  if (!netns.empty()) {
+    ns = UniqueFd(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return absl::ErrnoToStatus(errno, "open /run/netns/" + netns);
+  }
   const pid_t pid = ::fork();
   if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
   if (pid == 0) {
@@ -180,6 +189,7 @@ absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::dup2(out.get(), STDOUT_FILENO);
     ::dup2(out.get(), STDERR_FILENO);
+    if (ns.valid() && ::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(125);
     ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
@@ -189,6 +199,11 @@ absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
 }
 
 absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options& options) {
+  if (options.worker_netns.size() != options.worker_hosts.size() ||
+      (!options.worker_netns.empty() &&
+       options.worker_netns.size() != static_cast<size_t>(options.workers))) {
+    return absl::InvalidArgumentError("one namespace and one address per worker, or none");
+  }
   std::unique_ptr<SparkCluster> cluster(new SparkCluster(options));
   cluster->conf_dir_ = options.work_dir + "/conf";
   if (::mkdir(cluster->conf_dir_.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -206,9 +221,9 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
   const std::string spark_class = options.spark.home + "/bin/spark-class";
   const uint16_t master_port = FreePort();
   cluster->master_ui_port_ = FreePort();
-  cluster->master_url_ = absl::StrCat("spark://127.0.0.1:", master_port);
+  cluster->master_url_ = absl::StrCat("spark://", options.host, ":", master_port);
   absl::StatusOr<pid_t> master = cluster->Launch(
-      {spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+      {spark_class, "org.apache.spark.deploy.master.Master", "--host", options.host, "--port",
        absl::StrCat(master_port), "--webui-port", absl::StrCat(cluster->master_ui_port_)},
       cluster->DaemonEnv(), options.work_dir + "/master.log");
   if (!master.ok()) return master.status();
@@ -225,11 +240,16 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
     // The workers start no shuffle service of their own: the node's is ferry_server or
     // StartSparkShuffleService's.
     env["SPARK_WORKER_OPTS"] = "-Dspark.shuffle.service.enabled=false";
+    const bool on_host = !options.worker_netns.empty();
+    const std::string host = on_host ? options.worker_hosts[i] : options.host;
+    // The executors a worker starts inherit its environment: they bind its address too.
+    env["SPARK_LOCAL_IP"] = host;
     absl::StatusOr<pid_t> worker = cluster->Launch(
         {spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_, "--host",
-         "127.0.0.1", "--cores", absl::StrCat(options.cores_per_worker), "--memory", "1g",
+         host, "--cores", absl::StrCat(options.cores_per_worker), "--memory", "1g",
          "--work-dir", work, "--webui-port", "0"},
-        env, absl::StrCat(options.work_dir, "/worker", i, ".log"));
+        env, absl::StrCat(options.work_dir, "/worker", i, ".log"),
+        on_host ? options.worker_netns[i] : "");
     if (!worker.ok()) return worker.status();
   }
   if (absl::Status up = cluster->WaitForWorkers(absl::Seconds(120)); !up.ok()) return up;
@@ -240,7 +260,7 @@ absl::Status SparkCluster::WaitForWorkers(absl::Duration timeout) const {
   std::string last = "no answer";
   const bool up = WaitFor(
       [&] {
-        absl::StatusOr<std::string> page = HttpGet(master_ui_port_, "/json/");
+        absl::StatusOr<std::string> page = HttpGet(master_ui_port_, "/json/", options_.host);
         const int alive = page.ok() ? AliveWorkers(*page) : -1;
         if (alive >= 0) {
           last = absl::StrCat(alive, " workers alive");

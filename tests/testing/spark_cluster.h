@@ -1,4 +1,5 @@
-// A real standalone Spark cluster on loopback, for tests of Spark applications whose
+// A real standalone Spark cluster, on loopback or with its workers on hosts of a
+// HostCluster, for tests of Spark applications whose
 // shuffles go through an external shuffle service: a master and workers as separate JVM
 // processes of a pinned Spark distribution (scripts/setup installs them under
 // /opt/ferry-spark/<version>), applications submitted with spark-submit, and Spark's own
@@ -52,6 +53,13 @@ class SparkCluster {
     // More settings of the master, the workers and every application (also written to
     // spark-defaults.conf), such as spark.ssl.rpc.*.
     std::map<std::string, std::string> defaults;
+    // Where the workers run: when not empty, worker i runs in network namespace
+    // worker_netns[i] (a HostCluster's host) and binds worker_hosts[i], as do its
+    // executors; the master and the drivers bind `host`, this namespace's address on the
+    // hosts' bridge. Empty: everything on 127.0.0.1.
+    std::vector<std::string> worker_netns;
+    std::vector<std::string> worker_hosts;
+    std::string host = "127.0.0.1";
   };
 
   static absl::StatusOr<std::unique_ptr<SparkCluster>> Start(const Options& options);
@@ -89,10 +97,11 @@ class SparkCluster {
 
  private:
   explicit SparkCluster(Options options) : options_(std::move(options)) {}
-  // Starts `argv` with `env` added, in a process group of its own, its output in `log`.
+  // Starts `argv` with `env` added, in a process group of its own (and network
+  // namespace `netns`, when given), its output in `log`.
   absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env,
-                               const std::string& log);
+                               const std::string& log, const std::string& netns = "");
   std::map<std::string, std::string> DaemonEnv() const;
   // Waits for `workers` registered workers at the master's JSON page.
   absl::Status WaitForWorkers(absl::Duration timeout) const;
