@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
+#include "client/spark_client.h"
 #include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"
@@ -468,6 +469,21 @@ TEST_F(HostsTest, SparksOwnClientFetchesFromEveryHostsSparkFrontDoorAtOnce) {
     EXPECT_EQ(Metric(i, "ferry_sent_bytes_total{front_door=\"spark\",mode=\"splice\"}"),
               static_cast<double>(3 * total))
         << "host " << i;
+  }
+  // Ferry's own Spark client, over IPv6 too: host 1's executor's first map output.
+  std::vector<spark::ShuffleBlockId> ids;
+  for (int32_t r = 0; r < static_cast<int32_t>(kSizes.size()); ++r) {
+    ids.push_back({0, 10, r, r + 1});
+  }
+  BuffersSink sink(ids.size());
+  absl::StatusOr<SparkFetchStats> got =
+      SparkShuffleClient().Fetch(FormatHostPort(cluster_->host(1).ipv6, servers_[1]->spark_port()),
+                                 kSparkApp, "1", ids, sink);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t r = 0; r < kSizes.size(); ++r) {
+    EXPECT_TRUE(sink.blocks()[r] ==
+                testing::PartitionBytes(0, 10, static_cast<int32_t>(r), kSizes[r]))
+        << "partition " << r;
   }
 }
 
