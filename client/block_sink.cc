@@ -102,10 +102,9 @@ absl::Status ReadPieces(const BlockSource& source, PageBuffer& scratch, uint64_t
 // the bytes received.
 absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
                          BlockVerifier& verifier, const std::string& name, absl::Time deadline,
-                         uint64_t* got_out = nullptr) {
+                         uint64_t* got_count) {
   const int socket = source.socket;
-  uint64_t got_here = 0;
-  uint64_t& got = got_out != nullptr ? *got_out : got_here;
+  uint64_t& got = *got_count;
   got = 0;
   LowWaterMark mark(socket, length);
   while (got < length) {
@@ -160,7 +159,8 @@ absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   Spares<PageBuffer>::Lease buffer = buffers_.Take();
   buffer->Reserve(static_cast<size_t>(length));
-  absl::Status s = ReceiveInto(source, buffer->data(), length, verifier, name, deadline);
+  uint64_t got = 0;
+  absl::Status s = ReceiveInto(source, buffer->data(), length, verifier, name, deadline, &got);
   if (!s.ok()) return s;
   return on_block_(index, absl::string_view(buffer->data(), static_cast<size_t>(length)));
 }
@@ -204,25 +204,40 @@ absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_
   FERRY_RETURN_IF_ERROR(CheckKept(offset, kept_[index], name));
   const uint64_t at = offset;
   kept_[index] = 0;
-  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (at == 0 ? O_TRUNC : 0), 0644));
+  UniqueFd file(
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (at == 0 ? O_TRUNC : 0), 0644));
   if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
   uint64_t written = 0;
+  if (source.reader != nullptr) {
+    // Decrypted in user space anyway: verified as it is written, after the bytes kept.
+    FERRY_RETURN_IF_ERROR(ReadBack(file.get(), path, at, verifier, name));
+    absl::Status received =
+        ReceiveDecrypted(source, file.get(), path, at, length, verifier, name, deadline, &written);
+    if (!received.ok()) {
+      if (!verifier.mismatch().has_value()) kept_[index] = at + written;
+      return received;
+    }
+    return verifier.Finish();
+  }
   absl::Status received =
-      source.reader != nullptr
-          ? ReceiveDecrypted(source, file.get(), path, at, length, name, deadline, &written)
-          : SpliceToFile(source.socket, file.get(), path, at, length, name, deadline, &written);
+      SpliceToFile(source.socket, file.get(), path, at, length, name, deadline, &written);
   if (!received.ok()) {
     kept_[index] = at + written;  // the file holds the block's bytes up to there
     return received;
   }
-  if (!verifier.active()) return absl::OkStatus();
-  // The whole block, read back from the page cache.
+  // Spliced bytes never passed through here: the whole block is read back.
+  FERRY_RETURN_IF_ERROR(ReadBack(file.get(), path, at + length, verifier, name));
+  return verifier.Finish();
+}
+
+absl::Status FilesSink::ReadBack(int file, const std::string& path, uint64_t end,
+                                 BlockVerifier& verifier, const std::string& name) {
+  if (!verifier.active() || end == 0) return absl::OkStatus();
   Spares<PageBuffer>::Lease scratch = scratch_.Take();
   scratch->Reserve(kScratchBytes);
-  for (uint64_t pos = 0; pos < at + length;) {
-    const size_t want =
-        static_cast<size_t>(std::min<uint64_t>(scratch->size(), at + length - pos));
-    const ssize_t n = ReadFull(file.get(), scratch->data(), want, static_cast<int64_t>(pos));
+  for (uint64_t pos = 0; pos < end;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch->size(), end - pos));
+    const ssize_t n = ReadFull(file, scratch->data(), want, static_cast<int64_t>(pos));
     if (n != static_cast<ssize_t>(want)) {
       return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
                                  absl::StrCat("read back ", path, " for ", name));
@@ -230,7 +245,7 @@ absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(scratch->data(), want)));
     pos += want;
   }
-  return verifier.Finish();
+  return absl::OkStatus();
 }
 
 absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& path, uint64_t at,
@@ -265,8 +280,8 @@ absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& pa
 
 absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
                                         const std::string& path, uint64_t at, uint64_t length,
-                                        const std::string& name, absl::Time deadline,
-                                        uint64_t* written) {
+                                        BlockVerifier& verifier, const std::string& name,
+                                        absl::Time deadline, uint64_t* written) {
   Spares<PageBuffer>::Lease scratch = scratch_.Take();
   scratch->Reserve(kScratchBytes);
   LowWaterMark mark(source.socket, length);
@@ -276,6 +291,8 @@ absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
         static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - *written));
     const ssize_t n = ReadSome(source, scratch->data(), want, deadline);
     if (n <= 0) return ReceiveError(n, *written, length, name);
+    FERRY_RETURN_IF_ERROR(
+        verifier.Update(absl::string_view(scratch->data(), static_cast<size_t>(n))));
     const ssize_t out = WriteAll(file, scratch->data(), static_cast<size_t>(n),
                                  static_cast<int64_t>(at + *written), deadline);
     if (out != n) {

@@ -148,7 +148,7 @@ class BuffersSink final : public BlockSink {
 // Writes block `index` to `paths[index]` (created or truncated) with splice
 // socket -> pipe -> file: no payload byte enters user space. Verification, when the
 // block has checksums, reads the written bytes back (from the page cache). From an
-// encrypted connection, blocks are received, decrypted and written. A cut-off block's
+// encrypted connection, blocks are received, decrypted, verified and written. A cut-off block's
 // file keeps what was written, and the rest is written after it.
 class FilesSink final : public BlockSink {
  public:
@@ -160,13 +160,17 @@ class FilesSink final : public BlockSink {
   uint64_t Kept(size_t index) const override { return kept_[index]; }
 
  private:
-  // The `length` bytes written at `at` onwards; *written counts them as they go.
+  // The `length` bytes written at `at` onwards; *written counts them as they go. The
+  // decrypted ones are fed to `verifier` on the way.
   absl::Status SpliceToFile(int socket, int file, const std::string& path, uint64_t at,
                             uint64_t length, const std::string& name, absl::Time deadline,
                             uint64_t* written);
   absl::Status ReceiveDecrypted(const BlockSource& source, int file, const std::string& path,
-                                uint64_t at, uint64_t length, const std::string& name,
-                                absl::Time deadline, uint64_t* written);
+                                uint64_t at, uint64_t length, BlockVerifier& verifier,
+                                const std::string& name, absl::Time deadline, uint64_t* written);
+  // Feeds the file's bytes [0, end) to `verifier` (nothing when it is inactive).
+  absl::Status ReadBack(int file, const std::string& path, uint64_t end, BlockVerifier& verifier,
+                        const std::string& name);
 
   std::vector<std::string> paths_;
   std::vector<uint64_t> kept_;

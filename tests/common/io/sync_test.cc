@@ -164,15 +164,20 @@ TEST(AwaitCallTest, StoppingTheSchedulerCancelsTheCallAndWaitsForIt) {
   auto s = FiberScheduler::Create();
   ASSERT_TRUE(s.ok());
   FiberScheduler* scheduler = s->get();
+  absl::Notification started;
   ASSERT_TRUE(scheduler
                   ->Spawn([&] {
                     result = AwaitCall<int>(*scheduler, [&](absl::AnyInvocable<void(int)> d) {
-                      return FinishLater(std::move(d), absl::Seconds(60), threads, &cancelled);
+                      std::function<void()> cancel = FinishLater(
+                          std::move(d), absl::Seconds(60), threads, &cancelled);
+                      started.Notify();
+                      return cancel;
                     });
                   })
                   .ok());
+  // Stopped while the call is in flight (before or after the fiber parks on it).
   std::thread stopper([&] {
-    absl::SleepFor(absl::Milliseconds(50));
+    started.WaitForNotification();
     scheduler->Stop();
   });
   const absl::Time start = absl::Now();
