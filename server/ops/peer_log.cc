@@ -6,19 +6,15 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/log_lines.h"
 #include "common/net_address.h"
 
 namespace ferry {
 
 namespace {
 
-// Per thread: the current one-second window and what it has logged and held back.
-struct Window {
-  absl::Time start = absl::InfinitePast();
-  int lines = 0;
-  uint64_t held_back = 0;
-};
-thread_local Window window;
+// Per thread: each thread's lines are bounded on their own.
+thread_local LineBudget budget(kPeerLinesPerSecond);
 
 std::string PeerOf(int socket) {
   absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(socket);
@@ -34,22 +30,17 @@ std::string PeerHost(int socket) {
 
 void LogPeerFailure(int socket, absl::string_view front_door, const absl::Status& status,
                     const Clock& clock) {
-  const absl::Time now = clock.Now();
-  if (now - window.start >= absl::Seconds(1)) {
-    window.start = now;
-    window.lines = 0;
-  }
-  if (window.lines >= kPeerLinesPerSecond) {
-    ++window.held_back;
-    return;
-  }
-  ++window.lines;
+  uint64_t held_back = 0;
+  if (!budget.Take(clock.Now(), &held_back)) return;
   std::string held;
-  if (window.held_back > 0) {
-    held = absl::StrCat(" (", window.held_back, " earlier failures on this thread not logged)");
-    window.held_back = 0;
+  if (held_back > 0) {
+    held = absl::StrCat(" (", held_back, " earlier failures on this thread not logged)");
   }
-  LOG(WARNING) << "peer " << PeerOf(socket) << " " << front_door << ": " << status << held;
+  // The message holds what the peer sent (ids, names): escaped, so that it stays on its
+  // line.
+  LOG(WARNING) << "peer " << PeerOf(socket) << " " << front_door << ": "
+               << absl::StatusCodeToString(status.code()) << ": " << LogEscaped(status.message())
+               << held;
 }
 
 }  // namespace ferry

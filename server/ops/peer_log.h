@@ -1,7 +1,8 @@
 // Logging a peer's failed request: one WARNING line naming the peer, the front door and
 // the failure (whose message names the app, block and file). A flood of bad requests
 // must not fill the disk, so each thread logs at most kPeerLinesPerSecond such lines a
-// second and counts what it held back in the next line it writes.
+// second and counts what it held back in the next line it writes. What the peer sent is
+// escaped (common/log_lines.h): it cannot start a line of its own.
 #ifndef FERRY_SERVER_OPS_PEER_LOG_H_
 #define FERRY_SERVER_OPS_PEER_LOG_H_
 

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include <glog/logging.h>
 
@@ -15,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log_lines.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
 #include "common/status_macros.h"
@@ -109,12 +112,6 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
   return absl::OkStatus();
 }
 
-// Whether one of the two normalized absolute paths is the other or lies beneath it.
-bool Overlaps(absl::string_view a, absl::string_view b) {
-  if (a.size() > b.size()) std::swap(a, b);
-  return absl::StartsWith(b, a) && (b.size() == a.size() || b[a.size()] == '/');
-}
-
 // The bytes of the registration's journal record (its length, then the RegisterExecutor
 // payload: type, three strings, a string array and an int), without encoding it.
 uint64_t RecordBytes(const spark::RegisterExecutor& r) {
@@ -173,17 +170,17 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   }
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
-  FERRY_RETURN_IF_ERROR(registry->Load(path));
-  // Rewritten at once: what was dropped goes, and appends start from a whole file.
+  FERRY_ASSIGN_OR_RETURN(const Loaded loaded, registry->Load(path));
   std::lock_guard<std::mutex> lock(registry->write_mu_);
-  FERRY_RETURN_IF_ERROR(registry->CompactLocked());
+  registry->OpenJournalLocked(path, loaded);
   return registry;
 }
 
-absl::Status ExecutorRegistry::Load(const std::string& path) {
+absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::string& path) {
+  Loaded loaded;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) {
-    if (errno == ENOENT) return absl::OkStatus();
+    if (errno == ENOENT) return loaded;
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   }
   struct stat st;
@@ -191,57 +188,140 @@ absl::Status ExecutorRegistry::Load(const std::string& path) {
       static_cast<uint64_t>(st.st_size) > kMaxStateBytes) {
     return absl::DataLossError(absl::StrCat(path, " is not a regular file of at most 1 GiB"));
   }
+  loaded.exists = true;
+  loaded.file_bytes = static_cast<uint64_t>(st.st_size);
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   if (PreadFull(fd.get(), bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
     return absl::DataLossError(absl::StrCat("read ", path));
   }
-  // The journal replayed: the last record of each (app, exec) wins.
-  std::map<Key, spark::RegisterExecutor> replayed;
-  spark::WireReader reader(bytes);
-  for (size_t record = 0; !reader.rest().empty(); ++record) {
-    const size_t left = reader.rest().size();
-    std::string payload;
-    if (!reader.String(&payload, "record", 1 << 20)) {
-      // Appends are the only writes: a record cut short is the one a crash interrupted.
-      LOG(WARNING) << path << ": ignoring the last " << left << " bytes, a record cut short ("
-                   << reader.Finish("state file").message() << ")";
+  // The journal replayed: the last record of each (app, exec) wins, and takes its place
+  // in the order of the records (where claims on dirs are settled).
+  std::map<Key, std::pair<size_t, spark::RegisterExecutor>> replayed;
+  absl::string_view rest = bytes;
+  size_t record = 0;
+  for (; !rest.empty(); ++record) {
+    const uint64_t offset = bytes.size() - rest.size();
+    // A torn tail: what an append a crash interrupted leaves, a prefix of its records
+    // (or zeros, where the file's size reached the disk before its data).
+    const bool zeros = rest.find_first_not_of('\0') == absl::string_view::npos;
+    if (rest.size() < 4 || zeros) {
+      LOG(WARNING) << path << ": ignoring its last " << rest.size() << " bytes, a record a "
+                   << "crash cut short";
       break;
     }
-    if (!payload.empty() && payload[0] == kForgetTag) {
-      spark::WireReader forget(absl::string_view(payload).substr(1));
+    const int32_t length = static_cast<int32_t>(
+        (uint32_t{static_cast<uint8_t>(rest[0])} << 24) |
+        (uint32_t{static_cast<uint8_t>(rest[1])} << 16) |
+        (uint32_t{static_cast<uint8_t>(rest[2])} << 8) | uint32_t{static_cast<uint8_t>(rest[3])});
+    if (length < 2 || static_cast<uint32_t>(length) > kMaxRecordBytes) {
+      loaded.damage = absl::StrCat("record ", record, " at byte ", offset, " has a length of ",
+                                   length, " (2 to ", kMaxRecordBytes, " bytes are written)");
+      break;
+    }
+    const absl::string_view payload = rest.substr(4, static_cast<size_t>(length));
+    if (payload.size() < static_cast<size_t>(length)) {
+      // Running past the end: the last record, cut short, if what there is of it starts
+      // as a record does.
+      if (payload.empty() || payload[0] == kForgetTag ||
+          payload[0] == static_cast<char>(spark::BlockTransferType::kRegisterExecutor)) {
+        LOG(WARNING) << path << ": ignoring its last " << rest.size()
+                     << " bytes, a record a crash cut short (" << length << " bytes announced)";
+      } else {
+        loaded.damage = absl::StrCat("record ", record, " at byte ", offset,
+                                     " is neither a registration nor a forget record");
+      }
+      break;
+    }
+    if (payload[0] == kForgetTag) {
+      spark::WireReader forget(payload.substr(1));
       Key key;
       forget.String(&key.first, "appId");
       forget.String(&key.second, "execId");
       if (absl::Status s = forget.Finish("forget record"); !s.ok()) {
-        return absl::DataLossError(absl::StrCat(path, ": record ", record, ": ", s.message()));
+        loaded.damage = absl::StrCat("record ", record, " at byte ", offset, ": ", s.message());
+        break;
       }
       replayed.erase(key);
-      continue;
+    } else {
+      absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(payload);
+      auto* registration = rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
+      if (registration == nullptr) {
+        loaded.damage = absl::StrCat(
+            "record ", record, " at byte ", offset, " is not a RegisterExecutor",
+            rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")"));
+        break;
+      }
+      Key key(registration->app_id, registration->exec_id);
+      replayed[std::move(key)] = {record, *std::move(registration)};
     }
-    absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(payload);
-    auto* registration = rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
-    if (registration == nullptr) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": record ", record, " is not a RegisterExecutor",
-          rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")")));
-    }
-    Key key(registration->app_id, registration->exec_id);
-    replayed[std::move(key)] = *std::move(registration);
+    rest.remove_prefix(4 + static_cast<size_t>(length));
+    loaded.good_bytes = bytes.size() - rest.size();
   }
-  for (auto& [key, registration] : replayed) {
+  std::vector<std::pair<size_t, spark::RegisterExecutor>*> in_order;
+  for (auto& [key, entry] : replayed) in_order.push_back(&entry);
+  std::sort(in_order.begin(), in_order.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  std::lock_guard<std::mutex> write(write_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto* entry : in_order) {
+    const spark::RegisterExecutor& registration = entry->second;
     // Validated again: the dirs may have been deleted (the app ended while the server
     // was down) or the roots changed since it was written. Dropping it costs that
     // executor alone.
     absl::StatusOr<Registered> valid = Validate(registration);
-    if (!valid.ok()) {
-      LOG(WARNING) << path << ": dropping the registration of executor " << key.second
-                   << " of app " << key.first << ": " << valid.status().message();
+    absl::Status claimed =
+        valid.ok() ? CheckClaimsLocked(registration.app_id, registration.info.local_dirs)
+                   : valid.status();
+    if (!claimed.ok()) {
+      LOG(WARNING) << path << ": dropping the registration of executor " << registration.exec_id
+                   << " of app " << registration.app_id << ": "
+                   << LogEscaped(claimed.message());
       continue;
     }
     bytes_ += valid->record_bytes;
-    executors_[key] = *std::move(valid);
+    InsertLocked({registration.app_id, registration.exec_id}, *std::move(valid));
   }
-  return absl::OkStatus();
+  return loaded;
+}
+
+void ExecutorRegistry::OpenJournalLocked(const std::string& path, const Loaded& loaded) {
+  if (!loaded.damage.empty()) {
+    const std::string aside =
+        absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(absl::Now()));
+    if (::rename(path.c_str(), aside.c_str()) != 0) {
+      PLOG(ERROR) << "cannot set aside " << path;
+    }
+    LOG(ERROR) << path << " is damaged: " << loaded.damage << "; " << executors_.size()
+               << " registrations before it are kept, and the "
+               << loaded.file_bytes - loaded.good_bytes << " bytes from there on are lost; "
+               << "the file is set aside as " << aside;
+    journal_broken_ = true;
+  } else if (!loaded.exists) {
+    journal_broken_ = true;  // written whole, so that its directory entry is synced
+  } else {
+    journal_ = UniqueFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
+    // A torn tail is cut off (which takes no room), so that appends follow whole records.
+    if (!journal_.valid() ||
+        (loaded.good_bytes < loaded.file_bytes &&
+         (::ftruncate(journal_.get(), static_cast<off_t>(loaded.good_bytes)) != 0 ||
+          ::fdatasync(journal_.get()) != 0))) {
+      PLOG(WARNING) << "cannot append to " << path << "; it is rewritten before the next change";
+      journal_.Reset();
+      journal_broken_ = true;
+    }
+    journal_bytes_ = loaded.good_bytes;
+  }
+  // Registrations dropped at load still have records; a compaction makes them go.
+  const bool dropped = journal_bytes_ > bytes_;
+  if (journal_broken_ || dropped) {
+    if (absl::Status s = CompactLocked(); !s.ok()) {
+      compaction_failed_at_ = journal_bytes_;
+      LOG(WARNING) << "serving " << executors_.size() << " Spark executors' registrations; "
+                   << "rewriting " << path << " failed (" << s << "): "
+                   << (journal_broken_ ? "it is rewritten before the next change is kept"
+                                       : "it is appended to as it is");
+    }
+  }
 }
 
 absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
@@ -261,12 +341,17 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": subDirsPerLocalDir ", r.info.sub_dirs_per_local_dir, " (1 to 4096 allowed)"));
   }
+  // Decoding bounds the shuffle manager: the largest registration fits in a record.
+  static_assert(4 + 1 + 3 * (4 + 128) + 8 + spark::kMaxShuffleManagerBytes +
+                    spark::kMaxLocalDirs * (4 + PATH_MAX) <=
+                ExecutorRegistry::kMaxRecordBytes);
   auto dirs = std::make_shared<spark::ExecutorDirs>();
   dirs->sub_dirs_per_local_dir = r.info.sub_dirs_per_local_dir;
   for (const std::string& dir : r.info.local_dirs) {
-    if (!IsNormalAbsolute(dir)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who, ": local dir '", dir, "' is not an absolute, normalized path"));
+    if (dir.size() > PATH_MAX || !IsNormalAbsolute(dir)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": local dir '", dir.substr(0, 256),
+          "' is not an absolute, normalized path of at most ", PATH_MAX, " bytes"));
     }
     const std::string* root = nullptr;
     size_t root_index = 0;
@@ -283,24 +368,94 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
           who, ": local dir '", dir, "' is not beneath a root this server serves "
           "(--spark-dir-roots)"));
     }
-    // Every component below the root must be a directory itself, not a link to one.
-    std::string prefix = *root;
-    for (absl::string_view part : absl::StrSplit(dir.substr(root->size() + 1), '/')) {
-      absl::StrAppend(&prefix, "/", part);
-      struct stat st;
-      if (::lstat(prefix.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            who, ": local dir '", dir, "': '", prefix, "' is not a directory (symlinks are not "
-            "followed)"));
-      }
+    std::string relative = dir.substr(root->size() + 1);
+    if (std::count(relative.begin(), relative.end(), '/') >= kMaxDirDepth) {
+      return absl::InvalidArgumentError(absl::StrCat(who, ": local dir '", dir.substr(0, 256),
+                                                     "' is more than ", kMaxDirDepth,
+                                                     " levels below its root"));
     }
-    dirs->local_dirs.push_back(
-        {root_fds_[root_index].get(), dir.substr(root->size() + 1), dir});
+    // Every component below the root must be a directory itself, not a link to one.
+    if (!OpenBeneath(root_fds_[root_index].get(), relative, O_PATH | O_DIRECTORY | O_CLOEXEC)
+             .valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": local dir '", dir, "' is not a directory beneath ", *root,
+          " (symlinks are not followed): ", std::strerror(errno)));
+    }
+    dirs->local_dirs.push_back({root_fds_[root_index].get(), std::move(relative), dir});
   }
   return Registered{r.info, std::move(dirs), RecordBytes(r)};
 }
 
+absl::Status ExecutorRegistry::CheckClaimsLocked(absl::string_view app_id,
+                                                 const std::vector<std::string>& dirs) const {
+  for (const std::string& dir : dirs) {
+    // The dir itself and the dirs around it: each of its prefixes that ends at a '/'.
+    const DirClaim* other = nullptr;
+    for (size_t end = dir.size(); end != absl::string_view::npos && end > 0 && other == nullptr;
+         end = dir.rfind('/', end - 1)) {
+      auto it = claims_.find(dir.substr(0, end));
+      if (it != claims_.end() && it->second.app_id != app_id) other = &it->second;
+    }
+    // The dirs inside it sort together, right after "<dir>/".
+    const std::string inside = dir + "/";
+    for (auto it = claims_.lower_bound(inside);
+         other == nullptr && it != claims_.end() && absl::StartsWith(it->first, inside); ++it) {
+      if (it->second.app_id != app_id) other = &it->second;
+    }
+    if (other != nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "app ", app_id, ": local dir '", dir, "' is, or is inside or around, a dir that a "
+          "live registration of another application names; an application's dirs are its own"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool ExecutorRegistry::ClaimedLocked(absl::string_view dir) const {
+  for (size_t end = dir.size(); end != absl::string_view::npos && end > 0;
+       end = dir.rfind('/', end - 1)) {
+    if (claims_.contains(std::string(dir.substr(0, end)))) return true;
+  }
+  const std::string inside = absl::StrCat(dir, "/");
+  auto it = claims_.lower_bound(inside);
+  return it != claims_.end() && absl::StartsWith(it->first, inside);
+}
+
+void ExecutorRegistry::InsertLocked(const Key& key, Registered registered) {
+  auto [it, inserted] = executors_.insert_or_assign(key, std::move(registered));
+  if (!inserted) return;  // the same dirs as before: claimed already
+  for (const std::string& dir : it->second.info.local_dirs) {
+    DirClaim& claim = claims_[dir];
+    claim.app_id = key.first;
+    ++claim.registrations;
+  }
+}
+
+void ExecutorRegistry::EraseLocked(std::map<Key, Registered>::iterator it,
+                                   std::vector<Registered>* removed) {
+  for (const std::string& dir : it->second.info.local_dirs) {
+    auto claim = claims_.find(dir);
+    if (claim != claims_.end() && --claim->second.registrations == 0) claims_.erase(claim);
+  }
+  bytes_ -= it->second.record_bytes;
+  if (removed != nullptr) removed->push_back(std::move(it->second));
+  executors_.erase(it);
+}
+
+bool ExecutorRegistry::Unchanged(const spark::RegisterExecutor& r) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = executors_.find(Key(r.app_id, r.exec_id));
+  if (it == executors_.end()) return false;
+  const spark::ExecutorShuffleInfo& had = it->second.info;
+  return had.local_dirs == r.info.local_dirs &&
+         had.sub_dirs_per_local_dir == r.info.sub_dirs_per_local_dir &&
+         had.shuffle_manager == r.info.shuffle_manager;
+}
+
 absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
+  // Spark's executors register again, unchanged, when they reconnect: that costs a
+  // lookup, not a look at the disk.
+  if (Unchanged(registration)) return absl::OkStatus();
   absl::StatusOr<Registered> valid = Validate(registration);
   if (!valid.ok()) return valid.status();
   std::lock_guard<std::mutex> write(write_mu_);
@@ -316,12 +471,14 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
           " is registered already, with other local dirs (", absl::StrJoin(had.local_dirs, ","),
           "); an executor's dirs do not change: remove it first (ferry remove-app)"));
     }
-    // Spark's executors register again, unchanged, when they reconnect.
     if (had.shuffle_manager == registration.info.shuffle_manager) return absl::OkStatus();
     bytes_after -= it->second.record_bytes;
-  } else if (executors_.size() >= options_.max_executors) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        options_.max_executors, " executors are registered; remove finished apps first"));
+  } else {
+    if (executors_.size() >= options_.max_executors) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          options_.max_executors, " executors are registered; remove finished apps first"));
+    }
+    FERRY_RETURN_IF_ERROR(CheckClaimsLocked(registration.app_id, registration.info.local_dirs));
   }
   if (bytes_after > options_.max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -335,12 +492,18 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   {
     std::lock_guard<std::mutex> lock(mu_);
     bytes_ = bytes_after;
-    executors_[key] = *std::move(valid);
+    InsertLocked(key, *std::move(valid));
   }
-  LOG(INFO) << (again ? "re-registered" : "registered") << " Spark executor "
-            << registration.exec_id << " of app " << registration.app_id << ": "
-            << registration.info.local_dirs.size() << " local dirs, "
-            << registration.info.sub_dirs_per_local_dir << " subdirs each";
+  MaybeCompactLocked();
+  uint64_t held_back = 0;
+  if (log_lines_.Take(absl::Now(), &held_back)) {
+    LOG(INFO) << (again ? "re-registered" : "registered") << " Spark executor "
+              << registration.exec_id << " of app " << registration.app_id << ": "
+              << registration.info.local_dirs.size() << " local dirs, "
+              << registration.info.sub_dirs_per_local_dir << " subdirs each"
+              << (held_back > 0 ? absl::StrCat(" (", held_back, " earlier changes not logged)")
+                                : "");
+  }
   return absl::OkStatus();
 }
 
@@ -373,13 +536,11 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
   std::string records;
   for (const Key& key : keys) records += ForgetRecord(key.first, key.second);
   FERRY_RETURN_IF_ERROR(AppendLocked(records));
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Key& key : keys) {
-    auto it = executors_.find(key);
-    bytes_ -= it->second.record_bytes;
-    if (removed != nullptr) removed->push_back(std::move(it->second));
-    executors_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Key& key : keys) EraseLocked(executors_.find(key), removed);
   }
+  MaybeCompactLocked();
   return absl::OkStatus();
 }
 
@@ -408,11 +569,7 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
                           [&](const auto& d) { return d.path == dir.path; })) {
             continue;
           }
-          const bool shared = std::any_of(executors_.begin(), executors_.end(), [&](const auto& e) {
-            return std::any_of(e.second.info.local_dirs.begin(), e.second.info.local_dirs.end(),
-                               [&](const std::string& other) { return Overlaps(dir.path, other); });
-          });
-          if (shared) {
+          if (ClaimedLocked(dir.path)) {
             result.kept.push_back(dir.path);
           } else {
             doomed.push_back(dir);
@@ -497,8 +654,20 @@ absl::Status ExecutorRegistry::AppendLocked(absl::string_view records) {
     return written;
   }
   journal_bytes_ += records.size();
-  if (journal_bytes_ > 2 * bytes_ + kMinCompactBytes) return CompactLocked();
   return absl::OkStatus();
+}
+
+void ExecutorRegistry::MaybeCompactLocked() {
+  if (options_.state_dir.empty() || journal_bytes_ <= 2 * bytes_ + kMinCompactBytes ||
+      journal_bytes_ <= compaction_failed_at_ + kMinCompactBytes) {
+    return;
+  }
+  if (absl::Status s = CompactLocked(); !s.ok()) {
+    // The change is in the journal already; the journal stays as it was.
+    compaction_failed_at_ = journal_bytes_;
+    LOG(WARNING) << "compacting the Spark executors' journal failed; it is appended to as it "
+                 << "is: " << s;
+  }
 }
 
 absl::Status ExecutorRegistry::CompactLocked() {
@@ -508,18 +677,18 @@ absl::Status ExecutorRegistry::CompactLocked() {
   for (const auto& [key, registered] : executors_) {
     AppendRecord(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}), &bytes);
   }
-  journal_.Reset();
-  if (absl::Status s = ReplaceFile(path, bytes, 0600); !s.ok()) {
-    journal_broken_ = true;
-    return s;
-  }
-  journal_ = UniqueFd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
-  if (!journal_.valid()) {
+  // The journal appended to so far stays usable until the new file is in place.
+  FERRY_RETURN_IF_ERROR(ReplaceFile(path, bytes, 0600));
+  UniqueFd journal(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
+  if (!journal.valid()) {
+    journal_.Reset();
     journal_broken_ = true;
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " to append"));
   }
+  journal_ = std::move(journal);
   journal_bytes_ = bytes.size();
   journal_broken_ = false;
+  compaction_failed_at_ = 0;
   return absl::OkStatus();
 }
 

@@ -4,12 +4,16 @@
 //
 // Without spark.authenticate any peer can register, so a registration may only name
 // local dirs beneath the configured roots (--spark-dir-roots): absolute, normalized
-// paths whose every component below the root is a real directory, not a symlink. No
-// peer can point the server at another directory. A registered executor keeps its local
-// dirs: registering it again with other dirs is refused (an executor's dirs never
-// change while it lives), so no peer can redirect another's reducers to other bytes.
-// Deleting an app's local dirs spares every dir another registration still names (or
-// one inside or around it).
+// paths at most kMaxDirDepth components below the root, each a real directory, not a
+// symlink (one openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS per dir, so checking
+// one costs its depth, not its depth squared). No peer can point the server at another
+// directory. A registered executor keeps its local dirs: registering it again with
+// other dirs is refused (an executor's dirs never change while it lives), so no peer can
+// redirect another's reducers to other bytes. A dir belongs to the application whose
+// live registration names it: another application's registration naming it, or a dir
+// inside or around it, is refused, so an application can neither read nor delete
+// another's files through a registration of its own. Deleting an app's local dirs
+// spares every dir another registration still names (or one inside or around it).
 //
 // Registrations are bounded in number and in bytes (their records in the state file),
 // and live until their app is removed (RemoveSparkApp, at application end) or until none
@@ -19,12 +23,18 @@
 // With a state dir, registrations survive a restart, as Spark's recovery DB makes them
 // do: `<state-dir>/spark-executors` is a journal, appended to and fdatasynced before
 // Register() or Remove() returns, and rewritten whole (a temp file, fsync, rename, fsync
-// of the dir) when it has grown to twice what is live, and at start. A record is its
-// length (i32) and either the RegisterExecutor payload of Spark's own wire format
-// (common/spark_wire.h), or 0xF0 and the (app, exec) forgotten. At start, a registration
-// that no longer validates (its dirs were deleted while the server was down) is dropped
-// with a warning, and a torn last record (a crash during an append) is ignored; only a
-// record that does not parse makes the file unusable.
+// of the dir) once the change is in memory, when it has grown to twice what is live. A
+// record is its length (i32, 1 to kMaxRecordBytes) and either the RegisterExecutor
+// payload of Spark's own wire format (common/spark_wire.h), or 0xF0 and the (app, exec)
+// forgotten. Starting never needs room on the state disk: the journal is appended to as
+// it is; a torn last record (a crash during an append: it runs past the end of the file,
+// or the file ends in zeros) is cut off; a compaction that fails (a full disk) leaves the
+// journal as it was and is tried again later. At start, a registration that no longer
+// validates (its dirs were deleted while the server was down, or another application
+// holds them) is dropped with a warning. Damage before the last record (a length out of
+// range, a record that does not parse) is not a torn tail: the records before it load,
+// the file is set aside as `spark-executors.damaged-<unix seconds>` with an ERROR naming
+// it and what was lost, and a new journal is written.
 //
 // Lookups take one short lock and never wait on the state file: writes are serialized
 // by a second lock that lookups do not take.
@@ -43,6 +53,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/log_lines.h"
 #include "common/spark_layout.h"
 #include "common/spark_wire.h"
 #include "common/unique_fd.h"
@@ -65,16 +76,28 @@ class ExecutorRegistry {
     absl::Status Validate() const;
   };
 
+  // How deep below its root a local dir may be: Spark's are 1 (a root as
+  // spark.local.dir) to 5 (YARN's usercache/<user>/appcache/<app>/blockmgr-*).
+  static constexpr int kMaxDirDepth = 16;
+  // The largest record of the state file (the largest registration that validates
+  // needs 270 KB).
+  static constexpr uint32_t kMaxRecordBytes = uint32_t{1} << 20;
+
   // Checks the roots and loads the state file, if any. INVALID_ARGUMENT for a root that
-  // is not an absolute directory; DATA_LOSS naming the file and record for a state file
-  // with a record that does not parse; an error from rewriting it.
+  // is not an absolute directory; an error opening or reading the state file (one it
+  // cannot rewrite is not an error: see above).
   static absl::StatusOr<std::unique_ptr<ExecutorRegistry>> Open(Options options);
 
   // Records the executor (again: a no-op, or a new shuffle manager). INVALID_ARGUMENT
   // naming what is wrong with it; FAILED_PRECONDITION if the executor is registered
-  // with other local dirs; RESOURCE_EXHAUSTED past max_executors or max_bytes; an error
-  // from writing the state file (the registration is then not kept).
+  // with other local dirs; PERMISSION_DENIED for a dir of another application's;
+  // RESOURCE_EXHAUSTED past max_executors or max_bytes; an error from writing the state
+  // file (the registration is then not kept). Registering an executor again as it is
+  // costs one lookup.
   absl::Status Register(const spark::RegisterExecutor& registration);
+  // Whether registering `registration` would change nothing (it is registered as it is,
+  // so it would write nothing).
+  bool Unchanged(const spark::RegisterExecutor& registration) const;
 
   // NOT_FOUND "Executor is not registered (appId=..., execId=...)", Spark's wording.
   absl::StatusOr<spark::ExecutorShuffleInfo> Find(absl::string_view app_id,
@@ -116,17 +139,48 @@ class ExecutorRegistry {
     std::shared_ptr<const spark::ExecutorDirs> dirs;
     uint64_t record_bytes = 0;
   };
+  // Applications' claims on dirs: for each dir some registration names, the app of
+  // those registrations and how many they are.
+  struct DirClaim {
+    std::string app_id;
+    size_t registrations = 0;
+  };
+  // What Load() found in the state file.
+  struct Loaded {
+    bool exists = false;
+    uint64_t good_bytes = 0;  // the whole records, from the start
+    uint64_t file_bytes = 0;
+    std::string damage;  // what is wrong before the last record, if anything
+  };
   explicit ExecutorRegistry(Options options) : options_(std::move(options)) {}
   // The registration checked, and its dirs beneath the roots.
   absl::StatusOr<Registered> Validate(const spark::RegisterExecutor& registration) const;
   absl::Status NotRegistered(absl::string_view app_id, absl::string_view exec_id) const;
-  // Loads the state file into executors_ (before any other thread can see the registry).
-  absl::Status Load(const std::string& path);
-  // Appends `records` to the journal and syncs it, compacting it first if an earlier
-  // append failed and afterwards if it has grown past twice what is live. No-op without
-  // a state dir. Requires write_mu_.
+  // Reads the state file and puts what validates in executors_ (before any other thread
+  // can see the registry).
+  absl::StatusOr<Loaded> Load(const std::string& path);
+  // Readies the journal after Load(): cuts a torn tail, sets a damaged file aside, and
+  // compacts when that is worth it; none of it needs to succeed for the registry to
+  // serve. Requires write_mu_.
+  void OpenJournalLocked(const std::string& path, const Loaded& loaded);
+  // PERMISSION_DENIED if one of the dirs is, or is inside or around, a dir another app's
+  // registration names. Requires write_mu_.
+  absl::Status CheckClaimsLocked(absl::string_view app_id,
+                                 const std::vector<std::string>& dirs) const;
+  // Whether some registration names `dir` or a dir inside or around it. Requires write_mu_.
+  bool ClaimedLocked(absl::string_view dir) const;
+  // Records in executors_ and claims_ (under both locks).
+  void InsertLocked(const Key& key, Registered registered);
+  void EraseLocked(std::map<Key, Registered>::iterator it, std::vector<Registered>* removed);
+  // Appends `records` to the journal and syncs it, rewriting it whole first if an
+  // earlier write left it unknown. No-op without a state dir. Requires write_mu_.
   absl::Status AppendLocked(absl::string_view records);
-  // Rewrites the state file from executors_ and reopens the journal. Requires write_mu_.
+  // After a change is in memory: compacts the journal if it has grown past twice what
+  // is live. A failed compaction leaves the journal as it was (logged, and tried again
+  // once the journal has grown by kMinCompactBytes more). Requires write_mu_.
+  void MaybeCompactLocked();
+  // Rewrites the state file from executors_ and reopens the journal; on failure the
+  // journal appended to before (if any) stays as it was. Requires write_mu_.
   absl::Status CompactLocked();
   // Forgets `keys` in the state file, then in memory. Requires write_mu_.
   absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed);
@@ -139,7 +193,13 @@ class ExecutorRegistry {
   std::mutex write_mu_;
   UniqueFd journal_;            // guarded by write_mu_
   uint64_t journal_bytes_ = 0;  // guarded by write_mu_
-  bool journal_broken_ = false;  // an append left it unknown; guarded by write_mu_
+  // A write left the file unknown (or there is none): rewrite it before appending.
+  bool journal_broken_ = false;  // guarded by write_mu_
+  // A compaction failed at this journal size: the next is tried past it.
+  uint64_t compaction_failed_at_ = 0;  // guarded by write_mu_
+  std::map<std::string, DirClaim> claims_;  // guarded by write_mu_
+  // Registrations' log lines: a client re-registering in a loop does not fill the disk.
+  LineBudget log_lines_{20};
   mutable std::mutex mu_;
   std::map<Key, Registered> executors_;  // guarded by mu_ and write_mu_
   uint64_t bytes_ = 0;                   // guarded by mu_ and write_mu_

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/io/ops.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 #include "common/shuffle_files.h"
@@ -68,10 +69,19 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
                    "chunks of open streams"),
       diagnoses_(options.max_diagnoses, options.max_diagnoses,
-                 "DiagnoseCorruption calls running") {}
+                 "DiagnoseCorruption calls running"),
+      registration_rate_(options.registrations, "registrations that write the state file"),
+      registration_pool_({.threads = 1, .max_queued = 1024}) {}
 
-absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration) {
-  return pool_->Call<bool>(
+absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
+                                           const std::string& client) {
+  // An executor registering again as it is (it reconnected) changes nothing: one lookup.
+  if (executors_->Unchanged(registration)) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, registration_rate_.Admit(client, absl::Now()));
+  if (wait > absl::ZeroDuration() && Sleep(wait) == -ECANCELED) {
+    return absl::CancelledError("the server is stopping");
+  }
+  return registration_pool_.Call<bool>(
                   [executors = executors_,
                    registration = std::move(registration)]() -> absl::StatusOr<bool> {
                     FERRY_RETURN_IF_ERROR(executors->Register(registration));

@@ -29,6 +29,7 @@
 #include "common/spark_wire.h"
 #include "server/storage/block_store.h"
 #include "server/ops/client_budget.h"
+#include "server/ops/rate_limiter.h"
 #include "server/spark/spark_executors.h"
 #include "server/storage/segment.h"
 
@@ -82,6 +83,14 @@ class SparkShuffleService {
     // Serve executors' cached RDD blocks (--spark-rdd-blocks), for applications with
     // spark.shuffle.service.fetch.rdd.enabled.
     bool serve_rdd_blocks = false;
+    // Registrations that change something (each an fdatasynced append to the state
+    // file, and a log line), in all and per client address. Spark registers each
+    // executor once, at its start; a node starting many at once is within the bursts.
+    // One over its rate waits its turn for up to max_wait (Spark waits 5 s for the
+    // answer), then is refused as busy.
+    RateLimiter::Options registrations{.total = {.per_second = 500, .burst = 2000},
+                                       .per_client = {.per_second = 50, .burst = 200},
+                                       .max_wait = absl::Seconds(2)};
 
     // INVALID_ARGUMENT naming the flag of a field out of range.
     absl::Status Validate() const;
@@ -98,7 +107,10 @@ class SparkShuffleService {
   uint64_t open_chunks() const { return open_chunks_.used(); }
   ExecutorRegistry& executors() { return *executors_; }
 
-  absl::Status Register(spark::RegisterExecutor registration);
+  // Registers the executor for `client` (the peer's address). A registration that
+  // changes something runs on a thread of its own, so that its fdatasync never holds
+  // a worker that opens streams, and within the rates of Options::registrations.
+  absl::Status Register(spark::RegisterExecutor registration, const std::string& client);
 
   // A stream of the requested blocks for `client` (the peer's address). INVALID_ARGUMENT
   // for a malformed request (Spark fails the RPC for those); RESOURCE_EXHAUSTED past
@@ -145,6 +157,9 @@ class SparkShuffleService {
   std::atomic<int64_t> next_stream_id_;
   ClientBudget open_chunks_;
   ClientBudget diagnoses_;
+  RateLimiter registration_rate_;
+  // The registrations' one thread: they are serialized by the state file anyway.
+  BlockingPool registration_pool_;
 };
 
 }  // namespace ferry

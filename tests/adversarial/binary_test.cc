@@ -1,5 +1,6 @@
 // Attacks on the ferry_server binary itself, where the process's own limits matter:
 // descriptors and memory.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -12,7 +13,9 @@
 #include "absl/time/clock.h"
 #include "client/control_client.h"
 #include "client/shuffle_client.h"
+#include "common/spark_wire.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
@@ -118,6 +121,24 @@ TEST_F(BinaryAttackTest, HelpListsTheServersFlags) {
                            "--max_stream_blocks"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from:\n" << text;
   }
+}
+
+// Issue 31.7: an unauthenticated peer's app id holding a newline and a glog-looking line
+// made a line of the server's log begin with the attacker's text.
+TEST_F(BinaryAttackTest, APeerCannotForgeALineOfTheLog) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--threads=1", "--spark-address=127.0.0.1:0", "--spark-dir-roots=" + data_dir_}));
+  const std::string forged = "E1203 07:00:00.000000 4242 ferry_server.cc:1] FORGED LINE";
+  {
+    testing::SparkClient client(server_->spark_port());
+    const testing::Reply reply = client.Call(spark::EncodeFetchShuffleBlocks(
+        {absl::StrCat("x\n", forged, "\r\n", forged), "1", 0, {0}, {{0}}, false}));
+    EXPECT_EQ(reply.type, spark::MessageType::kRpcFailure);
+  }
+  ASSERT_TRUE(server_->SignalAndWait(SIGTERM, absl::Seconds(20)).ok());
+  const std::string log = Log();
+  EXPECT_EQ(log.find("\n" + forged), std::string::npos) << log;
+  EXPECT_EQ(log.find("\r"), std::string::npos) << log;
+  EXPECT_NE(log.find("x\\x0a" + forged), std::string::npos) << log;
 }
 
 }  // namespace

@@ -61,5 +61,21 @@ TEST(PeerLogTest, AFloodIsCutToTheRateAndCountedInTheNextLine) {
       << text;
 }
 
+// Issue 31.7: an app id holding a newline and a glog-looking line made the server's log
+// hold a line of the attacker's.
+TEST(PeerLogTest, APeersTextCannotStartALine) {
+  FLAGS_logtostderr = true;
+  auto [a, b] = testing::SocketPair();
+  testing::FakeClock clock;
+  const std::string text = CaptureStderr([&] {
+    LogPeerFailure(a.get(), "spark",
+                   absl::InvalidArgumentError(
+                       "app id 'x\nE1203 07:00:00.000000 4242 ferry_server.cc:1] FORGED' is bad"),
+                   clock);
+  });
+  EXPECT_EQ(Lines(text, "\n"), 1) << text;
+  EXPECT_TRUE(absl::StrContains(text, "app id 'x\\x0aE1203 07:00:00.000000")) << text;
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1,14 +1,21 @@
 #include "server/spark/spark_executors.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/spark_wire.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 
@@ -49,7 +56,8 @@ TEST_F(ExecutorRegistryTest, RegistrationsSurviveARestart) {
     auto registry = Open();
     ASSERT_TRUE(registry->Register(Registration("app-1", "0", {root_ + "/blockmgr-1"})).ok());
     ASSERT_TRUE(registry->Register(Registration("app-1", "1", {root_ + "/blockmgr-2"})).ok());
-    ASSERT_TRUE(registry->Register(Registration("app-2", "0", {root_ + "/blockmgr-1"})).ok());
+    ASSERT_EQ(::mkdir((root_ + "/blockmgr-3").c_str(), 0755), 0);
+    ASSERT_TRUE(registry->Register(Registration("app-2", "0", {root_ + "/blockmgr-3"})).ok());
     EXPECT_EQ(registry->Remove("app-2", "0", false)->executors, 1u);
   }
   auto registry = Open();
@@ -213,30 +221,235 @@ TEST_F(ExecutorRegistryTest, ARegistrationAppendsToTheStateFileAndItIsCompacted)
 }
 
 // Issue 18.3: one app could delete another's live dirs, or move another's executor onto
-// other dirs.
-TEST_F(ExecutorRegistryTest, AnAppCannotDeleteOrMoveAnotherAppsDirs) {
+// other dirs. Issue 31.2: it could also register them as its own and read them.
+TEST_F(ExecutorRegistryTest, AnAppCannotClaimDeleteOrMoveAnotherAppsDirs) {
   auto registry = Open();
   ASSERT_EQ(::mkdir((root_ + "/blockmgr-1/sub").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root_ + "/blockmgr-1/sub/deeper").c_str(), 0755), 0);
   ASSERT_TRUE(registry->Register(Registration("victim", "1", {root_ + "/blockmgr-1/sub"})).ok());
-  // The same dir, and one around it.
-  ASSERT_TRUE(registry->Register(Registration("evil", "1", {root_ + "/blockmgr-1/sub"})).ok());
-  ASSERT_TRUE(registry->Register(Registration("evil", "2", {root_ + "/blockmgr-1"})).ok());
-  absl::StatusOr<ExecutorRegistry::Removal> removed = registry->Remove("evil", "", true);
+  // The same dir, one around it, one inside it, and one of each among others: refused.
+  for (const std::vector<std::string>& dirs : std::vector<std::vector<std::string>>{
+           {root_ + "/blockmgr-1/sub"},
+           {root_ + "/blockmgr-1"},
+           {root_ + "/blockmgr-1/sub/deeper"},
+           {root_ + "/blockmgr-2", root_ + "/blockmgr-1/sub"}}) {
+    auto claimed = registry->Register(Registration("evil", "1", dirs));
+    EXPECT_EQ(claimed.code(), absl::StatusCode::kPermissionDenied) << claimed;
+  }
+  EXPECT_EQ(registry->size(), 1u);
+  // The victim's own executors may share and nest dirs.
+  ASSERT_TRUE(registry->Register(Registration("victim", "2", {root_ + "/blockmgr-1"})).ok());
+  absl::StatusOr<ExecutorRegistry::Removal> removed = registry->Remove("victim", "2", true);
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_EQ(removed->executors, 2u);
+  EXPECT_EQ(removed->executors, 1u);
   EXPECT_EQ(removed->dirs_deleted, 0u);
-  EXPECT_EQ(removed->kept,
-            (std::vector<std::string>{root_ + "/blockmgr-1/sub", root_ + "/blockmgr-1"}));
+  EXPECT_EQ(removed->kept, std::vector<std::string>{root_ + "/blockmgr-1"});
   struct stat st;
   EXPECT_EQ(::lstat((root_ + "/blockmgr-1/sub").c_str(), &st), 0);
   auto moved = registry->Register(Registration("victim", "1", {root_ + "/blockmgr-2"}));
   EXPECT_EQ(moved.code(), absl::StatusCode::kFailedPrecondition) << moved;
   EXPECT_EQ(registry->Find("victim", "1")->local_dirs,
             std::vector<std::string>{root_ + "/blockmgr-1/sub"});
-  // Once the victim is gone too, its own removal deletes the dir.
+  // Once the victim is gone, its dirs are free, and its removal deleted them.
   removed = registry->Remove("victim", "", true);
   EXPECT_EQ(removed->dirs_deleted, 1u);
   EXPECT_NE(::lstat((root_ + "/blockmgr-1/sub").c_str(), &st), 0);
+  EXPECT_TRUE(registry->Register(Registration("other", "1", {root_ + "/blockmgr-1"})).ok());
+}
+
+// A state file written before claims were checked may hold two apps naming one dir: the
+// first registration keeps it, the later one is dropped at start.
+TEST_F(ExecutorRegistryTest, AtStartTheFirstRegistrationOfADirKeepsIt) {
+  {
+    auto registry = ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = ""});
+    ASSERT_TRUE(registry.ok());
+  }
+  std::string journal;
+  for (const auto& r : {Registration("first", "1", {root_ + "/blockmgr-1"}),
+                        Registration("second", "1", {root_ + "/blockmgr-1"}),
+                        Registration("second", "2", {root_ + "/blockmgr-2"})}) {
+    spark::WireWriter(&journal).String(spark::EncodeRegisterExecutor(r));
+  }
+  const int fd = ::open((state_ + "/spark-executors").c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_EQ(::write(fd, journal.data(), journal.size()), static_cast<ssize_t>(journal.size()));
+  ::close(fd);
+  auto registry = Open();
+  EXPECT_EQ(registry->size(), 2u);
+  EXPECT_TRUE(registry->Find("first", "1").ok());
+  EXPECT_FALSE(registry->Find("second", "1").ok());
+  EXPECT_TRUE(registry->Find("second", "2").ok());
+}
+
+// Issue 31.3: a registration lstat'ed every prefix of every dir, O(depth^2) path walks
+// (a 1,501-deep chain named 64 times took 5.3 s of CPU). A dir is one openat2, at most
+// kMaxDirDepth levels below its root.
+TEST_F(ExecutorRegistryTest, DeepDirsAreRefusedAndADirIsOneLookup) {
+  auto registry = Open();
+  std::string dir = root_ + "/blockmgr-1";
+  std::string at_limit;
+  for (int depth = 2; depth <= 40; ++depth) {
+    dir += "/d";
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    if (depth == ExecutorRegistry::kMaxDirDepth) at_limit = dir;
+  }
+  auto deep = registry->Register(Registration("app", "0", std::vector<std::string>(64, dir)));
+  EXPECT_EQ(deep.code(), absl::StatusCode::kInvalidArgument) << deep;
+  EXPECT_NE(deep.message().find("more than 16 levels below its root"), std::string::npos) << deep;
+  EXPECT_TRUE(registry->Register(Registration("app", "0", {at_limit})).ok());
+  // A symlink anywhere on the way is refused, the last component or one above it.
+  ASSERT_EQ(::symlink(root_.c_str(), (root_ + "/blockmgr-2/up").c_str()), 0);
+  EXPECT_EQ(registry->Register(Registration("app", "1", {root_ + "/blockmgr-2/up"})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      registry->Register(Registration("app", "1", {root_ + "/blockmgr-2/up/blockmgr-1"})).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry->size(), 1u);
+}
+
+// The journal's records, to read them back in tests: (offset, length) of each.
+std::vector<std::pair<size_t, uint32_t>> Records(const std::string& bytes) {
+  std::vector<std::pair<size_t, uint32_t>> records;
+  for (size_t at = 0; at + 4 <= bytes.size();) {
+    const uint32_t length = (uint32_t{static_cast<uint8_t>(bytes[at])} << 24) |
+                            (uint32_t{static_cast<uint8_t>(bytes[at + 1])} << 16) |
+                            (uint32_t{static_cast<uint8_t>(bytes[at + 2])} << 8) |
+                            uint32_t{static_cast<uint8_t>(bytes[at + 3])};
+    records.emplace_back(at, length);
+    at += 4 + length;
+  }
+  return records;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename());
+  }
+  return names;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Issue 31.1: the compaction an append triggered was made from memory before the change
+// was: a new registration, or a removal, whose record took the journal past the threshold
+// was acknowledged and missing from (or revived by) the rewritten file.
+TEST_F(ExecutorRegistryTest, TheChangeThatTriggersACompactionIsInTheCompactedFile) {
+  const std::string path = state_ + "/spark-executors";
+  // A registration of ~10 KB: 64 dirs with long names.
+  std::vector<std::string> wide;
+  for (int i = 0; i < 64; ++i) {
+    wide.push_back(absl::StrCat(root_, "/blockmgr-", i, "-", std::string(140, 'w')));
+    ASSERT_EQ(::mkdir(wide.back().c_str(), 0755), 0);
+  }
+  for (const bool removal : {false, true}) {
+    SCOPED_TRACE(removal ? "a removal" : "a registration");
+    ASSERT_EQ(::unlink(path.c_str()) == 0 || errno == ENOENT, true);
+    auto registry = Open();
+    // 80 executors whose forget records take ~12 KB.
+    for (int i = 0; i < 80; ++i) {
+      const std::string exec = absl::StrCat(i, "-", std::string(120, 'c'));
+      ASSERT_TRUE(registry->Register(Registration("appC", exec, {root_ + "/blockmgr-2"})).ok());
+    }
+    // One executor registered again and again with another shuffle manager of the same
+    // size, until the journal is within 9 KB of the threshold (twice what is live, and
+    // 1 MiB), so that either change takes it past.
+    const auto size = [&] {
+      struct stat st;
+      return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+    };
+    const auto gap = [&] {
+      return static_cast<int64_t>(2 * registry->bytes() + (1 << 20)) - size();
+    };
+    for (int i = 0; i < 1000 && gap() >= 9000; ++i) {
+      auto r = Registration("appA", "1", {root_ + "/blockmgr-1"});
+      r.info.shuffle_manager = absl::StrCat(i % 10, std::string(3999, i % 2 ? 'a' : 'b'));
+      ASSERT_TRUE(registry->Register(r).ok());
+    }
+    ASSERT_GT(gap(), 0);
+    ASSERT_LT(gap(), 9000);
+    const int64_t before = size();
+    if (removal) {
+      EXPECT_EQ(registry->Remove("appC", "", false)->executors, 80u);
+      EXPECT_LT(size(), before);  // compacted
+    } else {
+      ASSERT_TRUE(registry->Register(Registration("appB", "1", wide)).ok());
+    }
+    registry = Open();
+    EXPECT_EQ(registry->Find("appB", "1").ok(), !removal);
+    EXPECT_FALSE(registry->Find("appC", absl::StrCat(0, "-", std::string(120, 'c'))).ok() &&
+                 removal);
+    EXPECT_EQ(registry->size(), removal ? 1u : 82u);
+  }
+}
+
+// Issue 31.6: a length field of record 2 of 5 damaged was taken for a torn tail: records
+// 2-4 dropped with a warning and the file rewritten, so the loss was permanent. Only the
+// last record can be torn; damage before it sets the file aside.
+TEST_F(ExecutorRegistryTest, DamageBeforeTheLastRecordSetsTheFileAside) {
+  const std::string path = state_ + "/spark-executors";
+  for (const int32_t damaged_length : {2 << 20, -7, 0, 1}) {
+    SCOPED_TRACE(damaged_length);
+    ASSERT_EQ(::unlink(path.c_str()) == 0 || errno == ENOENT, true);
+    {
+      auto registry = Open();
+      for (int i = 0; i < 5; ++i) {
+        ASSERT_TRUE(registry->Register(Registration("app", absl::StrCat(i), {root_ + "/blockmgr-1"}))
+                        .ok());
+      }
+    }
+    std::string bytes = ReadFile(path);
+    const auto records = Records(bytes);
+    ASSERT_EQ(records.size(), 5u);
+    const uint32_t length = static_cast<uint32_t>(damaged_length);
+    for (int i = 0; i < 4; ++i) bytes[records[2].first + i] = static_cast<char>(length >> (24 - 8 * i));
+    WriteFile(path, bytes);
+    auto registry = Open();
+    ASSERT_NE(registry, nullptr);
+    EXPECT_EQ(registry->size(), 2u);  // records 0 and 1
+    EXPECT_TRUE(registry->Find("app", "1").ok());
+    std::vector<std::string> aside;
+    for (const std::string& name : Names(state_)) {
+      if (name.rfind("spark-executors.damaged-", 0) == 0) aside.push_back(name);
+    }
+    ASSERT_EQ(aside.size(), 1u);
+    EXPECT_EQ(ReadFile(state_ + "/" + aside[0]), bytes);  // as it was, for the operator
+    ::unlink((state_ + "/" + aside[0]).c_str());
+    registry.reset();
+    EXPECT_EQ(Open()->size(), 2u);  // the new journal holds what loaded
+  }
+}
+
+// A crash during an append leaves a prefix of its records: that tail is cut off at start
+// (in place: no room is needed), and the next appends follow whole records.
+TEST_F(ExecutorRegistryTest, ATornTailIsCutOffAndAppendsFollowWholeRecords) {
+  const std::string path = state_ + "/spark-executors";
+  {
+    auto registry = Open();
+    ASSERT_TRUE(registry->Register(Registration("app", "0", {root_ + "/blockmgr-1"})).ok());
+    ASSERT_TRUE(registry->Register(Registration("app", "1", {root_ + "/blockmgr-1"})).ok());
+  }
+  const std::string whole = ReadFile(path);
+  const auto records = Records(whole);
+  for (const std::string& tail : {whole.substr(records[1].first, 3),
+                                  whole.substr(records[1].first, 20), std::string(300, '\0')}) {
+    WriteFile(path, whole + tail);
+    {
+      auto registry = Open();
+      EXPECT_EQ(registry->size(), 2u);
+      ASSERT_TRUE(registry->Register(Registration("app", "2", {root_ + "/blockmgr-2"})).ok());
+    }
+    auto registry = Open();
+    EXPECT_EQ(registry->size(), 3u);
+    EXPECT_TRUE(registry->Find("app", "2").ok());
+    ASSERT_TRUE(registry->Remove("app", "2", false).ok());
+  }
 }
 
 // Issue 18.8: registrations never expired. One whose dirs are all gone (its app ended
@@ -265,15 +478,71 @@ TEST_F(ExecutorRegistryTest, ALocalDirWithANulByteIsRefused) {
   EXPECT_EQ(registry->size(), 0u);
 }
 
-TEST_F(ExecutorRegistryTest, DamagedStateFileIsDataLoss) {
+TEST_F(ExecutorRegistryTest, AStateFileThatIsNotAJournalIsSetAside) {
   const std::string path = state_ + "/spark-executors";
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, "\0\0\0\x09garbage!!", 13), 13);
-  ::close(fd);
+  WriteFile(path, std::string("\0\0\0\x09garbage!!", 13));
   auto registry = ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = state_});
-  EXPECT_EQ(registry.status().code(), absl::StatusCode::kDataLoss) << registry.status();
-  EXPECT_NE(registry.status().message().find("record 0"), std::string::npos);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_EQ((*registry)->size(), 0u);
+  EXPECT_EQ(Names(state_).size(), 2u);  // the new journal, and the old
+}
+
+// Issue 31.5: with less free space than the journal's size the server did not start,
+// because opening always rewrote the file. It starts, and serves what it has.
+TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const std::string disk = dir_.path() + "/disk";
+  ASSERT_EQ(::mkdir(disk.c_str(), 0700), 0);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k,mode=0700") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  const auto open = [&] {
+    return ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = disk});
+  };
+  {
+    auto registry = open();
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    for (int i = 0; i < 60; ++i) {
+      auto r = Registration("app", absl::StrCat(i), {root_ + "/blockmgr-1"});
+      r.info.shuffle_manager = std::string(400, 'm');
+      ASSERT_TRUE((*registry)->Register(r).ok());
+    }
+    // Forget records: a compaction at start would be worth making.
+    for (int i = 50; i < 60; ++i) ASSERT_TRUE((*registry)->Remove("app", absl::StrCat(i), false).ok());
+  }
+  // Fill the disk to its last byte.
+  const std::string filler = disk + "/filler";
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  const std::string block(4096, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  while (::write(fd, block.data(), 1) > 0) {
+  }
+  ::close(fd);
+  auto registry = open();
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_EQ((*registry)->size(), 50u);
+  EXPECT_TRUE((*registry)->Find("app", "49").ok());
+  // A change that cannot be written is refused, and nothing is lost by it. (Its record is
+  // larger than the page the journal's last one may have left room in.)
+  auto large = Registration("app", "new", {root_ + "/blockmgr-2"});
+  large.info.shuffle_manager = std::string(4096, 'l');
+  auto refused = (*registry)->Register(large);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_FALSE((*registry)->Find("app", "new").ok());
+  registry->reset();
+  EXPECT_EQ((*open())->size(), 50u);
+  // With room again, changes are kept.
+  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  registry = open();
+  ASSERT_TRUE((*registry)->Register(Registration("app", "new", {root_ + "/blockmgr-2"})).ok());
+  registry->reset();
+  EXPECT_EQ((*open())->size(), 51u);
 }
 
 }  // namespace

@@ -633,6 +633,51 @@ TEST_F(SparkProtocolTest, AnAuthenticatedConnectionActsOnlyForItsApplication) {
   EXPECT_EQ(testing::FetchFirstChunk(owner, Fetch(1000, {2})).size(), 70000u);
 }
 
+// Issue 31.2: with an application's own secret, bob was refused alice's app, but
+// registered an executor of his own app naming alice's block-manager dir, fetched all of
+// her map output through it and deleted her files with RemoveBlocks. A dir belongs to the
+// application whose live registration names it.
+TEST_F(SparkProtocolTest, AnApplicationCannotRegisterAnothersDirsAsItsOwn) {
+  StartWithSecrets("");
+  WriteAppSecret(kApp, "alice's secret");
+  WriteAppSecret("bob", "bob's secret");
+  SparkClient alice(server_->spark_port());
+  ASSERT_TRUE(Authenticate(alice, kApp, "alice's secret").ok());
+  ASSERT_EQ(alice.Call(Registration()).type, sw::MessageType::kRpcResponse);
+
+  SparkClient bob(server_->spark_port());
+  ASSERT_TRUE(Authenticate(bob, "bob", "bob's secret").ok());
+  // Her dirs, one of them among his own, and a hashed subdir inside hers.
+  const std::string bobs_own = absl::StrCat(roots_.path(), "/bob");
+  ASSERT_EQ(::mkdir(bobs_own.c_str(), 0755), 0);
+  std::string inside = PathOf("shuffle_3_1000_0.data");
+  inside = inside.substr(0, inside.rfind('/'));
+  for (const std::vector<std::string>& dirs : std::vector<std::vector<std::string>>{
+           local_dirs_, {bobs_own, local_dirs_[1]}, {inside}}) {
+    const Reply claimed = bob.Call(sw::EncodeRegisterExecutor(
+        {"bob", "evil", {dirs, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}}));
+    EXPECT_EQ(claimed.type, sw::MessageType::kRpcFailure);
+    EXPECT_NE(claimed.text.find("PERMISSION_DENIED"), std::string::npos) << claimed.text;
+    EXPECT_NE(claimed.text.find("another application"), std::string::npos) << claimed.text;
+  }
+  const std::string through_bob = testing::FetchFirstChunk(
+      bob, sw::EncodeFetchShuffleBlocks({"bob", "evil", 3, {1000}, {{2}}, false}));
+  EXPECT_NE(through_bob.find("Executor is not registered"), std::string::npos) << through_bob;
+  const Reply removed =
+      bob.Call(sw::EncodeRemoveBlocks({"bob", "evil", {"shuffle_3_1000_0"}}));
+  EXPECT_NE(removed.body, sw::EncodeBlocksRemoved(1));
+  struct stat st;
+  EXPECT_EQ(::stat(PathOf("shuffle_3_1000_0.data").c_str(), &st), 0);
+  EXPECT_EQ(::stat(PathOf("shuffle_3_1000_0.index").c_str(), &st), 0);
+  // His own dir is his.
+  EXPECT_EQ(bob.Call(sw::EncodeRegisterExecutor(
+                         {"bob", "1", {{bobs_own}, kSubdirs, "sort"}}))
+                .type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::FetchFirstChunk(alice, Fetch(1000, {2})),
+            testing::PartitionBytes(3, 1000, 2, 70000));
+}
+
 TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   StartWithSecrets("right");
   {
