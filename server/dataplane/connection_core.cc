@@ -79,7 +79,18 @@ ssize_t ConnectionCore::Receive(char* buf, size_t len) {
   return io_.Recv(socket_.get(), buf, len, frame_deadline_);
 }
 
-void ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
+size_t ConnectionCore::SecuredBytes(const SecurityLayer& layer) {
+  return kWireChunkBytes + 2 * SegmentSender::kFallbackBufferBytes + layer.MemoryBytes();
+}
+
+bool ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
+  absl::StatusOr<ClientBudget::Lease> lease =
+      control_.request_buffers->Acquire(peer_host(), SecuredBytes(*layer));
+  if (!lease.ok()) {
+    LogFailure(lease.status());
+    return false;
+  }
+  secured_ = *std::move(lease);
   layer_ = std::move(layer);
   sender_.Secure(layer_.get());
   wire_.reset(new char[kWireChunkBytes]);
@@ -88,6 +99,7 @@ void ConnectionCore::Secure(std::unique_ptr<SecurityLayer> layer) {
   const absl::string_view rest(buffer_.get() + begin_, end_ - begin_);
   end_ = begin_;
   if (!rest.empty()) OpenThroughLayer(rest);
+  return true;
 }
 
 bool ConnectionCore::OpenThroughLayer(absl::string_view wire) {

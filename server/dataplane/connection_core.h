@@ -108,7 +108,13 @@ class ConnectionCore {
   // From now on every byte either way passes through `layer`: the protocol negotiated
   // it in the frame just handled, and has answered that frame (or the connection starts
   // with it, as TLS does). Bytes the peer sent after that frame are the layer's already.
-  void Secure(std::unique_ptr<SecurityLayer> layer);
+  // What a secured connection holds (SecuredBytes) is charged to the request-buffer
+  // budget first: false (logged) when it does not fit, and the connection is to close.
+  [[nodiscard]] bool Secure(std::unique_ptr<SecurityLayer> layer);
+  // What a connection secured by `layer` holds beyond an unsecured one: the wire bytes
+  // read at a time, the sender's buffer for blocks and the sealed bytes of a chunk, and
+  // the layer's own.
+  static size_t SecuredBytes(const SecurityLayer& layer);
 
   SegmentSender& sender() { return sender_; }
   int fd() const { return socket_.get(); }
@@ -141,6 +147,8 @@ class ConnectionCore {
   size_t end_ = 0;    // one past the last received byte
   // The buffer's share of the request-buffer budget, past kBaseBufferBytes.
   ClientBudget::Lease grown_;
+  // A secured connection's share (SecuredBytes).
+  ClientBudget::Lease secured_;
   std::string peer_host_;  // read when first needed
   // A secured connection's layer, the wire bytes it takes at a time, and the plaintext
   // opened but not yet framed (from plain_taken_ on).

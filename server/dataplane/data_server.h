@@ -41,8 +41,10 @@ struct DataServerOptions {
   // Of those, connections from one client address (any port).
   size_t max_connections_per_client = 1024;
   // Request bytes all connections' buffers together may hold past their first
-  // ConnectionCore::kBaseBufferBytes (only Spark's frames grow them).
-  uint64_t max_request_buffer_bytes = uint64_t{256} << 20;
+  // ConnectionCore::kBaseBufferBytes (only Spark's frames grow them), and what secured
+  // connections (TLS, SASL auth-conf, the AuthEngine) hold for their sealed bytes,
+  // ConnectionCore::SecuredBytes each (240 KiB with TLS): about 4,000 TLS connections.
+  uint64_t max_request_buffer_bytes = uint64_t{1} << 30;
   // Caps on each ring's io-wq workers, bounded and unbounded (0: the kernel's
   // default). The uring engine's splices run there, one blocked worker per connection
   // with a full socket.

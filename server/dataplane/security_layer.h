@@ -5,6 +5,7 @@
 #ifndef FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
 #define FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,6 +26,9 @@ class SecurityLayer {
   // Appends to *wire what the layer itself has to send after Open (a handshake's
   // messages); the core sends it at once.
   virtual void TakeOwnOutput(std::string* wire) { (void)wire; }
+  // What the layer itself holds for its connection (its state and record buffers):
+  // charged, with the core's buffers for sealed bytes, to the request-buffer budget.
+  virtual size_t MemoryBytes() const { return 0; }
 };
 
 }  // namespace ferry

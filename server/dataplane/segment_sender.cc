@@ -2,13 +2,16 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/sock_diag.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/page_cache.h"
 #include "common/option_check.h"
@@ -150,6 +153,21 @@ void SegmentSender::DropPipe() {
   pipes_.Discard();
 }
 
+size_t SegmentSender::SocketRoom() const {
+  // Both in the kernel's own accounting (what the queue holds counts each buffer's
+  // overhead, so the payload the socket takes is at least this: TCP also lets one more
+  // buffer's worth past the limit).
+  uint32_t meminfo[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof(meminfo);
+  if (::getsockopt(socket_, SOL_SOCKET, SO_MEMINFO, meminfo, &len) != 0 ||
+      len < sizeof(uint32_t) * (SK_MEMINFO_WMEM_QUEUED + 1)) {
+    return SIZE_MAX;  // not a socket that says: sized as the pipe is
+  }
+  const uint32_t limit = meminfo[SK_MEMINFO_SNDBUF];
+  const uint32_t queued = meminfo[SK_MEMINFO_WMEM_QUEUED];
+  return queued >= limit ? 0 : limit - queued;
+}
+
 uint64_t SegmentSender::ReadAhead(uint64_t pos, uint64_t rest) {
   if (pos < read_ahead_to_) return 0;
   read_ahead_to_ = pos + disks_.readahead_bytes();
@@ -164,6 +182,17 @@ absl::Status SegmentSender::SpliceFile(Header& header,
   const int file = data.fd.get();
   read_ahead_to_ = 0;
   while (length > 0) {
+    // The pipe takes what the socket takes now, so that its bytes go on at once and it
+    // is empty again: a peer that reads slowly (or not at all) holds no pipe while it
+    // does not read, and one that reads keeps the zero-copy path. A socket with less
+    // room than kMinSpliceRoom is waited for first, with no pipe held.
+    size_t room = SocketRoom();
+    if (room < std::min<uint64_t>(length, kMinSpliceRoom)) {
+      if (pipe_.has_value()) GivePipe();  // empty
+      const int ready = Poll(socket_, POLLOUT, IoDeadline());
+      if (ready < 0) return PeerError(ready, absl::StrCat("send ", name(), " to the peer"));
+      room = std::max(SocketRoom(), kMinSpliceRoom);
+    }
     if (!pipe_.has_value()) {
       absl::StatusOr<Pipe> pipe = pipes_.Take(std::min(IoDeadline(), absl::Now() + kPipeWait));
       if (absl::IsDeadlineExceeded(pipe.status())) {
@@ -182,7 +211,8 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       }
       pipe_ = *std::move(pipe);
     }
-    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(length, pipe_->capacity_bytes()));
+    const size_t chunk = static_cast<size_t>(
+        std::min<uint64_t>({length, pipe_->capacity_bytes(), std::max(room, kMinSpliceRoom)}));
     const bool last = chunk == length;
     SocketIo::SpliceStep step;
     if (LooksCached(file, pos, chunk)) {

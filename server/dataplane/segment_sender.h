@@ -7,7 +7,9 @@
 //     engine both legs are direct non-blocking splices and a full socket waits on an
 //     io_uring poll. The pipe comes from the thread's PipePool for the segment (given
 //     back between chunks when another sender waits for one); a pipe an error left
-//     holding bytes is closed, never reused. A segment that finds no pipe free within
+//     holding bytes is closed, never reused. Each chunk is sized by the room the socket
+//     has now (SO_MEMINFO), and a socket with little room is waited for with no pipe
+//     held, so a pipe's bytes go on at once: peers that do not read hold no pipes. A segment that finds no pipe free within
 //     kPipeWait is copied through a small buffer instead: pipes held by peers that do
 //     not read never stall the others.
 //   * copy mode: read the segment into the sender's buffer, then send it.
@@ -97,6 +99,9 @@ class SegmentSender {
   // How long a segment waits for a pipe before it is copied instead, and through what.
   static constexpr absl::Duration kPipeWait = absl::Milliseconds(2);
   static constexpr size_t kFallbackBufferBytes = size_t{64} << 10;
+  // The least room in the socket a spliced chunk waits for (a pipe holds what the
+  // socket takes now; less is not worth the two splices).
+  static constexpr size_t kMinSpliceRoom = size_t{64} << 10;
   SegmentSender& operator=(const SegmentSender&) = delete;
 
   // From now on every byte goes out sealed by `layer` (which must outlive the sender),
@@ -152,6 +157,8 @@ class SegmentSender {
   // chunk: all of the rest up to the reader's window when the last window is used up.
   uint64_t ReadAhead(uint64_t pos, uint64_t rest);
   void SetNoDelay(bool on);
+  // About how many more bytes the socket's send buffer takes now (SIZE_MAX: unknown).
+  size_t SocketRoom() const;
   absl::Time IoDeadline() const { return absl::Now() + options_.io_timeout; }
 
   const int socket_;

@@ -234,8 +234,7 @@ bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body)
   authenticated_app_ = challenge->app_id;
   // The response goes in clear; every byte after it, either way, is encrypted.
   const bool replied = Reply(request_id, spark::EncodeAuthMessage(answer->response));
-  core_.Secure(*std::move(layer));
-  return replied;
+  return core_.Secure(*std::move(layer)) && replied;
 }
 
 bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
@@ -273,7 +272,9 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   sasl_.reset();
   // The last token goes in clear; with auth-conf, every byte after it is sealed.
   const bool replied = Reply(request_id, *std::move(token));
-  if (cipher != nullptr) core_.Secure(std::make_unique<SaslLayer>(std::move(cipher)));
+  if (cipher != nullptr && !core_.Secure(std::make_unique<SaslLayer>(std::move(cipher)))) {
+    return false;
+  }
   return replied;
 }
 
@@ -456,8 +457,7 @@ void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
   if (!core.Start()) return;
   if (tls != nullptr) {
     std::unique_ptr<SecurityLayer> layer = tls->NewConnection();
-    if (layer == nullptr) return;
-    core.Secure(std::move(layer));
+    if (layer == nullptr || !core.Secure(std::move(layer))) return;
   }
   SparkProtocol(core, service, secrets, tls != nullptr).Serve();
 }

@@ -17,6 +17,9 @@ namespace {
 class TlsLayer final : public SecurityLayer {
  public:
   TlsLayer(SSL* ssl, SparkTls* tls) : ssl_(ssl), tls_(tls) {}
+  // OpenSSL's per-connection state: the SSL and its handshake state, a read and a write
+  // record buffer of a 16 KiB record each, and the memory BIOs' pending bytes.
+  size_t MemoryBytes() const override { return size_t{48} << 10; }
   ~TlsLayer() override {
     if (!counted_) tls_->CountHandshake(false);
     SSL_free(ssl_);  // and its BIOs

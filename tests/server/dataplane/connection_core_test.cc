@@ -333,7 +333,7 @@ TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
     ASSERT_TRUE(core.NextFrame(framing, &frame));
     frames.emplace_back(frame);
     ASSERT_TRUE(core.SendBytes("ok"));  // the answer that agreed to the layer, in clear
-    core.Secure(std::make_unique<XorLayer>());
+    ASSERT_TRUE(core.Secure(std::make_unique<XorLayer>()));
     while (frames.size() < 3 && core.NextFrame(framing, &frame)) frames.emplace_back(frame);
     ASSERT_TRUE(core.SendBytes("sealed"));
     bool in_frame = false;

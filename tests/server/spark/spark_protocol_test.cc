@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <cerrno>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
 #include "common/spark_layout.h"
@@ -66,6 +68,7 @@ class SparkProtocolTest : public ::testing::Test {
     options.spark = spark;
     options.spark_auth = auth_;
     options.spark_tls = tls_;
+    if (request_buffer_budget_ > 0) options.data.max_request_buffer_bytes = request_buffer_budget_;
     server_ = testing::StartServer(options);
   }
 
@@ -114,6 +117,7 @@ class SparkProtocolTest : public ::testing::Test {
   TempDir secrets_;
   SparkSecrets::Options auth_;
   SparkTls::Options tls_;
+  uint64_t request_buffer_budget_ = 0;  // the server's default when 0
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
@@ -531,6 +535,41 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
             1);
   EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "failed"),
             2);
+}
+
+// Issue 31.8: an idle TLS connection held 67 KiB (76 after a request) that no budget was
+// charged with, bounded only by --max-connections. It is charged where the request
+// buffers are: past the budget a new TLS connection is closed, and one closing makes room.
+TEST_F(SparkProtocolTest, TlsConnectionsAreChargedToTheRequestBufferBudget) {
+  TempDir certs;
+  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  tls_.cert_file = cert->cert;
+  tls_.key_file = cert->key;
+  request_buffer_budget_ = 3 * (uint64_t{240} << 10) + (uint64_t{100} << 10);
+  Start();
+  ::signal(SIGPIPE, SIG_IGN);  // the refused connection's handshake writes to a closed socket
+  std::vector<std::unique_ptr<SparkClient>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<SparkClient>(server_->spark_port()));
+    ASSERT_TRUE(clients.back()->StartTls(cert->cert).ok()) << i;
+    ASSERT_EQ(clients.back()->Call(Registration()).type, sw::MessageType::kRpcResponse) << i;
+  }
+  {
+    SparkClient over(server_->spark_port());
+    const absl::Status started = over.StartTls(cert->cert);
+    EXPECT_TRUE(!started.ok() || over.Closed()) << started;
+  }
+  clients.front().reset();
+  // The server notices the close when it reads: a new connection then fits.
+  bool served = false;
+  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+    SparkClient again(server_->spark_port());
+    served = again.StartTls(cert->cert).ok() &&
+             testing::FetchFirstChunk(again, Fetch(1000, {2})).size() == 70000;
+    if (!served) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(served);
 }
 
 // With spark.authenticate too: SASL inside TLS; the AuthEngine is declined without
