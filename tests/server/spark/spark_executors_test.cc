@@ -1,7 +1,6 @@
 #include "server/spark/spark_executors.h"
 
 #include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/spark_wire.h"
 #include "gtest/gtest.h"
+#include "tests/testing/small_tmpfs.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ferry {
@@ -490,16 +490,9 @@ TEST_F(ExecutorRegistryTest, AStateFileThatIsNotAJournalIsSetAside) {
 // Issue 31.5: with less free space than the journal's size the server did not start,
 // because opening always rewrote the file. It starts, and serves what it has.
 TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
-  const std::string disk = dir_.path() + "/disk";
-  ASSERT_EQ(::mkdir(disk.c_str(), 0700), 0);
-  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k,mode=0700") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string at;
-    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-  } unmount{disk};
+  auto tmpfs = testing::SmallTmpfs::Mount(dir_.path() + "/disk", 256 << 10);
+  if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.status();
+  const std::string disk = (*tmpfs)->path();
   const auto open = [&] {
     return ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = disk});
   };
@@ -514,16 +507,7 @@ TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
     // Forget records: a compaction at start would be worth making.
     for (int i = 50; i < 60; ++i) ASSERT_TRUE((*registry)->Remove("app", absl::StrCat(i), false).ok());
   }
-  // Fill the disk to its last byte.
-  const std::string filler = disk + "/filler";
-  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  ASSERT_GE(fd, 0);
-  const std::string block(4096, 'f');
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  while (::write(fd, block.data(), 1) > 0) {
-  }
-  ::close(fd);
+  ASSERT_TRUE((*tmpfs)->Fill().ok());
   auto registry = open();
   ASSERT_TRUE(registry.ok()) << registry.status();
   EXPECT_EQ((*registry)->size(), 50u);
@@ -538,7 +522,7 @@ TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
   registry->reset();
   EXPECT_EQ((*open())->size(), 50u);
   // With room again, changes are kept.
-  ASSERT_EQ(::unlink(filler.c_str()), 0);
+  ASSERT_TRUE((*tmpfs)->Unfill().ok());
   registry = open();
   ASSERT_TRUE((*registry)->Register(Registration("app", "new", {root_ + "/blockmgr-2"})).ok());
   registry->reset();

@@ -32,6 +32,7 @@
 #include "tests/testing/certificate.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -561,15 +562,12 @@ TEST_F(SparkProtocolTest, TlsConnectionsAreChargedToTheRequestBufferBudget) {
     EXPECT_TRUE(!started.ok() || over.Closed()) << started;
   }
   clients.front().reset();
-  // The server notices the close when it reads: a new connection then fits.
-  bool served = false;
-  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+  // Once the server has seen the close (its lease is given back), a new one fits.
+  EXPECT_TRUE(testing::WaitFor([&] {
     SparkClient again(server_->spark_port());
-    served = again.StartTls(cert->cert).ok() &&
-             testing::FetchFirstChunk(again, Fetch(1000, {2})).size() == 70000;
-    if (!served) absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_TRUE(served);
+    return again.StartTls(cert->cert).ok() &&
+           testing::FetchFirstChunk(again, Fetch(1000, {2})).size() == 70000;
+  }));
 }
 
 // With spark.authenticate too: SASL inside TLS; the AuthEngine is declined without
