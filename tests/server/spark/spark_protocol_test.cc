@@ -84,6 +84,16 @@ class SparkProtocolTest : public ::testing::Test {
     ASSERT_EQ(::mkdir(auth_.secrets_dir.c_str(), 0700), 0);
     Start();
   }
+  // TLS on the front door with a certificate made for this test; *ca is the file a
+  // client trusts.
+  void UseTls(std::string* ca) {
+    absl::StatusOr<testing::CertificateFiles> cert =
+        testing::MakeSelfSignedCertificate(certs_.path());
+    ASSERT_TRUE(cert.ok()) << cert.status();
+    tls_.cert_file = cert->cert;
+    tls_.key_file = cert->key;
+    *ca = cert->cert;
+  }
   void WriteAppSecret(const std::string& app, const std::string& secret) {
     std::ofstream(absl::StrCat(auth_.secrets_dir, "/", app)) << secret;
   }
@@ -116,6 +126,7 @@ class SparkProtocolTest : public ::testing::Test {
   TempDir roots_;
   TempDir data_dir_;
   TempDir secrets_;
+  TempDir certs_;
   SparkSecrets::Options auth_;
   SparkTls::Options tls_;
   uint64_t request_buffer_budget_ = 0;  // the server's default when 0
@@ -505,14 +516,12 @@ TEST_F(SparkProtocolTest, CachedRddBlocksAreServedFromTheExecutorsDirs) {
 // plain client's connection closes, having reached no handler;
 // one that trusts another certificate refuses the server itself.
 TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
-  TempDir certs;
+  std::string ca;
+  ASSERT_NO_FATAL_FAILURE(UseTls(&ca));
   TempDir other;
-  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
   absl::StatusOr<testing::CertificateFiles> stranger =
       testing::MakeSelfSignedCertificate(other.path());
-  ASSERT_TRUE(cert.ok() && stranger.ok()) << cert.status() << stranger.status();
-  tls_.cert_file = cert->cert;
-  tls_.key_file = cert->key;
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
   Start();
   {
     SparkClient plain(server_->spark_port());
@@ -529,7 +538,7 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
   }
   EXPECT_EQ(server_->spark_executors()->size(), 0u);
   SparkClient client(server_->spark_port());
-  ASSERT_TRUE(client.StartTls(cert->cert).ok());
+  ASSERT_TRUE(client.StartTls(ca).ok());
   RegisterAndFetchBothWays(client);
   const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
   EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_tls_handshakes_total", "outcome", "completed"),
@@ -542,30 +551,27 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
 // charged with, bounded only by --max-connections. It is charged where the request
 // buffers are: past the budget a new TLS connection is closed, and one closing makes room.
 TEST_F(SparkProtocolTest, TlsConnectionsAreChargedToTheRequestBufferBudget) {
-  TempDir certs;
-  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
-  ASSERT_TRUE(cert.ok()) << cert.status();
-  tls_.cert_file = cert->cert;
-  tls_.key_file = cert->key;
+  std::string ca;
+  ASSERT_NO_FATAL_FAILURE(UseTls(&ca));
   request_buffer_budget_ = 3 * (uint64_t{240} << 10) + (uint64_t{100} << 10);
   Start();
   ::signal(SIGPIPE, SIG_IGN);  // the refused connection's handshake writes to a closed socket
   std::vector<std::unique_ptr<SparkClient>> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(std::make_unique<SparkClient>(server_->spark_port()));
-    ASSERT_TRUE(clients.back()->StartTls(cert->cert).ok()) << i;
+    ASSERT_TRUE(clients.back()->StartTls(ca).ok()) << i;
     ASSERT_EQ(clients.back()->Call(Registration()).type, sw::MessageType::kRpcResponse) << i;
   }
   {
     SparkClient over(server_->spark_port());
-    const absl::Status started = over.StartTls(cert->cert);
+    const absl::Status started = over.StartTls(ca);
     EXPECT_TRUE(!started.ok() || over.Closed()) << started;
   }
   clients.front().reset();
   // Once the server has seen the close (its lease is given back), a new one fits.
   EXPECT_TRUE(testing::WaitFor([&] {
     SparkClient again(server_->spark_port());
-    return again.StartTls(cert->cert).ok() &&
+    return again.StartTls(ca).ok() &&
            testing::FetchFirstChunk(again, Fetch(1000, {2})).size() == 70000;
   }));
 }
@@ -573,14 +579,11 @@ TEST_F(SparkProtocolTest, TlsConnectionsAreChargedToTheRequestBufferBudget) {
 // With spark.authenticate too: SASL inside TLS; the AuthEngine is declined without
 // closing, so that Spark's client falls back to SASL as it does over TLS.
 TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
-  TempDir certs;
-  absl::StatusOr<testing::CertificateFiles> cert = testing::MakeSelfSignedCertificate(certs.path());
-  ASSERT_TRUE(cert.ok()) << cert.status();
-  tls_.cert_file = cert->cert;
-  tls_.key_file = cert->key;
+  std::string ca;
+  ASSERT_NO_FATAL_FAILURE(UseTls(&ca));
   StartWithSecrets("inside");
   SparkClient client(server_->spark_port());
-  ASSERT_TRUE(client.StartTls(cert->cert).ok());
+  ASSERT_TRUE(client.StartTls(ca).ok());
   absl::StatusOr<sw::AuthEngineClient> engine = sw::AuthEngineClient::Create(kApp, "inside", 2);
   ASSERT_TRUE(engine.ok());
   const Reply declined = client.Call(sw::EncodeAuthMessage(*engine->Challenge()));
@@ -590,7 +593,7 @@ TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
   // Declines are bounded: a peer cannot keep an unauthenticated connection by asking.
   {
     SparkClient asking(server_->spark_port());
-    ASSERT_TRUE(asking.StartTls(cert->cert).ok());
+    ASSERT_TRUE(asking.StartTls(ca).ok());
     for (int i = 0; i < 4; ++i) {
       EXPECT_NE(asking.Call(sw::EncodeAuthMessage(*engine->Challenge())).text.find("TLS already"),
                 std::string::npos);
@@ -600,7 +603,7 @@ TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
     EXPECT_TRUE(asking.Closed());
   }
   SparkClient again(server_->spark_port());
-  ASSERT_TRUE(again.StartTls(cert->cert).ok());
+  ASSERT_TRUE(again.StartTls(ca).ok());
   ASSERT_TRUE(Authenticate(again, kApp, "inside").ok());
   EXPECT_EQ(again.Call(Registration()).type, sw::MessageType::kRpcResponse);
 }
