@@ -242,7 +242,8 @@ namespace {
 
 void AppendPipeMetrics(const std::vector<const PipePool*>& pools,
                        std::vector<MetricFamilySamples>* out) {
-  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0;
+  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0,
+         stalls = 0;
   for (const PipePool* pool : pools) {
     max += static_cast<double>(pool->max_pipes());
     in_use += static_cast<double>(pool->out());
@@ -250,6 +251,7 @@ void AppendPipeMetrics(const std::vector<const PipePool*>& pools,
     waits += static_cast<double>(pool->waits());
     undersized += static_cast<double>(pool->undersized());
     fallbacks += static_cast<double>(pool->fallbacks());
+    stalls += static_cast<double>(pool->stalls());
   }
   auto one = [out](std::string name, std::string help, MetricKind kind, double value) {
     out->emplace_back(std::move(name), std::move(help), kind,
@@ -266,6 +268,10 @@ void AppendPipeMetrics(const std::vector<const PipePool*>& pools,
   one("ferry_pipe_fallbacks_total",
       "Segments copied instead of spliced: no pipe came free within 2 ms.",
       MetricKind::kCounter, fallbacks);
+  one("ferry_pipe_stalls_total",
+      "Spliced chunks the socket did not take within 20 ms though its room said it would: "
+      "the pipe was closed and the rest sent again from the file once the socket had room.",
+      MetricKind::kCounter, stalls);
   one("ferry_pipes_undersized_total",
       "Pipes the kernel granted smaller than --pipe-size (the user's pipe budget "
       "was spent); the pool then stops growing.",

@@ -1,6 +1,7 @@
 #include "server/dataplane/io_engine.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -45,7 +46,10 @@ class InlineIo final : public SocketIo {
 
 class UringIo final : public SocketIo {
  public:
-  int Prepare(int) const override { return 0; }
+  // Non-blocking for splice alone (a splice into a socket honours O_NONBLOCK; io_uring's
+  // sends and receives do not): a splice into a full socket is not left sleeping in an
+  // io-wq worker, which a linked timeout does not wake, holding its pipe.
+  int Prepare(int socket) const override { return SetNonBlocking(socket, true); }
   ssize_t Recv(int socket, void* buf, size_t len, absl::Time deadline) const override {
     return ::ferry::Recv(socket, buf, len, 0, deadline);
   }
@@ -71,8 +75,20 @@ class UringIo final : public SocketIo {
   }
   ssize_t DrainPipe(const Pipe& pipe, int socket, size_t len, bool more,
                     absl::Time deadline) const override {
-    return SpliceAll(pipe.read_fd(), -1, socket, -1, len,
-                     SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), deadline);
+    size_t done = 0;
+    while (done < len) {
+      const ssize_t n = ::ferry::Splice(pipe.read_fd(), -1, socket, -1, len - done,
+                                        SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), deadline);
+      if (n == -EAGAIN) {  // the socket is full
+        const int ready = Poll(socket, POLLOUT, deadline);
+        if (ready < 0) return ready;
+        continue;
+      }
+      if (n < 0) return n;
+      if (n == 0) return -EPIPE;  // the pipe ran dry before `len` bytes: a caller bug
+      done += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(done);
   }
 };
 

@@ -52,15 +52,17 @@ class SocketIo {
 
   // One pass of a spliced segment: up to `len` bytes of `file` at `pos` into the empty
   // `pipe` (`in`: the count, or -errno), and however many of them the engine moved on
-  // into the socket in the same step (`out`: the count, or -errno when that leg failed).
-  // What `in` moved and `out` did not is still in the pipe.
+  // into the socket in the same step (`out`: the count, or -errno when that leg failed:
+  // -EAGAIN when the socket was full, -ETIMEDOUT past `deadline`). What `in` moved and
+  // `out` did not is still in the pipe.
   struct SpliceStep {
     ssize_t in = 0;
     ssize_t out = 0;
   };
   virtual SpliceStep Splice(int file, uint64_t pos, const Pipe& pipe, int socket, size_t len,
                             bool more, absl::Time deadline) const = 0;
-  // Exactly `len` bytes from the pipe into the socket (SPLICE_F_MORE when `more`).
+  // Exactly `len` bytes from the pipe into the socket (SPLICE_F_MORE when `more`),
+  // waiting for room until `deadline` (then -ETIMEDOUT; what moved is off the pipe).
   virtual ssize_t DrainPipe(const Pipe& pipe, int socket, size_t len, bool more,
                             absl::Time deadline) const = 0;
 };

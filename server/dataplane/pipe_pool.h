@@ -55,6 +55,8 @@ class PipePool {
   bool contended() const { return !waiters_.empty(); }
   // Counts a segment sent without a pipe, its wait for one having run out.
   void CountFallback() { fallbacks_.fetch_add(1, std::memory_order_relaxed); }
+  // Counts a pipe closed with bytes the socket did not take when its room said it would.
+  void CountStall() { stalls_.fetch_add(1, std::memory_order_relaxed); }
 
   size_t max_pipes() const { return max_pipes_.load(std::memory_order_relaxed); }
   size_t pipe_bytes() const { return pipe_bytes_; }
@@ -65,6 +67,7 @@ class PipePool {
   uint64_t waits() const { return waits_.load(std::memory_order_relaxed); }
   uint64_t undersized() const { return undersized_.load(std::memory_order_relaxed); }
   uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
+  uint64_t stalls() const { return stalls_.load(std::memory_order_relaxed); }
 
  private:
   struct Waiter;
@@ -82,6 +85,7 @@ class PipePool {
   std::atomic<uint64_t> waits_{0};
   std::atomic<uint64_t> undersized_{0};
   std::atomic<uint64_t> fallbacks_{0};
+  std::atomic<uint64_t> stalls_{0};
 };
 
 }  // namespace ferry

@@ -19,6 +19,15 @@
 
 namespace ferry {
 
+namespace {
+
+// A leg into the socket that did not move all it was given for want of room: the socket
+// was full (-EAGAIN) or stayed full until the deadline. What it moved is read off the
+// pipe.
+bool ShortOfRoom(ssize_t res) { return res == -EAGAIN || res == -ETIMEDOUT; }
+
+}  // namespace
+
 bool AbslParseFlag(absl::string_view text, DataPlaneMode* mode, std::string* error) {
   if (text == "splice") {
     *mode = DataPlaneMode::kSplice;
@@ -181,17 +190,23 @@ absl::Status SegmentSender::SpliceFile(Header& header,
   const DataFile& data = *shared;
   const int file = data.fd.get();
   read_ahead_to_ = 0;
+  // A peer that takes no byte for io_timeout fails, however often its socket says it
+  // has room.
+  absl::Time progress_deadline = IoDeadline();
+  bool stalled = false;
   while (length > 0) {
     // The pipe takes what the socket takes now, so that its bytes go on at once and it
     // is empty again: a peer that reads slowly (or not at all) holds no pipe while it
     // does not read, and one that reads keeps the zero-copy path. A socket with less
-    // room than kMinSpliceRoom is waited for first, with no pipe held.
+    // room than kMinSpliceRoom, or that just stalled a chunk, is waited for first, with
+    // no pipe held.
     size_t room = SocketRoom();
-    if (room < std::min<uint64_t>(length, kMinSpliceRoom)) {
+    if (stalled || room < std::min<uint64_t>(length, kMinSpliceRoom)) {
       if (pipe_.has_value()) GivePipe();  // empty
-      const int ready = Poll(socket_, POLLOUT, IoDeadline());
+      const int ready = Poll(socket_, POLLOUT, progress_deadline);
       if (ready < 0) return PeerError(ready, absl::StrCat("send ", name(), " to the peer"));
       room = std::max(SocketRoom(), kMinSpliceRoom);
+      stalled = false;
     }
     if (!pipe_.has_value()) {
       absl::StatusOr<Pipe> pipe = pipes_.Take(std::min(IoDeadline(), absl::Now() + kPipeWait));
@@ -214,13 +229,21 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     const size_t chunk = static_cast<size_t>(
         std::min<uint64_t>({length, pipe_->capacity_bytes(), std::max(room, kMinSpliceRoom)}));
     const bool last = chunk == length;
+    // A chunk the socket said it had room for goes on at once. One it has not taken by
+    // kSocketStall never will soon (the kernel cut the socket's buffer under memory
+    // pressure, or the socket does not count what it queues): its pipe is closed rather
+    // than held while the peer does not read, and the rest is spliced again from the
+    // file once the socket has room.
+    const absl::Time out_deadline =
+        room == SIZE_MAX ? progress_deadline
+                         : std::min(progress_deadline, absl::Now() + kSocketStall);
     SocketIo::SpliceStep step;
     if (LooksCached(file, pos, chunk)) {
       if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
         GivePipe();  // still empty
         return sent;
       }
-      step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, IoDeadline());
+      step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, out_deadline);
     } else {
       const absl::StatusOr<size_t> in = disks_.SpliceToPipe(
           shared, pos, chunk, pipe_->write_fd(), ReadAhead(pos, length), IoDeadline());
@@ -243,7 +266,7 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       return FileReadError(static_cast<int>(-in_res),
                            absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
     }
-    if (step.out < 0) {
+    if (step.out < 0 && !ShortOfRoom(step.out)) {
       DropPipe();
       return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
     }
@@ -252,21 +275,39 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
                                               " ended early (truncated while being served)"));
     }
-    const size_t moved = static_cast<size_t>(step.out);
-    const size_t in_pipe = static_cast<size_t>(in_res) - moved;
-    if (in_pipe > 0) {
-      const bool more = !last || static_cast<uint64_t>(in_res) < length;
-      const ssize_t drained = io_.DrainPipe(*pipe_, socket_, in_pipe, more, IoDeadline());
-      if (drained != static_cast<ssize_t>(in_pipe)) {
+    size_t moved = static_cast<size_t>(std::max<ssize_t>(step.out, 0));
+    if (moved < static_cast<size_t>(in_res)) {
+      if (step.out != -ETIMEDOUT) {
+        const bool more = !last || static_cast<uint64_t>(in_res) < length;
+        const ssize_t drained = io_.DrainPipe(*pipe_, socket_, static_cast<size_t>(in_res) - moved,
+                                              more, out_deadline);
+        if (drained < 0 && !ShortOfRoom(drained)) {
+          DropPipe();
+          return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
+        }
+      }
+      // What the pipe still holds is what the socket did not take.
+      const int left = pipe_->BufferedBytes();
+      if (left < 0 || left > in_res) {
         DropPipe();
-        return PeerError(drained < 0 ? drained : -EPIPE,
+        return PeerError(left < 0 ? left : -EPROTO,
                          absl::StrCat("splice ", name(), " to the peer"));
       }
+      moved = static_cast<size_t>(in_res - left);
+      if (left > 0) {
+        DropPipe();
+        pipes_.CountStall();
+        stalled = true;
+        if (moved == 0 && absl::Now() >= progress_deadline) {
+          return PeerError(-ETIMEDOUT, absl::StrCat("send ", name(), " to the peer"));
+        }
+      }
     }
-    pos += static_cast<uint64_t>(in_res);
-    length -= static_cast<uint64_t>(in_res);
+    if (moved > 0) progress_deadline = IoDeadline();
+    pos += moved;
+    length -= moved;
     // Empty now: another sender of the thread may have it while this one waits its turn.
-    if (pipes_.contended()) GivePipe();
+    if (pipe_.has_value() && pipes_.contended()) GivePipe();
     TakeTurns(0);
   }
   if (pipe_.has_value()) GivePipe();

@@ -9,9 +9,11 @@
 //     back between chunks when another sender waits for one); a pipe an error left
 //     holding bytes is closed, never reused. Each chunk is sized by the room the socket
 //     has now (SO_MEMINFO), and a socket with little room is waited for with no pipe
-//     held, so a pipe's bytes go on at once: peers that do not read hold no pipes. A segment that finds no pipe free within
-//     kPipeWait is copied through a small buffer instead: pipes held by peers that do
-//     not read never stall the others.
+//     held, so a pipe's bytes go on at once: peers that do not read hold no pipes. A
+//     chunk the socket still has not taken after kSocketStall (the kernel took less than
+//     it said) costs its pipe, closed, and is spliced again from the file once the
+//     socket has room. A segment that finds no pipe free within kPipeWait is copied
+//     through a small buffer instead: pipes held by peers never stall the others.
 //   * copy mode: read the segment into the sender's buffer, then send it.
 //   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
 //     small buffer: for it the pipe's two splices cost more than a read and a send
@@ -102,6 +104,9 @@ class SegmentSender {
   // The least room in the socket a spliced chunk waits for (a pipe holds what the
   // socket takes now; less is not worth the two splices).
   static constexpr size_t kMinSpliceRoom = size_t{64} << 10;
+  // How long a chunk the socket said it had room for may take to go on before its pipe
+  // is closed (the bytes are spliced again from the file when the socket has room).
+  static constexpr absl::Duration kSocketStall = absl::Milliseconds(20);
   SegmentSender& operator=(const SegmentSender&) = delete;
 
   // From now on every byte goes out sealed by `layer` (which must outlive the sender),

@@ -111,6 +111,20 @@ class UnprivilegedSparkTest : public ::testing::Test {
     return testing::FetchFirstChunk(client, BigFetch()) == big_block_;
   }
   // A metric without labels, from the metrics endpoint.
+  // The kernel's memory accounting of the Spark port's connections (`ss -tm`), a few
+  // lines: what a failure about pipes needs to be read.
+  std::string SocketMemory() const {
+    const std::string command = absl::StrCat("ss -tmnH state established '( sport = :",
+                                             server_->spark_port(), " )' 2>&1 | head -8");
+    std::string out;
+    if (FILE* ss = ::popen(command.c_str(), "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof(line), ss) != nullptr) out += line;
+      ::pclose(ss);
+    }
+    return out;
+  }
+
   double Metric(const std::string& metric) const {
     absl::StatusOr<double> value = testing::ScrapeMetric(server_->metrics_port(), metric);
     EXPECT_TRUE(value.ok()) << value.status();
@@ -208,15 +222,18 @@ TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {
     }));
   }
   ASSERT_TRUE(testing::WaitFor([&] { return Metric("ferry_pipes_in_use") == 0; }))
-      << Metric("ferry_pipes_in_use") << " pipes held by " << connections << " stalled peers";
+      << Metric("ferry_pipes_in_use") << " pipes held by " << connections
+      << " stalled peers (" << Metric("ferry_pipe_stalls_total") << " stalls); their sockets:\n"
+      << SocketMemory();
   // A peer that reads is spliced to: no segment of it waits for a pipe or is copied.
   const double waits = Metric("ferry_pipe_waits_total");
   const double fallbacks = Metric("ferry_pipe_fallbacks_total");
   SparkClient fast(server_->spark_port(), "127.0.0.2");
   const absl::Time start = absl::Now();
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(FetchBig(fast));
-  std::printf("%d peers not reading, as %s: a reader fetched 128 MiB at %.2f GB/s, spliced\n",
-              connections, kUser,
+  std::printf("%d peers not reading, as %s (%.0f stalls): a reader fetched 128 MiB at %.2f GB/s, "
+              "spliced\n",
+              connections, kUser, Metric("ferry_pipe_stalls_total"),
               0.128 * 1.048576 / absl::ToDoubleSeconds(absl::Now() - start));
   EXPECT_EQ(Metric("ferry_pipe_fallbacks_total"), fallbacks);
   EXPECT_EQ(Metric("ferry_pipe_waits_total"), waits);

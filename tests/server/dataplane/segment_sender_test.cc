@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "tests/testing/loopback.h"
 #include "tests/testing/run_fiber.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -209,6 +211,72 @@ TEST_P(SegmentSenderTest, WithoutAFreePipeTheSegmentIsCopied) {
       1 + length, &status);
   EXPECT_TRUE(got == "H" + content_.substr(77, length));
   EXPECT_EQ(pipes_.fallbacks(), GetParam().mode == DataPlaneMode::kSplice ? 1u : 0u);
+}
+
+// A Unix-domain socket counts nothing in its send queue (SO_MEMINFO's wmem_queued is
+// 0), so the room it reports is always its whole buffer: the kernel takes less than it
+// said, as TCP's does when it cuts a socket's buffer under memory pressure. A spliced
+// chunk it has not taken after kSocketStall costs its pipe, and the segment waits for
+// the socket with none held; once the peer reads, every byte arrives, in order.
+TEST_P(SegmentSenderTest, ASocketThatTakesLessThanItSaidHoldsNoPipe) {
+  if (GetParam().mode != DataPlaneMode::kSplice) GTEST_SKIP() << "copy mode holds no pipe";
+  Evict();
+  if (IsSkipped()) return;
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd server(pair[0]);
+  UniqueFd reader(pair[1]);
+  const uint64_t pos = 3;
+  const uint64_t length = (size_t{3} << 20) - 3;
+  std::atomic<bool> held_none{false};
+  std::string got;
+  std::thread read([&] {
+    // Not read until the sender stalled and gave its pipe up.
+    held_none = testing::WaitFor([&] { return pipes_.stalls() > 0 && pipes_.out() == 0; });
+    char buf[65536];
+    while (got.size() < 1 + length) {
+      const ssize_t n = ::recv(reader.get(), buf, sizeof(buf), 0);
+      if (n <= 0) return;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  });
+  absl::Status sent = absl::UnknownError("not run");
+  testing::RunInFiber([&] {
+    ASSERT_EQ(SocketIoFor(options_.engine).Prepare(server.get()), 0);
+    SegmentSender sender(server.get(), options_, pipes_, disks_);
+    sent = sender.SendSegment("H", file_, pos, length, [] { return std::string("seg"); }, [] {});
+  });
+  server.Reset();
+  read.join();
+  EXPECT_TRUE(held_none) << pipes_.out() << " pipes held, " << pipes_.stalls() << " stalls";
+  EXPECT_TRUE(sent.ok()) << sent;
+  ASSERT_EQ(got.size(), 1 + length);
+  EXPECT_TRUE(got == "H" + content_.substr(pos, length));
+  EXPECT_EQ(pipes_.out(), 0u);
+}
+
+// A peer that never reads such a socket fails after io_timeout, as over TCP, holding no
+// pipe while it waits.
+TEST_P(SegmentSenderTest, APeerThatNeverReadsTimesOutHoldingNoPipe) {
+  if (GetParam().mode != DataPlaneMode::kSplice) GTEST_SKIP() << "copy mode holds no pipe";
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd server(pair[0]);
+  UniqueFd reader(pair[1]);
+  options_.io_timeout = absl::Milliseconds(500);
+  absl::Status sent = absl::UnknownError("not run");
+  const absl::Time start = absl::Now();
+  testing::RunInFiber([&] {
+    ASSERT_EQ(SocketIoFor(options_.engine).Prepare(server.get()), 0);
+    SegmentSender sender(server.get(), options_, pipes_, disks_);
+    sent = sender.SendSegment("H", file_, 0, content_.size(),
+                              [] { return std::string("shuffle 1 map 2 reduce 3"); }, [] {});
+  });
+  EXPECT_EQ(sent.code(), absl::StatusCode::kDeadlineExceeded) << sent;
+  EXPECT_NE(sent.message().find("shuffle 1 map 2 reduce 3"), std::string::npos) << sent;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_GT(pipes_.stalls(), 0u);
+  EXPECT_EQ(pipes_.out(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
