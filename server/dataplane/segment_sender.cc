@@ -276,16 +276,17 @@ absl::Status SegmentSender::SpliceFile(Header& header,
                                               " ended early (truncated while being served)"));
     }
     size_t moved = static_cast<size_t>(std::max<ssize_t>(step.out, 0));
-    if (moved < static_cast<size_t>(in_res)) {
-      if (step.out != -ETIMEDOUT) {
-        const bool more = !last || static_cast<uint64_t>(in_res) < length;
-        const ssize_t drained = io_.DrainPipe(*pipe_, socket_, static_cast<size_t>(in_res) - moved,
-                                              more, out_deadline);
-        if (drained < 0 && !ShortOfRoom(drained)) {
-          DropPipe();
-          return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
-        }
+    if (moved < static_cast<size_t>(in_res) && step.out != -ETIMEDOUT) {
+      const size_t rest = static_cast<size_t>(in_res) - moved;
+      const bool more = !last || static_cast<uint64_t>(in_res) < length;
+      const ssize_t drained = io_.DrainPipe(*pipe_, socket_, rest, more, out_deadline);
+      if (drained < 0 && !ShortOfRoom(drained)) {
+        DropPipe();
+        return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
       }
+      if (drained == static_cast<ssize_t>(rest)) moved = static_cast<size_t>(in_res);
+    }
+    if (moved < static_cast<size_t>(in_res)) {
       // What the pipe still holds is what the socket did not take.
       const int left = pipe_->BufferedBytes();
       if (left < 0 || left > in_res) {
