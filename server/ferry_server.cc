@@ -192,7 +192,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     control.data_port = advertised->port;
   }
   control.data_threads = static_cast<uint32_t>(options.data.threads);
-  control.connection = options.connection;
+  control.splice = options.connection.mode == DataPlaneMode::kSplice;
+  control.copy_buffer_bytes = options.connection.copy_buffer_bytes;
+  control.io_engine = AbslUnparseFlag(options.connection.engine);
   control.pipe_bytes = options.data.pipe_bytes;
   server->options_.control = control;
   server->service_ = std::make_unique<ControlService>(

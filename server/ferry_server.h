@@ -25,7 +25,7 @@
 #include "server/spark/spark_tls.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
-#include "server/control/ticket_registry.h"
+#include "server/tickets/ticket_registry.h"
 
 namespace ferry {
 

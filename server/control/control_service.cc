@@ -298,13 +298,12 @@ grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
   response->set_version(kFerryVersion);
   response->set_data_host(options_.data_host);
   response->set_data_port(options_.data_port);
-  response->set_mode(options_.connection.mode == DataPlaneMode::kSplice ? ferry::v1::SPLICE
-                                                                        : ferry::v1::COPY);
+  response->set_mode(options_.splice ? ferry::v1::SPLICE : ferry::v1::COPY);
   response->set_data_threads(options_.data_threads);
   response->set_pipe_bytes(options_.pipe_bytes);
-  response->set_copy_buffer_bytes(options_.connection.copy_buffer_bytes);
+  response->set_copy_buffer_bytes(options_.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
-  response->set_io_engine(AbslUnparseFlag(options_.connection.engine));
+  response->set_io_engine(options_.io_engine);
   if (disks_ != nullptr) {
     for (const DiskReader::DiskStats& d : disks_->Stats()) {
       ferry::v1::DiskHealth* disk = response->add_disks();

@@ -21,8 +21,7 @@
 #include "server/storage/block_store.h"
 #include "server/storage/disk_reader.h"
 #include "server/spark/spark_executors.h"
-#include "server/dataplane/segment_sender.h"
-#include "server/control/ticket_registry.h"
+#include "server/tickets/ticket_registry.h"
 
 namespace ferry {
 
@@ -32,7 +31,11 @@ struct ControlServiceOptions {
   std::string data_host;
   uint16_t data_port = 0;
   uint32_t data_threads = 1;
-  ConnectionOptions connection;
+  // How it sends blocks (--mode, --copy-buffer-bytes, --io-engine), as ServerInfo says
+  // it; the data plane's own options are its own (the server copies them here).
+  bool splice = true;
+  size_t copy_buffer_bytes = 0;
+  std::string io_engine;
   size_t pipe_bytes = 0;
   absl::Duration ticket_ttl = absl::Minutes(10);
   // Most blocks one OpenStream may name, and most partitions they may cover together.

@@ -11,7 +11,7 @@
 #define FERRY_SERVER_DATAPLANE_FERRY_PROTOCOL_H_
 
 #include "common/unique_fd.h"
-#include "server/control/ticket_registry.h"
+#include "server/tickets/ticket_registry.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
 

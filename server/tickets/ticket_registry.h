@@ -12,8 +12,8 @@
 // Thread-safe: gRPC threads register and close, data-plane threads look up (once per
 // request frame, never per block). A looked-up stream stays valid for as long as the
 // caller holds it, even if it is closed or expires meanwhile.
-#ifndef FERRY_SERVER_CONTROL_TICKET_REGISTRY_H_
-#define FERRY_SERVER_CONTROL_TICKET_REGISTRY_H_
+#ifndef FERRY_SERVER_TICKETS_TICKET_REGISTRY_H_
+#define FERRY_SERVER_TICKETS_TICKET_REGISTRY_H_
 
 #include <cstdint>
 #include <memory>
@@ -101,4 +101,4 @@ class TicketRegistry {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_CONTROL_TICKET_REGISTRY_H_
+#endif  // FERRY_SERVER_TICKETS_TICKET_REGISTRY_H_

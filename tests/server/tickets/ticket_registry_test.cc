@@ -1,4 +1,4 @@
-#include "server/control/ticket_registry.h"
+#include "server/tickets/ticket_registry.h"
 
 #include <memory>
 
