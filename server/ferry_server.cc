@@ -126,7 +126,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(server->options_.store);
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
-  server->tickets_ = std::make_unique<TicketRegistry>(options.tickets);
+  server->tickets_ = std::make_unique<TicketRegistry>(
+      options.tickets, options.clock != nullptr ? *options.clock : Clock::Real());
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   DataServer::Listener ferry_door;
@@ -420,7 +421,7 @@ void FerryServer::Sweep() {
   std::unique_lock<std::mutex> lock(sweep_mu_);
   while (!sweep_cv_.wait_for(lock, interval, [this] { return stop_sweeping_; })) {
     lock.unlock();
-    tickets_->SweepExpired(absl::Now());
+    tickets_->SweepExpired();
     store_->DropStale();
     if (executors_ != nullptr) {
       // Applications that ended without a RemoveSparkApp: their dirs were deleted.

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/storage/block_store.h"
+#include "common/clock.h"
 #include "server/control/control_service.h"
 #include "common/io/blocking_pool.h"
 #include "server/dataplane/data_server.h"
@@ -53,6 +54,9 @@ struct FerryServerOptions {
   ControlServiceOptions control;
   // How often expired streams and deleted files are let go of when no call does it.
   absl::Duration sweep_interval = absl::Seconds(5);
+  // What the streams' expiry reads the time from (null: the real clock); must outlive
+  // the server. Tests pass a FakeClock instead of sleeping through a TTL.
+  const Clock* clock = nullptr;
   // PEM certificate chain and private key: when both are set, the control plane speaks
   // only TLS; when both are empty, only plaintext.
   std::string tls_cert_chain;

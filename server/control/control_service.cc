@@ -192,7 +192,7 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
         "OpenStream's handle would be ", handle_bytes, " bytes, over the ",
         kMaxControlMessageBytes, "-byte message limit: split the fetch into several streams")));
   }
-  stream->expires = absl::Now() + options_.ticket_ttl;
+  stream->expires = tickets_->clock().Now() + options_.ticket_ttl;
   const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
   absl::StatusOr<Ticket> ticket = tickets_->Register(std::move(stream));
   if (!ticket.ok()) return ToGrpcStatus(ticket.status());

@@ -72,7 +72,7 @@ std::optional<Failure> FerryProtocol::ServeRequest(absl::string_view frame) {
 }
 
 std::optional<Failure> FerryProtocol::ServeBlocks(const FetchRequest& request) {
-  absl::StatusOr<std::shared_ptr<const Stream>> found = tickets_.Find(request.ticket, absl::Now());
+  absl::StatusOr<std::shared_ptr<const Stream>> found = tickets_.Find(request.ticket);
   if (!found.ok()) return Failure{found.status(), request.first_block};
   const Stream& stream = **found;
   const std::vector<StreamBlock>& blocks = stream.blocks;

@@ -62,8 +62,8 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
   return ticket;
 }
 
-absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket& ticket,
-                                                                   absl::Time now) const {
+absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket& ticket) const {
+  const absl::Time now = clock_.Now();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(ticket);
   if (it == streams_.end()) {
@@ -78,12 +78,16 @@ absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket&
 
 bool TicketRegistry::Close(const Ticket& ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!streams_.contains(ticket)) return false;
+  const auto it = streams_.find(ticket);
+  if (it == streams_.end()) return false;
+  // An expired stream was no longer open, whether or not a sweep has dropped it yet.
+  const bool open = it->second->expires > clock_.Now();
   EraseLocked(ticket);
-  return true;
+  return open;
 }
 
-void TicketRegistry::SweepExpired(absl::Time now) {
+void TicketRegistry::SweepExpired() {
+  const absl::Time now = clock_.Now();
   std::lock_guard<std::mutex> lock(mu_);
   SweepExpiredLocked(now);
 }

@@ -69,14 +69,17 @@ class TicketRegistry {
 
   // The live stream for `ticket`. UNAUTHENTICATED for a ticket that is unknown, closed
   // or expired.
-  absl::StatusOr<std::shared_ptr<const Stream>> Find(const Ticket& ticket, absl::Time now) const;
+  absl::StatusOr<std::shared_ptr<const Stream>> Find(const Ticket& ticket) const;
 
-  // Ends the stream; returns whether it was open.
+  // Ends the stream; returns whether it was open (not yet expired).
   bool Close(const Ticket& ticket);
 
-  // Drops the streams that expired by `now`. Register() does it too; a server calls it
+  // Drops the streams that expired by now. Register() does it too; a server calls it
   // on a timer as well, so that an idle server lets go of expired streams' files.
-  void SweepExpired(absl::Time now);
+  void SweepExpired();
+
+  // What streams expire by: a stream's `expires` is this clock's time plus its TTL.
+  const Clock& clock() const { return clock_; }
 
   // Live streams, and the blocks all registered streams hold.
   size_t size() const;

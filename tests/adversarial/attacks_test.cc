@@ -17,6 +17,7 @@
 #include "client/control_client.h"
 #include "client/shuffle_client.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
@@ -64,11 +65,13 @@ TEST_F(AttackTest, StreamCapRecoversWhenStreamsExpire) {
   options_.tickets.max_streams = 3;
   options_.control.ticket_ttl = absl::Milliseconds(500);
   options_.sweep_interval = absl::Hours(1);  // only the registry's own sweep may help
+  testing::FakeClock clock;
+  options_.clock = &clock;
   Start();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(control_.OpenStream(target_, kApp, OneBlock()).ok());
   auto full = control_.OpenStream(target_, kApp, OneBlock());
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
-  absl::SleepFor(absl::Milliseconds(600));
+  clock.Advance(absl::Milliseconds(600));
   EXPECT_EQ(server_->tickets().size(), 0u);
   auto after = control_.OpenStream(target_, kApp, OneBlock());
   EXPECT_TRUE(after.ok()) << after.status();

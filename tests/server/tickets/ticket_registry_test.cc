@@ -9,13 +9,15 @@
 namespace ferry {
 namespace {
 
+// A stream of `blocks` that expires `ttl` after now on `clock`.
 std::shared_ptr<Stream> MakeStream(const std::string& client, size_t blocks,
-                                   absl::Duration ttl = absl::Minutes(1)) {
+                                   absl::Duration ttl = absl::Minutes(1),
+                                   const Clock& clock = Clock::Real()) {
   auto s = std::make_shared<Stream>();
   s->app_id = "app";
   s->client = client;
   s->blocks.resize(blocks);
-  s->expires = absl::Now() + ttl;
+  s->expires = clock.Now() + ttl;
   return s;
 }
 
@@ -23,13 +25,21 @@ TEST(TicketRegistryTest, RegisteredStreamsAreFoundUntilClosed) {
   TicketRegistry registry;
   auto ticket = registry.Register(MakeStream("a", 3));
   ASSERT_TRUE(ticket.ok());
-  auto found = registry.Find(*ticket, absl::Now());
+  auto found = registry.Find(*ticket);
   ASSERT_TRUE(found.ok());
   EXPECT_EQ((*found)->blocks.size(), 3u);
   EXPECT_EQ(registry.blocks(), 3u);
   EXPECT_TRUE(registry.Close(*ticket));
   EXPECT_FALSE(registry.Close(*ticket));
-  EXPECT_EQ(registry.Find(*ticket, absl::Now()).status().code(),
+  // One that expired was no longer open, swept or not.
+  testing::FakeClock clock;
+  TicketRegistry timed({}, clock);
+  auto expiring = timed.Register(MakeStream("a", 1, absl::Seconds(1), clock));
+  ASSERT_TRUE(expiring.ok());
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(timed.Find(*expiring).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_FALSE(timed.Close(*expiring));
+  EXPECT_EQ(registry.Find(*ticket).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(registry.blocks(), 0u);
 }
@@ -37,23 +47,27 @@ TEST(TicketRegistryTest, RegisteredStreamsAreFoundUntilClosed) {
 TEST(TicketRegistryTest, ExpiredStreamsDoNotCountAgainstTheLimit) {
   testing::FakeClock clock;
   TicketRegistry registry({.max_streams = 2}, clock);
-  ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1))).ok());
-  ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1))).ok());
+  ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1), clock)).ok());
+  ASSERT_TRUE(registry.Register(MakeStream("a", 1, absl::Milliseconds(1), clock)).ok());
   EXPECT_EQ(registry.size(), 2u);
   clock.Advance(absl::Milliseconds(5));
   EXPECT_EQ(registry.size(), 0u);
-  EXPECT_TRUE(registry.Register(MakeStream("a", 1)).ok());
-  EXPECT_TRUE(registry.Register(MakeStream("a", 1)).ok());
-  EXPECT_EQ(registry.Register(MakeStream("a", 1)).status().code(),
+  EXPECT_TRUE(registry.Register(MakeStream("a", 1, absl::Minutes(1), clock)).ok());
+  EXPECT_TRUE(registry.Register(MakeStream("a", 1, absl::Minutes(1), clock)).ok());
+  EXPECT_EQ(registry.Register(MakeStream("a", 1, absl::Minutes(1), clock)).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
 
 TEST(TicketRegistryTest, SweepLetsGoOfExpiredStreams) {
-  TicketRegistry registry;
-  auto stream = MakeStream("a", 4, absl::Milliseconds(1));
+  testing::FakeClock clock;
+  TicketRegistry registry({}, clock);
+  auto stream = MakeStream("a", 4, absl::Milliseconds(1), clock);
   std::weak_ptr<Stream> watch = stream;
   ASSERT_TRUE(registry.Register(std::move(stream)).ok());
-  registry.SweepExpired(absl::Now() + absl::Seconds(1));
+  registry.SweepExpired();
+  EXPECT_FALSE(watch.expired());
+  clock.Advance(absl::Seconds(1));
+  registry.SweepExpired();
   EXPECT_TRUE(watch.expired());
   EXPECT_EQ(registry.blocks(), 0u);
 }
