@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "tests/testing/certificate.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "server/ops/metrics_exporter.h"
@@ -123,6 +128,55 @@ TEST_F(MetricsTest, AFetchShowsInTheExposition) {
 // Issue 18.10: one connection that sent a request line and never finished its headers
 // held the exporter's only worker, and every scrape timed out for 30 s. Three such
 // connections, more than one worker's worth, and a scrape still answers at once.
+// The metric families in docs/operations.md's table: the names in backticks of its first
+// column, labels dropped.
+std::set<std::string> DocumentedFamilies() {
+  std::set<std::string> names;
+  std::istringstream doc(ReadAll("docs/operations.md"));
+  for (std::string line; std::getline(doc, line);) {
+    if (!absl::StartsWith(line, "| `")) continue;
+    const std::string first = line.substr(2, line.find(" |", 2) - 2);
+    std::vector<std::string> parts = absl::StrSplit(first, '`');
+    for (size_t i = 1; i < parts.size(); i += 2) {  // the quoted ones
+      names.insert(parts[i].substr(0, parts[i].find('{')));
+    }
+  }
+  return names;
+}
+
+// docs/operations.md names every family a server with both front doors, spark.authenticate
+// and TLS exports, and no other: a metric added or renamed without its line fails here.
+TEST_F(MetricsTest, OperationsDocListsEveryMetricTheServerExports) {
+  const std::set<std::string> documented = DocumentedFamilies();
+  ASSERT_GT(documented.size(), 20u) << "docs/operations.md's metrics table was not found";
+  TempDir secrets;
+  FerryServerOptions options = testing::TestServerOptions(dir_.path(), {});
+  options.metrics_address = "127.0.0.1:0";
+  options.spark_address = "127.0.0.1:0";
+  options.spark_executors.dir_roots = {secrets.path()};
+  options.spark_auth.secret_file = secrets.path() + "/secret";
+  std::ofstream(options.spark_auth.secret_file) << "a-secret";
+  absl::StatusOr<testing::CertificateFiles> made = testing::MakeSelfSignedCertificate(secrets.path());
+  ASSERT_TRUE(made.ok()) << made.status();
+  options.spark_tls.cert_file = made->cert;
+  options.spark_tls.key_file = made->key;
+  std::unique_ptr<FerryServer> server = testing::StartServer(options);
+  absl::StatusOr<std::string> page = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  std::set<std::string> exported;
+  std::istringstream text(*page);
+  for (std::string line; std::getline(text, line);) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ');
+    if (words.size() >= 3 && words[0] == "#" && words[1] == "TYPE") exported.insert(words[2]);
+  }
+  for (const std::string& name : exported) {
+    EXPECT_EQ(documented.count(name), 1u) << name << " is exported but not in docs/operations.md";
+  }
+  for (const std::string& name : documented) {
+    EXPECT_EQ(exported.count(name), 1u) << name << " is in docs/operations.md but not exported";
+  }
+}
+
 TEST_F(MetricsTest, IdleConnectionsDoNotStallScrapes) {
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 3; ++i) {
