@@ -199,12 +199,63 @@ void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
 
+// The clusters the plain RealSparkTest cases share (spark.authenticate and TLS are the
+// whole cluster's, so those cases start their own), one per Spark version: started by
+// the first case of that version and kept until the suite ends (GoogleTest runs the
+// versions' cases in turn). A case finds its cluster with no application running
+// (Submit waits for the driver), no Spark shuffle service (each case's are stopped when
+// it ends) and no shuffle file of an earlier case left (a worker deletes an
+// application's dirs when it ends; SetUp waits for that): its ferry_server, data dirs
+// and state dir are its own.
+struct SharedSparkCluster {
+  TempDir work;
+  TempDir local;
+  std::unique_ptr<SparkCluster> cluster;
+};
+std::map<std::string, std::unique_ptr<SharedSparkCluster>>& SharedClusters() {
+  static auto* shared = new std::map<std::string, std::unique_ptr<SharedSparkCluster>>();
+  return *shared;
+}
+
 class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
  protected:
+  static void TearDownTestSuite() { SharedClusters().clear(); }
+
   void SetUp() override {
+    SparkCluster::Options cluster;
+    cluster.spark = GetParam();
+    cluster.auth_secret = auth_secret_;
+    cluster.defaults = cluster_defaults_;
+    if (auth_secret_.empty() && cluster_defaults_.empty()) {
+      std::unique_ptr<SharedSparkCluster>& shared = SharedClusters()[GetParam().version];
+      if (shared == nullptr) {
+        auto fresh = std::make_unique<SharedSparkCluster>();
+        cluster.work_dir = fresh->work.path();
+        cluster.local_dir_root = fresh->local.path();
+        absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
+        ASSERT_TRUE(started.ok()) << started.status();
+        fresh->cluster = *std::move(started);
+        shared = std::move(fresh);
+      }
+      cluster_ = shared->cluster.get();
+      local_root_ = shared->local.path();
+      shared_ = true;
+      std::map<std::string, std::string> left;
+      ASSERT_TRUE(testing::WaitFor(
+          [&] { return (left = ShuffleFiles(local_root_)).empty(); }, absl::Seconds(30)))
+          << left.size() << " shuffle files of an earlier case left, " << left.begin()->second;
+    } else {
+      cluster.work_dir = work_.path();
+      cluster.local_dir_root = local_.path();
+      absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
+      ASSERT_TRUE(started.ok()) << started.status();
+      own_cluster_ = *std::move(started);
+      cluster_ = own_cluster_.get();
+      local_root_ = local_.path();
+    }
     options_ = testing::TestServerOptions(data_.path(), {});
     options_.spark_address = "127.0.0.1:0";
-    options_.spark_executors.dir_roots = {local_.path()};
+    options_.spark_executors.dir_roots = {local_root_};
     options_.spark_executors.state_dir = state_.path();
     options_.sweep_interval = absl::Seconds(1);
     options_.spark.serve_rdd_blocks = true;  // CachedRddBlocksOutliveTheirExecutors
@@ -214,17 +265,11 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
       std::ofstream(options_.spark_auth.secret_file) << auth_secret_;
     }
     server_ = testing::StartServer(options_);
-    SparkCluster::Options cluster;
-    cluster.spark = GetParam();
-    cluster.work_dir = work_.path();
-    cluster.local_dir_root = local_.path();
-    cluster.auth_secret = auth_secret_;
-    cluster.defaults = cluster_defaults_;
-    absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
-    ASSERT_TRUE(started.ok()) << started.status();
-    cluster_ = *std::move(started);
   }
 
+  void TearDown() override {
+    if (shared_) cluster_->StopSparkShuffleServices();
+  }
 
   // WithService, and dynamic allocation that releases executors idle for 2 s (at most 2
   // at once), so that shuffles outlive the executors that wrote them.
@@ -266,8 +311,8 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     { testing::ListenLoopback(&port, 1); }
     ASSERT_TRUE(cluster_->StartSparkShuffleService(port, conf).ok());
     // An executor's dirs beneath the service's own SPARK_LOCAL_DIRS, as Spark's requires.
-    const std::vector<std::string> dirs = {local_.path() + "/" + app + "/blockmgr-0",
-                                           local_.path() + "/" + app + "/blockmgr-1"};
+    const std::vector<std::string> dirs = {local_root_ + "/" + app + "/blockmgr-0",
+                                           local_root_ + "/" + app + "/blockmgr-1"};
     for (const std::string& dir : dirs) std::filesystem::create_directories(dir);
     const std::vector<size_t> sizes = {100, 70000, 0, 5};
     ASSERT_TRUE(testing::WriteSparkMapOutput(dirs, 8, 0, 7, sizes).ok());
@@ -307,6 +352,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     EXPECT_GT(bytes, 0);
   }
 
+  // A cluster of the case's own (with spark.authenticate or TLS): its dirs.
   TempDir work_;
   TempDir local_;
   TempDir data_;
@@ -320,7 +366,12 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   FerryServerOptions options_;
   std::string last_output_;  // the driver's, of the last application run
   std::unique_ptr<FerryServer> server_;
-  std::unique_ptr<SparkCluster> cluster_;  // destroyed first: no executor outlives the server
+  // The case's own cluster, destroyed first: no executor outlives the server.
+  std::unique_ptr<SparkCluster> own_cluster_;
+  // The cluster the case runs on (its own or the shared one), and its executors' root.
+  SparkCluster* cluster_ = nullptr;
+  std::string local_root_;
+  bool shared_ = false;
 };
 
 TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
@@ -589,7 +640,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
       did.failure = absl::StrCat("no executor JVM above reduce task process ", reducer);
       return;
     }
-    const auto everywhere = DataFilesByShuffle(ShuffleFiles(local_.path()));
+    const auto everywhere = DataFilesByShuffle(ShuffleFiles(local_root_));
     const int reduced = everywhere.empty() ? -1 : everywhere.rbegin()->first;
     for (absl::string_view executor_dir :
          absl::StrSplit(EnvironmentOf(executor, "SPARK_EXECUTOR_DIRS"), ':', absl::SkipEmpty())) {
@@ -599,7 +650,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     if (::kill(executor, SIGKILL) == 0) did.killed = executor;
 
     if (!await("corrupt", exists("corrupt.ready"))) return;
-    const std::map<std::string, std::string> files = ShuffleFiles(local_.path());
+    const std::map<std::string, std::string> files = ShuffleFiles(local_root_);
     const auto data = DataFilesByShuffle(files);
     if (data.empty()) did.failure = "no shuffle data files to corrupt";
     for (const std::string& name : data.empty() ? std::vector<std::string>{} : data.rbegin()->second) {
@@ -622,7 +673,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     const auto scan = [&] {
       did.left_after_removal.clear();
       bool only_blamed = true;
-      for (const auto& [name, path] : ShuffleFiles(local_.path())) {
+      for (const auto& [name, path] : ShuffleFiles(local_root_)) {
         absl::StatusOr<spark::ShuffleBlockId> file = spark::ParseShuffleFileName(name);
         if (!file.ok()) continue;
         const std::string stem = name.substr(0, name.rfind('.'));
@@ -715,7 +766,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   EXPECT_TRUE(testing::WaitFor([&] { return server_->spark_executors()->size() == 0; },
                                absl::Seconds(30)))
       << server_->spark_executors()->size() << " registrations left";
-  EXPECT_EQ(ShuffleFiles(local_.path()).size(), 0u);
+  EXPECT_EQ(ShuffleFiles(local_root_).size(), 0u);
 }
 
 std::vector<SparkDistribution> Sparks() { return testing::InstalledSparks(); }

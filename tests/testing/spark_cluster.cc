@@ -295,6 +295,7 @@ absl::Status SparkCluster::StartSparkShuffleService(
               "org.apache.spark.deploy.ExternalShuffleService"},
              env, options_.work_dir + "/shuffle-service.log");
   if (!pid.ok()) return pid.status();
+  services_.push_back(*pid);
   bool exited = false;
   const bool listening = WaitFor(
       [&] {
@@ -307,6 +308,14 @@ absl::Status SparkCluster::StartSparkShuffleService(
   return absl::UnavailableError(
       absl::StrCat("Spark's shuffle service did not listen on ", port, ": ",
                    ReadFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
+}
+
+void SparkCluster::StopSparkShuffleServices() {
+  for (const pid_t service : services_) {
+    KillGroup(service);
+    groups_.erase(std::remove(groups_.begin(), groups_.end(), service), groups_.end());
+  }
+  services_.clear();
 }
 
 std::vector<std::string> SparkCluster::ExecutorLogs() const {

@@ -74,6 +74,9 @@ class SparkCluster {
   // the cluster's defaults (spark.network.crypto.enabled, ...).
   absl::Status StartSparkShuffleService(uint16_t port,
                                         const std::map<std::string, std::string>& conf = {});
+  // Stops every shuffle service StartSparkShuffleService started (a cluster shared by
+  // several cases leaves none to the next).
+  void StopSparkShuffleServices();
 
   struct Submitted {
     int exit_code = -1;  // -1: killed at the timeout
@@ -111,6 +114,7 @@ class SparkCluster {
   std::string master_url_;
   uint16_t master_ui_port_ = 0;
   std::vector<pid_t> groups_;  // every process group started, killed at the end
+  std::vector<pid_t> services_;  // those of them that are Spark's shuffle services
 };
 
 }  // namespace ferry::testing
