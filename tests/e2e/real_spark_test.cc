@@ -226,32 +226,27 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     cluster.spark = GetParam();
     cluster.auth_secret = auth_secret_;
     cluster.defaults = cluster_defaults_;
+    SharedSparkCluster* shared = nullptr;
     if (auth_secret_.empty() && cluster_defaults_.empty()) {
-      std::unique_ptr<SharedSparkCluster>& shared = SharedClusters()[GetParam().version];
-      if (shared == nullptr) {
-        auto fresh = std::make_unique<SharedSparkCluster>();
-        cluster.work_dir = fresh->work.path();
-        cluster.local_dir_root = fresh->local.path();
-        absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
-        ASSERT_TRUE(started.ok()) << started.status();
-        fresh->cluster = *std::move(started);
-        shared = std::move(fresh);
-      }
-      cluster_ = shared->cluster.get();
-      local_root_ = shared->local.path();
-      shared_ = true;
+      std::unique_ptr<SharedSparkCluster>& slot = SharedClusters()[GetParam().version];
+      if (slot == nullptr) slot = std::make_unique<SharedSparkCluster>();
+      shared = slot.get();
+    }
+    local_root_ = shared != nullptr ? shared->local.path() : local_.path();
+    std::unique_ptr<SparkCluster>& owner = shared != nullptr ? shared->cluster : own_cluster_;
+    if (owner == nullptr) {
+      cluster.work_dir = shared != nullptr ? shared->work.path() : work_.path();
+      cluster.local_dir_root = local_root_;
+      absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
+      ASSERT_TRUE(started.ok()) << started.status();
+      owner = *std::move(started);
+    }
+    cluster_ = owner.get();
+    if (shared != nullptr) {
       std::map<std::string, std::string> left;
       ASSERT_TRUE(testing::WaitFor(
           [&] { return (left = ShuffleFiles(local_root_)).empty(); }, absl::Seconds(30)))
           << left.size() << " shuffle files of an earlier case left, " << left.begin()->second;
-    } else {
-      cluster.work_dir = work_.path();
-      cluster.local_dir_root = local_.path();
-      absl::StatusOr<std::unique_ptr<SparkCluster>> started = SparkCluster::Start(cluster);
-      ASSERT_TRUE(started.ok()) << started.status();
-      own_cluster_ = *std::move(started);
-      cluster_ = own_cluster_.get();
-      local_root_ = local_.path();
     }
     options_ = testing::TestServerOptions(data_.path(), {});
     options_.spark_address = "127.0.0.1:0";
@@ -268,7 +263,8 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   }
 
   void TearDown() override {
-    if (shared_) cluster_->StopSparkShuffleServices();
+    // A shared cluster's shuffle services are this case's: the next case finds none.
+    if (own_cluster_ == nullptr && cluster_ != nullptr) cluster_->StopSparkShuffleServices();
   }
 
   // WithService, and dynamic allocation that releases executors idle for 2 s (at most 2
@@ -371,7 +367,6 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   // The cluster the case runs on (its own or the shared one), and its executors' root.
   SparkCluster* cluster_ = nullptr;
   std::string local_root_;
-  bool shared_ = false;
 };
 
 TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
