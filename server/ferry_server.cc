@@ -77,9 +77,11 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
 }
 
 absl::Status FerryServerOptions::Validate() const {
+  if (data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
   if (tls_cert_chain.empty() != tls_private_key.empty()) {
     return absl::InvalidArgumentError(
-        "TLS needs both a certificate chain and its private key, or neither");
+        "TLS needs both a certificate chain and its private key, or neither "
+        "(--tls-cert-file and --tls-key-file go together)");
   }
   if (spark_address.empty() &&
       (!spark_auth.secret_file.empty() || !spark_auth.secrets_dir.empty())) {

@@ -31,7 +31,8 @@
 namespace ferry {
 
 // Each part's options are its own struct, which holds its defaults and validates itself;
-// these hold them, and the flags of ferry_server map onto them (main.cc).
+// these hold them. ferry_server's flags are declared beside the fields they set
+// (server/flags.h).
 struct FerryServerOptions {
   std::string data_dir;
   // host:port for each plane; port 0 picks a free one (see the accessors).

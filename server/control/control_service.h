@@ -31,7 +31,7 @@ struct ControlServiceOptions {
   std::string data_host;
   uint16_t data_port = 0;
   uint32_t data_threads = 1;
-  // How it sends blocks (--mode, --copy-buffer-bytes, --io-engine), as ServerInfo says
+  // How it sends blocks (--mode, --copy-buffer-size, --io-engine), as ServerInfo says
   // it; the data plane's own options are its own (the server copies them here).
   bool splice = true;
   size_t copy_buffer_bytes = 0;

@@ -1,0 +1,72 @@
+#include "server/flags.h"
+
+#include <string>
+
+#include "common/auth_token.h"
+#include "common/option_flags.h"
+#include "common/status_macros.h"
+
+namespace ferry {
+namespace {
+
+// A PEM file's text into `field` (empty path: none).
+absl::Status ReadPemInto(const std::string& path, std::string* field) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> pem = ReadPemFile(path);
+  if (!pem.ok()) return pem.status();
+  *field = *std::move(pem);
+  return absl::OkStatus();
+}
+
+absl::Status SetTlsCert(const std::string& path, FerryServerOptions& options) {
+  return ReadPemInto(path, &options.tls_cert_chain);
+}
+
+absl::Status SetTlsKey(const std::string& path, FerryServerOptions& options) {
+  return ReadPemInto(path, &options.tls_private_key);
+}
+
+}  // namespace
+
+absl::Status ApplyServerFlags(FerryServerOptions* options) {
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(options));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->data));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->connection));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->disks));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->store));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->tickets));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->control));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_executors));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_auth));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_tls));
+  return ApplyOptionFlags(&options->blocking);
+}
+
+}  // namespace ferry
+
+// The server's own fields. The command line's addresses name fixed ports where the
+// struct's defaults (port 0) suit tests.
+FERRY_OPTION_FLAG(ferry::FerryServerOptions, data_dir, data_dir,
+                  "Directory holding <appId>/ shuffle file folders (required).");
+FERRY_OPTION_FLAG_DEFAULT(ferry::FerryServerOptions, control_address, control_address,
+                          "127.0.0.1:7070", "host:port of the gRPC control plane.");
+FERRY_OPTION_FLAG_DEFAULT(ferry::FerryServerOptions, data_address, data_address,
+                          "127.0.0.1:7071",
+                          "host:port (or [IPv6]:port) of the data plane, numeric; port 0 picks "
+                          "a free one.");
+FERRY_OPTION_FLAG(ferry::FerryServerOptions, advertise_data_address, advertise_data_address,
+                  "host:port clients must dial for the data plane, when it differs from "
+                  "--data-address (NAT, a proxy).");
+FERRY_OPTION_FLAG_FN(ferry::FerryServerOptions, std::string, tls_cert_file, "",
+                     "PEM certificate chain for the control plane; with --tls-key-file, the "
+                     "control plane speaks only TLS.",
+                     ferry::SetTlsCert);
+FERRY_OPTION_FLAG_FN(ferry::FerryServerOptions, std::string, tls_key_file, "",
+                     "PEM private key of --tls-cert-file.", ferry::SetTlsKey);
+FERRY_OPTION_FLAG(ferry::FerryServerOptions, spark_address, spark_address,
+                  "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "
+                  "port is 7337) on the data plane's threads. Empty: off.");
+FERRY_OPTION_FLAG(ferry::FerryServerOptions, metrics_address, metrics_address,
+                  "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: "
+                  "off.");

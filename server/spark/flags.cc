@@ -1,0 +1,56 @@
+// The Spark front door's flags: executors' registrations (ExecutorRegistry::Options),
+// the service (SparkShuffleService::Options), spark.authenticate (SparkSecrets::Options)
+// and TLS (SparkTls::Options). common/option_flags.h says how they bind.
+#include "common/option_flags.h"
+#include "server/spark/spark_auth.h"
+#include "server/spark/spark_executors.h"
+#include "server/spark/spark_service.h"
+#include "server/spark/spark_tls.h"
+
+FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, spark_dir_roots, dir_roots,
+                  "Comma-separated directories that Spark executors' local dirs must lie "
+                  "beneath (required with --spark-address; symlinks below them are not "
+                  "followed).");
+FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, state_dir, state_dir,
+                  "Directory where Spark executors' registrations are kept across restarts. "
+                  "Empty: in memory only.");
+FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, max_spark_executors, max_executors,
+                  "Spark executors registered at once.");
+FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, max_spark_registry_bytes, max_bytes,
+                  "Bytes of all Spark executors' registrations together (as kept in the state "
+                  "file).");
+
+FERRY_OPTION_FLAG(ferry::SparkShuffleService::Options, max_spark_streams_per_connection,
+                  max_streams_per_connection, "Spark streams one connection may hold open.");
+FERRY_OPTION_FLAG(ferry::SparkShuffleService::Options, max_spark_open_chunks, max_open_chunks,
+                  "Chunks of all open Spark streams together.");
+FERRY_OPTION_FLAG(ferry::SparkShuffleService::Options, max_spark_open_chunks_per_client,
+                  max_open_chunks_per_client,
+                  "Chunks of the open Spark streams of one client address.");
+FERRY_OPTION_FLAG(ferry::SparkShuffleService::Options, spark_rdd_blocks, serve_rdd_blocks,
+                  "Serve Spark executors' cached RDD blocks (OpenBlocks of rdd_<rdd>_<split>) "
+                  "from their local dirs, also after the executor is gone, for applications "
+                  "with spark.shuffle.service.fetch.rdd.enabled.");
+
+FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_secret_file, secret_file,
+                  "spark.authenticate on the Spark front door: a file holding the secret every "
+                  "application authenticates with (the cluster's spark.authenticate.secret). "
+                  "Spark clients must then authenticate (SASL DIGEST-MD5, or Spark's AuthEngine "
+                  "with spark.network.crypto.enabled) before anything else.");
+FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_secrets_dir, secrets_dir,
+                  "spark.authenticate with a secret per application: a directory with a file "
+                  "per application id holding its secret, read at each handshake (an "
+                  "application without one uses --spark-auth-secret-file, if set).");
+FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_engine_v1, auth_engine_v1,
+                  "Serve clients of Spark's AuthEngine version 1 (spark.network.crypto."
+                  "authEngineVersion=1, Spark's default), whose session key is the X25519 "
+                  "secret itself; false: only version 2. Either is told from the client's first "
+                  "frame.");
+
+FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_cert, cert_file,
+                  "TLS on the Spark front door (Spark 4's spark.ssl.rpc.enabled): a PEM file of "
+                  "the certificate and its chain, the cluster's spark.ssl.rpc.certChain. With "
+                  "--spark-tls-key.");
+FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_key, key_file,
+                  "The PEM private key of --spark-tls-cert (the cluster's "
+                  "spark.ssl.rpc.privateKey).");
