@@ -243,161 +243,23 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   return server;
 }
 
-namespace {
-
-void AppendPipeMetrics(const std::vector<const PipePool*>& pools,
-                       std::vector<MetricFamilySamples>* out) {
-  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0,
-         stalls = 0;
-  for (const PipePool* pool : pools) {
-    max += static_cast<double>(pool->max_pipes());
-    in_use += static_cast<double>(pool->out());
-    open += static_cast<double>(pool->open());
-    waits += static_cast<double>(pool->waits());
-    undersized += static_cast<double>(pool->undersized());
-    fallbacks += static_cast<double>(pool->fallbacks());
-    stalls += static_cast<double>(pool->stalls());
-  }
-  auto one = [out](std::string name, std::string help, MetricKind kind, double value) {
-    out->emplace_back(std::move(name), std::move(help), kind,
-                      std::vector<MetricSample>{MetricSample({}, value)});
-  };
-  one("ferry_pipes_max", "Splice pipes the data-plane threads may hold (--max-pipes, or the "
-      "user's pipe budget).", MetricKind::kGauge, max);
-  one("ferry_pipes_open", "Splice pipes open, in use or idle in the threads' pools.",
-      MetricKind::kGauge, open);
-  one("ferry_pipes_in_use", "Splice pipes a segment's transfer holds now.", MetricKind::kGauge,
-      in_use);
-  one("ferry_pipe_waits_total", "Segments that waited for a pipe: every one was in use.",
-      MetricKind::kCounter, waits);
-  one("ferry_pipe_fallbacks_total",
-      "Segments copied instead of spliced: no pipe came free within 2 ms.",
-      MetricKind::kCounter, fallbacks);
-  one("ferry_pipe_stalls_total",
-      "Spliced chunks the socket did not take within 20 ms though its room said it would: "
-      "the pipe was closed and the rest sent again from the file once the socket had room.",
-      MetricKind::kCounter, stalls);
-  one("ferry_pipes_undersized_total",
-      "Pipes the kernel granted smaller than --pipe-size (the user's pipe budget "
-      "was spent); the pool then stops growing.",
-      MetricKind::kCounter, undersized);
-}
-
-void AppendDiskMetrics(const std::vector<DiskReader::DiskStats>& disks,
-                       std::vector<MetricFamilySamples>* out) {
-  auto family = [&](std::string name, std::string help, MetricKind kind,
-                    double (*value)(const DiskReader::DiskStats&)) {
-    std::vector<MetricSample> samples;
-    for (const DiskReader::DiskStats& d : disks) samples.emplace_back(MetricLabels{{"disk", d.name}}, value(d));
-    out->emplace_back(std::move(name), std::move(help), kind, std::move(samples));
-  };
-  family("ferry_disk_queued_reads", "Reads of uncached file ranges waiting for the disk's workers.",
-         MetricKind::kGauge, [](const DiskReader::DiskStats& d) { return static_cast<double>(d.queued); });
-  family("ferry_disk_reads_total", "Reads of uncached file ranges done by the disk's workers.",
-         MetricKind::kCounter, [](const DiskReader::DiskStats& d) { return static_cast<double>(d.reads); });
-  family("ferry_disk_read_bytes_total", "Bytes the disk's workers read.", MetricKind::kCounter,
-         [](const DiskReader::DiskStats& d) { return static_cast<double>(d.bytes); });
-  family("ferry_disk_read_errors_total", "Reads of the disk that failed.", MetricKind::kCounter,
-         [](const DiskReader::DiskStats& d) { return static_cast<double>(d.errors); });
-  family("ferry_disk_healthy", "0 while the disk's reads keep failing, 1 otherwise.",
-         MetricKind::kGauge, [](const DiskReader::DiskStats& d) { return d.healthy ? 1.0 : 0.0; });
-}
-
-}  // namespace
-
 std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
+  // Each part declares the families it counts; the server adds its own two.
   std::vector<MetricFamilySamples> out;
   const std::string mode = AbslUnparseFlag(options_.connection.mode);
-  AppendThreadMetrics(data_->thread_metrics(), mode, &out);
-  auto gauge = [&out](std::string name, std::string help, double value) {
-    out.emplace_back(std::move(name), std::move(help), MetricKind::kGauge,
-                     std::vector<MetricSample>{MetricSample({}, value)});
-  };
-  auto counter = [&out](std::string name, std::string help, double value) {
-    out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter,
-                     std::vector<MetricSample>{MetricSample({}, value)});
-  };
-  // A counter with one sample per value of `label`.
-  auto by = [&out](std::string name, std::string help, const std::string& label,
-                   std::vector<std::pair<std::string, uint64_t>> counts) {
-    std::vector<MetricSample> samples;
-    for (const auto& [value, count] : counts) {
-      samples.emplace_back(MetricSample({{label, value}}, static_cast<double>(count)));
-    }
-    out.emplace_back(std::move(name), std::move(help), MetricKind::kCounter, std::move(samples));
-  };
-  std::vector<std::pair<std::string, uint64_t>> calls;
-  for (size_t i = 0; i < ControlService::kRpcs; ++i) {
-    const auto rpc = static_cast<ControlService::Rpc>(i);
-    calls.emplace_back(ControlService::RpcName(rpc), service_->calls(rpc));
-  }
-  by("ferry_control_calls_total",
-     "Control-plane calls received, by method, whether answered or refused: with many "
-     "clients, what their retries cost.",
-     "method", std::move(calls));
-  gauge("ferry_connections_open", "Data-plane connections being served, both front doors.",
-        static_cast<double>(data_->connections_open()));
-  AppendPipeMetrics(data_->pipe_pools(), &out);
-  AppendDiskMetrics(disks_->Stats(), &out);
-  counter("ferry_connections_accepted_total", "Data-plane connections accepted.",
-          static_cast<double>(data_->connections_accepted()));
-  counter("ferry_connections_refused_total",
-          "Data-plane connections turned away over --max-connections or "
-          "--max-connections-per-client.",
-          static_cast<double>(data_->connections_refused()));
-  gauge("ferry_streams_open", "Streams (tickets) the control plane has open.",
-        static_cast<double>(tickets_->size()));
-  const BlockStore::CacheCounts cache = store_->cache_counts();
-  gauge("ferry_map_output_cache_entries",
-        "Map outputs cached, each an index with its data file open.",
-        static_cast<double>(store_->cached_map_outputs()));
-  gauge("ferry_data_files_open", "Data files open, cached or held by open streams.",
-        static_cast<double>(store_->open_files()));
-  counter("ferry_map_output_cache_hits_total", "Map output lookups answered from the cache.",
-          static_cast<double>(cache.hits));
-  counter("ferry_map_output_cache_misses_total", "Map output lookups that loaded from disk.",
-          static_cast<double>(cache.misses));
-  counter("ferry_map_output_cache_evictions_total",
-          "Map outputs evicted to stay within the cache's bounds.",
-          static_cast<double>(cache.evictions));
-  gauge("ferry_io_worker_threads", "io_uring worker threads (io-wq) of the process.",
-        static_cast<double>(IoWorkerThreads()));
-  gauge("ferry_draining", "1 from the start of a drain (SIGTERM) on.",
-        data_->draining() ? 1 : 0);
+  data_->AppendMetrics(mode, &out);
+  service_->AppendMetrics(&out);
+  tickets_->AppendMetrics(&out);
+  store_->AppendMetrics(&out);
+  disks_->AppendMetrics(&out);
   if (spark_ != nullptr) {
-    gauge("ferry_spark_executors_registered", "Spark executors registered.",
-          static_cast<double>(executors_->size()));
-    gauge("ferry_spark_open_chunks", "Chunks held by open Spark streams.",
-          static_cast<double>(spark_->open_chunks()));
-    gauge("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
-          static_cast<double>(pool_->queued()));
-    if (spark_tls_ != nullptr) {
-      by("ferry_spark_tls_handshakes_total",
-         "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
-         "(failed: a client without TLS or that does not trust the certificate, or a "
-         "connection closed before its handshake ended).",
-         "outcome",
-         {{"completed", spark_tls_->handshakes(true)}, {"failed", spark_tls_->handshakes(false)}});
-    }
-    if (spark_secrets_->required()) {
-      using Outcome = SparkSecrets::Outcome;
-      by("ferry_spark_authentications_total",
-         "spark.authenticate handshakes on the Spark front door, by how they ended "
-         "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
-         "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
-         "secret, an unknown application, a malformed or endless handshake, or another "
-         "message first).",
-         "outcome",
-         {{"authenticated", spark_secrets_->handshakes(Outcome::kAuthenticated)},
-          {"encrypted", spark_secrets_->handshakes(Outcome::kEncrypted)},
-          {"refused", spark_secrets_->handshakes(Outcome::kRefused)}});
-      by("ferry_spark_auth_engine_sessions_total",
-         "Encrypted Spark connections by the AuthEngine version their client runs "
-         "(spark.network.crypto.authEngineVersion), told by its first frame.",
-         "version",
-         {{"1", spark_secrets_->auth_engine_sessions(1)},
-          {"2", spark_secrets_->auth_engine_sessions(2)}});
-    }
+    executors_->AppendMetrics(&out);
+    spark_->AppendMetrics(&out);
+    out.push_back(OneSample("ferry_blocking_jobs_queued",
+                            "Blocking jobs waiting for a worker.",
+                            MetricKind::kGauge, static_cast<double>(pool_->queued())));
+    if (spark_tls_ != nullptr) spark_tls_->AppendMetrics(&out);
+    spark_secrets_->AppendMetrics(&out);
   }
   out.emplace_back(
       "ferry_build_info", "The server's version and data-plane settings.", MetricKind::kGauge,

@@ -376,4 +376,16 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
   return grpc::Status::OK;
 }
 
+void ControlService::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  std::vector<std::pair<std::string, double>> counts;
+  for (size_t i = 0; i < kRpcs; ++i) {
+    const auto rpc = static_cast<Rpc>(i);
+    counts.emplace_back(RpcName(rpc), static_cast<double>(calls(rpc)));
+  }
+  out->push_back(SamplesBy("ferry_control_calls_total",
+                           "Control-plane calls received, by method, whether answered or "
+                           "refused: with many clients, what their retries cost.",
+                           MetricKind::kCounter, "method", counts));
+}
+
 }  // namespace ferry

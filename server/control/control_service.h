@@ -22,6 +22,7 @@
 #include "server/storage/disk_reader.h"
 #include "server/spark/spark_executors.h"
 #include "server/tickets/ticket_registry.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -94,6 +95,8 @@ class ControlService final : public ferry::v1::Ferry::Service {
   uint64_t calls(Rpc rpc) const {
     return calls_[static_cast<size_t>(rpc)].load(std::memory_order_relaxed);
   }
+  // Its metric families (docs/operations.md): the calls by method.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
  private:
   // OK, or UNAUTHENTICATED when a token is required and the call lacks it.

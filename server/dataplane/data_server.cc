@@ -238,16 +238,28 @@ std::vector<uint64_t> DataServer::connections_per_thread() const {
   return counts;
 }
 
-std::vector<const ThreadMetrics*> DataServer::thread_metrics() const {
-  std::vector<const ThreadMetrics*> out;
-  for (size_t t = 0; t < schedulers_.size(); ++t) out.push_back(&metrics_[t]);
-  return out;
-}
-
-std::vector<const PipePool*> DataServer::pipe_pools() const {
-  std::vector<const PipePool*> out;
-  for (const auto& pool : pipes_) out.push_back(pool.get());
-  return out;
+void DataServer::AppendMetrics(const std::string& mode,
+                               std::vector<MetricFamilySamples>* out) const {
+  std::vector<const ThreadMetrics*> threads;
+  for (size_t t = 0; t < schedulers_.size(); ++t) threads.push_back(&metrics_[t]);
+  AppendThreadMetrics(threads, mode, out);
+  out->push_back(OneSample("ferry_connections_open",
+                           "Data-plane connections being served, both front doors.",
+                           MetricKind::kGauge, static_cast<double>(connections_open())));
+  out->push_back(OneSample("ferry_connections_accepted_total", "Data-plane connections accepted.",
+                           MetricKind::kCounter, static_cast<double>(connections_accepted())));
+  out->push_back(OneSample("ferry_connections_refused_total",
+                           "Data-plane connections turned away over --max-connections or "
+                           "--max-connections-per-client.",
+                           MetricKind::kCounter, static_cast<double>(connections_refused())));
+  std::vector<const PipePool*> pools;
+  for (const auto& pool : pipes_) pools.push_back(pool.get());
+  PipePool::AppendMetrics(pools, out);
+  out->push_back(OneSample("ferry_io_worker_threads",
+                           "io_uring worker threads (io-wq) of the process.", MetricKind::kGauge,
+                           static_cast<double>(IoWorkerThreads())));
+  out->push_back(OneSample("ferry_draining", "1 from the start of a drain (SIGTERM) on.",
+                           MetricKind::kGauge, draining() ? 1 : 0));
 }
 
 size_t DataServer::Drain(absl::Duration grace) {

@@ -98,10 +98,11 @@ class DataServer {
   uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
   // Connections being served now by each thread.
   std::vector<uint64_t> connections_per_thread() const;
-  // Each thread's counters (metrics.h) and splice pipes.
-  std::vector<const ThreadMetrics*> thread_metrics() const;
-  std::vector<const PipePool*> pipe_pools() const;
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  // The data plane's metric families (docs/operations.md): what its threads sent and
+  // answered (labelled with `mode`, the connections' data-plane mode), its connections,
+  // splice pipes and io-wq workers, and whether it drains.
+  void AppendMetrics(const std::string& mode, std::vector<MetricFamilySamples>* out) const;
 
   // A graceful stop: stops accepting (the listeners leave the port, so new connections
   // are refused), closes idle connections, and lets each busy one finish the requests

@@ -145,4 +145,42 @@ void PipePool::Handoff(std::optional<Pipe> pipe) {
   next->ready.Set();
 }
 
+void PipePool::AppendMetrics(const std::vector<const PipePool*>& pools,
+                             std::vector<MetricFamilySamples>* out) {
+  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0, stalls = 0;
+  for (const PipePool* pool : pools) {
+    max += static_cast<double>(pool->max_pipes());
+    in_use += static_cast<double>(pool->out());
+    open += static_cast<double>(pool->open());
+    waits += static_cast<double>(pool->waits());
+    undersized += static_cast<double>(pool->undersized());
+    fallbacks += static_cast<double>(pool->fallbacks());
+    stalls += static_cast<double>(pool->stalls());
+  }
+  out->push_back(OneSample("ferry_pipes_max",
+                           "Splice pipes the data-plane threads may hold (--max-pipes, or the "
+                           "user's pipe budget).",
+                           MetricKind::kGauge, max));
+  out->push_back(OneSample("ferry_pipes_open",
+                           "Splice pipes open, in use or idle in the threads' pools.",
+                           MetricKind::kGauge, open));
+  out->push_back(OneSample("ferry_pipes_in_use", "Splice pipes a segment's transfer holds now.",
+                           MetricKind::kGauge, in_use));
+  out->push_back(OneSample("ferry_pipe_waits_total",
+                           "Segments that waited for a pipe: every one was in use.",
+                           MetricKind::kCounter, waits));
+  out->push_back(OneSample("ferry_pipe_fallbacks_total",
+                           "Segments copied instead of spliced: no pipe came free within 2 ms.",
+                           MetricKind::kCounter, fallbacks));
+  out->push_back(OneSample(
+      "ferry_pipe_stalls_total",
+      "Spliced chunks the socket did not take within 20 ms though its room said it would: "
+      "the pipe was closed and the rest sent again from the file once the socket had room.",
+      MetricKind::kCounter, stalls));
+  out->push_back(OneSample("ferry_pipes_undersized_total",
+                           "Pipes the kernel granted smaller than --pipe-size (the user's pipe "
+                           "budget was spent); the pool then stops growing.",
+                           MetricKind::kCounter, undersized));
+}
+
 }  // namespace ferry

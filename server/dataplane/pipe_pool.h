@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/pipe.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -68,6 +69,10 @@ class PipePool {
   uint64_t undersized() const { return undersized_.load(std::memory_order_relaxed); }
   uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
   uint64_t stalls() const { return stalls_.load(std::memory_order_relaxed); }
+
+  // The pipe metric families (docs/operations.md) of a data plane's pools, summed.
+  static void AppendMetrics(const std::vector<const PipePool*>& pools,
+                            std::vector<MetricFamilySamples>* out);
 
  private:
   struct Waiter;

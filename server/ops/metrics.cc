@@ -46,6 +46,20 @@ void ThreadMetrics::Request(FrontDoor door, absl::StatusCode code, absl::Duratio
   service_[Index(door)].Observe(service);
 }
 
+MetricFamilySamples OneSample(std::string name, std::string help, MetricKind kind,
+                              double value) {
+  return MetricFamilySamples(std::move(name), std::move(help), kind,
+                             std::vector<MetricSample>{MetricSample({}, value)});
+}
+
+MetricFamilySamples SamplesBy(std::string name, std::string help, MetricKind kind,
+                              const std::string& label,
+                              const std::vector<std::pair<std::string, double>>& values) {
+  std::vector<MetricSample> samples;
+  for (const auto& [value, count] : values) samples.emplace_back(MetricLabels{{label, value}}, count);
+  return MetricFamilySamples(std::move(name), std::move(help), kind, std::move(samples));
+}
+
 void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
                          const std::string& mode, std::vector<MetricFamilySamples>* out) {
   const FrontDoor doors[] = {FrontDoor::kFerry, FrontDoor::kSpark};

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -68,6 +69,9 @@ class SparkSecrets {
   uint64_t auth_engine_sessions(int version) const {
     return engine_sessions_[version == 1 ? 0 : 1].load(std::memory_order_relaxed);
   }
+  // Its metric families (docs/operations.md), when authentication is required: the
+  // handshakes by outcome and the AuthEngine sessions by version.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
  private:
   std::string shared_;

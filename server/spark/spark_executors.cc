@@ -692,4 +692,9 @@ absl::Status ExecutorRegistry::CompactLocked() {
   return absl::OkStatus();
 }
 
+void ExecutorRegistry::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  out->push_back(OneSample("ferry_spark_executors_registered", "Spark executors registered.",
+                           MetricKind::kGauge, static_cast<double>(size())));
+}
+
 }  // namespace ferry

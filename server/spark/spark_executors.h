@@ -57,6 +57,7 @@
 #include "common/spark_layout.h"
 #include "common/spark_wire.h"
 #include "common/unique_fd.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -129,6 +130,8 @@ class ExecutorRegistry {
   absl::StatusOr<size_t> ForgetVanished();
 
   size_t size() const;
+  // Its metric families (docs/operations.md): the executors registered.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   // Bytes of the registrations' records (bounded by max_bytes).
   uint64_t bytes() const;
 

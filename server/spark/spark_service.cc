@@ -398,4 +398,9 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
       deadline);
 }
 
+void SparkShuffleService::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  out->push_back(OneSample("ferry_spark_open_chunks", "Chunks held by open Spark streams.",
+                           MetricKind::kGauge, static_cast<double>(open_chunks())));
+}
+
 }  // namespace ferry

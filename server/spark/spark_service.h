@@ -32,6 +32,7 @@
 #include "server/ops/rate_limiter.h"
 #include "server/spark/spark_executors.h"
 #include "server/storage/segment.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -105,6 +106,8 @@ class SparkShuffleService {
   const Options& options() const { return options_; }
   // Chunks held by open streams now.
   uint64_t open_chunks() const { return open_chunks_.used(); }
+  // Its metric families (docs/operations.md): the chunks open streams hold.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   ExecutorRegistry& executors() { return *executors_; }
 
   // Registers the executor for `client` (the peer's address). A registration that

@@ -121,4 +121,15 @@ std::unique_ptr<SecurityLayer> SparkTls::NewConnection() {
   return std::make_unique<TlsLayer>(ssl, this);
 }
 
+void SparkTls::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  out->push_back(SamplesBy(
+      "ferry_spark_tls_handshakes_total",
+      "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
+      "(failed: a client without TLS or that does not trust the certificate, or a "
+      "connection closed before its handshake ended).",
+      MetricKind::kCounter, "outcome",
+      {{"completed", static_cast<double>(handshakes(true))},
+       {"failed", static_cast<double>(handshakes(false))}}));
+}
+
 }  // namespace ferry

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/dataplane/security_layer.h"
+#include "server/ops/metrics.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -43,6 +44,8 @@ class SparkTls {
   uint64_t handshakes(bool completed) const {
     return handshakes_[completed ? 1 : 0].load(std::memory_order_relaxed);
   }
+  // Its metric families (docs/operations.md): the handshakes by how they ended.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   void CountHandshake(bool completed) {
     handshakes_[completed ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
   }

@@ -47,6 +47,7 @@
 #include "server/storage/layout.h"
 #include "server/storage/segment.h"
 #include "server/storage/weighted_cache.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -137,6 +138,8 @@ class BlockStore {
     uint64_t evictions = 0;
   };
   CacheCounts cache_counts() const;
+  // Its metric families (docs/operations.md): the map-output cache and open files.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
  private:
   // (whose, shuffle, map).

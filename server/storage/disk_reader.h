@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
 #include "server/storage/segment.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -108,6 +109,8 @@ class DiskReader {
   };
   // Every disk that has missed so far.
   std::vector<DiskStats> Stats() const;
+  // Its metric families (docs/operations.md): each disk's queue, reads and health.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
  private:
   struct Disk;

@@ -122,4 +122,9 @@ void TicketRegistry::EraseLocked(const Ticket& ticket) {
   streams_.erase(it);
 }
 
+void TicketRegistry::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  out->push_back(OneSample("ferry_streams_open", "Streams (tickets) the control plane has open.",
+                           MetricKind::kGauge, static_cast<double>(size())));
+}
+
 }  // namespace ferry

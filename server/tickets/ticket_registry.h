@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/frame_header.h"
 #include "server/storage/segment.h"
+#include "server/ops/metrics.h"
 
 namespace ferry {
 
@@ -83,6 +84,8 @@ class TicketRegistry {
 
   // Live streams, and the blocks all registered streams hold.
   size_t size() const;
+  // Its metric families (docs/operations.md): the streams open.
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   uint64_t blocks() const;
 
  private:
