@@ -128,8 +128,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(server->options_.store);
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
-  server->tickets_ = std::make_unique<TicketRegistry>(
-      options.tickets, options.clock != nullptr ? *options.clock : Clock::Real());
+  const Clock& clock = options.clock != nullptr ? *options.clock : Clock::Real();
+  server->tickets_ = std::make_unique<TicketRegistry>(options.tickets, clock);
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   DataServer::Listener ferry_door;
@@ -147,12 +147,12 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
     absl::StatusOr<std::unique_ptr<ExecutorRegistry>> executors =
-        ExecutorRegistry::Open(options.spark_executors);
+        ExecutorRegistry::Open(options.spark_executors, clock);
     if (!executors.ok()) return executors.status();
     server->executors_ = *std::move(executors);
     server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
-        options.spark, server->store_.get(), server->executors_.get(), server->pool_.get());
+        options.spark, server->store_.get(), server->executors_.get(), server->pool_.get(), clock);
     absl::StatusOr<std::unique_ptr<SparkSecrets>> secrets =
         SparkSecrets::Load(options.spark_auth);
     if (!secrets.ok()) return secrets.status();

@@ -55,8 +55,10 @@ struct FerryServerOptions {
   ControlServiceOptions control;
   // How often expired streams and deleted files are let go of when no call does it.
   absl::Duration sweep_interval = absl::Seconds(5);
-  // What the streams' expiry reads the time from (null: the real clock); must outlive
-  // the server. Tests pass a FakeClock instead of sleeping through a TTL.
+  // What the server's own timers read the time from (null: the real clock): streams'
+  // expiry on both front doors, the registration rate, the log budgets. Must outlive
+  // the server. Tests pass a FakeClock instead of sleeping through a TTL. Deadlines the
+  // kernel waits on (I/O, the blocking pool) are real time.
   const Clock* clock = nullptr;
   // PEM certificate chain and private key: when both are set, the control plane speaks
   // only TLS; when both are empty, only plaintext.

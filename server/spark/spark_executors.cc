@@ -153,7 +153,7 @@ absl::Status ExecutorRegistry::Options::Validate() const {
   return CheckRange("max-spark-registry-bytes", max_bytes, 4096, kMaxLimit);
 }
 
-absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options) {
+absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options, const Clock& clock) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   for (const std::string& root : options.dir_roots) {
     struct stat st;
@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
           "Spark dir root '", root, "' is not an absolute, normalized path of a directory"));
     }
   }
-  std::unique_ptr<ExecutorRegistry> registry(new ExecutorRegistry(std::move(options)));
+  std::unique_ptr<ExecutorRegistry> registry(new ExecutorRegistry(std::move(options), clock));
   for (const std::string& root : registry->options_.dir_roots) {
     UniqueFd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open Spark dir root ", root));
@@ -287,7 +287,7 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
 void ExecutorRegistry::OpenJournalLocked(const std::string& path, const Loaded& loaded) {
   if (!loaded.damage.empty()) {
     const std::string aside =
-        absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(absl::Now()));
+        absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(clock_.Now()));
     if (::rename(path.c_str(), aside.c_str()) != 0) {
       PLOG(ERROR) << "cannot set aside " << path;
     }
@@ -496,7 +496,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   }
   MaybeCompactLocked();
   uint64_t held_back = 0;
-  if (log_lines_.Take(absl::Now(), &held_back)) {
+  if (log_lines_.Take(clock_.Now(), &held_back)) {
     LOG(INFO) << (again ? "re-registered" : "registered") << " Spark executor "
               << registration.exec_id << " of app " << registration.app_id << ": "
               << registration.info.local_dirs.size() << " local dirs, "

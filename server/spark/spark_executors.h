@@ -53,6 +53,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/clock.h"
 #include "common/log_lines.h"
 #include "common/spark_layout.h"
 #include "common/spark_wire.h"
@@ -87,7 +88,10 @@ class ExecutorRegistry {
   // Checks the roots and loads the state file, if any. INVALID_ARGUMENT for a root that
   // is not an absolute directory; an error opening or reading the state file (one it
   // cannot rewrite is not an error: see above).
-  static absl::StatusOr<std::unique_ptr<ExecutorRegistry>> Open(Options options);
+  // `clock` (which must outlive the registry) stamps what the log budget and a damaged
+  // state file's name read.
+  static absl::StatusOr<std::unique_ptr<ExecutorRegistry>> Open(
+      Options options, const Clock& clock = Clock::Real());
 
   // Records the executor (again: a no-op, or a new shuffle manager). INVALID_ARGUMENT
   // naming what is wrong with it; FAILED_PRECONDITION if the executor is registered
@@ -155,7 +159,8 @@ class ExecutorRegistry {
     uint64_t file_bytes = 0;
     std::string damage;  // what is wrong before the last record, if anything
   };
-  explicit ExecutorRegistry(Options options) : options_(std::move(options)) {}
+  ExecutorRegistry(Options options, const Clock& clock)
+      : options_(std::move(options)), clock_(clock) {}
   // The registration checked, and its dirs beneath the roots.
   absl::StatusOr<Registered> Validate(const spark::RegisterExecutor& registration) const;
   absl::Status NotRegistered(absl::string_view app_id, absl::string_view exec_id) const;
@@ -189,6 +194,7 @@ class ExecutorRegistry {
   absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed);
 
   const Options options_;
+  const Clock& clock_;
   // One per root, opened once: executors' files are opened beneath them.
   std::vector<UniqueFd> root_fds_;
   // Serializes every change and the state file's writes. Taken before mu_; executors_

@@ -132,7 +132,7 @@ void SparkProtocol::CloseExpired(absl::Time now) {
 
 bool SparkProtocol::Handle(absl::string_view frame) {
   core_.BeginRequest();
-  CloseExpired(absl::Now());
+  CloseExpired(service_.clock().Now());
   absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
   if (!message.ok()) {
     // Out of frame: nothing more can be read.

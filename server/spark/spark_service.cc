@@ -58,8 +58,10 @@ absl::Status SparkShuffleService::Options::Validate() const {
 }
 
 SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* store,
-                                         ExecutorRegistry* executors, BlockingPool* pool)
+                                         ExecutorRegistry* executors, BlockingPool* pool,
+                                         const Clock& clock)
     : options_(options),
+      clock_(clock),
       store_(store),
       executors_(executors),
       pool_(pool),
@@ -77,7 +79,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
                                            const std::string& client) {
   // An executor registering again as it is (it reconnected) changes nothing: one lookup.
   if (executors_->Unchanged(registration)) return absl::OkStatus();
-  FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, registration_rate_.Admit(client, absl::Now()));
+  FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, registration_rate_.Admit(client, clock_.Now()));
   if (wait > absl::ZeroDuration() && Sleep(wait) == -ECANCELED) {
     return absl::CancelledError("the server is stopping");
   }
@@ -232,7 +234,7 @@ SparkStream SparkShuffleService::NewStream(std::vector<SparkChunk> chunks,
   SparkStream stream;
   stream.chunks = std::move(chunks);
   stream.lease = std::move(lease);
-  stream.expires = absl::Now() + options_.stream_lifetime;
+  stream.expires = clock_.Now() + options_.stream_lifetime;
   stream.id = next_stream_id_.fetch_add(1, std::memory_order_relaxed);
   return stream;
 }

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/io/blocking_pool.h"
 #include "common/spark_wire.h"
 #include "server/storage/block_store.h"
@@ -97,13 +98,16 @@ class SparkShuffleService {
     absl::Status Validate() const;
   };
 
-  // All three must outlive the service.
+  // All three must outlive the service, and `clock`, which streams' lifetimes and the
+  // registration rate read. (The blocking pool's deadlines are real time: its workers
+  // wait on the kernel's.)
   SparkShuffleService(const Options& options, BlockStore* store, ExecutorRegistry* executors,
-                      BlockingPool* pool);
+                      BlockingPool* pool, const Clock& clock = Clock::Real());
   SparkShuffleService(const SparkShuffleService&) = delete;
   SparkShuffleService& operator=(const SparkShuffleService&) = delete;
 
   const Options& options() const { return options_; }
+  const Clock& clock() const { return clock_; }
   // Chunks held by open streams now.
   uint64_t open_chunks() const { return open_chunks_.used(); }
   // Its metric families (docs/operations.md): the chunks open streams hold.
@@ -154,6 +158,7 @@ class SparkShuffleService {
   SparkStream NewStream(std::vector<SparkChunk> chunks, ClientBudget::Lease lease);
 
   const Options options_;
+  const Clock& clock_;
   BlockStore* const store_;
   ExecutorRegistry* const executors_;
   BlockingPool* const pool_;

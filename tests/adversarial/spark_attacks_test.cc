@@ -26,6 +26,7 @@
 #include "server/ferry_server.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/small_tmpfs.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
@@ -89,6 +90,7 @@ class SparkAttackTest : public ::testing::Test {
   std::vector<std::string> dirs_;
   testing::TempDir state_;
   FerryServerOptions options_;
+  testing::FakeClock clock_;  // the server's, where a case sets options_.clock
   std::unique_ptr<FerryServer> server_;
 };
 
@@ -414,7 +416,8 @@ TEST_F(SparkAttackTest, DiagnosesAreBoundedAndOthersFetchMeanwhile) {
 TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
   options_.spark.max_open_chunks = 1000;
   options_.spark.max_open_chunks_per_client = 400;
-  options_.spark.stream_lifetime = absl::Milliseconds(300);
+  options_.spark.stream_lifetime = absl::Hours(1);
+  options_.clock = &clock_;
   Start();
   SparkClient attacker(port());
   ASSERT_EQ(attacker.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
@@ -424,8 +427,12 @@ TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
   EXPECT_TRUE(again.Closed());  // busy: Spark's client retries a closed connection
   SparkClient other(port(), "127.0.0.2");
   EXPECT_EQ(FetchOne(other, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
-  // Past its lifetime the attacker's stream is closed at its next frame, and its share
-  // is free again.
+  // Within its lifetime the stream holds its share; past it (on the server's clock) the
+  // stream is closed at its next frame, and its share is free again.
+  attacker.Send(sw::EncodeChunkFetchRequest({0, 0}));
+  ASSERT_TRUE(attacker.Read().has_value());
+  EXPECT_EQ(server_->spark_service()->open_chunks(), 400u);
+  clock_.Advance(absl::Hours(1) + absl::Seconds(1));
   EXPECT_TRUE(WaitFor([&] {
     attacker.Send(sw::EncodeChunkFetchRequest({0, 0}));
     return attacker.Read().has_value() && server_->spark_service()->open_chunks() == 0;
