@@ -7,6 +7,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/control_plane.h"
 #include "common/grpc_status.h"
@@ -53,21 +54,20 @@ void PinCallbackQueue() {
 }  // namespace
 
 ControlClient::~ControlClient() {
-  std::unique_lock<std::mutex> lock(calls_mu_);
+  absl::MutexLock lock(&calls_mu_);
   for (grpc::ClientContext* context : calls_) context->TryCancel();
-  calls_ended_.wait(lock, [this] { return calls_.empty(); });
+  calls_mu_.Await(absl::Condition(this, &ControlClient::NoCalls));
 }
 
 void ControlClient::BeginCall(grpc::ClientContext* context) {
   PinCallbackQueue();
-  std::lock_guard<std::mutex> lock(calls_mu_);
+  absl::MutexLock lock(&calls_mu_);
   calls_.insert(context);
 }
 
 void ControlClient::EndCall(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(calls_mu_);
+  absl::MutexLock lock(&calls_mu_);
   calls_.erase(context);
-  calls_ended_.notify_all();
 }
 
 void ControlClient::Prepare(grpc::ClientContext& context) const {
@@ -82,7 +82,7 @@ std::unique_ptr<ferry::v1::Ferry::Stub> ControlClient::Stub(const std::string& s
 }
 
 std::shared_ptr<grpc::Channel> ControlClient::Channel(const std::string& server) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[server];
   if (channel == nullptr) {
     std::shared_ptr<grpc::ChannelCredentials> credentials;

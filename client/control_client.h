@@ -3,10 +3,8 @@
 #ifndef FERRY_CLIENT_CONTROL_CLIENT_H_
 #define FERRY_CLIENT_CONTROL_CLIENT_H_
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/block_id.h"
 #include "proto/ferry.grpc.pb.h"
@@ -101,11 +100,11 @@ class ControlClient {
   void EndCall(grpc::ClientContext* context);
 
   const ControlClientOptions options_;
-  std::mutex calls_mu_;
-  std::condition_variable calls_ended_;
-  absl::flat_hash_set<grpc::ClientContext*> calls_;  // guarded by calls_mu_
-  std::mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  absl::Mutex calls_mu_;
+  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(calls_mu_);
+  bool NoCalls() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return calls_.empty(); }
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -262,7 +262,7 @@ class ProgressSink final : public BlockSink {
       v /= 1024;
       ++u;
     }
-    return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+    return u == 0 ? absl::StrFormat("%.0f %s", v, units[u]) : absl::StrFormat("%.1f %s", v, units[u]);
   }
 
   BlockSink& inner_;

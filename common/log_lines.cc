@@ -1,5 +1,7 @@
 #include "common/log_lines.h"
 
+#include "absl/synchronization/mutex.h"
+
 namespace ferry {
 
 std::string LogEscaped(absl::string_view text) {
@@ -22,7 +24,7 @@ std::string LogEscaped(absl::string_view text) {
 }
 
 bool LineBudget::Take(absl::Time now, uint64_t* held_back) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (now - window_start_ >= absl::Seconds(1)) {
     window_start_ = now;
     lines_ = 0;

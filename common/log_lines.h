@@ -12,10 +12,10 @@
 #define FERRY_COMMON_LOG_LINES_H_
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace ferry {
@@ -32,10 +32,10 @@ class LineBudget {
 
  private:
   const int lines_per_second_;
-  std::mutex mu_;
-  absl::Time window_start_ = absl::InfinitePast();  // guarded by mu_
-  int lines_ = 0;                                    // guarded by mu_
-  uint64_t held_back_ = 0;                           // guarded by mu_
+  absl::Mutex mu_;
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int lines_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t held_back_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

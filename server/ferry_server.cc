@@ -13,6 +13,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
@@ -280,11 +281,10 @@ std::string FerryServer::control_target() const {
 }
 
 void FerryServer::Sweep() {
-  const auto interval =
-      absl::ToChronoMilliseconds(std::max(options_.sweep_interval, absl::Milliseconds(10)));
-  std::unique_lock<std::mutex> lock(sweep_mu_);
-  while (!sweep_cv_.wait_for(lock, interval, [this] { return stop_sweeping_; })) {
-    lock.unlock();
+  const absl::Duration interval = std::max(options_.sweep_interval, absl::Milliseconds(10));
+  sweep_mu_.Lock();
+  while (!sweep_mu_.AwaitWithTimeout(absl::Condition(&stop_sweeping_), interval)) {
+    sweep_mu_.Unlock();
     tickets_->SweepExpired();
     store_->DropStale();
     if (executors_ != nullptr) {
@@ -293,8 +293,9 @@ void FerryServer::Sweep() {
         LOG(WARNING) << "forgetting Spark executors whose dirs are gone: " << forgot.status();
       }
     }
-    lock.lock();
+    sweep_mu_.Lock();
   }
+  sweep_mu_.Unlock();
 }
 
 size_t FerryServer::Shutdown(absl::Duration drain) {
@@ -302,10 +303,9 @@ size_t FerryServer::Shutdown(absl::Duration drain) {
   shut_down_ = true;
   if (sweeper_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(sweep_mu_);
+      absl::MutexLock lock(&sweep_mu_);
       stop_sweeping_ = true;
     }
-    sweep_cv_.notify_all();
     sweeper_.join();
   }
   // Control RPCs take milliseconds; the deadline bounds a stuck one (gRPC cancels it),

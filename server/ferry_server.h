@@ -4,9 +4,7 @@
 #ifndef FERRY_SERVER_FERRY_SERVER_H_
 #define FERRY_SERVER_FERRY_SERVER_H_
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/storage/block_store.h"
 #include "common/clock.h"
@@ -167,9 +166,8 @@ class FerryServer {
   std::unique_ptr<grpc::Server> grpc_;
   uint16_t control_port_ = 0;
   bool shut_down_ = false;
-  std::mutex sweep_mu_;
-  std::condition_variable sweep_cv_;
-  bool stop_sweeping_ = false;  // guarded by sweep_mu_
+  absl::Mutex sweep_mu_;
+  bool stop_sweeping_ ABSL_GUARDED_BY(sweep_mu_) = false;
   std::thread sweeper_;
 };
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/io/ops.h"
 #include "common/unique_fd.h"
 
@@ -52,11 +53,10 @@ BlockingPool::BlockingPool(const Options& options) : options_(options) {
 BlockingPool::~BlockingPool() {
   std::map<Key, std::shared_ptr<Job>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(queue_);
   }
-  cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   for (const auto& [key, job] : dropped) job->Signal(Job::kDropped);
 }
@@ -68,7 +68,7 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
   job->done = UniqueFd(::eventfd(0, EFD_CLOEXEC));
   if (!job->done.valid()) return absl::ErrnoToStatus(errno, "eventfd for a blocking job");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("the blocking-work pool is stopping");
     if (queue_.size() >= options_.max_queued) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -76,7 +76,6 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
     }
     queue_.emplace(Key{order.stream, order.offset, arrivals_++}, job);
   }
-  cv_.notify_one();
   uint64_t value = 0;
   // The job holds its own reference to the eventfd, so a worker signalling after this
   // wait has ended writes to a live descriptor.
@@ -97,7 +96,7 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
 }
 
 size_t BlockingPool::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return queue_.size();
 }
 
@@ -105,8 +104,8 @@ void BlockingPool::Work() {
   for (;;) {
     std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &BlockingPool::HasWorkOrStops));
       if (stopping_) return;
       auto next = queue_.upper_bound(sweep_);
       if (next == queue_.end()) next = queue_.begin();

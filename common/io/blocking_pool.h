@@ -19,12 +19,10 @@
 #ifndef FERRY_COMMON_IO_BLOCKING_POOL_H_
 #define FERRY_COMMON_IO_BLOCKING_POOL_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -33,6 +31,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace ferry {
@@ -89,12 +88,14 @@ class BlockingPool {
   void Work();
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<Key, std::shared_ptr<Job>> queue_;  // guarded by mu_
-  Key sweep_{};                                // guarded by mu_: the last key taken
-  uint64_t arrivals_ = 0;                      // guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<Key, std::shared_ptr<Job>> queue_ ABSL_GUARDED_BY(mu_);
+  Key sweep_ ABSL_GUARDED_BY(mu_){};  // the last key taken
+  uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool HasWorkOrStops() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  }
   std::vector<std::thread> threads_;
 };
 

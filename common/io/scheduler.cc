@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/io/sanitizer_switch.h"
 
@@ -238,7 +239,7 @@ void FiberScheduler::DeleteFiber(Fiber* fiber) {
 
 void FiberScheduler::Post(absl::AnyInvocable<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    absl::MutexLock lock(&posted_mu_);
     posted_.push_back(std::move(fn));
   }
   posted_pending_.store(true, std::memory_order_release);
@@ -318,7 +319,7 @@ void FiberScheduler::TakePosted() {
   if (!posted_pending_.exchange(false, std::memory_order_acq_rel)) return;
   std::vector<absl::AnyInvocable<void()>> posted;
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    absl::MutexLock lock(&posted_mu_);
     posted.swap(posted_);
   }
   for (auto& fn : posted) {

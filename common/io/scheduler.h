@@ -34,12 +34,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/fiber_stack.h"
 #include "common/unique_fd.h"
@@ -264,8 +264,8 @@ class FiberScheduler {
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> posted_pending_{false};
-  std::mutex posted_mu_;
-  std::vector<absl::AnyInvocable<void()>> posted_;  // guarded by posted_mu_
+  absl::Mutex posted_mu_;
+  std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
 };
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/net_address.h"
 #include "common/option_check.h"
@@ -102,9 +103,9 @@ grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, C
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   if (cost == Cost::kLight) return body();
   {
-    std::unique_lock<std::mutex> lock(heavy_mu_);
-    if (!heavy_done_.wait_for(lock, absl::ToChronoMilliseconds(options_.heavy_call_wait),
-                              [this] { return heavy_calls_ < options_.max_heavy_calls; })) {
+    absl::MutexLock lock(&heavy_mu_);
+    if (!heavy_mu_.AwaitWithTimeout(absl::Condition(this, &ControlService::HeavyCallFree),
+                                    options_.heavy_call_wait)) {
       return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
           "server busy: ", options_.max_heavy_calls,
           " OpenStream, ListShuffles, DiagnoseCorruption and RemoveSparkApp calls running; "
@@ -114,10 +115,9 @@ grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, C
   }
   grpc::Status status = body();
   {
-    std::lock_guard<std::mutex> lock(heavy_mu_);
+    absl::MutexLock lock(&heavy_mu_);
     --heavy_calls_;
   }
-  heavy_done_.notify_one();
   return status;
 }
 

@@ -9,11 +9,10 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 
 #include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
 #include "proto/ferry.grpc.pb.h"
@@ -126,9 +125,11 @@ class ControlService final : public ferry::v1::Ferry::Service {
   TicketRegistry* tickets_;
   ExecutorRegistry* executors_;
   const DiskReader* disks_;
-  std::mutex heavy_mu_;
-  std::condition_variable heavy_done_;
-  int heavy_calls_ = 0;  // guarded by heavy_mu_
+  absl::Mutex heavy_mu_;
+  int heavy_calls_ ABSL_GUARDED_BY(heavy_mu_) = 0;
+  bool HeavyCallFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(heavy_mu_) {
+    return heavy_calls_ < options_.max_heavy_calls;
+  }
   std::array<std::atomic<uint64_t>, kRpcs> calls_{};
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/io/ops.h"
 #include "common/net_address.h"
 #include "common/option_check.h"
@@ -196,7 +197,7 @@ bool DataServer::Admit(const std::string& client, std::string* refusal) {
                             " connections open; retry later");
     return false;
   }
-  std::lock_guard<std::mutex> lock(clients_mu_);
+  absl::MutexLock lock(&clients_mu_);
   size_t& mine = per_client_[client];
   if (mine >= options_.max_connections_per_client) {
     open_.fetch_sub(1, std::memory_order_relaxed);
@@ -225,7 +226,7 @@ void DataServer::Serve(size_t thread, const std::string& client, const Handler& 
 void DataServer::Uncount(size_t thread, const std::string& client) {
   thread_open_[thread].fetch_sub(1, std::memory_order_relaxed);
   open_.fetch_sub(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(clients_mu_);
+  absl::MutexLock lock(&clients_mu_);
   auto it = per_client_.find(client);
   if (--it->second == 0) per_client_.erase(it);
 }

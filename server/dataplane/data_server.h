@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/scheduler.h"
 #include "common/unique_fd.h"
@@ -165,8 +165,8 @@ class DataServer {
   ClientBudget request_buffers_;
   // Open connections by client address (numeric, without the port); touched only when
   // a connection is accepted or closed.
-  std::mutex clients_mu_;
-  absl::flat_hash_map<std::string, size_t> per_client_;  // guarded by clients_mu_
+  absl::Mutex clients_mu_;
+  absl::flat_hash_map<std::string, size_t> per_client_ ABSL_GUARDED_BY(clients_mu_);
   // Per thread: connections it serves now. An accepted connection goes to the thread
   // serving the fewest, whichever listener the kernel gave it to.
   std::unique_ptr<std::atomic<uint64_t>[]> thread_open_;

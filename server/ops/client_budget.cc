@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -12,9 +13,28 @@ struct ClientBudget::Lease::State {
   uint64_t total = 0;
   uint64_t per_client = 0;
   std::string what;
-  std::mutex mu;
-  uint64_t used = 0;                                     // guarded by mu
-  absl::flat_hash_map<std::string, uint64_t> by_client;  // guarded by mu; no zeros
+  absl::Mutex mu;
+  uint64_t used ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<std::string, uint64_t> by_client ABSL_GUARDED_BY(mu);  // no zeros
+
+  // Takes `units` more for `client`, or says which bound they would pass.
+  absl::Status Take(const std::string& client, uint64_t units) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = by_client.find(client);
+    const uint64_t mine = it == by_client.end() ? 0 : it->second;
+    if (mine + units > per_client) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server busy: client ", client, " holds ", mine, " ", what, " and asks for ",
+          units, " more; the limit per client is ", per_client, "; retry later"));
+    }
+    if (used + units > total) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: ", total, " ", what, " are held; retry later"));
+    }
+    if (units == 0) return absl::OkStatus();
+    used += units;
+    by_client[client] = mine + units;
+    return absl::OkStatus();
+  }
 };
 
 ClientBudget::Lease& ClientBudget::Lease::operator=(Lease&& other) noexcept {
@@ -31,7 +51,7 @@ ClientBudget::Lease& ClientBudget::Lease::operator=(Lease&& other) noexcept {
 void ClientBudget::Lease::Release() {
   if (state_ == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     state_->used -= units_;
     auto it = state_->by_client.find(client_);
     it->second -= units_;
@@ -48,29 +68,11 @@ ClientBudget::ClientBudget(uint64_t total, uint64_t per_client, std::string what
   state_->what = std::move(what);
 }
 
-absl::Status ClientBudget::TakeLocked(Lease::State& state, const std::string& client,
-                                      uint64_t units) {
-  auto it = state.by_client.find(client);
-  const uint64_t mine = it == state.by_client.end() ? 0 : it->second;
-  if (mine + units > state.per_client) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: client ", client, " holds ", mine, " ", state.what, " and asks for ",
-        units, " more; the limit per client is ", state.per_client, "; retry later"));
-  }
-  if (state.used + units > state.total) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("server busy: ", state.total, " ", state.what, " are held; retry later"));
-  }
-  if (units == 0) return absl::OkStatus();
-  state.used += units;
-  state.by_client[client] = mine + units;
-  return absl::OkStatus();
-}
 
 absl::StatusOr<ClientBudget::Lease> ClientBudget::Acquire(const std::string& client,
                                                           uint64_t units) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  FERRY_RETURN_IF_ERROR(TakeLocked(*state_, client, units));
+  absl::MutexLock lock(&state_->mu);
+  FERRY_RETURN_IF_ERROR(state_->Take(client, units));
   if (units == 0) return Lease();
   return Lease(state_, client, units);
 }
@@ -82,15 +84,15 @@ absl::Status ClientBudget::Resize(Lease* lease, const std::string& client, uint6
       lease->Release();
       return absl::OkStatus();
     }
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     const uint64_t freed = lease->units_ - units;
     state_->used -= freed;
     state_->by_client[lease->client_] -= freed;
     lease->units_ = units;
     return absl::OkStatus();
   }
-  std::lock_guard<std::mutex> lock(state_->mu);
-  FERRY_RETURN_IF_ERROR(TakeLocked(*state_, client, units - lease->units_));
+  absl::MutexLock lock(&state_->mu);
+  FERRY_RETURN_IF_ERROR(state_->Take(client, units - lease->units_));
   if (lease->state_ == nullptr) {
     lease->state_ = state_;
     lease->client_ = client;
@@ -100,12 +102,12 @@ absl::Status ClientBudget::Resize(Lease* lease, const std::string& client, uint6
 }
 
 uint64_t ClientBudget::used() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  absl::MutexLock lock(&state_->mu);
   return state_->used;
 }
 
 uint64_t ClientBudget::used_by(const std::string& client) const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  absl::MutexLock lock(&state_->mu);
   auto it = state_->by_client.find(client);
   return it == state_->by_client.end() ? 0 : it->second;
 }

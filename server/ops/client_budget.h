@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -54,9 +53,6 @@ class ClientBudget {
   uint64_t used_by(const std::string& client) const;
 
  private:
-  // Takes `units` more for `client` under the state's lock, or says which bound they
-  // would pass.
-  static absl::Status TakeLocked(Lease::State& state, const std::string& client, uint64_t units);
 
   std::shared_ptr<Lease::State> state_;
 };

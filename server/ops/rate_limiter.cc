@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ferry {
 
@@ -22,7 +23,7 @@ absl::Time RateLimiter::AllowedAt(const Rate& rate, absl::Time tat) {
 }
 
 absl::StatusOr<absl::Duration> RateLimiter::Admit(const std::string& client, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time total_tat = std::max(total_tat_, now);
   auto it = client_tat_.find(client);
   if (it == client_tat_.end() && client_tat_.size() >= options_.max_clients) {
@@ -45,7 +46,7 @@ absl::StatusOr<absl::Duration> RateLimiter::Admit(const std::string& client, abs
 }
 
 size_t RateLimiter::tracked_clients() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return client_tat_.size();
 }
 

@@ -13,11 +13,11 @@
 #define FERRY_SERVER_OPS_RATE_LIMITER_H_
 
 #include <cstddef>
-#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace ferry {
@@ -51,9 +51,9 @@ class RateLimiter {
 
   const Options options_;
   const std::string what_;
-  mutable std::mutex mu_;
-  absl::Time total_tat_ = absl::InfinitePast();                // guarded by mu_
-  absl::flat_hash_map<std::string, absl::Time> client_tat_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::Time total_tat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::flat_hash_map<std::string, absl::Time> client_tat_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

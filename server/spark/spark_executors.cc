@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log_lines.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
@@ -171,7 +172,7 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
   FERRY_ASSIGN_OR_RETURN(const Loaded loaded, registry->Load(path));
-  std::lock_guard<std::mutex> lock(registry->write_mu_);
+  absl::MutexLock lock(&registry->write_mu_);
   registry->OpenJournalLocked(path, loaded);
   return registry;
 }
@@ -261,8 +262,8 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
   for (auto& [key, entry] : replayed) in_order.push_back(&entry);
   std::sort(in_order.begin(), in_order.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
-  std::lock_guard<std::mutex> write(write_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock write(&write_mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto* entry : in_order) {
     const spark::RegisterExecutor& registration = entry->second;
     // Validated again: the dirs may have been deleted (the app ended while the server
@@ -443,7 +444,7 @@ void ExecutorRegistry::EraseLocked(std::map<Key, Registered>::iterator it,
 }
 
 bool ExecutorRegistry::Unchanged(const spark::RegisterExecutor& r) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = executors_.find(Key(r.app_id, r.exec_id));
   if (it == executors_.end()) return false;
   const spark::ExecutorShuffleInfo& had = it->second.info;
@@ -458,7 +459,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   if (Unchanged(registration)) return absl::OkStatus();
   absl::StatusOr<Registered> valid = Validate(registration);
   if (!valid.ok()) return valid.status();
-  std::lock_guard<std::mutex> write(write_mu_);
+  absl::MutexLock write(&write_mu_);
   const Key key(registration.app_id, registration.exec_id);
   auto it = executors_.find(key);
   uint64_t bytes_after = bytes_ + valid->record_bytes;
@@ -490,7 +491,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   FERRY_RETURN_IF_ERROR(AppendLocked(record));
   const bool again = it != executors_.end();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     bytes_ = bytes_after;
     InsertLocked(key, *std::move(valid));
   }
@@ -509,7 +510,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
 
 absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(
     absl::string_view app_id, absl::string_view exec_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = executors_.find(Key(app_id, exec_id));
   if (it == executors_.end()) return NotRegistered(app_id, exec_id);
   return it->second.info;
@@ -517,7 +518,7 @@ absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(
 
 absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> ExecutorRegistry::FindDirs(
     absl::string_view app_id, absl::string_view exec_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = executors_.find(Key(app_id, exec_id));
   if (it == executors_.end()) return NotRegistered(app_id, exec_id);
   return it->second.dirs;
@@ -537,7 +538,7 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
   for (const Key& key : keys) records += ForgetRecord(key.first, key.second);
   FERRY_RETURN_IF_ERROR(AppendLocked(records));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const Key& key : keys) EraseLocked(executors_.find(key), removed);
   }
   MaybeCompactLocked();
@@ -552,7 +553,7 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
   std::vector<spark::ExecutorDirs::LocalDir> doomed;
   Removal result;
   {
-    std::lock_guard<std::mutex> write(write_mu_);
+    absl::MutexLock write(&write_mu_);
     std::vector<Key> keys;
     for (auto it = executors_.lower_bound(Key(app_id, exec_id));
          it != executors_.end() && it->first.first == app_id &&
@@ -602,7 +603,7 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
   // that changed by then (forgotten, or registered anew) is left alone.
   std::vector<std::pair<Key, std::shared_ptr<const spark::ExecutorDirs>>> all;
   {
-    std::lock_guard<std::mutex> write(write_mu_);
+    absl::MutexLock write(&write_mu_);
     all.reserve(executors_.size());
     for (const auto& [key, registered] : executors_) all.emplace_back(key, registered.dirs);
   }
@@ -614,7 +615,7 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
              errno == ENOENT;
     });
   });
-  std::lock_guard<std::mutex> write(write_mu_);
+  absl::MutexLock write(&write_mu_);
   std::vector<Key> vanished;
   for (const auto& [key, dirs] : all) {
     auto it = executors_.find(key);
@@ -629,12 +630,12 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
 }
 
 size_t ExecutorRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return executors_.size();
 }
 
 uint64_t ExecutorRegistry::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 

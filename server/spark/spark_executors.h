@@ -46,13 +46,13 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/log_lines.h"
 #include "common/spark_layout.h"
@@ -169,29 +169,34 @@ class ExecutorRegistry {
   absl::StatusOr<Loaded> Load(const std::string& path);
   // Readies the journal after Load(): cuts a torn tail, sets a damaged file aside, and
   // compacts when that is worth it; none of it needs to succeed for the registry to
-  // serve. Requires write_mu_.
-  void OpenJournalLocked(const std::string& path, const Loaded& loaded);
+  // serve.
+  void OpenJournalLocked(const std::string& path, const Loaded& loaded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // PERMISSION_DENIED if one of the dirs is, or is inside or around, a dir another app's
-  // registration names. Requires write_mu_.
+  // registration names.
   absl::Status CheckClaimsLocked(absl::string_view app_id,
-                                 const std::vector<std::string>& dirs) const;
-  // Whether some registration names `dir` or a dir inside or around it. Requires write_mu_.
-  bool ClaimedLocked(absl::string_view dir) const;
-  // Records in executors_ and claims_ (under both locks).
-  void InsertLocked(const Key& key, Registered registered);
-  void EraseLocked(std::map<Key, Registered>::iterator it, std::vector<Registered>* removed);
+                                 const std::vector<std::string>& dirs) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Whether some registration names `dir` or a dir inside or around it.
+  bool ClaimedLocked(absl::string_view dir) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Records in executors_ and claims_.
+  void InsertLocked(const Key& key, Registered registered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, write_mu_);
+  void EraseLocked(std::map<Key, Registered>::iterator it, std::vector<Registered>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, write_mu_);
   // Appends `records` to the journal and syncs it, rewriting it whole first if an
-  // earlier write left it unknown. No-op without a state dir. Requires write_mu_.
-  absl::Status AppendLocked(absl::string_view records);
+  // earlier write left it unknown. No-op without a state dir.
+  absl::Status AppendLocked(absl::string_view records) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // After a change is in memory: compacts the journal if it has grown past twice what
   // is live. A failed compaction leaves the journal as it was (logged, and tried again
-  // once the journal has grown by kMinCompactBytes more). Requires write_mu_.
-  void MaybeCompactLocked();
+  // once the journal has grown by kMinCompactBytes more).
+  void MaybeCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Rewrites the state file from executors_ and reopens the journal; on failure the
-  // journal appended to before (if any) stays as it was. Requires write_mu_.
-  absl::Status CompactLocked();
-  // Forgets `keys` in the state file, then in memory. Requires write_mu_.
-  absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed);
+  // journal appended to before (if any) stays as it was.
+  absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Forgets `keys` in the state file, then in memory.
+  absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   const Options options_;
   const Clock& clock_;
@@ -199,17 +204,17 @@ class ExecutorRegistry {
   std::vector<UniqueFd> root_fds_;
   // Serializes every change and the state file's writes. Taken before mu_; executors_
   // may be read under either lock, and changes only under both.
-  std::mutex write_mu_;
-  UniqueFd journal_;            // guarded by write_mu_
-  uint64_t journal_bytes_ = 0;  // guarded by write_mu_
+  absl::Mutex write_mu_;
+  UniqueFd journal_ ABSL_GUARDED_BY(write_mu_);
+  uint64_t journal_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
   // A write left the file unknown (or there is none): rewrite it before appending.
-  bool journal_broken_ = false;  // guarded by write_mu_
+  bool journal_broken_ ABSL_GUARDED_BY(write_mu_) = false;
   // A compaction failed at this journal size: the next is tried past it.
-  uint64_t compaction_failed_at_ = 0;  // guarded by write_mu_
-  std::map<std::string, DirClaim> claims_;  // guarded by write_mu_
+  uint64_t compaction_failed_at_ ABSL_GUARDED_BY(write_mu_) = 0;
+  std::map<std::string, DirClaim> claims_ ABSL_GUARDED_BY(write_mu_);
   // Registrations' log lines: a client re-registering in a loop does not fill the disk.
   LineBudget log_lines_{20};
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<Key, Registered> executors_;  // guarded by mu_ and write_mu_
   uint64_t bytes_ = 0;                   // guarded by mu_ and write_mu_
 };

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
@@ -77,7 +78,7 @@ absl::StatusOr<std::unique_ptr<FerryAppLayout>> BlockStore::FerryApp(absl::strin
   if (fd.valid()) return std::make_unique<FerryAppLayout>(name, std::move(fd));
   const int err = errno;
   if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     DropLocked(ShuffleOwner::Kind::kFerryApp, app_id, "");
     return absl::NotFoundError(absl::StrCat("app ", app_id, " has no shuffle data here"));
   }
@@ -90,7 +91,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   const auto locate = [&](const std::string& name) { return layout.Locate(name); };
   std::shared_ptr<const Entry> cached;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (const std::shared_ptr<const Entry>* found = cache_.Find(key)) cached = *found;
   }
   if (cached != nullptr) {
@@ -100,7 +101,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
       return cached;
     }
     // Deleted or replaced (a map task run again): load what is there now.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (const std::shared_ptr<const Entry>* found = cache_.Find(key); found && *found == cached) {
       cache_.Erase(key);
     }
@@ -108,7 +109,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
   {
     // Room for one more open file, made by evicting the least recently used map
     // outputs; files that open streams still hold stay open, and count.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++counts_.misses;
     while (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files &&
            cache_.EvictOldest()) {
@@ -145,7 +146,7 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
         live->fetch_sub(1, std::memory_order_relaxed);
       });
 
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Another call may have loaded it meanwhile: this one replaces it.
   counts_.evictions += cache_.Insert(key, entry, entry->bytes);
   return entry;
@@ -161,12 +162,12 @@ void BlockStore::DropLocked(ShuffleOwner::Kind kind, absl::string_view app_id,
 }
 
 void BlockStore::DropSpark(absl::string_view app_id, absl::string_view exec_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   DropLocked(ShuffleOwner::Kind::kSparkExecutor, app_id, exec_id);
 }
 
 size_t BlockStore::DropStale() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, bool> app_exists;
   return cache_.EraseIf([&](const Key& key, const std::shared_ptr<const Entry>& entry) {
     struct stat st;
@@ -186,14 +187,14 @@ size_t BlockStore::DropStale() {
 }
 
 BlockStore::CacheCounts BlockStore::cache_counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CacheCounts counts = counts_;
   counts.hits = hits_.load(std::memory_order_relaxed);
   return counts;
 }
 
 size_t BlockStore::cached_map_outputs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return cache_.size();
 }
 

@@ -31,13 +31,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/block_id.h"
@@ -152,15 +152,16 @@ class BlockStore {
                                                             int32_t shuffle_id, int64_t map_id);
   absl::StatusOr<ResolvedBlock> ResolveIn(const std::shared_ptr<const Entry>& entry,
                                           const ShuffleLayout& layout, const BlockId& key) const;
-  void DropLocked(ShuffleOwner::Kind kind, absl::string_view app_id, absl::string_view exec_id);
+  void DropLocked(ShuffleOwner::Kind kind, absl::string_view app_id, absl::string_view exec_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const UniqueFd data_dir_;
   // DataFile objects alive: the cache's, and those only streams still hold.
   const std::shared_ptr<std::atomic<size_t>> live_files_;
-  mutable std::mutex mu_;
-  WeightedCache<Key, std::shared_ptr<const Entry>> cache_;  // guarded by mu_
-  CacheCounts counts_;                                        // guarded by mu_, but for hits
+  mutable absl::Mutex mu_;
+  WeightedCache<Key, std::shared_ptr<const Entry>> cache_ ABSL_GUARDED_BY(mu_);
+  CacheCounts counts_ ABSL_GUARDED_BY(mu_);  // but for hits
   // A hit takes no second lock: counted apart from counts_.
   std::atomic<uint64_t> hits_{0};
 };

@@ -13,6 +13,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
 #include "common/status_macros.h"
@@ -101,12 +102,12 @@ struct DiskReader::Disk {
       LOG(ERROR) << "disk " << name << " is unhealthy: " << in_a_row
                  << " reads in a row failed, the last of " << error;
     }
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     last_error = std::move(error);
   }
 
   std::string LastError() const {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     return last_error;
   }
 
@@ -118,8 +119,8 @@ struct DiskReader::Disk {
   std::atomic<uint64_t> errors{0};
   std::atomic<uint32_t> failing{0};  // failed reads since the last success
   std::atomic<bool> healthy{true};
-  mutable std::mutex mu;
-  std::string last_error;  // guarded by mu
+  mutable absl::Mutex mu;
+  std::string last_error ABSL_GUARDED_BY(mu);
   // Last: its workers are joined before the counters they write go.
   BlockingPool pool;
 };
@@ -130,7 +131,7 @@ DiskReader::~DiskReader() = default;
 DiskReader::Disk& DiskReader::DiskOf(const DataFile& file) {
   // Files on disks past max_disks share the queue keyed by UINT64_MAX.
   uint64_t key = file.identity.device;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = disks_.find(key);
   if (it == disks_.end() && disks_.size() >= options_.max_disks) {
     key = UINT64_MAX;
@@ -213,7 +214,7 @@ absl::StatusOr<size_t> DiskReader::Read(std::shared_ptr<const DataFile> file, ui
 
 std::vector<DiskReader::DiskStats> DiskReader::Stats() const {
   std::vector<DiskStats> stats;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [key, disk] : disks_) {
     DiskStats s;
     s.name = disk->name;

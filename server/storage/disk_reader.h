@@ -32,7 +32,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
 #include "server/storage/segment.h"
@@ -121,8 +121,8 @@ class DiskReader {
                                 ReadFn read);
 
   const Options options_;
-  mutable std::mutex mu_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Disk>> disks_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Disk>> disks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
 
@@ -38,7 +39,7 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
     if (n < 0) return absl::ErrnoToStatus(errno, "getrandom for a stream ticket");
     filled += static_cast<size_t>(n);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SweepExpiredLocked(clock_.Now());
   if (streams_.size() >= limits_.max_streams) {
     return absl::ResourceExhaustedError(
@@ -64,7 +65,7 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
 
 absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket& ticket) const {
   const absl::Time now = clock_.Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = streams_.find(ticket);
   if (it == streams_.end()) {
     return absl::UnauthenticatedError("unknown, closed or expired stream ticket");
@@ -77,7 +78,7 @@ absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket&
 }
 
 bool TicketRegistry::Close(const Ticket& ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto it = streams_.find(ticket);
   if (it == streams_.end()) return false;
   // An expired stream was no longer open, whether or not a sweep has dropped it yet.
@@ -88,12 +89,12 @@ bool TicketRegistry::Close(const Ticket& ticket) {
 
 void TicketRegistry::SweepExpired() {
   const absl::Time now = clock_.Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SweepExpiredLocked(now);
 }
 
 size_t TicketRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time now = clock_.Now();
   size_t expired = 0;
   for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now; ++it) ++expired;
@@ -101,7 +102,7 @@ size_t TicketRegistry::size() const {
 }
 
 uint64_t TicketRegistry::blocks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return blocks_;
 }
 

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/block_id.h"
 #include "common/checksum.h"
@@ -92,17 +92,17 @@ class TicketRegistry {
   struct TicketHash {
     size_t operator()(const Ticket& t) const;
   };
-  void SweepExpiredLocked(absl::Time now);
-  void EraseLocked(const Ticket& ticket);
+  void SweepExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TicketLimits limits_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  absl::flat_hash_map<Ticket, std::shared_ptr<const Stream>, TicketHash> streams_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Ticket, std::shared_ptr<const Stream>, TicketHash> streams_ ABSL_GUARDED_BY(mu_);
   // Every stream in streams_ by expiry, soonest first.
-  absl::btree_set<std::pair<absl::Time, Ticket>> by_expiry_;  // guarded by mu_
-  absl::flat_hash_map<std::string, size_t> per_client_;       // guarded by mu_
-  uint64_t blocks_ = 0;                                       // guarded by mu_
+  absl::btree_set<std::pair<absl::Time, Ticket>> by_expiry_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
+  uint64_t blocks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry
