@@ -14,6 +14,7 @@
 #include "common/frame_header.h"
 #include "common/net_address.h"
 #include "common/io/ops.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -58,9 +59,8 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
   const auto& blocks = plan.handle.blocks();
   const size_t n = static_cast<size_t>(blocks.size());
   *progress = StreamProgress{};
-  absl::StatusOr<UniqueFd> socket = ConnectData(plan, absl::Now() + options.io_timeout);
-  if (!socket.ok()) return socket.status();
-  const int fd = socket->get();
+  FERRY_ASSIGN_OR_RETURN(UniqueFd socket, ConnectData(plan, absl::Now() + options.io_timeout));
+  const int fd = socket.get();
 
   FetchRequest request;
   std::memcpy(request.ticket.data(), plan.handle.ticket().data(), kTicketBytes);

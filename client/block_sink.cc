@@ -160,8 +160,7 @@ absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint
   Spares<PageBuffer>::Lease buffer = buffers_.Take();
   buffer->Reserve(static_cast<size_t>(length));
   uint64_t got = 0;
-  absl::Status s = ReceiveInto(source, buffer->data(), length, verifier, name, deadline, &got);
-  if (!s.ok()) return s;
+  FERRY_RETURN_IF_ERROR(ReceiveInto(source, buffer->data(), length, verifier, name, deadline, &got));
   return on_block_(index, absl::string_view(buffer->data(), static_cast<size_t>(length)));
 }
 
@@ -253,9 +252,8 @@ absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& pa
                                      absl::Time deadline, uint64_t* written) {
   Spares<std::optional<Pipe>>::Lease pipe = pipes_.Take();
   if (!pipe->has_value()) {
-    absl::StatusOr<Pipe> made = Pipe::Create(pipe_bytes_);
-    if (!made.ok()) return made.status();
-    *pipe = *std::move(made);
+    FERRY_ASSIGN_OR_RETURN(Pipe made, Pipe::Create(pipe_bytes_));
+    *pipe = std::move(made);
   }
   while (*written < length) {
     const size_t want =

@@ -12,15 +12,14 @@
 #include "common/block_id.h"
 #include "common/io/scheduler.h"
 #include "common/io/sync.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
 absl::StatusOr<std::string> ResolveHost(const std::string& address) {
-  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
-  if (!parsed.ok()) return parsed.status();
-  absl::StatusOr<SocketAddress> resolved = SocketAddress::Resolve(parsed->host, parsed->port);
-  if (!resolved.ok()) return resolved.status();
-  return resolved->host();
+  FERRY_ASSIGN_OR_RETURN(HostPort parsed, ParseHostPort(address));
+  FERRY_ASSIGN_OR_RETURN(SocketAddress resolved, SocketAddress::Resolve(parsed.host, parsed.port));
+  return resolved.host();
 }
 
 
@@ -154,8 +153,7 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
   const absl::Time busy_deadline = absl::Now() + options.busy_retry_time;
   int failed_attempts = 0;
   // One scheduler (one io_uring) for every round.
-  absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
-  if (!scheduler.ok()) return scheduler.status();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create());
   for (int round = 0; round < 10000; ++round) {
     std::vector<size_t> pending;
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -172,7 +170,7 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
       absl::SleepFor(backoff.Next(jitter));
     }
     bool retryable = true;
-    status = FetchRound(**scheduler, app_id, blocks, pending, server_of, sink, options, done,
+    status = FetchRound(*scheduler, app_id, blocks, pending, server_of, sink, options, done,
                         &retryable, stats);
     if (status.ok() || !retryable) break;
     const bool busy = absl::IsResourceExhausted(status) && absl::Now() < busy_deadline;
@@ -198,8 +196,7 @@ absl::StatusOr<std::vector<std::string>> ShuffleClient::FetchToBuffers(
     const std::string& app_id, const std::vector<BlockLocation>& blocks,
     const FetchOptions& options) {
   BuffersSink sink(blocks.size());
-  absl::StatusOr<FetchStats> stats = Fetch(app_id, blocks, sink, options);
-  if (!stats.ok()) return stats.status();
+  FERRY_RETURN_IF_ERROR(Fetch(app_id, blocks, sink, options).status());
   return std::move(sink.blocks());
 }
 

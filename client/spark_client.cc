@@ -178,10 +178,9 @@ class SparkConnection {
     const int one = 1;
     ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (options_.tls_trust_file.empty()) return absl::OkStatus();
-    absl::StatusOr<HostPort> host = ParseHostPort(address_);  // parsed once already
-    if (!host.ok()) return host.status();
+    FERRY_ASSIGN_OR_RETURN(HostPort host, ParseHostPort(address_));  // parsed once already
     absl::StatusOr<std::unique_ptr<TlsStream>> tls =
-        TlsStream::Connect(fd_.get(), options_.tls_trust_file, host->host, Deadline());
+        TlsStream::Connect(fd_.get(), options_.tls_trust_file, host.host, Deadline());
     if (!tls.ok()) {
       return absl::Status(tls.status().code(), absl::StrCat("shuffle service ", address_, ": ",
                                                             tls.status().message()));
@@ -196,21 +195,17 @@ class SparkConnection {
     if (options_.auth_engine_version != 0) return AuthenticateWithAuthEngine(app_id);
     const std::string what = absl::StrCat("SASL authentication of application ", app_id,
                                           " with shuffle service ", address_);
-    absl::StatusOr<std::unique_ptr<spark::SaslClient>> sasl =
-        spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption);
-    if (!sasl.ok()) return sasl.status();
-    absl::StatusOr<std::string> token = (*sasl)->Start();
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<spark::SaslClient> sasl, spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption));
+    absl::StatusOr<std::string> token = sasl->Start();
     // DIGEST-MD5 takes two round trips; a server asking for more is not Spark's.
-    for (int round = 0; token.ok() && !(*sasl)->complete(); ++round) {
+    for (int round = 0; token.ok() && !sasl->complete(); ++round) {
       if (round == 4) return Protocol(what, "more than 4 rounds");
-      absl::StatusOr<std::string> reply =
-          Call(sw::EncodeSaslMessage({app_id, *std::move(token)}), what);
-      if (!reply.ok()) return reply.status();
-      token = (*sasl)->Step(*reply);
+      FERRY_ASSIGN_OR_RETURN(std::string reply, Call(sw::EncodeSaslMessage({app_id, *std::move(token)}), what));
+      token = sasl->Step(reply);
     }
     if (!token.ok()) return absl::Status(token.status().code(),
                                          absl::StrCat(what, ": ", token.status().message()));
-    if (std::unique_ptr<spark::SaslCipher> cipher = (*sasl)->TakeCipher(); cipher != nullptr) {
+    if (std::unique_ptr<spark::SaslCipher> cipher = sasl->TakeCipher(); cipher != nullptr) {
       sasl_.emplace(fd_.get(), std::move(cipher));
     }
     return absl::OkStatus();
@@ -228,9 +223,8 @@ class SparkConnection {
     if (!engine.ok()) return failed(engine.status());
     absl::StatusOr<spark::AuthMessage> challenge = engine->Challenge();
     if (!challenge.ok()) return failed(challenge.status());
-    absl::StatusOr<std::string> reply = Call(sw::EncodeAuthMessage(*challenge), what);
-    if (!reply.ok()) return reply.status();
-    absl::StatusOr<spark::AuthMessage> response = sw::DecodeAuthMessage(*reply);
+    FERRY_ASSIGN_OR_RETURN(std::string reply, Call(sw::EncodeAuthMessage(*challenge), what));
+    absl::StatusOr<spark::AuthMessage> response = sw::DecodeAuthMessage(reply);
     if (!response.ok()) return Protocol(what, response.status().message());
     absl::StatusOr<spark::SessionKeys> keys = engine->Finish(*challenge, *response);
     if (!keys.ok()) return failed(keys.status());
@@ -281,24 +275,21 @@ class SparkConnection {
       expected.pop_front();
       const Request& r = *requests[e.request];
       if (e.chunk < 0) {
-        absl::StatusOr<int64_t> stream = ReadStreamHandle(r, blocks);
-        if (!stream.ok()) return stream.status();
-        stream_of[e.request] = *stream;
+        FERRY_ASSIGN_OR_RETURN(int64_t stream, ReadStreamHandle(r, blocks));
+        stream_of[e.request] = stream;
         // Every chunk asked for at once, as Spark's fetcher does.
         std::string asks;
         for (int32_t i = 0; i < static_cast<int32_t>(r.chunk_to_block.size()); ++i) {
-          asks += options_.fetch_to_disk ? sw::EncodeStreamRequest(absl::StrCat(*stream, "_", i))
-                                         : sw::EncodeChunkFetchRequest({*stream, i});
+          asks += options_.fetch_to_disk ? sw::EncodeStreamRequest(absl::StrCat(stream, "_", i))
+                                         : sw::EncodeChunkFetchRequest({stream, i});
           expected.push_back({e.request, i});
         }
         FERRY_RETURN_IF_ERROR(SendBytes(std::move(asks), Describe(r, blocks)));
         continue;
       }
       const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
-      absl::StatusOr<uint64_t> got =
-          ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink);
-      if (!got.ok()) return got.status();
-      stats.bytes += *got;
+      FERRY_ASSIGN_OR_RETURN(uint64_t got, ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink));
+      stats.bytes += got;
       ++stats.blocks;
       if (static_cast<size_t>(e.chunk) + 1 == r.chunk_to_block.size()) {
         --open;
@@ -330,9 +321,8 @@ class SparkConnection {
   absl::StatusOr<int64_t> ReadStreamHandle(const Request& request,
                                            const std::vector<sw::ShuffleBlockId>& blocks) {
     const std::string what = Describe(request, blocks);
-    absl::StatusOr<std::string> handle = ReadReply(std::nullopt, what);
-    if (!handle.ok()) return handle.status();
-    sw::WireReader r(*handle);
+    FERRY_ASSIGN_OR_RETURN(std::string handle, ReadReply(std::nullopt, what));
+    sw::WireReader r(handle);
     uint8_t type = 0;
     int64_t stream_id = 0;
     int32_t chunks = 0;
@@ -350,12 +340,11 @@ class SparkConnection {
 
   // The next frame as an RPC's reply body (of request `id`, when given).
   absl::StatusOr<std::string> ReadReply(std::optional<int64_t> id, absl::string_view what) {
-    absl::StatusOr<Frame> reply = ReadFrame(what);
-    if (!reply.ok()) return reply.status();
-    sw::WireReader r(reply->rest);
+    FERRY_ASSIGN_OR_RETURN(Frame reply, ReadFrame(what));
+    sw::WireReader r(reply.rest);
     int64_t reply_id = 0;
     r.I64(&reply_id, "requestId");
-    if (reply->type == sw::MessageType::kRpcFailure) {
+    if (reply.type == sw::MessageType::kRpcFailure) {
       std::string error;
       r.String(&error, "error", kMaxReplyBytes);
       return absl::FailedPreconditionError(
@@ -363,7 +352,7 @@ class SparkConnection {
     }
     int32_t body_len = 0;
     r.I32(&body_len, "bodyLen");
-    if (reply->type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
+    if (reply.type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
         (id.has_value() && reply_id != *id)) {
       return Protocol(what, "a reply that is not the RPC's");
     }
@@ -448,13 +437,12 @@ class SparkConnection {
                                         const std::vector<sw::ShuffleBlockId>& blocks,
                                         BlockSink& sink) {
     const std::string name = BlockName(blocks[block]);
-    absl::StatusOr<Frame> frame = ReadFrame(name, /*whole=*/false);
-    if (!frame.ok()) return frame.status();
+    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(name, /*whole=*/false));
     uint64_t body = 0;
-    switch (frame->type) {
+    switch (frame.type) {
       case sw::MessageType::kChunkFetchSuccess: {
         char header[12];
-        if (frame->length < 13) return Protocol(name, "a short ChunkFetchSuccess");
+        if (frame.length < 13) return Protocol(name, "a short ChunkFetchSuccess");
         FERRY_RETURN_IF_ERROR(ReadExactly(header, sizeof(header), name));
         sw::WireReader r(absl::string_view(header, sizeof(header)));
         int64_t got_stream = 0;
@@ -465,13 +453,13 @@ class SparkConnection {
           return Protocol(name, absl::StrCat("chunk ", got_stream, "/", got_chunk, " for ",
                                              stream_id, "/", chunk));
         }
-        body = frame->length - 13;
+        body = frame.length - 13;
         break;
       }
       case sw::MessageType::kStreamResponse: {
         // The frame holds the stream id and byte count; the bytes follow it.
-        if (frame->length - 1 > 1024) return Protocol(name, "an oversized StreamResponse");
-        std::string rest(static_cast<size_t>(frame->length - 1), '\0');
+        if (frame.length - 1 > 1024) return Protocol(name, "an oversized StreamResponse");
+        std::string rest(static_cast<size_t>(frame.length - 1), '\0');
         FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
         sw::WireReader r(rest);
         std::string got_stream;
@@ -487,11 +475,11 @@ class SparkConnection {
       }
       case sw::MessageType::kChunkFetchFailure:
       case sw::MessageType::kStreamFailure: {
-        if (frame->length - 1 > kMaxReplyBytes) return Protocol(name, "an oversized failure");
-        std::string rest(static_cast<size_t>(frame->length - 1), '\0');
+        if (frame.length - 1 > kMaxReplyBytes) return Protocol(name, "an oversized failure");
+        std::string rest(static_cast<size_t>(frame.length - 1), '\0');
         FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
         sw::WireReader r(rest);
-        if (frame->type == sw::MessageType::kChunkFetchFailure) {
+        if (frame.type == sw::MessageType::kChunkFetchFailure) {
           int64_t ignored_stream = 0;
           int32_t ignored_chunk = 0;
           r.I64(&ignored_stream, "streamId");
@@ -506,7 +494,7 @@ class SparkConnection {
             absl::StrCat(name, ": the shuffle service could not serve it: ", error));
       }
       default:
-        return Protocol(name, absl::StrCat("frame type ", static_cast<int>(frame->type)));
+        return Protocol(name, absl::StrCat("frame type ", static_cast<int>(frame.type)));
     }
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);
@@ -530,10 +518,9 @@ class SparkConnection {
 
 // Runs `fn` as the one fiber of a scheduler on this thread.
 absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
-  absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
-  if (!scheduler.ok()) return scheduler.status();
-  FERRY_RETURN_IF_ERROR((*scheduler)->Spawn(std::move(fn)));
-  (*scheduler)->Run();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create());
+  FERRY_RETURN_IF_ERROR(scheduler->Spawn(std::move(fn)));
+  scheduler->Run();
   return absl::OkStatus();
 }
 
@@ -542,12 +529,11 @@ absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
 absl::Status SparkShuffleClient::RegisterExecutor(const std::string& address,
                                                   const spark::RegisterExecutor& registration,
                                                   const SparkFetchOptions& options) {
-  absl::StatusOr<SocketAddress> addr = ParseAddress(address);
-  if (!addr.ok()) return addr.status();
+  FERRY_ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(address));
   absl::Status result;
   absl::Status ran = RunOnFiber([&] {
     SparkConnection connection(address, options);
-    result = connection.Connect(*addr);
+    result = connection.Connect(addr);
     if (result.ok()) result = connection.Authenticate(registration.app_id);
     if (!result.ok()) return;
     absl::StatusOr<std::string> reply =
@@ -563,8 +549,7 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
     const std::string& address, const std::string& app_id, const std::string& exec_id,
     const std::vector<spark::ShuffleBlockId>& blocks, BlockSink& sink,
     const SparkFetchOptions& options) {
-  absl::StatusOr<SocketAddress> addr = ParseAddress(address);
-  if (!addr.ok()) return addr.status();
+  FERRY_ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(address));
   for (const spark::ShuffleBlockId& b : blocks) {
     if (b.shuffle_id < 0 || b.map_id < 0 || b.start_reduce_id < 0 ||
         b.end_reduce_id <= b.start_reduce_id) {
@@ -579,14 +564,13 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
   const size_t connections =
       std::clamp<size_t>(static_cast<size_t>(std::max(options.connections, 1)), 1,
                          requests.size());
-  absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler = FiberScheduler::Create();
-  if (!scheduler.ok()) return scheduler.status();
-  FiberScheduler* s = scheduler->get();
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create());
+  FiberScheduler* s = scheduler.get();
   absl::Status first_error;
   for (size_t c = 0; c < connections; ++c) {
     absl::Status spawned = s->Spawn([&, c, s] {
       SparkConnection connection(address, options);
-      absl::Status status = connection.Connect(*addr);
+      absl::Status status = connection.Connect(addr);
       if (status.ok()) status = connection.Authenticate(app_id);
       // Requests go round-robin over the connections.
       std::vector<const Request*> mine;

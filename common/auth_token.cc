@@ -1,4 +1,5 @@
 #include "common/auth_token.h"
+#include "common/status_macros.h"
 
 #include <cerrno>
 #include <fstream>
@@ -22,21 +23,19 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path, absl::string_view
 }  // namespace
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadWhole(path, "PEM");
-  if (!pem.ok()) return pem.status();
-  if (pem->size() > (size_t{1} << 20)) {
+  FERRY_ASSIGN_OR_RETURN(std::string pem, ReadWhole(path, "PEM"));
+  if (pem.size() > (size_t{1} << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is over 1 MiB: not a PEM file"));
   }
-  if (pem->find("-----BEGIN ") == std::string::npos) {
+  if (pem.find("-----BEGIN ") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(path, " holds no PEM block"));
   }
   return pem;
 }
 
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
-  absl::StatusOr<std::string> contents = ReadWhole(path, "auth token");
-  if (!contents.ok()) return contents.status();
-  const std::string token(absl::StripAsciiWhitespace(*contents));
+  FERRY_ASSIGN_OR_RETURN(std::string contents, ReadWhole(path, "auth token"));
+  const std::string token(absl::StripAsciiWhitespace(contents));
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " holds no token"));
   for (char c : token) {
     if (c < 0x21 || c > 0x7e) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/pread_full.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -183,13 +184,9 @@ absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t 
   out.data_path_ = data_at.display;
 
   struct stat st;
-  absl::StatusOr<UniqueFd> index_fd =
-      OpenRegularFile(index_at.dir_fd, index_at.relative, index_at.display, &st);
-  if (!index_fd.ok()) return index_fd.status();
+  FERRY_ASSIGN_OR_RETURN(UniqueFd index_fd, OpenRegularFile(index_at.dir_fd, index_at.relative, index_at.display, &st));
   files.index_identity = IdentityOf(st);
-  absl::StatusOr<std::string> index =
-      ReadSmallFile(index_fd->get(), index_at.display, kMaxIndexFileBytes);
-  if (!index.ok()) return index.status();
+  FERRY_ASSIGN_OR_RETURN(std::string index, ReadSmallFile(index_fd.get(), index_at.display, kMaxIndexFileBytes));
   // The size comes from the descriptor that will be served, not from a second lookup of
   // the path, which may name another file by then.
   absl::StatusOr<UniqueFd> data_fd =
@@ -201,10 +198,7 @@ absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t 
   if (!data_fd.ok()) return data_fd.status();
   files.data = *std::move(data_fd);
   files.data_identity = IdentityOf(st);
-  absl::StatusOr<std::vector<uint64_t>> offsets =
-      ParseIndex(*index, static_cast<uint64_t>(st.st_size), index_at.display);
-  if (!offsets.ok()) return offsets.status();
-  out.offsets_ = *std::move(offsets);
+  FERRY_ASSIGN_OR_RETURN(out.offsets_, ParseIndex(index, static_cast<uint64_t>(st.st_size), index_at.display));
 
   for (ChecksumAlgorithm algorithm : {ChecksumAlgorithm::kCrc32c, ChecksumAlgorithm::kCrc32,
                                       ChecksumAlgorithm::kAdler32}) {
@@ -212,13 +206,10 @@ absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t 
     absl::StatusOr<UniqueFd> fd = OpenRegularFile(at.dir_fd, at.relative, at.display, &st);
     if (absl::IsNotFound(fd.status())) continue;
     if (!fd.ok()) return fd.status();
-    absl::StatusOr<std::string> bytes = ReadSmallFile(fd->get(), at.display, kMaxIndexFileBytes);
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<std::vector<uint32_t>> checksums =
-        ParseChecksums(*bytes, out.partitions(), at.display);
-    if (!checksums.ok()) return checksums.status();
+    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadSmallFile(fd->get(), at.display, kMaxIndexFileBytes));
+    FERRY_ASSIGN_OR_RETURN(std::vector<uint32_t> checksums, ParseChecksums(bytes, out.partitions(), at.display));
     out.checksum_algorithm_ = algorithm;
-    out.checksums_ = *std::move(checksums);
+    out.checksums_ = std::move(checksums);
     break;
   }
   return files;
@@ -237,9 +228,8 @@ absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int3
                                                     int64_t map_id) {
   UniqueFd dir_fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
-  absl::StatusOr<MapOutputFiles> files = LoadMapOutput(dir_fd.get(), dir, shuffle_id, map_id);
-  if (!files.ok()) return files.status();
-  return std::move(files->index);
+  FERRY_ASSIGN_OR_RETURN(MapOutputFiles files, LoadMapOutput(dir_fd.get(), dir, shuffle_id, map_id));
+  return std::move(files.index);
 }
 
 }  // namespace ferry

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -79,15 +80,13 @@ absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateInSparkLayout(
                                 IndexFileName(shuffle_id, map_id),
                                 ChecksumFileName(shuffle_id, map_id, algorithm)};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::string> path =
-        spark::ExecutorFilePath(local_dirs, sub_dirs_per_local_dir, names[i]);
-    if (!path.ok()) return path.status();
+    FERRY_ASSIGN_OR_RETURN(std::string path, spark::ExecutorFilePath(local_dirs, sub_dirs_per_local_dir, names[i]));
     // Spark's executors create the subdirectories as files need them.
-    const std::string sub = Dirname(*path);
+    const std::string sub = Dirname(path);
     if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", sub));
     }
-    paths[i] = *std::move(path);
+    paths[i] = std::move(path);
   }
   return CreateAt(std::move(paths[0]), std::move(paths[1]), std::move(paths[2]), shuffle_id,
                   map_id, algorithm);
@@ -113,9 +112,7 @@ absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateAt(std::string data_path,
   w.data_tmp_ = TemporaryFor(w.data_path_);
   w.index_tmp_ = TemporaryFor(w.index_path_);
   if (algorithm != ChecksumAlgorithm::kNone) w.checksum_tmp_ = TemporaryFor(w.checksum_path_);
-  absl::StatusOr<UniqueFd> fd = CreateFile(w.data_tmp_);
-  if (!fd.ok()) return fd.status();
-  w.data_fd_ = *std::move(fd);
+  FERRY_ASSIGN_OR_RETURN(w.data_fd_, CreateFile(w.data_tmp_));
   w.offsets_.push_back(0);
   return w;
 }
@@ -214,29 +211,26 @@ absl::Status ShuffleWriter::Commit(int32_t num_partitions) {
   EndPartitionsBefore(num_partitions);
 
   absl::Status status = [&]() -> absl::Status {
-    absl::Status s = Fsync(data_fd_.get(), data_tmp_);
-    if (!s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(Fsync(data_fd_.get(), data_tmp_));
     std::string index;
     for (uint64_t offset : offsets_) AppendBigEndian64(index, offset);
-    absl::StatusOr<UniqueFd> index_fd = CreateFile(index_tmp_);
-    if (!index_fd.ok()) return index_fd.status();
-    if (s = WriteFile(index_fd->get(), index_tmp_, index, 0); !s.ok()) return s;
-    if (s = Fsync(index_fd->get(), index_tmp_); !s.ok()) return s;
+    FERRY_ASSIGN_OR_RETURN(UniqueFd index_fd, CreateFile(index_tmp_));
+    FERRY_RETURN_IF_ERROR(WriteFile(index_fd.get(), index_tmp_, index, 0));
+    FERRY_RETURN_IF_ERROR(Fsync(index_fd.get(), index_tmp_));
     if (!checksum_tmp_.empty()) {
       std::string sums;
       for (uint32_t c : checksums_) AppendBigEndian64(sums, c);
-      absl::StatusOr<UniqueFd> sum_fd = CreateFile(checksum_tmp_);
-      if (!sum_fd.ok()) return sum_fd.status();
-      if (s = WriteFile(sum_fd->get(), checksum_tmp_, sums, 0); !s.ok()) return s;
-      if (s = Fsync(sum_fd->get(), checksum_tmp_); !s.ok()) return s;
+      FERRY_ASSIGN_OR_RETURN(UniqueFd sum_fd, CreateFile(checksum_tmp_));
+      FERRY_RETURN_IF_ERROR(WriteFile(sum_fd.get(), checksum_tmp_, sums, 0));
+      FERRY_RETURN_IF_ERROR(Fsync(sum_fd.get(), checksum_tmp_));
     }
     // Data and checksum first; the index last, since its presence is what makes the
     // output whole.
-    if (s = Rename(data_tmp_, data_path_); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(Rename(data_tmp_, data_path_));
     if (!checksum_tmp_.empty()) {
-      if (s = Rename(checksum_tmp_, checksum_path_); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(Rename(checksum_tmp_, checksum_path_));
     }
-    if (s = Rename(index_tmp_, index_path_); !s.ok()) return s;
+    FERRY_RETURN_IF_ERROR(Rename(index_tmp_, index_path_));
     std::vector<std::string> dirs = {Dirname(data_path_), Dirname(index_path_)};
     if (!checksum_tmp_.empty()) dirs.push_back(Dirname(checksum_path_));
     std::sort(dirs.begin(), dirs.end());
@@ -244,7 +238,7 @@ absl::Status ShuffleWriter::Commit(int32_t num_partitions) {
     for (const std::string& dir : dirs) {
       UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
-      if (s = Fsync(dir_fd.get(), dir); !s.ok()) return s;
+      FERRY_RETURN_IF_ERROR(Fsync(dir_fd.get(), dir));
     }
     return absl::OkStatus();
   }();

@@ -81,15 +81,14 @@ absl::StatusOr<std::string> Hkdf(absl::string_view ikm, absl::string_view salt,
 // AES-128-GCM in Tink's AesGcmJce layout: IV (12) | ciphertext | tag (16).
 absl::StatusOr<std::string> GcmSeal(absl::string_view key, absl::string_view plain,
                                     absl::string_view aad) {
-  absl::StatusOr<std::string> iv = Random(kGcmIvBytes);
-  if (!iv.ok()) return iv.status();
+  FERRY_ASSIGN_OR_RETURN(std::string iv, Random(kGcmIvBytes));
   std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree> ctx(EVP_CIPHER_CTX_new());
-  std::string out = *iv;
+  std::string out = iv;
   out.resize(kGcmIvBytes + plain.size() + kGcmTagBytes);
   auto* body = reinterpret_cast<unsigned char*>(out.data() + kGcmIvBytes);
   int len = 0;
   if (ctx == nullptr ||
-      EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, Bytes(key), Bytes(*iv)) != 1 ||
+      EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, Bytes(key), Bytes(iv)) != 1 ||
       EVP_EncryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), static_cast<int>(aad.size())) !=
           1 ||
       EVP_EncryptUpdate(ctx.get(), body, &len, Bytes(plain), static_cast<int>(plain.size())) !=

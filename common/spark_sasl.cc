@@ -422,9 +422,7 @@ absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view
   std::unique_ptr<SaslServer> server(new SaslServer);
   server->password_ = absl::Base64Escape(secret);
   server->offer_encryption_ = offer_encryption;
-  absl::StatusOr<std::string> nonce = RandomToken();
-  if (!nonce.ok()) return nonce.status();
-  server->nonce_ = *std::move(nonce);
+  FERRY_ASSIGN_OR_RETURN(server->nonce_, RandomToken());
   return server;
 }
 
@@ -448,48 +446,46 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   if (client_token.size() > kMaxResponseBytes) {
     return Denied(absl::StrCat("a response of ", client_token.size(), " bytes"));
   }
-  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> d = ParseDirectives(client_token);
-  if (!d.ok()) return d.status();
+  FERRY_ASSIGN_OR_RETURN(auto d, ParseDirectives(client_token));
   for (const char* required : {"username", "nonce", "cnonce", "nc", "digest-uri", "response"}) {
-    if (Find(*d, required) == nullptr) return Denied(absl::StrCat("a response without ", required));
+    if (Find(d, required) == nullptr) return Denied(absl::StrCat("a response without ", required));
   }
   Digest digest;
-  digest.username = *Find(*d, "username");
-  digest.realm = Find(*d, "realm") == nullptr ? "" : *Find(*d, "realm");
-  digest.nonce = *Find(*d, "nonce");
-  digest.cnonce = *Find(*d, "cnonce");
-  digest.nc = *Find(*d, "nc");
-  digest.qop = Find(*d, "qop") == nullptr ? "auth" : *Find(*d, "qop");
+  digest.username = *Find(d, "username");
+  digest.realm = Find(d, "realm") == nullptr ? "" : *Find(d, "realm");
+  digest.nonce = *Find(d, "nonce");
+  digest.cnonce = *Find(d, "cnonce");
+  digest.nc = *Find(d, "nc");
+  digest.qop = Find(d, "qop") == nullptr ? "auth" : *Find(d, "qop");
   if (digest.nonce != nonce_) return Denied("a response to another challenge (its nonce)");
   if (digest.nc != "00000001") return Denied(absl::StrCat("a nonce count of ", digest.nc.substr(0, 8)));
   if (digest.cnonce.empty()) return Denied("an empty cnonce");
-  if (*Find(*d, "digest-uri") != kDigestUri) {
+  if (*Find(d, "digest-uri") != kDigestUri) {
     return Denied(absl::StrCat("a digest-uri other than ", kDigestUri));
   }
-  if (Find(*d, "authzid") != nullptr && *Find(*d, "authzid") != digest.username) {
+  if (Find(d, "authzid") != nullptr && *Find(d, "authzid") != digest.username) {
     return Denied("an authorization id of another user");
   }
-  if (const std::string* charset = Find(*d, "charset"); charset != nullptr && *charset != "utf-8") {
+  if (const std::string* charset = Find(d, "charset"); charset != nullptr && *charset != "utf-8") {
     return Denied("a charset other than utf-8");
   }
   const bool encrypt = digest.qop == "auth-conf";
   if ((!encrypt && digest.qop != "auth") || (encrypt && !offer_encryption_)) {
     return Denied(absl::StrCat("a qop that was not offered: ", digest.qop.substr(0, 20)));
   }
-  if (encrypt && (Find(*d, "cipher") == nullptr || *Find(*d, "cipher") != kCipher)) {
+  if (encrypt && (Find(d, "cipher") == nullptr || *Find(d, "cipher") != kCipher)) {
     return Denied("auth-conf with a cipher other than 3des");
   }
-  absl::StatusOr<uint64_t> maxbuf = Maxbuf(*d);
-  if (!maxbuf.ok()) return maxbuf.status();
+  FERRY_ASSIGN_OR_RETURN(uint64_t maxbuf, Maxbuf(d));
 
   // An authorization id the same as the user is what no authorization id means.
   std::string ha1 =
-      Find(*d, "authzid") == nullptr
+      Find(d, "authzid") == nullptr
           ? digest.HA1(password_)
           : Md5({Md5({digest.username, ":", digest.realm, ":", password_}), ":", digest.nonce,
-                 ":", digest.cnonce, ":", *Find(*d, "authzid")});
+                 ":", digest.cnonce, ":", *Find(d, "authzid")});
   const std::string expected = digest.Value(ha1, "AUTHENTICATE:");
-  const std::string& response = *Find(*d, "response");
+  const std::string& response = *Find(d, "response");
   if (response.size() != expected.size() ||
       CRYPTO_memcmp(response.data(), expected.data(), expected.size()) != 0) {
     OPENSSL_cleanse(ha1.data(), ha1.size());
@@ -497,7 +493,7 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   }
   const std::string rspauth = absl::StrCat("rspauth=", digest.Value(ha1, ":"));
   if (encrypt) {
-    absl::StatusOr<std::unique_ptr<SaslCipher>> cipher = SaslCipher::FromExchange(ha1, /*server=*/true, *maxbuf);
+    absl::StatusOr<std::unique_ptr<SaslCipher>> cipher = SaslCipher::FromExchange(ha1, /*server=*/true, maxbuf);
     if (!cipher.ok()) {
       OPENSSL_cleanse(ha1.data(), ha1.size());
       return cipher.status();
@@ -524,19 +520,15 @@ absl::StatusOr<std::string> SaslClient::Start() { return std::string(); }
 absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
   if (complete_) return absl::FailedPreconditionError("SASL: the exchange is complete");
   if (exchange_ != nullptr) {  // the server's rspauth
-    absl::StatusOr<absl::flat_hash_map<std::string, std::string>> d =
-        ParseDirectives(server_token.substr(0, kMaxChallengeBytes));
-    if (!d.ok()) return d.status();
-    const std::string* rspauth = Find(*d, "rspauth");
+    FERRY_ASSIGN_OR_RETURN(auto d, ParseDirectives(server_token.substr(0, kMaxChallengeBytes)));
+    const std::string* rspauth = Find(d, "rspauth");
     if (rspauth == nullptr || rspauth->size() != exchange_->rspauth.size() ||
         CRYPTO_memcmp(rspauth->data(), exchange_->rspauth.data(), rspauth->size()) != 0) {
       return Denied("the server's rspauth does not match: it does not know the secret");
     }
     if (encrypt_) {
-      absl::StatusOr<std::unique_ptr<SaslCipher>> cipher =
-          SaslCipher::FromExchange(exchange_->ha1, /*server=*/false, exchange_->server_maxbuf);
-      if (!cipher.ok()) return cipher.status();
-      cipher_ = *std::move(cipher);
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SaslCipher> cipher, SaslCipher::FromExchange(exchange_->ha1, /*server=*/false, exchange_->server_maxbuf));
+      cipher_ = std::move(cipher);
     }
     exchange_.reset();
     complete_ = true;
@@ -545,36 +537,33 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
   if (server_token.size() > kMaxChallengeBytes) {
     return Denied(absl::StrCat("a challenge of ", server_token.size(), " bytes"));
   }
-  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> d = ParseDirectives(server_token);
-  if (!d.ok()) return d.status();
-  const std::string* nonce = Find(*d, "nonce");
-  const std::string* algorithm = Find(*d, "algorithm");
+  FERRY_ASSIGN_OR_RETURN(auto d, ParseDirectives(server_token));
+  const std::string* nonce = Find(d, "nonce");
+  const std::string* algorithm = Find(d, "algorithm");
   if (nonce == nullptr || nonce->empty()) return Denied("a challenge without a nonce");
   if (algorithm == nullptr || *algorithm != "md5-sess") {
     return Denied("a challenge whose algorithm is not md5-sess");
   }
-  const std::string offered = Find(*d, "qop") == nullptr ? "auth" : *Find(*d, "qop");
+  const std::string offered = Find(d, "qop") == nullptr ? "auth" : *Find(d, "qop");
   const std::string qop = encrypt_ ? "auth-conf" : "auth";
   if (!ListHas(offered, qop)) {
     return Denied(absl::StrCat("the server does not offer ", qop, " (it offers ",
                                offered.substr(0, 40), ")"));
   }
-  if (encrypt_ && (Find(*d, "cipher") == nullptr || !ListHas(*Find(*d, "cipher"), kCipher))) {
+  if (encrypt_ && (Find(d, "cipher") == nullptr || !ListHas(*Find(d, "cipher"), kCipher))) {
     return Denied("the server does not offer the 3des cipher");
   }
   auto exchange = std::make_unique<sasl_internal::Exchange>();
   if (encrypt_) {
-    absl::StatusOr<uint64_t> maxbuf = Maxbuf(*d);
-    if (!maxbuf.ok()) return maxbuf.status();
-    exchange->server_maxbuf = *maxbuf;
+    FERRY_ASSIGN_OR_RETURN(uint64_t maxbuf, Maxbuf(d));
+    exchange->server_maxbuf = maxbuf;
   }
-  absl::StatusOr<std::string> cnonce = RandomToken();
-  if (!cnonce.ok()) return cnonce.status();
+  FERRY_ASSIGN_OR_RETURN(std::string cnonce, RandomToken());
   Digest digest;
   digest.username = absl::Base64Escape(kUser);
-  digest.realm = Find(*d, "realm") == nullptr ? kRealm : *Find(*d, "realm");
+  digest.realm = Find(d, "realm") == nullptr ? kRealm : *Find(d, "realm");
   digest.nonce = *nonce;
-  digest.cnonce = *std::move(cnonce);
+  digest.cnonce = std::move(cnonce);
   digest.nc = "00000001";
   digest.qop = qop;
   exchange->ha1 = digest.HA1(password_);

@@ -1,5 +1,9 @@
 // The two Status macros Ferry uses. Abseil 20220623 (Debian 12) has neither
 // ABSL_RETURN_IF_ERROR nor ASSIGN_OR_RETURN; these are the only macros we add.
+//
+// They are the one way an error passes up as it is. A check is written out only where
+// the code looks at the error first: a NOT_FOUND that means "skip", a status given the
+// name of the block, file or peer, a cleanup that must run before returning.
 #ifndef FERRY_COMMON_STATUS_MACROS_H_
 #define FERRY_COMMON_STATUS_MACROS_H_
 

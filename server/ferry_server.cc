@@ -116,28 +116,24 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
     return absl::ErrnoToStatus(errno, "getrlimit RLIMIT_NOFILE");
   }
-  absl::StatusOr<DescriptorPlan> plan = PlanDescriptors(nofile.rlim_cur, options);
-  if (!plan.ok()) return plan.status();
+  FERRY_ASSIGN_OR_RETURN(DescriptorPlan plan, PlanDescriptors(nofile.rlim_cur, options));
   std::unique_ptr<FerryServer> server(new FerryServer);
   server->options_ = options;
   server->options_.store.data_dir = options.data_dir;
-  server->options_.store.max_cached_map_outputs = plan->max_cached_map_outputs;
-  server->options_.store.max_data_files = plan->max_data_files;
-  server->options_.data.max_connections = plan->max_connections;
-  server->options_.data.max_pipes = plan->max_pipes;
-  server->descriptors_ = *std::move(plan);
-  absl::StatusOr<std::unique_ptr<BlockStore>> store = BlockStore::Open(server->options_.store);
-  if (!store.ok()) return store.status();
-  server->store_ = *std::move(store);
+  server->options_.store.max_cached_map_outputs = plan.max_cached_map_outputs;
+  server->options_.store.max_data_files = plan.max_data_files;
+  server->options_.data.max_connections = plan.max_connections;
+  server->options_.data.max_pipes = plan.max_pipes;
+  server->descriptors_ = std::move(plan);
+  FERRY_ASSIGN_OR_RETURN(server->store_, BlockStore::Open(server->options_.store));
   const Clock& clock = options.clock != nullptr ? *options.clock : Clock::Real();
   server->tickets_ = std::make_unique<TicketRegistry>(options.tickets, clock);
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   DataServer::Listener ferry_door;
-  absl::StatusOr<HostPort> data_address = ParseHostPort(options.data_address);
-  if (!data_address.ok()) return data_address.status();
-  ferry_door.host = data_address->host;
-  ferry_door.port = data_address->port;
+  FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
+  ferry_door.host = data_address.host;
+  ferry_door.port = data_address.port;
   ferry_door.handler = [tickets = server->tickets_.get(),
                         connection = &server->options_.connection](UniqueFd socket,
                                                                    ConnectionControl& control) {
@@ -147,27 +143,20 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
-    absl::StatusOr<std::unique_ptr<ExecutorRegistry>> executors =
-        ExecutorRegistry::Open(options.spark_executors, clock);
-    if (!executors.ok()) return executors.status();
-    server->executors_ = *std::move(executors);
+    FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(options.spark_executors, clock));
     server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get(), clock);
-    absl::StatusOr<std::unique_ptr<SparkSecrets>> secrets =
-        SparkSecrets::Load(options.spark_auth);
-    if (!secrets.ok()) return secrets.status();
-    server->spark_secrets_ = *std::move(secrets);
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets, SparkSecrets::Load(options.spark_auth));
+    server->spark_secrets_ = std::move(secrets);
     if (options.spark_tls.enabled()) {
-      absl::StatusOr<std::unique_ptr<SparkTls>> tls = SparkTls::Load(options.spark_tls);
-      if (!tls.ok()) return tls.status();
-      server->spark_tls_ = *std::move(tls);
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkTls> tls, SparkTls::Load(options.spark_tls));
+      server->spark_tls_ = std::move(tls);
     }
     DataServer::Listener spark_door;
-    absl::StatusOr<HostPort> spark_address = ParseHostPort(options.spark_address);
-    if (!spark_address.ok()) return spark_address.status();
-    spark_door.host = spark_address->host;
-    spark_door.port = spark_address->port;
+    FERRY_ASSIGN_OR_RETURN(HostPort spark_address, ParseHostPort(options.spark_address));
+    spark_door.host = spark_address.host;
+    spark_door.port = spark_address.port;
     // A connection over the limits is closed untold: Spark's client retries that.
     spark_door.handler = [spark = server->spark_.get(), secrets = server->spark_secrets_.get(),
                           tls = server->spark_tls_.get(),
@@ -177,13 +166,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     };
     listeners.push_back(std::move(spark_door));
   }
-  absl::StatusOr<std::unique_ptr<DataServer>> data_server =
-      DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get());
-  if (!data_server.ok()) return data_server.status();
-  server->data_ = *std::move(data_server);
+  FERRY_ASSIGN_OR_RETURN(server->data_, DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get()));
 
   ControlServiceOptions control = options.control;
-  control.data_host = data_address->host;
+  control.data_host = data_address.host;
   control.data_port = server->data_->port();
   if (!options.advertise_data_address.empty()) {
     absl::StatusOr<HostPort> advertised = ParseHostPort(options.advertise_data_address);
@@ -235,10 +221,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
   if (!options.metrics_address.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsExporter>> metrics = MetricsExporter::Start(
-        options.metrics_address, [s = server.get()] { return s->CollectMetrics(); });
-    if (!metrics.ok()) return metrics.status();
-    server->metrics_ = *std::move(metrics);
+    FERRY_ASSIGN_OR_RETURN(server->metrics_,
+                           MetricsExporter::Start(options.metrics_address, [s = server.get()] {
+                             return s->CollectMetrics();
+                           }));
   }
   server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
   return server;

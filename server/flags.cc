@@ -12,9 +12,8 @@ namespace {
 // A PEM file's text into `field` (empty path: none).
 absl::Status ReadPemInto(const std::string& path, std::string* field) {
   if (path.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> pem = ReadPemFile(path);
-  if (!pem.ok()) return pem.status();
-  *field = *std::move(pem);
+  FERRY_ASSIGN_OR_RETURN(std::string pem, ReadPemFile(path));
+  *field = std::move(pem);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/io/sanitizer_switch.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -148,8 +149,7 @@ FiberScheduler::FiberScheduler(const SchedulerOptions& options)
 absl::StatusOr<std::unique_ptr<FiberScheduler>> FiberScheduler::Create(
     const SchedulerOptions& options) {
   std::unique_ptr<FiberScheduler> s(new FiberScheduler(options));
-  absl::Status status = s->Init();
-  if (!status.ok()) return status;
+  FERRY_RETURN_IF_ERROR(s->Init());
   return s;
 }
 
@@ -207,11 +207,10 @@ bool FiberScheduler::InFiber() {
 }
 
 absl::StatusOr<Fiber*> FiberScheduler::NewFiber(absl::AnyInvocable<void()> fn, bool detached) {
-  absl::StatusOr<FiberStack> stack = stacks_.Take();
-  if (!stack.ok()) return stack.status();
+  FERRY_ASSIGN_OR_RETURN(FiberStack stack, stacks_.Take());
   auto* fiber = new Fiber;
   fiber->scheduler = this;
-  fiber->stack = *std::move(stack);
+  fiber->stack = std::move(stack);
   fiber->fn = std::move(fn);
   fiber->detached = detached;
   fiber->context = ctx::make_fcontext(fiber->stack.top(), fiber->stack.usable_bytes(),
@@ -227,9 +226,8 @@ absl::Status FiberScheduler::Spawn(absl::AnyInvocable<void()> fn) {
 }
 
 absl::StatusOr<JoinHandle> FiberScheduler::SpawnJoinable(absl::AnyInvocable<void()> fn) {
-  absl::StatusOr<Fiber*> fiber = NewFiber(std::move(fn), /*detached=*/false);
-  if (!fiber.ok()) return fiber.status();
-  return JoinHandle(*fiber);
+  FERRY_ASSIGN_OR_RETURN(Fiber* fiber, NewFiber(std::move(fn), /*detached=*/false));
+  return JoinHandle(fiber);
 }
 
 void FiberScheduler::DeleteFiber(Fiber* fiber) {

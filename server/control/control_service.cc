@@ -212,11 +212,9 @@ absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
         "the request names a Spark executor, but the Spark front door is off "
         "(--spark-address)");
   }
-  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
-      executors_->FindDirs(app_id, spark_exec_id);
-  if (!dirs.ok()) return dirs.status();
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors_->FindDirs(app_id, spark_exec_id));
   return AllResolved(
-      store_->ResolveBlocks(SparkExecutorLayout(app_id, spark_exec_id, *std::move(dirs)), keys));
+      store_->ResolveBlocks(SparkExecutorLayout(app_id, spark_exec_id, std::move(dirs)), keys));
 }
 
 grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,

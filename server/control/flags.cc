@@ -4,6 +4,7 @@
 
 #include "common/auth_token.h"
 #include "common/option_flags.h"
+#include "common/status_macros.h"
 #include "server/control/control_service.h"
 
 namespace ferry {
@@ -11,9 +12,7 @@ namespace {
 
 absl::Status SetAuthToken(const std::string& path, ControlServiceOptions& options) {
   if (path.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> token = ReadAuthToken(path);
-  if (!token.ok()) return token.status();
-  options.auth_token = *std::move(token);
+  FERRY_ASSIGN_OR_RETURN(options.auth_token, ReadAuthToken(path));
   return absl::OkStatus();
 }
 

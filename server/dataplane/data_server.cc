@@ -81,16 +81,13 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   scheduler_options.idle_poll = options.idle_poll;
   std::unique_ptr<DataServer> server(new DataServer(options));
   for (Listener& l : listeners) {
-    absl::StatusOr<UniqueFd> fd = BindListener(l.host, l.port);
-    if (!fd.ok()) return fd.status();
-    const uint16_t port = LocalPort(fd->get());
-    server->listeners_.push_back(Bound{std::move(l), *std::move(fd), port});
+    FERRY_ASSIGN_OR_RETURN(UniqueFd fd, BindListener(l.host, l.port));
+    const uint16_t port = LocalPort(fd.get());
+    server->listeners_.push_back(Bound{std::move(l), std::move(fd), port});
   }
   for (int i = 0; i < options.threads; ++i) {
-    absl::StatusOr<std::unique_ptr<FiberScheduler>> scheduler =
-        FiberScheduler::Create(scheduler_options);
-    if (!scheduler.ok()) return scheduler.status();
-    server->schedulers_.push_back(*std::move(scheduler));
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create(scheduler_options));
+    server->schedulers_.push_back(std::move(scheduler));
   }
   server->live_.resize(server->schedulers_.size());
   server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());

@@ -29,9 +29,8 @@ absl::Status ProbeSasl() {
   if (!client.ok()) return client.status();
   absl::StatusOr<std::string> token = (*client)->Start();
   while (token.ok() && !(*client)->complete()) {
-    absl::StatusOr<std::string> answer = (*server)->Step(*token);
-    if (!answer.ok()) return answer.status();
-    token = (*client)->Step(*answer);
+    FERRY_ASSIGN_OR_RETURN(std::string answer, (*server)->Step(*token));
+    token = (*client)->Step(answer);
   }
   if (!token.ok()) return token.status();
   std::unique_ptr<spark::SaslCipher> sealing = (*client)->TakeCipher();

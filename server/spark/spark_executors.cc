@@ -457,12 +457,11 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   // Spark's executors register again, unchanged, when they reconnect: that costs a
   // lookup, not a look at the disk.
   if (Unchanged(registration)) return absl::OkStatus();
-  absl::StatusOr<Registered> valid = Validate(registration);
-  if (!valid.ok()) return valid.status();
+  FERRY_ASSIGN_OR_RETURN(Registered valid, Validate(registration));
   absl::MutexLock write(&write_mu_);
   const Key key(registration.app_id, registration.exec_id);
   auto it = executors_.find(key);
-  uint64_t bytes_after = bytes_ + valid->record_bytes;
+  uint64_t bytes_after = bytes_ + valid.record_bytes;
   if (it != executors_.end()) {
     const spark::ExecutorShuffleInfo& had = it->second.info;
     if (had.local_dirs != registration.info.local_dirs ||
@@ -493,7 +492,7 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   {
     absl::MutexLock lock(&mu_);
     bytes_ = bytes_after;
-    InsertLocked(key, *std::move(valid));
+    InsertLocked(key, std::move(valid));
   }
   MaybeCompactLocked();
   uint64_t held_back = 0;

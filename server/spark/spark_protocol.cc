@@ -15,6 +15,7 @@
 #include "common/spark_layout.h"
 #include "common/spark_sasl.h"
 #include "common/spark_wire.h"
+#include "common/status_macros.h"
 #include "server/spark/spark_cipher.h"
 
 namespace ferry {
@@ -101,15 +102,14 @@ class SparkProtocol {
 
 void SparkProtocol::Serve() {
   const auto length = [](absl::string_view header) -> absl::StatusOr<size_t> {
-    absl::StatusOr<uint64_t> n = spark::DecodeFrameLength(header);
-    if (!n.ok()) return n.status();
+    FERRY_ASSIGN_OR_RETURN(uint64_t n, spark::DecodeFrameLength(header));
     // Checked before the sum, which a huge announced length would overflow.
-    if (*n > kMaxSparkRequestFrameBytes) {
+    if (n > kMaxSparkRequestFrameBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a frame of ", *n, " bytes announced; at most ", kMaxSparkRequestFrameBytes,
+          "a frame of ", n, " bytes announced; at most ", kMaxSparkRequestFrameBytes,
           " are taken"));
     }
-    return spark::kFrameLengthBytes + static_cast<size_t>(*n);
+    return spark::kFrameLengthBytes + static_cast<size_t>(n);
   };
   const ConnectionCore::Framing framing{spark::kFrameLengthBytes,
                                         spark::kFrameLengthBytes + kMaxSparkRequestFrameBytes,

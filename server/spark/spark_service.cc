@@ -154,9 +154,8 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlo
   bool rdd = false;
   for (size_t i = 0; i < request.block_ids.size(); ++i) {
     const std::string& id = request.block_ids[i];
-    absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
-    if (!parsed.ok()) return parsed.status();
-    const auto* cached = std::get_if<spark::RddBlockId>(&*parsed);
+    FERRY_ASSIGN_OR_RETURN(spark::SparkBlockId parsed, spark::ParseBlockId(id));
+    const auto* cached = std::get_if<spark::RddBlockId>(&parsed);
     if (i == 0) {
       rdd = cached != nullptr;
     } else if (rdd != (cached != nullptr)) {
@@ -172,7 +171,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlo
       keys.push_back({cached->rdd_id, cached->split_index, 0, 0});
       continue;
     }
-    const auto& shuffle = std::get<spark::ShuffleBlockId>(*parsed);
+    const auto& shuffle = std::get<spark::ShuffleBlockId>(parsed);
     keys.push_back({shuffle.shuffle_id, shuffle.map_id, shuffle.start_reduce_id,
                     shuffle.end_reduce_id});
   }
@@ -185,8 +184,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenRdd(const std::string& app_
                                                          std::vector<BlockId> keys,
                                                          const std::string& client) {
   FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(app_id, exec_id));
-  absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
-  if (!lease.ok()) return lease.status();
+  FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease lease, open_chunks_.Acquire(client, keys.size()));
   // The registry answers lookups from memory: no blocking work until a chunk is served.
   absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
       executors_->FindDirs(app_id, exec_id);
@@ -195,7 +193,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenRdd(const std::string& app_
     chunks[i].block.id = keys[i];
     if (!dirs.ok()) chunks[i].status = dirs.status();
   }
-  SparkStream stream = NewStream(std::move(chunks), *std::move(lease));
+  SparkStream stream = NewStream(std::move(chunks), std::move(lease));
   stream.rdd = true;
   if (dirs.ok()) stream.rdd_dirs = *std::move(dirs);
   return stream;
@@ -244,8 +242,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
                                                       std::vector<BlockId> keys,
                                                       const std::string& client) {
   FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(app_id, exec_id));
-  absl::StatusOr<ClientBudget::Lease> lease = open_chunks_.Acquire(client, keys.size());
-  if (!lease.ok()) return lease.status();
+  FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease lease, open_chunks_.Acquire(client, keys.size()));
   using Chunks = std::vector<SparkChunk>;
   absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
       [store = store_, executors = executors_, app_id, exec_id,
@@ -289,16 +286,14 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
       },
       absl::Now() + options_.blocking_timeout);
   if (!chunks.ok()) return chunks.status();
-  return NewStream(*std::move(chunks), *std::move(lease));
+  return NewStream(*std::move(chunks), std::move(lease));
 }
 
 absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlocks& request) {
   FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(request.app_id, request.exec_id));
   return pool_->Call<int32_t>(
       [executors = executors_, request]() -> absl::StatusOr<int32_t> {
-        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
-            executors->FindDirs(request.app_id, request.exec_id);
-        if (!dirs.ok()) return dirs.status();
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors->FindDirs(request.app_id, request.exec_id));
         int32_t removed = 0;
         for (const std::string& id : request.block_ids) {
           // The files a block id may name: an rdd block's, and a map output's .data and
@@ -307,7 +302,7 @@ absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlo
           absl::StatusOr<spark::SparkBlockId> parsed = spark::ParseBlockId(id);
           const bool rdd = parsed.ok() && std::holds_alternative<spark::RddBlockId>(*parsed);
           if (!rdd && !spark::ParseShuffleFileName(id).ok()) continue;
-          const ShuffleFileLocation at = (*dirs)->Locate(id);
+          const ShuffleFileLocation at = dirs->Locate(id);
           const size_t slash = at.relative.rfind('/');
           const UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),
                                            O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -328,11 +323,9 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
   size_t reply_bytes = 0;
   for (const std::string& exec_id : request.exec_ids) {
     if (!seen.insert(exec_id).second) continue;
-    absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
-        executors_->FindDirs(request.app_id, exec_id);
-    if (!dirs.ok()) return dirs.status();
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors_->FindDirs(request.app_id, exec_id));
     reply_bytes += 8 + exec_id.size();
-    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+    for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
       reply_bytes += 4 + dir.path.size();
     }
     if (reply_bytes > options_.max_local_dirs_reply_bytes) {
@@ -342,8 +335,8 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
           options_.max_local_dirs_reply_bytes, " bytes; ask for fewer at a time"));
     }
     exec_ids.push_back(exec_id);
-    counts.push_back(static_cast<int32_t>((*dirs)->local_dirs.size()));
-    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
+    counts.push_back(static_cast<int32_t>(dirs->local_dirs.size()));
+    for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
       all_dirs.push_back(dir.path);
     }
   }
@@ -363,19 +356,16 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
   }
   // Each diagnosis reads a whole partition: a few at a time, so that they cannot take
   // every blocking worker from the streams being opened.
-  absl::StatusOr<ClientBudget::Lease> running = diagnoses_.Acquire(client, 1);
-  if (!running.ok()) return running.status();
+  FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease running, diagnoses_.Acquire(client, 1));
   const absl::Time deadline = absl::Now() + options_.blocking_timeout;
   return pool_->Call<uint8_t>(
       [store = store_, executors = executors_, request, algorithm = *algorithm,
        deadline]() -> absl::StatusOr<uint8_t> {
-        absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
-            executors->FindDirs(request.app_id, request.exec_id);
-        if (!dirs.ok()) return dirs.status();
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors->FindDirs(request.app_id, request.exec_id));
         const BlockId key{request.shuffle_id, request.map_id, request.reduce_id,
                           request.reduce_id + 1};
         std::vector<absl::StatusOr<ResolvedBlock>> resolved = store->ResolveBlocks(
-            SparkExecutorLayout(request.app_id, request.exec_id, *std::move(dirs)), {key});
+            SparkExecutorLayout(request.app_id, request.exec_id, std::move(dirs)), {key});
         if (!resolved[0].ok()) return resolved[0].status();
         const StreamBlock& block = resolved[0]->block;
         // No checksum file of that algorithm: Spark cannot tell either.

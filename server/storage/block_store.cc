@@ -199,16 +199,14 @@ size_t BlockStore::cached_map_outputs() const {
 }
 
 absl::StatusOr<ResolvedBlock> BlockStore::Resolve(absl::string_view app_id, const BlockId& key) {
-  absl::StatusOr<std::vector<ResolvedBlock>> all = ResolveAll(app_id, {key});
-  if (!all.ok()) return all.status();
-  return std::move(all->front());
+  FERRY_ASSIGN_OR_RETURN(std::vector<ResolvedBlock> all, ResolveAll(app_id, {key}));
+  return std::move(all.front());
 }
 
 absl::StatusOr<std::vector<ResolvedBlock>> BlockStore::ResolveAll(absl::string_view app_id,
                                                                   absl::Span<const BlockId> keys) {
-  absl::StatusOr<std::unique_ptr<FerryAppLayout>> app = FerryApp(app_id);
-  if (!app.ok()) return app.status();
-  return AllResolved(ResolveBlocks(**app, keys));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FerryAppLayout> app, FerryApp(app_id));
+  return AllResolved(ResolveBlocks(*app, keys));
 }
 
 absl::StatusOr<std::vector<ResolvedBlock>> AllResolved(
@@ -289,9 +287,8 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const 
 }
 
 absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
-  absl::StatusOr<std::unique_ptr<FerryAppLayout>> app = FerryApp(app_id);
-  if (!app.ok()) return app.status();
-  const int listing = ::openat((*app)->dir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FerryAppLayout> app, FerryApp(app_id));
+  const int listing = ::openat(app->dir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
   if (d == nullptr) {
     const int err = errno;
@@ -309,9 +306,8 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
   ::closedir(d);
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
-    absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(**app, shuffle_id, map_id);
-    if (!entry.ok()) return entry.status();
-    const MapOutputIndex& index = (*entry)->index;
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, GetMapOutput(*app, shuffle_id, map_id));
+    const MapOutputIndex& index = entry->index;
     MapOutputInfo info;
     info.map_id = map_id;
     info.partitions = static_cast<int32_t>(index.partitions());
