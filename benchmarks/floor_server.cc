@@ -61,7 +61,8 @@
 
 ABSL_FLAG(std::string, dir, "", "An app's directory of shuffle files.");
 ABSL_FLAG(int32_t, shuffle, 0, "Shuffle id whose map outputs are served.");
-ABSL_FLAG(std::string, body, "sendmsg", "How a block's bytes are sent: sendmsg, splice, "
+ABSL_FLAG(std::string, body, "sendmsg",
+          "How a block's bytes are sent: sendmsg, splice, "
           "sendfile or readsend.");
 ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20,
           "Pipe capacity (splice), bytes per call (sendfile) or buffer bytes (readsend).");
@@ -208,8 +209,7 @@ class Connection {
     EncodeResponseHeader(header, head);
     if (body_ == Body::kSendmsg) {
       buffer_.resize(b.length);
-      if (PreadFull(b.fd, buffer_.data(), b.length, b.offset) !=
-          static_cast<ssize_t>(b.length)) {
+      if (PreadFull(b.fd, buffer_.data(), b.length, b.offset) != static_cast<ssize_t>(b.length)) {
         return false;
       }
       iovec iov[2] = {{head, sizeof(head)}, {buffer_.data(), b.length}};
@@ -320,8 +320,9 @@ int Main() {
     if (!socket.valid()) continue;
     std::thread([c = std::make_unique<Connection>(std::move(socket), *served, number, body,
                                                   static_cast<size_t>(chunk)),
-                 spin] { c->Serve(spin); })
-        .detach();
+                 spin] {
+      c->Serve(spin);
+    }).detach();
   }
 }
 

@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<Segment>> ListSegments(ShuffleClient& client, const s
         ids.push_back({s.shuffle_id(), m.map_id(), 0, m.partitions()});
         continue;
       }
-      for (int r = 0; r < m.partitions(); ++r) ids.push_back({s.shuffle_id(), m.map_id(), r, r + 1});
+      for (int r = 0; r < m.partitions(); ++r)
+        ids.push_back({s.shuffle_id(), m.map_id(), r, r + 1});
     }
   }
   // One OpenStream resolves every block's length; offsets follow from the order.
@@ -256,8 +257,8 @@ class Reader {
 
 Reader MakeReader(int fd) {
   return Reader(fd, absl::GetFlag(FLAGS_reader) == "exact",
-                static_cast<size_t>(std::clamp<int64_t>(absl::GetFlag(FLAGS_read_bytes), 4096,
-                                                        int64_t{64} << 20)),
+                static_cast<size_t>(
+                    std::clamp<int64_t>(absl::GetFlag(FLAGS_read_bytes), 4096, int64_t{64} << 20)),
                 static_cast<size_t>(std::clamp(absl::GetFlag(FLAGS_buffer_shift), 0, 4095)));
 }
 
@@ -270,8 +271,9 @@ absl::Status FetchHttp(const std::string& address, const std::string& app,
   std::string head;
   for (const Segment& s : segments) {
     if (s.length == 0) continue;
-    const std::string request = absl::StrCat("GET /", app, "/", s.file, " HTTP/1.1\r\nHost: x\r\nRange: bytes=",
-                                             s.offset, "-", s.offset + s.length - 1, "\r\n\r\n");
+    const std::string request =
+        absl::StrCat("GET /", app, "/", s.file, " HTTP/1.1\r\nHost: x\r\nRange: bytes=", s.offset,
+                     "-", s.offset + s.length - 1, "\r\n\r\n");
     if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
         static_cast<ssize_t>(request.size())) {
       return absl::UnavailableError("send request");
@@ -329,8 +331,8 @@ absl::Status ReadBlock(Reader& reader, size_t index, uint64_t length) {
   if (header->kind != FrameKind::kBlock || header->block_index != index ||
       header->length != length) {
     return absl::InternalError(absl::StrCat(
-        "unexpected header for block ", index, ": kind ", static_cast<int>(header->kind),
-        " index ", header->block_index, " length ", header->length, " status ", header->status));
+        "unexpected header for block ", index, ": kind ", static_cast<int>(header->kind), " index ",
+        header->block_index, " length ", header->length, " status ", header->status));
   }
   if (!reader.Skip(header->length)) return absl::UnavailableError("block payload");
   return absl::OkStatus();
@@ -427,8 +429,8 @@ int Main() {
       for (int r = 0; r < rounds && results[c].ok(); ++r) {
         if (absl::GetFlag(FLAGS_raw) && http.empty()) {
           // A budget of one byte means one request per round trip, as for HTTP.
-          results[c] = FetchRaw(own, ferry, app, shares[c],
-                                absl::GetFlag(FLAGS_max_in_flight) <= 1);
+          results[c] =
+              FetchRaw(own, ferry, app, shares[c], absl::GetFlag(FLAGS_max_in_flight) <= 1);
         } else if (http.empty()) {
           DiscardSink sink;
           results[c] = own.Fetch(app, blocks, sink, options).status();
@@ -448,11 +450,11 @@ int Main() {
     }
   }
   const uint64_t blocks = segments->size() * static_cast<uint64_t>(rounds);
-  std::printf("{\"bytes\": %llu, \"blocks\": %llu, \"seconds\": %.6f, \"gbps\": %.4f, "
-              "\"blocks_per_s\": %.1f, \"client_cpu_s\": %.4f}\n",
-              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(blocks),
-              seconds, static_cast<double>(bytes) / seconds / 1e9,
-              static_cast<double>(blocks) / seconds, cpu);
+  std::printf(
+      "{\"bytes\": %llu, \"blocks\": %llu, \"seconds\": %.6f, \"gbps\": %.4f, "
+      "\"blocks_per_s\": %.1f, \"client_cpu_s\": %.4f}\n",
+      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(blocks), seconds,
+      static_cast<double>(bytes) / seconds / 1e9, static_cast<double>(blocks) / seconds, cpu);
   return 0;
 }
 

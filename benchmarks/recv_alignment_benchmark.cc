@@ -69,8 +69,8 @@ Result StreamOnce(int file, uint64_t bytes, size_t shift) {
     FERRY_CHECK(pipe.ok());
     for (uint64_t off = 0; off < bytes;) {
       loff_t pos = static_cast<loff_t>(off);
-      const ssize_t in = ::splice(file, &pos, pipe->write_fd(), nullptr, size_t{1} << 20,
-                                  SPLICE_F_MOVE);
+      const ssize_t in =
+          ::splice(file, &pos, pipe->write_fd(), nullptr, size_t{1} << 20, SPLICE_F_MOVE);
       FERRY_CHECK(in > 0);
       for (ssize_t left = in; left > 0;) {
         const ssize_t out = ::splice(pipe->read_fd(), nullptr, peer.get(), nullptr,

@@ -6,7 +6,8 @@
 //   spark_fetch --address=127.0.0.1:7337 --app=APP --exec-id=0 --shuffle=0
 //               --maps=0,1,2 --partitions=8 [--batch] [--connections=1]
 //               [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
-//               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F [--auth-engine-version=1|2]]
+//               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F
+//               [--auth-engine-version=1|2]]
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     const std::vector<std::string> dirs = absl::StrSplit(absl::GetFlag(FLAGS_local_dirs), ',');
     absl::Status registered = client.RegisterExecutor(
         address,
-        {app, exec,
+        {app,
+         exec,
          {dirs, absl::GetFlag(FLAGS_subdirs), "org.apache.spark.shuffle.sort.SortShuffleManager"}},
         options);
     if (!registered.ok()) {
@@ -83,7 +85,8 @@ int main(int argc, char** argv) {
       blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, 0, partitions});
       continue;
     }
-    for (int r = 0; r < partitions; ++r) blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, r, r + 1});
+    for (int r = 0; r < partitions; ++r)
+      blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, r, r + 1});
   }
   options.connections = absl::GetFlag(FLAGS_connections);
   options.blocks_per_request = static_cast<size_t>(absl::GetFlag(FLAGS_blocks_per_request));
@@ -99,16 +102,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     bytes = stats->bytes;
-    const double gbps = static_cast<double>(stats->bytes) / absl::ToDoubleSeconds(stats->elapsed) / 1e9;
+    const double gbps =
+        static_cast<double>(stats->bytes) / absl::ToDoubleSeconds(stats->elapsed) / 1e9;
     std::printf("iteration %d: %llu blocks, %llu bytes, %.3f s, %.3f GB/s\n", i + 1,
                 static_cast<unsigned long long>(stats->blocks),
                 static_cast<unsigned long long>(stats->bytes),
                 absl::ToDoubleSeconds(stats->elapsed), gbps);
     best = std::max(best, gbps);
   }
-  std::printf("OK: total %llu bytes per iteration, best %.3f GB/s over %d iteration(s), %d "
-              "connection(s)\n",
-              static_cast<unsigned long long>(bytes), best, absl::GetFlag(FLAGS_iterations),
-              options.connections);
+  std::printf(
+      "OK: total %llu bytes per iteration, best %.3f GB/s over %d iteration(s), %d "
+      "connection(s)\n",
+      static_cast<unsigned long long>(bytes), best, absl::GetFlag(FLAGS_iterations),
+      options.connections);
   return 0;
 }

@@ -60,8 +60,8 @@ const std::string& CachedFile(int i = 0) {
   FERRY_CHECK(i >= 0 && i < 4);
   if (paths[i] != nullptr) return *paths[i];
   const char* dir = std::getenv("TMPDIR");
-  paths[i] = new std::string(std::string(dir != nullptr ? dir : "/tmp") +
-                             "/ferry_splice_vs_copy." + std::to_string(i) + ".data");
+  paths[i] = new std::string(std::string(dir != nullptr ? dir : "/tmp") + "/ferry_splice_vs_copy." +
+                             std::to_string(i) + ".data");
   UniqueFd fd(::open(paths[i]->c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   FERRY_CHECK(fd.valid());
   std::string chunk(1 << 20, '\0');

@@ -13,8 +13,8 @@
 //   bazel build --config=opt //server:ferry_server //benchmarks:transport_benchmark
 //   bazel-bin/benchmarks/transport_benchmark --server_binary=bazel-bin/server/ferry_server
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -174,7 +174,8 @@ void FetchParallel(const std::vector<BlockLocation>& blocks, int clients) {
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       std::vector<BlockLocation> share;
-      for (size_t i = static_cast<size_t>(c); i < blocks.size(); i += static_cast<size_t>(clients)) {
+      for (size_t i = static_cast<size_t>(c); i < blocks.size();
+           i += static_cast<size_t>(clients)) {
         share.push_back(blocks[i]);
       }
       ShuffleClient client;
@@ -254,7 +255,8 @@ void BM_RequestLatency(benchmark::State& state) {
   ServerProcess& server = Server(state.range(1) == 0);
   std::vector<BlockId> ids;
   for (int32_t m = 0; m < std::min(s.maps, 16); ++m) {
-    for (int32_t r = 0; r < std::min(s.partitions, 64); ++r) ids.push_back({s.shuffle, m, r, r + 1});
+    for (int32_t r = 0; r < std::min(s.partitions, 64); ++r)
+      ids.push_back({s.shuffle, m, r, r + 1});
   }
   RawSession session(server, ids);
   std::vector<double> micros;
@@ -289,7 +291,9 @@ void BM_ConcurrentFetch(benchmark::State& state) {
   cpu.End(state, state.iterations() * TotalBytes(blocks, kSizes[3]));
   state.SetLabel(state.range(1) == 0 ? "splice" : "copy");
 }
-BENCHMARK(BM_ConcurrentFetch)->ArgsProduct({{1, 4, 8, 16}, {0, 1}})->UseRealTime()
+BENCHMARK(BM_ConcurrentFetch)
+    ->ArgsProduct({{1, 4, 8, 16}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // Args: parallel clients (1 or 4), mode. 100 x 16 MiB blocks per iteration.
@@ -302,7 +306,9 @@ void BM_FileBacked100x16MiB(benchmark::State& state) {
   cpu.End(state, state.iterations() * TotalBytes(blocks, kSizes[3]));
   state.SetLabel(state.range(1) == 0 ? "splice" : "copy");
 }
-BENCHMARK(BM_FileBacked100x16MiB)->ArgsProduct({{1, 4}, {0, 1}})->UseRealTime()
+BENCHMARK(BM_FileBacked100x16MiB)
+    ->ArgsProduct({{1, 4}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // Arg: mode. 10,000 blocks of 1 KiB in one request frame.
@@ -336,7 +342,9 @@ void BM_ServerThreads(benchmark::State& state) {
   cpu.End(state, state.iterations() * TotalBytes(blocks, kSizes[3]));
   state.SetLabel(state.range(1) == 0 ? "splice" : "copy");
 }
-BENCHMARK(BM_ServerThreads)->ArgsProduct({{1, 2}, {0, 1}})->UseRealTime()
+BENCHMARK(BM_ServerThreads)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // Arg: mode. 1,000 connections (fibers on this thread) all connect, then each fetches

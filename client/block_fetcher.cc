@@ -12,8 +12,8 @@
 #include "client/block_verifier.h"
 #include "common/block_id.h"
 #include "common/frame_header.h"
-#include "common/net_address.h"
 #include "common/io/ops.h"
+#include "common/net_address.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 
@@ -37,8 +37,8 @@ absl::StatusOr<UniqueFd> ConnectData(const StreamPlan& plan, absl::Time deadline
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket");
   const int res = Connect(fd.get(), addr->get(), addr->size(), deadline);
   if (res < 0) {
-    return IoError(res, absl::StrCat("connect to the data plane of ", plan.server, " at ",
-                                     addr->ToString()));
+    return IoError(
+        res, absl::StrCat("connect to the data plane of ", plan.server, " at ", addr->ToString()));
   }
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -49,13 +49,12 @@ absl::StatusOr<UniqueFd> ConnectData(const StreamPlan& plan, absl::Time deadline
 
 std::string DescribeBlock(const ferry::v1::BlockId& id, const std::string& server) {
   return absl::StrCat(
-      "block ",
-      BlockName({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()}),
+      "block ", BlockName({id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()}),
       " from server ", server);
 }
 
-absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
-                         const FetchStreamOptions& options, StreamProgress* progress) {
+absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink, const FetchStreamOptions& options,
+                         StreamProgress* progress) {
   const auto& blocks = plan.handle.blocks();
   const size_t n = static_cast<size_t>(blocks.size());
   *progress = StreamProgress{};
@@ -70,10 +69,10 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
   for (size_t k = 0; k < n; ++k) {
     skip[k] = sink.Kept(plan.caller_index[k]);
     if (skip[k] > blocks[static_cast<int>(k)].length()) {
-      return absl::DataLossError(absl::StrCat(
-          DescribeBlock(blocks[static_cast<int>(k)].id(), plan.server), " has ",
-          blocks[static_cast<int>(k)].length(), " bytes, fewer than the ", skip[k],
-          " received from where it was asked before"));
+      return absl::DataLossError(
+          absl::StrCat(DescribeBlock(blocks[static_cast<int>(k)].id(), plan.server), " has ",
+                       blocks[static_cast<int>(k)].length(), " bytes, fewer than the ", skip[k],
+                       " received from where it was asked before"));
     }
   }
   auto due = [&](size_t k) { return blocks[static_cast<int>(k)].length() - skip[k]; };
@@ -96,12 +95,12 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
       request.first_block_offset = skip[first];
       char frame[kRequestBytes];
       EncodeFetchRequest(request, frame);
-      const ssize_t sent = SendAll(fd, frame, sizeof(frame), MSG_NOSIGNAL,
-                                   absl::Now() + options.io_timeout);
+      const ssize_t sent =
+          SendAll(fd, frame, sizeof(frame), MSG_NOSIGNAL, absl::Now() + options.io_timeout);
       if (sent < 0) {
-        return IoError(sent, absl::StrCat("request ",
-                                          DescribeBlock(blocks[static_cast<int>(first)].id(),
-                                                        plan.server)));
+        return IoError(
+            sent, absl::StrCat("request ",
+                               DescribeBlock(blocks[static_cast<int>(first)].id(), plan.server)));
       }
     }
 
@@ -116,7 +115,8 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
     absl::StatusOr<ResponseHeader> header =
         DecodeResponseHeader(absl::string_view(bytes, sizeof(bytes)));
     if (!header.ok()) {
-      return absl::InternalError(absl::StrCat(name, ": protocol error: ", header.status().message()));
+      return absl::InternalError(
+          absl::StrCat(name, ": protocol error: ", header.status().message()));
     }
     if (header->kind == FrameKind::kError) {
       std::string message(header->message_bytes, '\0');
@@ -133,17 +133,16 @@ absl::Status FetchStream(const StreamPlan& plan, BlockSink& sink,
         header->length != due(next)) {
       return absl::InternalError(absl::StrCat(
           name, ": protocol error: header for block ", header->block_index, " at offset ",
-          header->offset, " with ", header->length, " bytes; expected block ", next,
-          " at offset ", skip[next], " with ", due(next)));
+          header->offset, " with ", header->length, " bytes; expected block ", next, " at offset ",
+          skip[next], " with ", due(next)));
     }
     BlockVerifier verifier(info, name, options.verify_checksums);
-    absl::Status received =
-        sink.Receive(BlockSource{fd}, plan.caller_index[next], skip[next], header->length,
-                     verifier, name, deadline);
+    absl::Status received = sink.Receive(BlockSource{fd}, plan.caller_index[next], skip[next],
+                                         header->length, verifier, name, deadline);
     if (!received.ok()) {
       if (const std::optional<ChecksumMismatch>& bad = verifier.mismatch()) {
-        progress->corrupt_partition = BlockId{info.id().shuffle_id(), info.id().map_id(),
-                                              bad->reduce_id, bad->reduce_id + 1};
+        progress->corrupt_partition =
+            BlockId{info.id().shuffle_id(), info.id().map_id(), bad->reduce_id, bad->reduce_id + 1};
         progress->corrupt_received_checksum = bad->received;
       }
       return received;

@@ -59,12 +59,12 @@ class LowWaterMark {
 
 absl::Status ReceiveError(ssize_t res, uint64_t got, uint64_t length, const std::string& name) {
   if (res == 0) {
-    return absl::UnavailableError(absl::StrCat(name, ": connection closed after ", got, " of ",
-                                               length, " bytes"));
+    return absl::UnavailableError(
+        absl::StrCat(name, ": connection closed after ", got, " of ", length, " bytes"));
   }
   if (res == -ETIMEDOUT) {
-    return absl::DeadlineExceededError(absl::StrCat(name, ": timed out after ", got, " of ",
-                                                    length, " bytes"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(name, ": timed out after ", got, " of ", length, " bytes"));
   }
   return absl::ErrnoToStatus(static_cast<int>(-res),
                              absl::StrCat(name, ": receive after ", got, " of ", length, " bytes"));
@@ -110,9 +110,9 @@ absl::Status ReceiveInto(const BlockSource& source, char* out, uint64_t length,
   while (got < length) {
     mark.Before(length - got);
     // At most 1 GiB per receive (an io_uring entry's length is 32 bits).
-    const ssize_t n = ReadSome(
-        source, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
-        deadline);
+    const ssize_t n =
+        ReadSome(source, out + got, static_cast<size_t>(std::min<uint64_t>(length - got, 1u << 30)),
+                 deadline);
     if (n <= 0) return ReceiveError(n, got, length, name);
     FERRY_RETURN_IF_ERROR(verifier.Update(absl::string_view(out + got, static_cast<size_t>(n))));
     got += static_cast<uint64_t>(n);
@@ -152,21 +152,20 @@ void PageBuffer::Reserve(size_t bytes) {
 }
 
 absl::Status CallbackSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
-                                   uint64_t length,
-                                   BlockVerifier& verifier, const std::string& name,
-                                   absl::Time deadline) {
+                                   uint64_t length, BlockVerifier& verifier,
+                                   const std::string& name, absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckWhole(offset, name));
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   Spares<PageBuffer>::Lease buffer = buffers_.Take();
   buffer->Reserve(static_cast<size_t>(length));
   uint64_t got = 0;
-  FERRY_RETURN_IF_ERROR(ReceiveInto(source, buffer->data(), length, verifier, name, deadline, &got));
+  FERRY_RETURN_IF_ERROR(
+      ReceiveInto(source, buffer->data(), length, verifier, name, deadline, &got));
   return on_block_(index, absl::string_view(buffer->data(), static_cast<size_t>(length)));
 }
 
 absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
-                                  uint64_t length,
-                                  BlockVerifier& verifier, const std::string& name,
+                                  uint64_t length, BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckBufferable(length, name));
   std::string& block = blocks_[index];
@@ -185,8 +184,7 @@ absl::Status BuffersSink::Receive(const BlockSource& source, size_t index, uint6
 }
 
 absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t offset,
-                                  uint64_t length,
-                                  BlockVerifier& verifier, const std::string& name,
+                                  uint64_t length, BlockVerifier& verifier, const std::string& name,
                                   absl::Time deadline) {
   FERRY_RETURN_IF_ERROR(CheckWhole(offset, name));
   FERRY_RETURN_IF_ERROR(ReadPieces(source, *scratch_.Take(), length, verifier, name, deadline,
@@ -196,15 +194,13 @@ absl::Status DiscardSink::Receive(const BlockSource& source, size_t, uint64_t of
 }
 
 absl::Status FilesSink::Receive(const BlockSource& source, size_t index, uint64_t offset,
-                                uint64_t length,
-                                BlockVerifier& verifier, const std::string& name,
+                                uint64_t length, BlockVerifier& verifier, const std::string& name,
                                 absl::Time deadline) {
   const std::string& path = paths_[index];
   FERRY_RETURN_IF_ERROR(CheckKept(offset, kept_[index], name));
   const uint64_t at = offset;
   kept_[index] = 0;
-  UniqueFd file(
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (at == 0 ? O_TRUNC : 0), 0644));
+  UniqueFd file(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | (at == 0 ? O_TRUNC : 0), 0644));
   if (!file.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " for ", name));
   uint64_t written = 0;
   if (source.reader != nullptr) {
@@ -248,8 +244,8 @@ absl::Status FilesSink::ReadBack(int file, const std::string& path, uint64_t end
 }
 
 absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& path, uint64_t at,
-                                     uint64_t length, const std::string& name,
-                                     absl::Time deadline, uint64_t* written) {
+                                     uint64_t length, const std::string& name, absl::Time deadline,
+                                     uint64_t* written) {
   Spares<std::optional<Pipe>>::Lease pipe = pipes_.Take();
   if (!pipe->has_value()) {
     FERRY_ASSIGN_OR_RETURN(Pipe made, Pipe::Create(pipe_bytes_));
@@ -277,16 +273,15 @@ absl::Status FilesSink::SpliceToFile(int socket, int file, const std::string& pa
 }
 
 absl::Status FilesSink::ReceiveDecrypted(const BlockSource& source, int file,
-                                        const std::string& path, uint64_t at, uint64_t length,
-                                        BlockVerifier& verifier, const std::string& name,
-                                        absl::Time deadline, uint64_t* written) {
+                                         const std::string& path, uint64_t at, uint64_t length,
+                                         BlockVerifier& verifier, const std::string& name,
+                                         absl::Time deadline, uint64_t* written) {
   Spares<PageBuffer>::Lease scratch = scratch_.Take();
   scratch->Reserve(kScratchBytes);
   LowWaterMark mark(source.socket, length);
   while (*written < length) {
     mark.Before(length - *written);
-    const size_t want =
-        static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - *written));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch->size(), length - *written));
     const ssize_t n = ReadSome(source, scratch->data(), want, deadline);
     if (n <= 0) return ReceiveError(n, *written, length, name);
     FERRY_RETURN_IF_ERROR(

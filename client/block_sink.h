@@ -105,8 +105,8 @@ class BlockSink {
   // (which may be inactive). `name` labels errors. Every operation finishes by
   // `deadline`.
   virtual absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset,
-                               uint64_t length, BlockVerifier& verifier,
-                               const std::string& name, absl::Time deadline) = 0;
+                               uint64_t length, BlockVerifier& verifier, const std::string& name,
+                               absl::Time deadline) = 0;
   // The bytes of block `index` this sink kept from a receive that the connection cut
   // off (lost, closed, timed out): the fetcher asks the rest from there, of the same
   // server or a replica. 0 when it keeps none (the default: CallbackSink's buffer is

@@ -35,7 +35,8 @@ absl::Status BlockVerifier::EndPartition() {
   }
   ++partition_;
   running_ = Checksum(algorithm_);
-  left_in_partition_ = partition_ < info_.partitions_size() ? info_.partitions(partition_).length() : 0;
+  left_in_partition_ =
+      partition_ < info_.partitions_size() ? info_.partitions(partition_).length() : 0;
   return absl::OkStatus();
 }
 

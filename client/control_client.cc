@@ -2,9 +2,9 @@
 
 #include <grpcpp/create_channel.h>
 
+#include <grpcpp/security/credentials.h>
 #include <chrono>
 #include <mutex>
-#include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -137,11 +137,10 @@ absl::StatusOr<ferry::v1::StreamHandle> CheckHandle(const std::string& server,
                                                     ferry::v1::StreamHandle handle) {
   if (handle.ticket().size() != 16 || handle.blocks_size() != request.blocks_size() ||
       handle.data_port() == 0 || handle.data_port() > 65535) {
-    return absl::InternalError(absl::StrCat("OpenStream to ", server,
-                                            ": malformed stream handle (ticket of ",
-                                            handle.ticket().size(), " bytes, ",
-                                            handle.blocks_size(), " of ", request.blocks_size(),
-                                            " blocks, data port ", handle.data_port(), ")"));
+    return absl::InternalError(
+        absl::StrCat("OpenStream to ", server, ": malformed stream handle (ticket of ",
+                     handle.ticket().size(), " bytes, ", handle.blocks_size(), " of ",
+                     request.blocks_size(), " blocks, data port ", handle.data_port(), ")"));
   }
   // Each block must be the one asked for, and its partitions, when listed, exactly its
   // reduce range, adding up to its length.
@@ -153,8 +152,8 @@ absl::StatusOr<ferry::v1::StreamHandle> CheckHandle(const std::string& server,
               got.start_reduce_id() == want.start_reduce_id() &&
               got.end_reduce_id() == want.end_reduce_id();
     if (ok && info.partitions_size() > 0) {
-      ok = int64_t{info.partitions_size()} ==
-           int64_t{want.end_reduce_id()} - want.start_reduce_id();
+      ok =
+          int64_t{info.partitions_size()} == int64_t{want.end_reduce_id()} - want.start_reduce_id();
       uint64_t sum = 0;
       for (const ferry::v1::PartitionChecksum& p : info.partitions()) {
         ok = ok && p.length() <= info.length() - sum;
@@ -175,7 +174,7 @@ absl::StatusOr<ferry::v1::StreamHandle> CheckHandle(const std::string& server,
 
 template <typename Request, typename Response, typename Invoke, typename Finish>
 ControlClient::CancelCall ControlClient::StartCall(const std::string& server, Request request,
-                                                  Invoke invoke, Finish finish) {
+                                                   Invoke invoke, Finish finish) {
   using Call = AsyncCall<Request, Response>;
   auto call = std::make_shared<Call>();
   call->request = std::move(request);

@@ -93,8 +93,7 @@ class ControlClient {
   // response, callback)` makes the call, and `finish(status, call)` runs on gRPC's
   // thread when it ends.
   template <typename Request, typename Response, typename Invoke, typename Finish>
-  CancelCall StartCall(const std::string& server, Request request, Invoke invoke,
-                       Finish finish);
+  CancelCall StartCall(const std::string& server, Request request, Invoke invoke, Finish finish);
   // Calls on the callback API between their start and the end of their callback.
   void BeginCall(grpc::ClientContext* context);
   void EndCall(grpc::ClientContext* context);

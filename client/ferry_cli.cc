@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,8 +38,8 @@
 #include "client/shuffle_client.h"
 #include "common/auth_token.h"
 #include "common/flag_names.h"
-#include "common/version.h"
 #include "common/shuffle_writer.h"
+#include "common/version.h"
 
 ABSL_FLAG(std::string, dir, "", "gen: directory to write <app>/ shuffle files into.");
 ABSL_FLAG(int, apps, 1, "gen: number of apps (app-0, app-1, ...).");
@@ -49,7 +49,8 @@ ABSL_FLAG(int, first_map, 0,
           "gen: the first map id (map outputs first-map .. first-map + maps - 1), so that "
           "several nodes' data sets make up one shuffle.");
 ABSL_FLAG(int, partitions, 64, "gen: reduce partitions per map output.");
-ABSL_FLAG(std::string, total_bytes, "1G", "gen: total data size (K, M, G suffixes: powers of 1024).");
+ABSL_FLAG(std::string, total_bytes, "1G",
+          "gen: total data size (K, M, G suffixes: powers of 1024).");
 ABSL_FLAG(std::string, distribution, "uniform",
           "gen: partition sizes: uniform (0.5x to 1.5x the mean), exponential (skewed, with "
           "empty and tiny partitions) or fixed (every partition the mean).");
@@ -70,8 +71,9 @@ ABSL_FLAG(std::string, exec_id, "",
 ABSL_FLAG(bool, delete_local_dirs, false,
           "remove-app: also delete the executors' local dirs and everything in them.");
 ABSL_FLAG(int, shuffle, -1, "fetch: only this shuffle id (-1: every shuffle of the app).");
-ABSL_FLAG(std::string, to, "", "fetch: write each block to a file under this directory (with "
-                               "splice); empty discards the bytes after verifying them.");
+ABSL_FLAG(std::string, to, "",
+          "fetch: write each block to a file under this directory (with "
+          "splice); empty discards the bytes after verifying them.");
 ABSL_FLAG(bool, verify, true, "fetch: verify stored checksums.");
 ABSL_FLAG(bool, batch, false,
           "fetch: ask for each map output's partitions as one contiguous segment (Spark's "
@@ -90,10 +92,20 @@ absl::StatusOr<uint64_t> ParseBytes(std::string text) {
   uint64_t scale = 1;
   if (!text.empty()) {
     switch (text.back()) {
-      case 'K': case 'k': scale = uint64_t{1} << 10; break;
-      case 'M': case 'm': scale = uint64_t{1} << 20; break;
-      case 'G': case 'g': scale = uint64_t{1} << 30; break;
-      default: break;
+      case 'K':
+      case 'k':
+        scale = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        scale = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        scale = uint64_t{1} << 30;
+        break;
+      default:
+        break;
     }
     if (scale != 1) text.pop_back();
   }
@@ -131,16 +143,16 @@ int Gen() {
   const int subdirs = absl::GetFlag(FLAGS_subdirs);
   if (dir.empty() || apps < 1 || shuffles < 1 || maps < 1 || first_map < 0 ||
       maps > INT32_MAX - first_map || partitions < 1 || !total.ok() ||
-      (distribution != "uniform" && distribution != "exponential" &&
-       distribution != "fixed") ||
+      (distribution != "uniform" && distribution != "exponential" && distribution != "fixed") ||
       (layout != "ferry" && layout != "spark") || local_dirs < 1 || local_dirs > 64 ||
       subdirs < 1 || subdirs > 4096) {
-    std::fprintf(stderr, "ferry gen: needs --dir, positive counts, a byte size, a known "
-                         "--distribution and --layout, 1 to 64 local dirs, 1 to 4096 subdirs\n");
+    std::fprintf(stderr,
+                 "ferry gen: needs --dir, positive counts, a byte size, a known "
+                 "--distribution and --layout, 1 to 64 local dirs, 1 to 4096 subdirs\n");
     return 2;
   }
-  const double mean = static_cast<double>(*total) /
-                      (static_cast<double>(apps) * shuffles * maps * partitions);
+  const double mean =
+      static_cast<double>(*total) / (static_cast<double>(apps) * shuffles * maps * partitions);
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
   uint64_t fill_state = absl::GetFlag(FLAGS_seed) * 0x9e3779b97f4a7c15ull + 1;
   std::uniform_real_distribution<double> uniform(0.5, 1.5);
@@ -201,10 +213,11 @@ int Gen() {
       }
     }
   }
-  std::printf("generated %d app(s) x %d shuffle(s) x %d map output(s) x %d partitions, %llu "
-              "bytes (%s) in %s under %s\n",
-              apps, shuffles, maps, partitions, static_cast<unsigned long long>(written),
-              distribution.c_str(), absl::FormatDuration(absl::Now() - start).c_str(), dir.c_str());
+  std::printf(
+      "generated %d app(s) x %d shuffle(s) x %d map output(s) x %d partitions, %llu "
+      "bytes (%s) in %s under %s\n",
+      apps, shuffles, maps, partitions, static_cast<unsigned long long>(written),
+      distribution.c_str(), absl::FormatDuration(absl::Now() - start).c_str(), dir.c_str());
   return 0;
 }
 
@@ -214,8 +227,8 @@ class ProgressSink final : public BlockSink {
  public:
   ProgressSink(BlockSink& inner, uint64_t total_bytes, bool show)
       : inner_(inner), total_(total_bytes), show_(show) {}
-  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset,
-                       uint64_t length, BlockVerifier& verifier, const std::string& name,
+  absl::Status Receive(const BlockSource& source, size_t index, uint64_t offset, uint64_t length,
+                       BlockVerifier& verifier, const std::string& name,
                        absl::Time deadline) override {
     const uint64_t kept = inner_.Kept(index);
     absl::Status s = inner_.Receive(source, index, offset, length, verifier, name, deadline);
@@ -262,7 +275,8 @@ class ProgressSink final : public BlockSink {
       v /= 1024;
       ++u;
     }
-    return u == 0 ? absl::StrFormat("%.0f %s", v, units[u]) : absl::StrFormat("%.1f %s", v, units[u]);
+    return u == 0 ? absl::StrFormat("%.0f %s", v, units[u])
+                  : absl::StrFormat("%.1f %s", v, units[u]);
   }
 
   BlockSink& inner_;
@@ -453,15 +467,15 @@ int Info(ShuffleClient& client) {
     return 1;
   }
   if (absl::GetFlag(FLAGS_json)) return PrintJson(*info);
-  std::printf("version       %s\ndata plane    %s:%u\nmode          %s\nio engine     %s\n"
-              "threads       %u\npipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
-              info->version().c_str(),
-              info->data_host().empty() ? "(control host)" : info->data_host().c_str(),
-              info->data_port(), ferry::v1::DataPlaneMode_Name(info->mode()).c_str(),
-              info->io_engine().c_str(),
-              info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
-              static_cast<unsigned long long>(info->copy_buffer_bytes()),
-              static_cast<long long>(info->ticket_ttl_ms()));
+  std::printf(
+      "version       %s\ndata plane    %s:%u\nmode          %s\nio engine     %s\n"
+      "threads       %u\npipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
+      info->version().c_str(),
+      info->data_host().empty() ? "(control host)" : info->data_host().c_str(), info->data_port(),
+      ferry::v1::DataPlaneMode_Name(info->mode()).c_str(), info->io_engine().c_str(),
+      info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
+      static_cast<unsigned long long>(info->copy_buffer_bytes()),
+      static_cast<long long>(info->ticket_ttl_ms()));
   for (const ferry::v1::DiskHealth& disk : info->disks()) {
     std::printf("disk          %s %s: %llu reads, %llu bytes, %llu errors, %llu queued%s%s\n",
                 disk.name().c_str(), disk.healthy() ? "healthy" : "UNHEALTHY",
@@ -502,8 +516,9 @@ int Health(ShuffleClient& client) {
     for (const std::string& disk : unhealthy) {
       *disks.mutable_list_value()->add_values() = JsonString(disk);
     }
-    PrintJson(JsonObject(
-        {{"server", JsonString(server)}, {"status", JsonString(status)}, {"unhealthy_disks", disks}}));
+    PrintJson(JsonObject({{"server", JsonString(server)},
+                          {"status", JsonString(status)},
+                          {"unhealthy_disks", disks}}));
   } else if (unhealthy.empty()) {
     std::printf("%s\n", status);
   } else {

@@ -27,8 +27,8 @@ bool IsRetryable(const absl::Status& status) {
 
 std::vector<PlannedStream> PlanStreams(const std::vector<BlockLocation>& blocks,
                                        const std::vector<size_t>& pending,
-                                       const std::vector<std::string>& server_of,
-                                       size_t max_blocks, uint64_t max_partitions) {
+                                       const std::vector<std::string>& server_of, size_t max_blocks,
+                                       uint64_t max_partitions) {
   std::map<std::string, std::vector<size_t>> by_server;
   for (size_t i : pending) by_server[server_of[i]].push_back(i);
   std::vector<PlannedStream> streams;
@@ -37,10 +37,10 @@ std::vector<PlannedStream> PlanStreams(const std::vector<BlockLocation>& blocks,
     uint64_t partitions = 0;
     for (size_t i : indexes) {
       const BlockId& b = blocks[i].block;
-      const uint64_t mine = static_cast<uint64_t>(
-          std::max<int64_t>(0, int64_t{b.end_reduce_id} - b.start_reduce_id));
-      if (!streams.back().indexes.empty() && (streams.back().indexes.size() >= max_blocks ||
-                                              partitions + mine > max_partitions)) {
+      const uint64_t mine =
+          static_cast<uint64_t>(std::max<int64_t>(0, int64_t{b.end_reduce_id} - b.start_reduce_id));
+      if (!streams.back().indexes.empty() &&
+          (streams.back().indexes.size() >= max_blocks || partitions + mine > max_partitions)) {
         streams.push_back({server, {}});
         partitions = 0;
       }

@@ -7,11 +7,11 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "client/block_fetcher.h"
-#include "common/control_plane.h"
-#include "common/net_address.h"
 #include "common/block_id.h"
+#include "common/control_plane.h"
 #include "common/io/scheduler.h"
 #include "common/io/sync.h"
+#include "common/net_address.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -21,7 +21,6 @@ absl::StatusOr<std::string> ResolveHost(const std::string& address) {
   FERRY_ASSIGN_OR_RETURN(SocketAddress resolved, SocketAddress::Resolve(parsed.host, parsed.port));
   return resolved.host();
 }
-
 
 absl::Status ShuffleClient::FetchRound(FiberScheduler& scheduler, const std::string& app_id,
                                        const std::vector<BlockLocation>& blocks,
@@ -57,10 +56,9 @@ absl::Status ShuffleClient::FetchRound(FiberScheduler& scheduler, const std::str
     FetchStreamOptions stream_options;
     stream_options.verify_checksums = options.verify_checksums;
     stream_options.io_timeout = options.io_timeout;
-    stream_options.max_bytes_in_flight =
-        std::max<uint64_t>(1, std::min(options.max_bytes_in_flight / planned.size(),
-                                       options.max_bytes_in_flight_per_server /
-                                           streams_at[plan.server]));
+    stream_options.max_bytes_in_flight = std::max<uint64_t>(
+        1, std::min(options.max_bytes_in_flight / planned.size(),
+                    options.max_bytes_in_flight_per_server / streams_at[plan.server]));
     // Each stream on a fiber of its own, from OpenStream to CloseStream: every server is
     // asked at once, and one that is slow to answer holds back only its own blocks.
     absl::Status spawned = scheduler.Spawn([&, stream_options] {
@@ -81,9 +79,8 @@ absl::Status ShuffleClient::FetchRound(FiberScheduler& scheduler, const std::str
       plan.data_port = static_cast<uint16_t>(plan.handle.data_port());
       ++opened;
       absl::StatusOr<std::string> host =
-          plan.handle.data_host().empty()
-              ? ResolveHost(plan.server)
-              : ResolveHost(FormatHostPort(plan.handle.data_host(), 0));
+          plan.handle.data_host().empty() ? ResolveHost(plan.server)
+                                          : ResolveHost(FormatHostPort(plan.handle.data_host(), 0));
       StreamProgress progress;
       absl::Status result = host.status();
       if (host.ok()) {
@@ -126,8 +123,7 @@ absl::Status ShuffleClient::FetchRound(FiberScheduler& scheduler, const std::str
     // stored, on-disk and received checksums. Only damage in transfer is worth a refetch.
     absl::StatusOr<ferry::v1::CorruptionDiagnosis> diagnosis =
         control_.DiagnoseCorruption(c.plan->server, app_id, *c.progress.corrupt_partition,
-                                    c.progress.corrupt_received_checksum,
-                                    options.spark_exec_id);
+                                    c.progress.corrupt_received_checksum, options.spark_exec_id);
     const std::string verdict =
         diagnosis.ok() ? diagnosis->explanation()
                        : absl::StrCat("no diagnosis (", diagnosis.status().message(), ")");
@@ -178,8 +174,8 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
   }
   if (!status.ok()) {
     const size_t missing = static_cast<size_t>(std::count(done.begin(), done.end(), false));
-    const size_t first = static_cast<size_t>(std::find(done.begin(), done.end(), false) -
-                                             done.begin());
+    const size_t first =
+        static_cast<size_t>(std::find(done.begin(), done.end(), false) - done.begin());
     const std::string which =
         first < blocks.size()
             ? absl::StrCat(", the first ", BlockName(blocks[first].block), " at ", server_of[first])

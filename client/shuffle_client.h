@@ -26,8 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
-#include "client/fetch_plan.h"
 #include "client/control_client.h"
+#include "client/fetch_plan.h"
 
 namespace ferry {
 

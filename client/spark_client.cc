@@ -8,17 +8,17 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <memory>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/block_verifier.h"
+#include "client/tls_stream.h"
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/net_address.h"
-#include "client/tls_stream.h"
 #include "common/spark_crypto.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
@@ -44,9 +44,9 @@ absl::Status IoError(ssize_t res, absl::string_view what) {
 
 absl::StatusOr<SocketAddress> ParseAddress(const std::string& address) {
   absl::StatusOr<HostPort> parsed = ParseHostPort(address);
-  absl::StatusOr<SocketAddress> addr =
-      parsed.ok() && parsed->port != 0 ? SocketAddress::Numeric(parsed->host, parsed->port)
-                                       : absl::InvalidArgumentError("");
+  absl::StatusOr<SocketAddress> addr = parsed.ok() && parsed->port != 0
+                                           ? SocketAddress::Numeric(parsed->host, parsed->port)
+                                           : absl::InvalidArgumentError("");
   if (!addr.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", address, "' is not the numeric host:port ([IPv6]:port) of a shuffle service"));
@@ -182,8 +182,8 @@ class SparkConnection {
     absl::StatusOr<std::unique_ptr<TlsStream>> tls =
         TlsStream::Connect(fd_.get(), options_.tls_trust_file, host.host, Deadline());
     if (!tls.ok()) {
-      return absl::Status(tls.status().code(), absl::StrCat("shuffle service ", address_, ": ",
-                                                            tls.status().message()));
+      return absl::Status(tls.status().code(),
+                          absl::StrCat("shuffle service ", address_, ": ", tls.status().message()));
     }
     tls_ = *std::move(tls);
     return absl::OkStatus();
@@ -195,16 +195,20 @@ class SparkConnection {
     if (options_.auth_engine_version != 0) return AuthenticateWithAuthEngine(app_id);
     const std::string what = absl::StrCat("SASL authentication of application ", app_id,
                                           " with shuffle service ", address_);
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<spark::SaslClient> sasl, spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption));
+    FERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<spark::SaslClient> sasl,
+        spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption));
     absl::StatusOr<std::string> token = sasl->Start();
     // DIGEST-MD5 takes two round trips; a server asking for more is not Spark's.
     for (int round = 0; token.ok() && !sasl->complete(); ++round) {
       if (round == 4) return Protocol(what, "more than 4 rounds");
-      FERRY_ASSIGN_OR_RETURN(std::string reply, Call(sw::EncodeSaslMessage({app_id, *std::move(token)}), what));
+      FERRY_ASSIGN_OR_RETURN(std::string reply,
+                             Call(sw::EncodeSaslMessage({app_id, *std::move(token)}), what));
       token = sasl->Step(reply);
     }
-    if (!token.ok()) return absl::Status(token.status().code(),
-                                         absl::StrCat(what, ": ", token.status().message()));
+    if (!token.ok())
+      return absl::Status(token.status().code(),
+                          absl::StrCat(what, ": ", token.status().message()));
     if (std::unique_ptr<spark::SaslCipher> cipher = sasl->TakeCipher(); cipher != nullptr) {
       sasl_.emplace(fd_.get(), std::move(cipher));
     }
@@ -218,8 +222,8 @@ class SparkConnection {
     const auto failed = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     };
-    absl::StatusOr<spark::AuthEngineClient> engine = spark::AuthEngineClient::Create(
-        app_id, options_.auth_secret, options_.auth_engine_version);
+    absl::StatusOr<spark::AuthEngineClient> engine =
+        spark::AuthEngineClient::Create(app_id, options_.auth_secret, options_.auth_engine_version);
     if (!engine.ok()) return failed(engine.status());
     absl::StatusOr<spark::AuthMessage> challenge = engine->Challenge();
     if (!challenge.ok()) return failed(challenge.status());
@@ -264,7 +268,9 @@ class SparkConnection {
       for (; next < requests.size() && open < kRequestsInFlight; ++next, ++open) {
         const Request& r = *requests[next];
         const std::string what = Describe(r, blocks);
-        FERRY_RETURN_IF_ERROR(SendBytes( sw::EncodeRpcRequest(next_request_id_++, sw::EncodeFetchShuffleBlocks(r.message)), what));
+        FERRY_RETURN_IF_ERROR(SendBytes(
+            sw::EncodeRpcRequest(next_request_id_++, sw::EncodeFetchShuffleBlocks(r.message)),
+            what));
         expected.push_back({next, -1});
       }
       return absl::OkStatus();
@@ -288,7 +294,8 @@ class SparkConnection {
         continue;
       }
       const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
-      FERRY_ASSIGN_OR_RETURN(uint64_t got, ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink));
+      FERRY_ASSIGN_OR_RETURN(uint64_t got,
+                             ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink));
       stats.bytes += got;
       ++stats.blocks;
       if (static_cast<size_t>(e.chunk) + 1 == r.chunk_to_block.size()) {
@@ -362,8 +369,8 @@ class SparkConnection {
   absl::Time Deadline() const { return absl::Now() + options_.io_timeout; }
 
   absl::Status Protocol(absl::string_view what, absl::string_view got) const {
-    return absl::InternalError(absl::StrCat(what, ": protocol error: shuffle service ",
-                                            address_, " sent ", got));
+    return absl::InternalError(
+        absl::StrCat(what, ": protocol error: shuffle service ", address_, " sent ", got));
   }
 
   absl::Status SendBytes(std::string bytes, absl::string_view what) {
@@ -562,8 +569,7 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(
   const std::vector<Request> requests =
       PlanRequests(app_id, exec_id, blocks, options.blocks_per_request);
   const size_t connections =
-      std::clamp<size_t>(static_cast<size_t>(std::max(options.connections, 1)), 1,
-                         requests.size());
+      std::clamp<size_t>(static_cast<size_t>(std::max(options.connections, 1)), 1, requests.size());
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create());
   FiberScheduler* s = scheduler.get();
   absl::Status first_error;

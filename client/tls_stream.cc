@@ -16,9 +16,9 @@
 namespace ferry {
 
 absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Connect(int socket,
-                                                               const std::string& trust_file,
-                                                               const std::string& host,
-                                                               absl::Time deadline) {
+                                                              const std::string& trust_file,
+                                                              const std::string& host,
+                                                              absl::Time deadline) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);

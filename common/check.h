@@ -9,11 +9,11 @@ namespace ferry::internal {
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition);
 }  // namespace ferry::internal
 
-#define FERRY_CHECK(condition)                                          \
-  do {                                                                  \
-    if (__builtin_expect(!(condition), 0)) {                            \
-      ::ferry::internal::CheckFailed(__FILE__, __LINE__, #condition);   \
-    }                                                                   \
+#define FERRY_CHECK(condition)                                        \
+  do {                                                                \
+    if (__builtin_expect(!(condition), 0)) {                          \
+      ::ferry::internal::CheckFailed(__FILE__, __LINE__, #condition); \
+    }                                                                 \
   } while (0)
 
 #ifdef NDEBUG

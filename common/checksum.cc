@@ -25,8 +25,8 @@ absl::string_view ChecksumAlgorithmName(ChecksumAlgorithm algorithm) {
 }
 
 std::optional<ChecksumAlgorithm> ParseChecksumAlgorithm(absl::string_view name) {
-  for (ChecksumAlgorithm a : {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32,
-                              ChecksumAlgorithm::kCrc32c}) {
+  for (ChecksumAlgorithm a :
+       {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kCrc32c}) {
     if (name == ChecksumAlgorithmName(a)) return a;
   }
   return std::nullopt;

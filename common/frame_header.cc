@@ -66,9 +66,8 @@ absl::StatusOr<FetchRequest> DecodeFetchRequest(absl::string_view bytes) {
         absl::StrFormat("bad request magic 0x%08x (expected 0x%08x)", Get32(p), kRequestMagic));
   }
   if (Get8(p + 4) != kProtocolVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported protocol version ",
-                                                   Get8(p + 4), " (this server speaks ",
-                                                   kProtocolVersion, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("unsupported protocol version ", Get8(p + 4),
+                                                   " (this server speaks ", kProtocolVersion, ")"));
   }
   if (Get8(p + 5) != kRequestFetch) {
     return absl::InvalidArgumentError(absl::StrCat("unknown request type ", Get8(p + 5)));
@@ -103,8 +102,8 @@ void EncodeResponseHeader(const ResponseHeader& header, char (&out)[kResponseHea
 
 absl::StatusOr<ResponseHeader> DecodeResponseHeader(absl::string_view bytes) {
   if (bytes.size() != kResponseHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("response header is ", bytes.size(),
-                                                   " bytes, not ", kResponseHeaderBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("response header is ", bytes.size(), " bytes, not ", kResponseHeaderBytes));
   }
   const char* p = bytes.data();
   if (Get32(p) != kResponseMagic) {
@@ -112,8 +111,7 @@ absl::StatusOr<ResponseHeader> DecodeResponseHeader(absl::string_view bytes) {
         absl::StrFormat("bad response magic 0x%08x (expected 0x%08x)", Get32(p), kResponseMagic));
   }
   if (Get8(p + 4) != kProtocolVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported response version ", Get8(p + 4)));
+    return absl::InvalidArgumentError(absl::StrCat("unsupported response version ", Get8(p + 4)));
   }
   ResponseHeader h;
   const uint8_t kind = Get8(p + 5);

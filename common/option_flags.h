@@ -57,8 +57,8 @@ absl::Status SetField(absl::string_view name, const FlagType<Field>& value, Fiel
     }
     if (static_cast<uint64_t>(value) > static_cast<uint64_t>(std::numeric_limits<Field>::max())) {
       return absl::InvalidArgumentError(absl::StrCat("--", Dashed(name), " must be at most ",
-                                                     std::numeric_limits<Field>::max(),
-                                                     ", not ", value));
+                                                     std::numeric_limits<Field>::max(), ", not ",
+                                                     value));
     }
     *field = static_cast<Field>(value);
   } else {
@@ -112,27 +112,27 @@ absl::Status ApplyOptionFlags(Options* options) {
 }  // namespace ferry
 
 // --name sets Options::field, with the struct's default.
-#define FERRY_OPTION_FLAG(Options, name, field, help)                                      \
-  FERRY_OPTION_FLAG_DEFAULT(Options, name, field,                                          \
-                            ::ferry::option_flags_internal::ToFlag(                        \
-                                ::ferry::OptionFlags<Options>::Defaults().field),          \
-                            help)
+#define FERRY_OPTION_FLAG(Options, name, field, help)                                          \
+  FERRY_OPTION_FLAG_DEFAULT(                                                                   \
+      Options, name, field,                                                                    \
+      ::ferry::option_flags_internal::ToFlag(::ferry::OptionFlags<Options>::Defaults().field), \
+      help)
 
 // --name sets Options::field, with a default of its own.
-#define FERRY_OPTION_FLAG_DEFAULT(Options, name, field, default_value, help)               \
-  ABSL_FLAG(::ferry::option_flags_internal::FlagType<decltype(Options::field)>, name,      \
-            default_value, help);                                                          \
-  [[maybe_unused]] static const bool ferry_option_flag_##name =                            \
-      ::ferry::OptionFlags<Options>::Bind([](Options& options) {                           \
+#define FERRY_OPTION_FLAG_DEFAULT(Options, name, field, default_value, help)                \
+  ABSL_FLAG(::ferry::option_flags_internal::FlagType<decltype(Options::field)>, name,       \
+            default_value, help);                                                           \
+  [[maybe_unused]] static const bool ferry_option_flag_##name =                             \
+      ::ferry::OptionFlags<Options>::Bind([](Options& options) {                            \
         return ::ferry::option_flags_internal::SetField(#name, absl::GetFlag(FLAGS_##name), \
-                                                        &options.field);                   \
+                                                        &options.field);                    \
       })
 
 // --name of type Type: `set(value, options)` (returning absl::Status) sets what it must.
-#define FERRY_OPTION_FLAG_FN(Options, Type, name, default_value, help, set)                 \
-  ABSL_FLAG(Type, name, default_value, help);                                              \
-  [[maybe_unused]] static const bool ferry_option_flag_##name =                            \
-      ::ferry::OptionFlags<Options>::Bind(                                                 \
+#define FERRY_OPTION_FLAG_FN(Options, Type, name, default_value, help, set) \
+  ABSL_FLAG(Type, name, default_value, help);                               \
+  [[maybe_unused]] static const bool ferry_option_flag_##name =             \
+      ::ferry::OptionFlags<Options>::Bind(                                  \
           [](Options& options) { return set(absl::GetFlag(FLAGS_##name), options); })
 
 #endif  // FERRY_COMMON_OPTION_FLAGS_H_

@@ -39,8 +39,8 @@ absl::StatusOr<Pipe> Pipe::Create(size_t capacity_bytes, int extra_flags) {
     // the size the kernel gave it at creation, which is still a working pipe.
     granted = ::fcntl(write_end.get(), F_GETPIPE_SZ);
     if (granted < 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("F_GETPIPE_SZ on a new pipe (asked ",
-                                                     capacity_bytes, " bytes)"));
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("F_GETPIPE_SZ on a new pipe (asked ", capacity_bytes, " bytes)"));
     }
   }
   return Pipe(std::move(read_end), std::move(write_end), static_cast<size_t>(granted));

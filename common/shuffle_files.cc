@@ -3,8 +3,8 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,8 +37,8 @@ absl::StatusOr<std::string> ReadSmallFile(int fd, absl::string_view name, uint64
   struct stat st;
   if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", name));
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    return absl::DataLossError(absl::StrCat(name, " is ", st.st_size, " bytes, over the ",
-                                            max_bytes, "-byte limit"));
+    return absl::DataLossError(
+        absl::StrCat(name, " is ", st.st_size, " bytes, over the ", max_bytes, "-byte limit"));
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
   const ssize_t n = PreadFull(fd, data.data(), data.size(), 0);
@@ -103,8 +103,7 @@ std::string IndexFileName(int32_t shuffle_id, int64_t map_id) {
 }
 
 std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm) {
-  return absl::StrCat(Prefix(shuffle_id, map_id), ".checksum.",
-                      ChecksumAlgorithmName(algorithm));
+  return absl::StrCat(Prefix(shuffle_id, map_id), ".checksum.", ChecksumAlgorithmName(algorithm));
 }
 
 bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* map_id) {
@@ -117,8 +116,7 @@ bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* ma
          absl::SimpleAtoi(name.substr(sep + 1), map_id) && *shuffle_id >= 0 && *map_id >= 0;
 }
 
-absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
-                                                 uint64_t data_file_bytes,
+absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes, uint64_t data_file_bytes,
                                                  absl::string_view index_path) {
   if (bytes.size() % 8 != 0) {
     return absl::DataLossError(absl::StrCat(index_path, ": ", bytes.size(),
@@ -133,16 +131,16 @@ absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
   for (size_t i = 0; i < count; ++i) {
     const uint64_t v = BigEndian64At(bytes, i);
     if (static_cast<int64_t>(v) < 0) {
-      return absl::DataLossError(absl::StrCat(index_path, ": offset ", i, " is negative (",
-                                              static_cast<int64_t>(v), ")"));
+      return absl::DataLossError(
+          absl::StrCat(index_path, ": offset ", i, " is negative (", static_cast<int64_t>(v), ")"));
     }
     if (i == 0 && v != 0) {
       return absl::DataLossError(absl::StrCat(index_path, ": offset 0 is ", v, ", not 0"));
     }
     if (i > 0 && v < offsets[i - 1]) {
       return absl::DataLossError(absl::StrCat(index_path, ": offset ", i, " (", v,
-                                              ") is below offset ", i - 1, " (",
-                                              offsets[i - 1], ")"));
+                                              ") is below offset ", i - 1, " (", offsets[i - 1],
+                                              ")"));
     }
     offsets[i] = v;
   }
@@ -157,16 +155,15 @@ absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
 absl::StatusOr<std::vector<uint32_t>> ParseChecksums(absl::string_view bytes, size_t partitions,
                                                      absl::string_view checksum_path) {
   if (bytes.size() != partitions * 8) {
-    return absl::DataLossError(absl::StrCat(checksum_path, ": ", bytes.size(),
-                                            " bytes; expected ", partitions * 8, " for ",
-                                            partitions, " partitions"));
+    return absl::DataLossError(absl::StrCat(checksum_path, ": ", bytes.size(), " bytes; expected ",
+                                            partitions * 8, " for ", partitions, " partitions"));
   }
   std::vector<uint32_t> checksums(partitions);
   for (size_t i = 0; i < partitions; ++i) {
     const uint64_t v = BigEndian64At(bytes, i);
     if (v > UINT32_MAX) {
-      return absl::DataLossError(absl::StrCat(checksum_path, ": checksum ", i, " (", v,
-                                              ") does not fit in 32 bits"));
+      return absl::DataLossError(
+          absl::StrCat(checksum_path, ": checksum ", i, " (", v, ") does not fit in 32 bits"));
     }
     checksums[i] = static_cast<uint32_t>(v);
   }
@@ -184,9 +181,11 @@ absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t 
   out.data_path_ = data_at.display;
 
   struct stat st;
-  FERRY_ASSIGN_OR_RETURN(UniqueFd index_fd, OpenRegularFile(index_at.dir_fd, index_at.relative, index_at.display, &st));
+  FERRY_ASSIGN_OR_RETURN(UniqueFd index_fd, OpenRegularFile(index_at.dir_fd, index_at.relative,
+                                                            index_at.display, &st));
   files.index_identity = IdentityOf(st);
-  FERRY_ASSIGN_OR_RETURN(std::string index, ReadSmallFile(index_fd.get(), index_at.display, kMaxIndexFileBytes));
+  FERRY_ASSIGN_OR_RETURN(std::string index,
+                         ReadSmallFile(index_fd.get(), index_at.display, kMaxIndexFileBytes));
   // The size comes from the descriptor that will be served, not from a second lookup of
   // the path, which may name another file by then.
   absl::StatusOr<UniqueFd> data_fd =
@@ -198,16 +197,19 @@ absl::StatusOr<MapOutputFiles> LoadMapOutput(ShuffleFileLocator locate, int32_t 
   if (!data_fd.ok()) return data_fd.status();
   files.data = *std::move(data_fd);
   files.data_identity = IdentityOf(st);
-  FERRY_ASSIGN_OR_RETURN(out.offsets_, ParseIndex(index, static_cast<uint64_t>(st.st_size), index_at.display));
+  FERRY_ASSIGN_OR_RETURN(out.offsets_,
+                         ParseIndex(index, static_cast<uint64_t>(st.st_size), index_at.display));
 
-  for (ChecksumAlgorithm algorithm : {ChecksumAlgorithm::kCrc32c, ChecksumAlgorithm::kCrc32,
-                                      ChecksumAlgorithm::kAdler32}) {
+  for (ChecksumAlgorithm algorithm :
+       {ChecksumAlgorithm::kCrc32c, ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kAdler32}) {
     const ShuffleFileLocation at = locate(ChecksumFileName(shuffle_id, map_id, algorithm));
     absl::StatusOr<UniqueFd> fd = OpenRegularFile(at.dir_fd, at.relative, at.display, &st);
     if (absl::IsNotFound(fd.status())) continue;
     if (!fd.ok()) return fd.status();
-    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadSmallFile(fd->get(), at.display, kMaxIndexFileBytes));
-    FERRY_ASSIGN_OR_RETURN(std::vector<uint32_t> checksums, ParseChecksums(bytes, out.partitions(), at.display));
+    FERRY_ASSIGN_OR_RETURN(std::string bytes,
+                           ReadSmallFile(fd->get(), at.display, kMaxIndexFileBytes));
+    FERRY_ASSIGN_OR_RETURN(std::vector<uint32_t> checksums,
+                           ParseChecksums(bytes, out.partitions(), at.display));
     out.checksum_algorithm_ = algorithm;
     out.checksums_ = std::move(checksums);
     break;
@@ -228,7 +230,8 @@ absl::StatusOr<MapOutputIndex> MapOutputIndex::Load(const std::string& dir, int3
                                                     int64_t map_id) {
   UniqueFd dir_fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
-  FERRY_ASSIGN_OR_RETURN(MapOutputFiles files, LoadMapOutput(dir_fd.get(), dir, shuffle_id, map_id));
+  FERRY_ASSIGN_OR_RETURN(MapOutputFiles files,
+                         LoadMapOutput(dir_fd.get(), dir, shuffle_id, map_id));
   return std::move(files.index);
 }
 

@@ -66,8 +66,7 @@ bool ParseIndexFileName(absl::string_view name, int32_t* shuffle_id, int64_t* ma
 // Parses an index file's bytes and checks them against the data file's size: a whole
 // number of int64s, at least two of them, the first 0, never decreasing, the last equal
 // to `data_file_bytes`. `index_path` names the file in errors.
-absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes,
-                                                 uint64_t data_file_bytes,
+absl::StatusOr<std::vector<uint64_t>> ParseIndex(absl::string_view bytes, uint64_t data_file_bytes,
                                                  absl::string_view index_path);
 
 // Parses a checksum file's bytes: exactly `partitions` int64s, each a 32-bit value.

@@ -73,14 +73,14 @@ absl::StatusOr<ShuffleWriter> ShuffleWriter::Create(std::string dir, int32_t shu
 }
 
 absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateInSparkLayout(
-    const std::vector<std::string>& local_dirs, int32_t sub_dirs_per_local_dir,
-    int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm) {
+    const std::vector<std::string>& local_dirs, int32_t sub_dirs_per_local_dir, int32_t shuffle_id,
+    int64_t map_id, ChecksumAlgorithm algorithm) {
   std::string paths[3];
-  const std::string names[3] = {DataFileName(shuffle_id, map_id),
-                                IndexFileName(shuffle_id, map_id),
+  const std::string names[3] = {DataFileName(shuffle_id, map_id), IndexFileName(shuffle_id, map_id),
                                 ChecksumFileName(shuffle_id, map_id, algorithm)};
   for (int i = 0; i < 3; ++i) {
-    FERRY_ASSIGN_OR_RETURN(std::string path, spark::ExecutorFilePath(local_dirs, sub_dirs_per_local_dir, names[i]));
+    FERRY_ASSIGN_OR_RETURN(std::string path,
+                           spark::ExecutorFilePath(local_dirs, sub_dirs_per_local_dir, names[i]));
     // Spark's executors create the subdirectories as files need them.
     const std::string sub = Dirname(path);
     if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -88,15 +88,13 @@ absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateInSparkLayout(
     }
     paths[i] = std::move(path);
   }
-  return CreateAt(std::move(paths[0]), std::move(paths[1]), std::move(paths[2]), shuffle_id,
-                  map_id, algorithm);
+  return CreateAt(std::move(paths[0]), std::move(paths[1]), std::move(paths[2]), shuffle_id, map_id,
+                  algorithm);
 }
 
-absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateAt(std::string data_path,
-                                                      std::string index_path,
-                                                      std::string checksum_path,
-                                                      int32_t shuffle_id, int64_t map_id,
-                                                      ChecksumAlgorithm algorithm) {
+absl::StatusOr<ShuffleWriter> ShuffleWriter::CreateAt(std::string data_path, std::string index_path,
+                                                      std::string checksum_path, int32_t shuffle_id,
+                                                      int64_t map_id, ChecksumAlgorithm algorithm) {
   if (shuffle_id < 0 || map_id < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shuffle id ", shuffle_id, " and map id ", map_id, " must be >= 0"));
@@ -182,8 +180,8 @@ absl::Status ShuffleWriter::Write(int32_t reduce_id, absl::string_view bytes) {
   }
   if (reduce_id < current_) {
     return absl::InvalidArgumentError(absl::StrCat("shuffle ", shuffle_id_, " map ", map_id_,
-                                                   ": reduce id ", reduce_id,
-                                                   " written after ", current_));
+                                                   ": reduce id ", reduce_id, " written after ",
+                                                   current_));
   }
   EndPartitionsBefore(reduce_id);
   absl::Status status = WriteFile(data_fd_.get(), data_tmp_, bytes, data_bytes_);
@@ -202,10 +200,9 @@ absl::Status ShuffleWriter::Commit(int32_t num_partitions) {
     return absl::FailedPreconditionError("commit of a finished ShuffleWriter");
   }
   if (num_partitions <= current_) {
-    return absl::InvalidArgumentError(absl::StrCat("shuffle ", shuffle_id_, " map ", map_id_,
-                                                   ": ", num_partitions,
-                                                   " partitions, but reduce id ", current_,
-                                                   " was written"));
+    return absl::InvalidArgumentError(absl::StrCat("shuffle ", shuffle_id_, " map ", map_id_, ": ",
+                                                   num_partitions, " partitions, but reduce id ",
+                                                   current_, " was written"));
   }
   // Closing every partition leaves num_partitions + 1 offsets, the last one the end.
   EndPartitionsBefore(num_partitions);

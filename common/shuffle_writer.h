@@ -30,9 +30,9 @@ class ShuffleWriter {
  public:
   // Starts a map output in `dir` (which must exist). `algorithm` kNone writes no
   // checksum file.
-  static absl::StatusOr<ShuffleWriter> Create(std::string dir, int32_t shuffle_id,
-                                              int64_t map_id,
-                                              ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
+  static absl::StatusOr<ShuffleWriter> Create(
+      std::string dir, int32_t shuffle_id, int64_t map_id,
+      ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
 
   ShuffleWriter(ShuffleWriter&& other) noexcept;
   ShuffleWriter& operator=(ShuffleWriter&& other) noexcept;
@@ -45,8 +45,7 @@ class ShuffleWriter {
   // exist), creating the hashed subdirectories it needs.
   static absl::StatusOr<ShuffleWriter> CreateInSparkLayout(
       const std::vector<std::string>& local_dirs, int32_t sub_dirs_per_local_dir,
-      int32_t shuffle_id, int64_t map_id,
-      ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
+      int32_t shuffle_id, int64_t map_id, ChecksumAlgorithm algorithm = ChecksumAlgorithm::kCrc32c);
 
   // Appends `bytes` to partition `reduce_id`. Partitions are written in order: a
   // reduce id below the current one is INVALID_ARGUMENT; ids skipped are empty.
@@ -65,8 +64,7 @@ class ShuffleWriter {
   static absl::StatusOr<ShuffleWriter> CreateAt(std::string data_path, std::string index_path,
                                                 std::string checksum_path, int32_t shuffle_id,
                                                 int64_t map_id, ChecksumAlgorithm algorithm);
-  absl::Status WriteFile(int fd, const std::string& path, absl::string_view bytes,
-                         uint64_t offset);
+  absl::Status WriteFile(int fd, const std::string& path, absl::string_view bytes, uint64_t offset);
   void EndPartitionsBefore(int32_t reduce_id);
   void RemoveTemporaries();
 

@@ -71,8 +71,7 @@ absl::StatusOr<std::string> Hkdf(absl::string_view ikm, absl::string_view salt,
                                         info.size()),
       OSSL_PARAM_construct_end()};
   std::string out(n, '\0');
-  const int ok =
-      EVP_KDF_derive(ctx, reinterpret_cast<unsigned char*>(out.data()), n, params);
+  const int ok = EVP_KDF_derive(ctx, reinterpret_cast<unsigned char*>(out.data()), n, params);
   EVP_KDF_CTX_free(ctx);
   if (ok != 1) return OpenSslError("HKDF");
   return out;
@@ -89,21 +88,18 @@ absl::StatusOr<std::string> GcmSeal(absl::string_view key, absl::string_view pla
   int len = 0;
   if (ctx == nullptr ||
       EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, Bytes(key), Bytes(iv)) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), static_cast<int>(aad.size())) !=
-          1 ||
-      EVP_EncryptUpdate(ctx.get(), body, &len, Bytes(plain), static_cast<int>(plain.size())) !=
-          1 ||
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), static_cast<int>(aad.size())) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), body, &len, Bytes(plain), static_cast<int>(plain.size())) != 1 ||
       EVP_EncryptFinal_ex(ctx.get(), body + len, &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTagBytes,
-                          body + plain.size()) != 1) {
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTagBytes, body + plain.size()) !=
+          1) {
     return OpenSslError("AES-GCM encryption");
   }
   return out;
 }
 
 // The plaintext, or nullopt when `sealed` does not open under `key` and `aad`.
-absl::StatusOr<std::optional<std::string>> GcmOpen(absl::string_view key,
-                                                   absl::string_view sealed,
+absl::StatusOr<std::optional<std::string>> GcmOpen(absl::string_view key, absl::string_view sealed,
                                                    absl::string_view aad) {
   if (sealed.size() < kGcmIvBytes + kGcmTagBytes) return std::nullopt;
   const absl::string_view iv = sealed.substr(0, kGcmIvBytes);
@@ -116,8 +112,7 @@ absl::StatusOr<std::optional<std::string>> GcmOpen(absl::string_view key,
   int len = 0;
   if (ctx == nullptr ||
       EVP_DecryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, Bytes(key), Bytes(iv)) != 1 ||
-      EVP_DecryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), static_cast<int>(aad.size())) !=
-          1 ||
+      EVP_DecryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), static_cast<int>(aad.size())) != 1 ||
       EVP_DecryptUpdate(ctx.get(), out, &len, Bytes(body), static_cast<int>(body.size())) != 1 ||
       EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kGcmTagBytes, tag.data()) != 1) {
     return OpenSslError("AES-GCM decryption");
@@ -137,8 +132,8 @@ absl::StatusOr<std::string> X25519Generate() {
   std::string raw(kX25519Bytes, '\0');
   size_t len = raw.size();
   if (key == nullptr ||
-      EVP_PKEY_get_raw_private_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()),
-                                   &len) != 1 ||
+      EVP_PKEY_get_raw_private_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()), &len) !=
+          1 ||
       len != kX25519Bytes) {
     return OpenSslError("X25519 key generation");
   }
@@ -148,8 +143,8 @@ absl::StatusOr<std::string> X25519Generate() {
 absl::StatusOr<std::string> X25519Public(const Pkey& key) {
   std::string raw(kX25519Bytes, '\0');
   size_t len = raw.size();
-  if (EVP_PKEY_get_raw_public_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()),
-                                  &len) != 1 ||
+  if (EVP_PKEY_get_raw_public_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()), &len) !=
+          1 ||
       len != kX25519Bytes) {
     return OpenSslError("X25519 public key");
   }
@@ -178,8 +173,7 @@ absl::StatusOr<std::optional<std::string>> X25519Shared(const Pkey& own,
 }
 
 // The AES-GCM additional data, which is also HKDF's info: app id | salt | transcript.
-std::string AadOf(absl::string_view app_id, absl::string_view salt,
-                  absl::string_view transcript) {
+std::string AadOf(absl::string_view app_id, absl::string_view salt, absl::string_view transcript) {
   return absl::StrCat(app_id, salt, transcript);
 }
 
@@ -214,10 +208,10 @@ absl::StatusOr<SessionKeys> KeysOf(absl::string_view shared, absl::string_view t
   } else {
     FERRY_ASSIGN_OR_RETURN(keys.key, Hkdf(shared, transcript, "derivedKey", kKekBytes));
   }
-  FERRY_ASSIGN_OR_RETURN(std::string server_sends, Hkdf(shared, transcript, "inputIv",
-                                                        kCtrIvBytes));
-  FERRY_ASSIGN_OR_RETURN(std::string client_sends, Hkdf(shared, transcript, "outputIv",
-                                                        kCtrIvBytes));
+  FERRY_ASSIGN_OR_RETURN(std::string server_sends,
+                         Hkdf(shared, transcript, "inputIv", kCtrIvBytes));
+  FERRY_ASSIGN_OR_RETURN(std::string client_sends,
+                         Hkdf(shared, transcript, "outputIv", kCtrIvBytes));
   keys.in_iv = client ? std::move(server_sends) : std::move(client_sends);
   keys.out_iv = client ? std::move(client_sends) : std::move(server_sends);
   return keys;
@@ -261,8 +255,8 @@ void CtrCipher::Apply(const char* in, char* out, size_t n) {
 absl::StatusOr<AuthEngineAnswer> AnswerChallenge(absl::string_view secret,
                                                  const AuthMessage& challenge) {
   const auto refused = [&](absl::string_view why) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "AuthEngine: the challenge of application ", challenge.app_id, " ", why));
+    return absl::PermissionDeniedError(
+        absl::StrCat("AuthEngine: the challenge of application ", challenge.app_id, " ", why));
   };
   FERRY_ASSIGN_OR_RETURN(std::optional<std::string> client_public,
                          OpenPublicKey(challenge, secret, ""));
@@ -271,23 +265,21 @@ absl::StatusOr<AuthEngineAnswer> AnswerChallenge(absl::string_view secret,
   }
   FERRY_ASSIGN_OR_RETURN(const std::string server_private, X25519Generate());
   FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(server_private));
-  FERRY_ASSIGN_OR_RETURN(std::optional<std::string> shared,
-                         X25519Shared(own, *client_public));
+  FERRY_ASSIGN_OR_RETURN(std::optional<std::string> shared, X25519Shared(own, *client_public));
   if (!shared.has_value()) return refused("holds no usable X25519 key");
   FERRY_ASSIGN_OR_RETURN(const std::string server_public, X25519Public(own));
   const std::string challenge_bytes = EncodeAuthMessage(challenge);
   AuthEngineAnswer answer;
-  FERRY_ASSIGN_OR_RETURN(answer.response, SealPublicKey(challenge.app_id, secret,
-                                                        server_public, challenge_bytes));
+  FERRY_ASSIGN_OR_RETURN(answer.response,
+                         SealPublicKey(challenge.app_id, secret, server_public, challenge_bytes));
   const std::string transcript = challenge_bytes + EncodeAuthMessage(answer.response);
   FERRY_ASSIGN_OR_RETURN(answer.v1, KeysOf(*shared, transcript, 1, /*client=*/false));
   FERRY_ASSIGN_OR_RETURN(answer.v2, KeysOf(*shared, transcript, 2, /*client=*/false));
   return answer;
 }
 
-absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id,
-                                                          std::string secret, int version,
-                                                          std::string private_key) {
+absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id, std::string secret,
+                                                          int version, std::string private_key) {
   if (version != 1 && version != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("AuthEngine version ", version, ": Spark has versions 1 and 2"));
@@ -297,8 +289,7 @@ absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id,
   } else if (private_key.size() != kX25519Bytes) {
     return absl::InvalidArgumentError("an X25519 private key is 32 bytes");
   }
-  return AuthEngineClient(std::move(app_id), std::move(secret), version,
-                          std::move(private_key));
+  return AuthEngineClient(std::move(app_id), std::move(secret), version, std::move(private_key));
 }
 
 absl::StatusOr<AuthMessage> AuthEngineClient::Challenge() const {

@@ -97,8 +97,7 @@ class AuthEngineClient {
                                      const AuthMessage& response) const;
 
  private:
-  AuthEngineClient(std::string app_id, std::string secret, int version,
-                   std::string private_key)
+  AuthEngineClient(std::string app_id, std::string secret, int version, std::string private_key)
       : app_id_(std::move(app_id)),
         secret_(std::move(secret)),
         version_(version),

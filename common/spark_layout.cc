@@ -28,12 +28,11 @@ absl::StatusOr<std::string> ExecutorFilePath(const std::vector<std::string>& loc
         absl::StrCat("an executor needs local dirs and a positive subDirsPerLocalDir (",
                      local_dirs.size(), " dirs, ", sub_dirs_per_local_dir, ")"));
   }
-  const bool plain =
-      !name.empty() && name != "." && name != ".." &&
-      std::all_of(name.begin(), name.end(), [](char c) {
-        return static_cast<unsigned char>(c) > 0x20 && static_cast<unsigned char>(c) < 0x7f &&
-               c != '/';
-      });
+  const bool plain = !name.empty() && name != "." && name != ".." &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return static_cast<unsigned char>(c) > 0x20 &&
+                              static_cast<unsigned char>(c) < 0x7f && c != '/';
+                     });
   if (!plain) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", name.substr(0, 100), "' is not a plain ASCII file name"));
@@ -42,8 +41,7 @@ absl::StatusOr<std::string> ExecutorFilePath(const std::vector<std::string>& loc
   return absl::StrFormat("%s/%02x/%s", local_dirs[at.local_dir], at.sub_dir, name);
 }
 
-FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir,
-                        absl::string_view name) {
+FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir, absl::string_view name) {
   const int32_t h = NonNegativeHash(name);
   const int32_t n = static_cast<int32_t>(local_dirs);
   return FilePlacement{static_cast<size_t>(h % n), (h / n) % sub_dirs_per_local_dir};
@@ -59,8 +57,7 @@ ShuffleFileLocation ExecutorDirs::Locate(absl::string_view name) const {
 
 absl::StatusOr<SparkBlockId> ParseBlockId(absl::string_view id) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("block id '", id.substr(0, 100), "' ", why));
+    return absl::InvalidArgumentError(absl::StrCat("block id '", id.substr(0, 100), "' ", why));
   };
   const std::vector<absl::string_view> parts = absl::StrSplit(id, '_');
   if (parts[0] == "rdd" && parts.size() == 3) {

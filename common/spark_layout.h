@@ -36,8 +36,7 @@ struct FilePlacement {
   size_t local_dir = 0;
   int32_t sub_dir = 0;
 };
-FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir,
-                        absl::string_view name);
+FilePlacement PlaceFile(size_t local_dirs, int32_t sub_dirs_per_local_dir, absl::string_view name);
 
 // A registered executor's local dirs as the server opens them: each beneath a
 // directory descriptor of a root it serves (which outlives this), so that opening a

@@ -50,8 +50,10 @@ constexpr size_t kBlockBytes = 8;
 constexpr size_t kMaxPiece = size_t{64} << 10;  // Spark's maxEncryptedBlockSize
 constexpr size_t kRecordLengthBytes = 8;
 // RFC 2831 2.3's constants for the integrity (Ki) and sealing (Kc) keys.
-constexpr char kClientSigning[] = "Digest session key to client-to-server signing key magic constant";
-constexpr char kServerSigning[] = "Digest session key to server-to-client signing key magic constant";
+constexpr char kClientSigning[] =
+    "Digest session key to client-to-server signing key magic constant";
+constexpr char kServerSigning[] =
+    "Digest session key to server-to-client signing key magic constant";
 constexpr char kClientSealing[] = "Digest H(A1) to client-to-server sealing key magic constant";
 constexpr char kServerSealing[] = "Digest H(A1) to server-to-client sealing key magic constant";
 
@@ -222,10 +224,10 @@ struct Keys {
     SpreadDesKey(k, des);
     SpreadDesKey(k + 7, des + 8);
     keys->cipher = EVP_CIPHER_CTX_new();
-    const bool cipher_ok =
-        keys->cipher != nullptr &&
-        EVP_CipherInit_ex(keys->cipher, EVP_des_ede_cbc(), nullptr, des, k + 8, encrypt ? 1 : 0) == 1 &&
-        EVP_CIPHER_CTX_set_padding(keys->cipher, 0) == 1;
+    const bool cipher_ok = keys->cipher != nullptr &&
+                           EVP_CipherInit_ex(keys->cipher, EVP_des_ede_cbc(), nullptr, des, k + 8,
+                                             encrypt ? 1 : 0) == 1 &&
+                           EVP_CIPHER_CTX_set_padding(keys->cipher, 0) == 1;
     OPENSSL_cleanse(des, sizeof(des));
     if (!cipher_ok) return OpenSslFailed("3des");
     EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
@@ -333,8 +335,8 @@ absl::Status SaslCipher::Unwrap(absl::string_view wrapped, std::string* plain) {
     return absl::DataLossError("SASL: a wrapped message of another type than 1");
   }
   if (be32toh(be_seq) != in_->seq) {
-    return absl::DataLossError(absl::StrCat("SASL: message ", be32toh(be_seq), " where ",
-                                            in_->seq, " was next (replayed or reordered)"));
+    return absl::DataLossError(absl::StrCat("SASL: message ", be32toh(be_seq), " where ", in_->seq,
+                                            " was next (replayed or reordered)"));
   }
   scratch_.resize(sealed);
   auto* s = reinterpret_cast<unsigned char*>(scratch_.data());
@@ -344,8 +346,9 @@ absl::Status SaslCipher::Unwrap(absl::string_view wrapped, std::string* plain) {
   const size_t body = sealed - kMacBytes;
   const size_t pad = s[body - 1];
   // (The smallest record has 6 bytes before its MAC: padding can claim more.)
-  const bool padded = pad >= 1 && pad <= kBlockBytes && pad <= body &&
-                      std::all_of(s + body - pad, s + body, [&](unsigned char b) { return b == pad; });
+  const bool padded =
+      pad >= 1 && pad <= kBlockBytes && pad <= body &&
+      std::all_of(s + body - pad, s + body, [&](unsigned char b) { return b == pad; });
   unsigned char mac[kMacBytes];
   const absl::string_view message(scratch_.data(), padded ? body - pad : 0);
   if (!in_->Mac(tail + 2, message, mac)) return OpenSslFailed("HMAC-MD5");
@@ -418,7 +421,7 @@ absl::StatusOr<std::unique_ptr<SaslCipher>> SaslCipher::FromExchange(absl::strin
 }
 
 absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view secret,
-                                                                bool offer_encryption) {
+                                                               bool offer_encryption) {
   std::unique_ptr<SaslServer> server(new SaslServer);
   server->password_ = absl::Base64Escape(secret);
   server->offer_encryption_ = offer_encryption;
@@ -458,7 +461,8 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   digest.nc = *Find(d, "nc");
   digest.qop = Find(d, "qop") == nullptr ? "auth" : *Find(d, "qop");
   if (digest.nonce != nonce_) return Denied("a response to another challenge (its nonce)");
-  if (digest.nc != "00000001") return Denied(absl::StrCat("a nonce count of ", digest.nc.substr(0, 8)));
+  if (digest.nc != "00000001")
+    return Denied(absl::StrCat("a nonce count of ", digest.nc.substr(0, 8)));
   if (digest.cnonce.empty()) return Denied("an empty cnonce");
   if (*Find(d, "digest-uri") != kDigestUri) {
     return Denied(absl::StrCat("a digest-uri other than ", kDigestUri));
@@ -479,11 +483,10 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   FERRY_ASSIGN_OR_RETURN(uint64_t maxbuf, Maxbuf(d));
 
   // An authorization id the same as the user is what no authorization id means.
-  std::string ha1 =
-      Find(d, "authzid") == nullptr
-          ? digest.HA1(password_)
-          : Md5({Md5({digest.username, ":", digest.realm, ":", password_}), ":", digest.nonce,
-                 ":", digest.cnonce, ":", *Find(d, "authzid")});
+  std::string ha1 = Find(d, "authzid") == nullptr
+                        ? digest.HA1(password_)
+                        : Md5({Md5({digest.username, ":", digest.realm, ":", password_}), ":",
+                               digest.nonce, ":", digest.cnonce, ":", *Find(d, "authzid")});
   const std::string expected = digest.Value(ha1, "AUTHENTICATE:");
   const std::string& response = *Find(d, "response");
   if (response.size() != expected.size() ||
@@ -493,7 +496,8 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   }
   const std::string rspauth = absl::StrCat("rspauth=", digest.Value(ha1, ":"));
   if (encrypt) {
-    absl::StatusOr<std::unique_ptr<SaslCipher>> cipher = SaslCipher::FromExchange(ha1, /*server=*/true, maxbuf);
+    absl::StatusOr<std::unique_ptr<SaslCipher>> cipher =
+        SaslCipher::FromExchange(ha1, /*server=*/true, maxbuf);
     if (!cipher.ok()) {
       OPENSSL_cleanse(ha1.data(), ha1.size());
       return cipher.status();
@@ -506,7 +510,7 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
 }
 
 absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view secret,
-                                                                bool encrypt) {
+                                                               bool encrypt) {
   std::unique_ptr<SaslClient> client(new SaslClient);
   client->password_ = absl::Base64Escape(secret);
   client->encrypt_ = encrypt;
@@ -527,7 +531,9 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
       return Denied("the server's rspauth does not match: it does not know the secret");
     }
     if (encrypt_) {
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SaslCipher> cipher, SaslCipher::FromExchange(exchange_->ha1, /*server=*/false, exchange_->server_maxbuf));
+      FERRY_ASSIGN_OR_RETURN(
+          std::unique_ptr<SaslCipher> cipher,
+          SaslCipher::FromExchange(exchange_->ha1, /*server=*/false, exchange_->server_maxbuf));
       cipher_ = std::move(cipher);
     }
     exchange_.reset();

@@ -36,8 +36,8 @@
 namespace ferry::spark {
 
 namespace sasl_internal {
-struct Keys;       // one direction's sealing cipher and integrity key
-struct Exchange;   // what an exchange in progress has said
+struct Keys;      // one direction's sealing cipher and integrity key
+struct Exchange;  // what an exchange in progress has said
 }  // namespace sasl_internal
 
 // The `auth-conf` security layer of one end: DIGEST-MD5's wrapped messages (RFC 2831

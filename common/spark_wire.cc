@@ -178,8 +178,8 @@ absl::StatusOr<uint64_t> DecodeFrameLength(absl::string_view eight_bytes) {
   // Compared before subtracting: the length is the peer's, and may be INT64_MIN.
   if (frame_length <= static_cast<int64_t>(kFrameLengthBytes) ||
       static_cast<uint64_t>(frame_length) - kFrameLengthBytes > kMaxFrameBodyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame length ", frame_length, " is outside Spark's bounds (9 to 2^31 bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat("frame length ", frame_length,
+                                                   " is outside Spark's bounds (9 to 2^31 bytes)"));
   }
   return static_cast<uint64_t>(frame_length) - kFrameLengthBytes;
 }
@@ -317,14 +317,26 @@ std::string EncodeStreamFailure(absl::string_view stream_id, absl::string_view e
 }
 
 std::string BlockTransferTypeName(uint8_t type) {
-  static constexpr const char* kNames[] = {
-      "OpenBlocks",          "UploadBlock",           "RegisterExecutor",
-      "StreamHandle",        "RegisterDriver",        "ShuffleServiceHeartbeat",
-      "UploadBlockStream",   "RemoveBlocks",          "BlocksRemoved",
-      "FetchShuffleBlocks",  "GetLocalDirsForExecutors", "LocalDirsForExecutors",
-      "PushBlockStream",     "FinalizeShuffleMerge",  "MergeStatuses",
-      "FetchShuffleBlockChunks", "DiagnoseCorruption", "CorruptionCause",
-      "BlockPushReturnCode", "RemoveShuffleMerge"};
+  static constexpr const char* kNames[] = {"OpenBlocks",
+                                           "UploadBlock",
+                                           "RegisterExecutor",
+                                           "StreamHandle",
+                                           "RegisterDriver",
+                                           "ShuffleServiceHeartbeat",
+                                           "UploadBlockStream",
+                                           "RemoveBlocks",
+                                           "BlocksRemoved",
+                                           "FetchShuffleBlocks",
+                                           "GetLocalDirsForExecutors",
+                                           "LocalDirsForExecutors",
+                                           "PushBlockStream",
+                                           "FinalizeShuffleMerge",
+                                           "MergeStatuses",
+                                           "FetchShuffleBlockChunks",
+                                           "DiagnoseCorruption",
+                                           "CorruptionCause",
+                                           "BlockPushReturnCode",
+                                           "RemoveShuffleMerge"};
   if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
   return absl::StrCat("type ", type);
 }
@@ -369,9 +381,9 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
       FERRY_RETURN_IF_ERROR(r.Finish(name));
       if (m.reduce_ids.size() != m.map_ids.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "malformed ", name, ": ", m.map_ids.size(), " map ids but ", m.reduce_ids.size(),
-            " lists of reduce ids"));
+        return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ", m.map_ids.size(),
+                                                       " map ids but ", m.reduce_ids.size(),
+                                                       " lists of reduce ids"));
       }
       return m;
     }
@@ -502,8 +514,8 @@ absl::StatusOr<SaslMessage> DecodeSaslMessage(absl::string_view body) {
   int32_t token_length = 0;
   r.U8(&tag, "SaslMessage tag");
   if (r.Finish("SaslMessage", false).ok() && tag != kSaslMessageTag) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SaslMessage: a body whose first byte is ", tag, ", not the tag ", kSaslMessageTag));
+    return absl::InvalidArgumentError(absl::StrCat("SaslMessage: a body whose first byte is ", tag,
+                                                   ", not the tag ", kSaslMessageTag));
   }
   r.String(&m.app_id, "SaslMessage appId");
   r.I32(&token_length, "SaslMessage tokenLen");
@@ -533,8 +545,8 @@ absl::StatusOr<AuthMessage> DecodeAuthMessage(absl::string_view body) {
   AuthMessage m;
   r.U8(&tag, "AuthMessage tag");
   if (r.Finish("AuthMessage", false).ok() && tag != kAuthMessageTag) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AuthMessage: a body whose first byte is ", tag, ", not the tag ", kAuthMessageTag));
+    return absl::InvalidArgumentError(absl::StrCat("AuthMessage: a body whose first byte is ", tag,
+                                                   ", not the tag ", kAuthMessageTag));
   }
   r.String(&m.app_id, "AuthMessage appId");
   r.String(&m.salt, "AuthMessage salt", kMaxAuthFieldBytes);

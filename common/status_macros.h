@@ -11,10 +11,10 @@
 #include "absl/status/statusor.h"
 
 // Returns `expr`'s status from the enclosing function when it is not OK.
-#define FERRY_RETURN_IF_ERROR(expr)                   \
-  do {                                                \
-    ::absl::Status ferry_status_ = (expr);            \
-    if (!ferry_status_.ok()) return ferry_status_;    \
+#define FERRY_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status ferry_status_ = (expr);         \
+    if (!ferry_status_.ok()) return ferry_status_; \
   } while (0)
 
 #define FERRY_STATUS_CONCAT_INNER_(a, b) a##b
@@ -25,8 +25,8 @@
 #define FERRY_ASSIGN_OR_RETURN(lhs, expr) \
   FERRY_ASSIGN_OR_RETURN_IMPL_(FERRY_STATUS_CONCAT_(ferry_statusor_, __LINE__), lhs, expr)
 
-#define FERRY_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                 \
+#define FERRY_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)  \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)
 

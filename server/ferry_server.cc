@@ -7,9 +7,9 @@
 #include <thread>
 
 #include <glog/logging.h>
-#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -17,14 +17,13 @@
 #include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
-#include "server/dataplane/segment_sender.h"
 #include "server/dataplane/ferry_protocol.h"
+#include "server/dataplane/segment_sender.h"
 #include "server/spark/spark_protocol.h"
 
 namespace ferry {
 
-absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
-                                               const FerryServerOptions& options) {
+absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServerOptions& options) {
   DescriptorPlan plan;
   plan.limit = limit;
   // gRPC holds a descriptor per control-plane client: a quarter of a small limit, 1,024
@@ -47,10 +46,9 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit,
   if (splice) {
     // As many as the user's pipe budget allows, two descriptors each, in at most an
     // eighth of the descriptors; at least one per thread.
-    const uint64_t wanted =
-        options.data.max_pipes > 0
-            ? options.data.max_pipes
-            : PipeBudget(options.data.pipe_bytes, DataServerOptions::kMaxPipes);
+    const uint64_t wanted = options.data.max_pipes > 0
+                                ? options.data.max_pipes
+                                : PipeBudget(options.data.pipe_bytes, DataServerOptions::kMaxPipes);
     plan.max_pipes = static_cast<size_t>(
         std::clamp<uint64_t>(wanted, threads, std::max<uint64_t>(threads, spare / 16)));
     spare -= 2 * plan.max_pipes;
@@ -143,11 +141,13 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
-    FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(options.spark_executors, clock));
+    FERRY_ASSIGN_OR_RETURN(server->executors_,
+                           ExecutorRegistry::Open(options.spark_executors, clock));
     server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get(), clock);
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets, SparkSecrets::Load(options.spark_auth));
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
+                           SparkSecrets::Load(options.spark_auth));
     server->spark_secrets_ = std::move(secrets);
     if (options.spark_tls.enabled()) {
       FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkTls> tls, SparkTls::Load(options.spark_tls));
@@ -166,7 +166,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     };
     listeners.push_back(std::move(spark_door));
   }
-  FERRY_ASSIGN_OR_RETURN(server->data_, DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get()));
+  FERRY_ASSIGN_OR_RETURN(
+      server->data_,
+      DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get()));
 
   ControlServiceOptions control = options.control;
   control.data_host = data_address.host;
@@ -187,9 +189,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.io_engine = AbslUnparseFlag(options.connection.engine);
   control.pipe_bytes = options.data.pipe_bytes;
   server->options_.control = control;
-  server->service_ = std::make_unique<ControlService>(
-      control, server->store_.get(), server->tickets_.get(), server->executors_.get(),
-      server->disks_.get());
+  server->service_ =
+      std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get(),
+                                       server->executors_.get(), server->disks_.get());
 
   // gRPC's standard health service (SERVING until a drain begins) and server reflection,
   // so standard gRPC tooling works against the control plane.
@@ -215,9 +217,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   builder.RegisterService(server->service_.get());
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || selected_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the control plane on ", options.control_address,
-                     " (is another server on this port?)"));
+    return absl::UnavailableError(absl::StrCat("cannot serve the control plane on ",
+                                               options.control_address,
+                                               " (is another server on this port?)"));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
   if (!options.metrics_address.empty()) {
@@ -242,19 +244,18 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   if (spark_ != nullptr) {
     executors_->AppendMetrics(&out);
     spark_->AppendMetrics(&out);
-    out.push_back(OneSample("ferry_blocking_jobs_queued",
-                            "Blocking jobs waiting for a worker.",
+    out.push_back(OneSample("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
                             MetricKind::kGauge, static_cast<double>(pool_->queued())));
     if (spark_tls_ != nullptr) spark_tls_->AppendMetrics(&out);
     spark_secrets_->AppendMetrics(&out);
   }
-  out.emplace_back(
-      "ferry_build_info", "The server's version and data-plane settings.", MetricKind::kGauge,
-      std::vector<MetricSample>{MetricSample(
-          {{"version", kFerryVersion},
-           {"mode", mode},
-           {"io_engine", AbslUnparseFlag(options_.connection.engine)}},
-          1)});
+  out.emplace_back("ferry_build_info", "The server's version and data-plane settings.",
+                   MetricKind::kGauge,
+                   std::vector<MetricSample>{
+                       MetricSample({{"version", kFerryVersion},
+                                     {"mode", mode},
+                                     {"io_engine", AbslUnparseFlag(options_.connection.engine)}},
+                                    1)});
   return out;
 }
 

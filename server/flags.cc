@@ -50,8 +50,7 @@ FERRY_OPTION_FLAG(ferry::FerryServerOptions, data_dir, data_dir,
                   "Directory holding <appId>/ shuffle file folders (required).");
 FERRY_OPTION_FLAG_DEFAULT(ferry::FerryServerOptions, control_address, control_address,
                           "127.0.0.1:7070", "host:port of the gRPC control plane.");
-FERRY_OPTION_FLAG_DEFAULT(ferry::FerryServerOptions, data_address, data_address,
-                          "127.0.0.1:7071",
+FERRY_OPTION_FLAG_DEFAULT(ferry::FerryServerOptions, data_address, data_address, "127.0.0.1:7071",
                           "host:port (or [IPv6]:port) of the data plane, numeric; port 0 picks "
                           "a free one.");
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, advertise_data_address, advertise_data_address,

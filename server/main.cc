@@ -99,8 +99,8 @@ int Main() {
   }
   LOG(INFO) << "ferry_server " << ferry::kFerryVersion << " serving " << options.data_dir
             << ": control plane on port " << (*server)->control_port() << " ("
-            << options.control_address << "), data plane on port " << (*server)->data_port()
-            << " (" << options.data_address << "), " << options.data.threads << " threads, mode "
+            << options.control_address << "), data plane on port " << (*server)->data_port() << " ("
+            << options.data_address << "), " << options.data.threads << " threads, mode "
             << AbslUnparseFlag(options.connection.mode) << ", io engine "
             << AbslUnparseFlag(options.connection.engine)
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
@@ -134,9 +134,8 @@ int Main() {
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
             << " reserved, up to " << fds.max_data_files << " data files ("
-            << fds.max_cached_map_outputs << " cached), "
-            << fds.max_connections << " connections (" << options.data.max_connections_per_client
-            << " per client)";
+            << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
+            << options.data.max_connections_per_client << " per client)";
   if (!fds.clamped.empty()) LOG(WARNING) << "ferry_server: " << fds.clamped;
   const ferry::FerryServerOptions& served = (*server)->options();
   LOG(INFO) << "ferry_server: limits: " << served.data.max_connections << " connections ("
@@ -152,8 +151,8 @@ int Main() {
     const absl::Status written = ferry::ReplaceFile(
         path,
         absl::StrCat("control=", (*server)->control_port(), "\ndata=", (*server)->data_port(),
-                     "\nspark=", (*server)->spark_port(), "\nmetrics=",
-                     (*server)->metrics_port(), "\n"),
+                     "\nspark=", (*server)->spark_port(), "\nmetrics=", (*server)->metrics_port(),
+                     "\n"),
         0644);
     if (!written.ok()) {
       LOG(ERROR) << "ferry_server: cannot write --port-file: " << written;
@@ -182,8 +181,9 @@ int Main() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Serves shuffle blocks over a gRPC control plane and a "
-                               "zero-copy data plane.");
+  absl::SetProgramUsageMessage(
+      "Serves shuffle blocks over a gRPC control plane and a "
+      "zero-copy data plane.");
   ferry::ParseFlags(argc, argv);
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (level != "info" && level != "warning" && level != "error") {
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   if (!OpenLogFile()) return 2;
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  FLAGS_minloglevel = level == "info" ? google::GLOG_INFO
+  FLAGS_minloglevel = level == "info"      ? google::GLOG_INFO
                       : level == "warning" ? google::GLOG_WARNING
                                            : google::GLOG_ERROR;
   return Main();

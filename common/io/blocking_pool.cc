@@ -61,8 +61,7 @@ BlockingPool::~BlockingPool() {
   for (const auto& [key, job] : dropped) job->Signal(Job::kDropped);
 }
 
-absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline,
-                               Order order) {
+absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline, Order order) {
   auto job = std::make_shared<Job>();
   job->fn = std::move(fn);
   job->done = UniqueFd(::eventfd(0, EFD_CLOEXEC));
@@ -71,8 +70,8 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("the blocking-work pool is stopping");
     if (queue_.size() >= options_.max_queued) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "server busy: ", options_.max_queued, " blocking jobs are waiting; retry later"));
+      return absl::ResourceExhaustedError(absl::StrCat("server busy: ", options_.max_queued,
+                                                       " blocking jobs are waiting; retry later"));
     }
     queue_.emplace(Key{order.stream, order.offset, arrivals_++}, job);
   }
@@ -86,8 +85,7 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
   }
   if (n == -ECANCELED) return absl::CancelledError("the server is stopping");
   if (n != sizeof(value)) {
-    return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
-                               "waiting for a blocking job");
+    return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO, "waiting for a blocking job");
   }
   if (job->outcome.load(std::memory_order_acquire) != Job::kRan) {
     return absl::CancelledError("the blocking-work pool stopped first");

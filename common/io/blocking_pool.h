@@ -72,8 +72,7 @@ class BlockingPool {
   absl::StatusOr<T> Call(absl::AnyInvocable<absl::StatusOr<T>()> fn, absl::Time deadline,
                          Order order = {}) {
     auto out = std::make_shared<absl::StatusOr<T>>(absl::UnknownError("not run"));
-    absl::Status ran =
-        Run([out, fn = std::move(fn)]() mutable { *out = fn(); }, deadline, order);
+    absl::Status ran = Run([out, fn = std::move(fn)]() mutable { *out = fn(); }, deadline, order);
     if (!ran.ok()) return ran;
     return std::move(*out);
   }

@@ -49,7 +49,8 @@ class FiberStack {
 
 class StackPool {
  public:
-  StackPool(size_t stack_bytes, size_t max_cached) : stack_bytes_(stack_bytes), max_cached_(max_cached) {}
+  StackPool(size_t stack_bytes, size_t max_cached)
+      : stack_bytes_(stack_bytes), max_cached_(max_cached) {}
 
   // A cached stack, or a newly mapped one.
   absl::StatusOr<FiberStack> Take();

@@ -38,8 +38,8 @@ void PrepNop(IoOp& op, unsigned sqe_flags) {
   Prepare(op, sqe_flags, kNoDeadline, [](io_uring_sqe* sqe) { io_uring_prep_nop(sqe); });
 }
 
-void PrepAccept(IoOp& op, int fd, sockaddr* addr, socklen_t* addrlen, int flags,
-                unsigned sqe_flags, absl::Time deadline) {
+void PrepAccept(IoOp& op, int fd, sockaddr* addr, socklen_t* addrlen, int flags, unsigned sqe_flags,
+                absl::Time deadline) {
   Prepare(op, sqe_flags, deadline,
           [&](io_uring_sqe* sqe) { io_uring_prep_accept(sqe, fd, addr, addrlen, flags); });
 }
@@ -79,8 +79,7 @@ void PrepSend(IoOp& op, int fd, const void* buf, size_t len, int flags, unsigned
 void PrepSplice(IoOp& op, int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
                 unsigned splice_flags, unsigned sqe_flags, absl::Time deadline) {
   Prepare(op, sqe_flags, deadline, [&](io_uring_sqe* sqe) {
-    io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, OpBytes(len),
-                         splice_flags);
+    io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, OpBytes(len), splice_flags);
   });
 }
 

@@ -37,8 +37,8 @@ inline constexpr absl::Time kNoDeadline = absl::InfiniteFuture();
 void PrepNop(IoOp& op, unsigned sqe_flags = 0);
 void PrepAccept(IoOp& op, int fd, sockaddr* addr, socklen_t* addrlen, int flags,
                 unsigned sqe_flags = 0, absl::Time deadline = kNoDeadline);
-void PrepConnect(IoOp& op, int fd, const sockaddr* addr, socklen_t addrlen,
-                 unsigned sqe_flags = 0, absl::Time deadline = kNoDeadline);
+void PrepConnect(IoOp& op, int fd, const sockaddr* addr, socklen_t addrlen, unsigned sqe_flags = 0,
+                 absl::Time deadline = kNoDeadline);
 // `offset` -1 reads/writes at the file position (and for pipes and sockets).
 void PrepRead(IoOp& op, int fd, void* buf, size_t len, int64_t offset, unsigned sqe_flags = 0,
               absl::Time deadline = kNoDeadline);
@@ -95,9 +95,8 @@ void PrepSleep(IoOp& op, absl::Duration duration, unsigned sqe_flags = 0);
                                absl::Time deadline = kNoDeadline);
 // Moves `len` bytes (or up to end of input): returns the bytes moved or -errno.
 // Offsets that are not -1 advance with each pass.
-[[nodiscard]] ssize_t SpliceAll(int fd_in, int64_t off_in, int fd_out, int64_t off_out,
-                                size_t len, unsigned splice_flags = 0,
-                                absl::Time deadline = kNoDeadline);
+[[nodiscard]] ssize_t SpliceAll(int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
+                                unsigned splice_flags = 0, absl::Time deadline = kNoDeadline);
 
 }  // namespace ferry
 

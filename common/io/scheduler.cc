@@ -103,7 +103,8 @@ void IoOp::Cancel() {
 
 // ------------------------------------------------------------------------ JoinHandle
 
-JoinHandle::JoinHandle(JoinHandle&& other) noexcept : fiber_(std::exchange(other.fiber_, nullptr)) {}
+JoinHandle::JoinHandle(JoinHandle&& other) noexcept
+    : fiber_(std::exchange(other.fiber_, nullptr)) {}
 
 JoinHandle& JoinHandle::operator=(JoinHandle&& other) noexcept {
   if (this != &other) {
@@ -115,9 +116,7 @@ JoinHandle& JoinHandle::operator=(JoinHandle&& other) noexcept {
 
 JoinHandle::~JoinHandle() { Detach(); }
 
-bool JoinHandle::done() const {
-  return fiber_ != nullptr && fiber_->state == Fiber::State::kDone;
-}
+bool JoinHandle::done() const { return fiber_ != nullptr && fiber_->state == Fiber::State::kDone; }
 
 void JoinHandle::Join() {
   FERRY_CHECK(fiber_ != nullptr);
@@ -175,8 +174,8 @@ absl::Status FiberScheduler::Init() {
     res = init();
   }
   if (res < 0) {
-    return absl::ErrnoToStatus(-res, absl::StrCat("io_uring_queue_init(", options_.sq_entries,
-                                                  " entries)"));
+    return absl::ErrnoToStatus(
+        -res, absl::StrCat("io_uring_queue_init(", options_.sq_entries, " entries)"));
   }
   ring_ready_ = true;
   internal::TsanAcquire(&ring_reuse_sync);
@@ -213,8 +212,8 @@ absl::StatusOr<Fiber*> FiberScheduler::NewFiber(absl::AnyInvocable<void()> fn, b
   fiber->stack = std::move(stack);
   fiber->fn = std::move(fn);
   fiber->detached = detached;
-  fiber->context = ctx::make_fcontext(fiber->stack.top(), fiber->stack.usable_bytes(),
-                                      &FiberEntryAccess::Entry);
+  fiber->context =
+      ctx::make_fcontext(fiber->stack.top(), fiber->stack.usable_bytes(), &FiberEntryAccess::Entry);
   fiber->tsan_fiber = internal::TsanCreateFiber();
   ++live_fibers_;
   ready_.push_back(fiber);
@@ -226,7 +225,7 @@ absl::Status FiberScheduler::Spawn(absl::AnyInvocable<void()> fn) {
 }
 
 absl::StatusOr<JoinHandle> FiberScheduler::SpawnJoinable(absl::AnyInvocable<void()> fn) {
-  FERRY_ASSIGN_OR_RETURN(Fiber* fiber, NewFiber(std::move(fn), /*detached=*/false));
+  FERRY_ASSIGN_OR_RETURN(Fiber * fiber, NewFiber(std::move(fn), /*detached=*/false));
   return JoinHandle(fiber);
 }
 
@@ -291,9 +290,8 @@ absl::Duration FiberScheduler::PollBudget() const {
   // Unsubmitted entries (other fibers of this turn parked on them) count as work: they
   // go to the kernel only when the polling fiber parks and the loop submits.
   if (options_.idle_poll <= absl::ZeroDuration() || stopping_ || !ready_.empty() ||
-      !yielded_.empty() ||
-      io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 || TaskRunDue() ||
-      posted_pending_.load(std::memory_order_relaxed)) {
+      !yielded_.empty() || io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 ||
+      TaskRunDue() || posted_pending_.load(std::memory_order_relaxed)) {
     return absl::ZeroDuration();
   }
   return options_.idle_poll;

@@ -26,8 +26,8 @@
 #ifndef FERRY_COMMON_IO_SCHEDULER_H_
 #define FERRY_COMMON_IO_SCHEDULER_H_
 
-#include <linux/time_types.h>
 #include <liburing.h>
+#include <linux/time_types.h>
 
 #include <atomic>
 #include <cstddef>
@@ -243,7 +243,7 @@ class FiberScheduler {
   bool ring_ready_ = false;
   StackPool stacks_;
 
-  std::deque<Fiber*> ready_;  // woken or new: they run first
+  std::deque<Fiber*> ready_;     // woken or new: they run first
   std::vector<Fiber*> yielded_;  // yielded: one more turn each per pass
   std::vector<Fiber*> running_batch_;
   Fiber* current_fiber_ = nullptr;

@@ -39,8 +39,8 @@ int Event::Wait(absl::Time deadline) {
   // Every wait carries a timer, even an unbounded one: it is what a stopping
   // scheduler cancels to wake this fiber.
   IoOp timer;
-  PrepSleep(timer, deadline == absl::InfiniteFuture() ? absl::Hours(24 * 365)
-                                                      : deadline - absl::Now());
+  PrepSleep(timer,
+            deadline == absl::InfiniteFuture() ? absl::Hours(24 * 365) : deadline - absl::Now());
   waiters_.push_back(self);
   // Woken by Set() or by the timer's completion, whichever comes first.
   timer.NotifyOnCompletion(self);

@@ -87,12 +87,18 @@ std::string ClientOfPeer(const std::string& peer) {
 
 const char* ControlService::RpcName(Rpc rpc) {
   switch (rpc) {
-    case Rpc::kOpenStream: return "OpenStream";
-    case Rpc::kCloseStream: return "CloseStream";
-    case Rpc::kListShuffles: return "ListShuffles";
-    case Rpc::kGetServerInfo: return "GetServerInfo";
-    case Rpc::kDiagnoseCorruption: return "DiagnoseCorruption";
-    case Rpc::kRemoveSparkApp: return "RemoveSparkApp";
+    case Rpc::kOpenStream:
+      return "OpenStream";
+    case Rpc::kCloseStream:
+      return "CloseStream";
+    case Rpc::kListShuffles:
+      return "ListShuffles";
+    case Rpc::kGetServerInfo:
+      return "GetServerInfo";
+    case Rpc::kDiagnoseCorruption:
+      return "DiagnoseCorruption";
+    case Rpc::kRemoveSparkApp:
+      return "RemoveSparkApp";
   }
   return "unknown";
 }
@@ -189,8 +195,8 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   const size_t handle_bytes = response->ByteSizeLong() + 100;
   if (handle_bytes > static_cast<size_t>(kMaxControlMessageBytes)) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "OpenStream's handle would be ", handle_bytes, " bytes, over the ",
-        kMaxControlMessageBytes, "-byte message limit: split the fetch into several streams")));
+        "OpenStream's handle would be ", handle_bytes, " bytes, over the ", kMaxControlMessageBytes,
+        "-byte message limit: split the fetch into several streams")));
   }
   stream->expires = tickets_->clock().Now() + options_.ticket_ttl;
   const int64_t expires_ms = absl::ToUnixMillis(stream->expires);
@@ -204,15 +210,15 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
 }
 
 absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
-    const std::string& app_id, const std::string& spark_exec_id,
-    const std::vector<BlockId>& keys) {
+    const std::string& app_id, const std::string& spark_exec_id, const std::vector<BlockId>& keys) {
   if (spark_exec_id.empty()) return store_->ResolveAll(app_id, keys);
   if (executors_ == nullptr) {
     return absl::FailedPreconditionError(
         "the request names a Spark executor, but the Spark front door is off "
         "(--spark-address)");
   }
-  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors_->FindDirs(app_id, spark_exec_id));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                         executors_->FindDirs(app_id, spark_exec_id));
   return AllResolved(
       store_->ResolveBlocks(SparkExecutorLayout(app_id, spark_exec_id, std::move(dirs)), keys));
 }
@@ -329,8 +335,8 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
   const ferry::v1::BlockId& id = request.block();
   const BlockId key{id.shuffle_id(), id.map_id(), id.start_reduce_id(), id.end_reduce_id()};
   if (static_cast<int64_t>(key.end_reduce_id) - key.start_reduce_id != 1) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("DiagnoseCorruption takes one partition; ", BlockName(key), " is not one")));
   }
   absl::StatusOr<std::vector<ResolvedBlock>> all =
       Resolve(request.app_id(), request.spark_exec_id(), {key});
@@ -367,9 +373,9 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
         name, alg, stored, received));
   } else {
     response->set_cause(ferry::v1::CAUSE_NONE);
-    response->set_explanation(absl::StrFormat(
-        "no corruption: the received %s 0x%08x matches the stored one and the disk",
-        alg, received));
+    response->set_explanation(
+        absl::StrFormat("no corruption: the received %s 0x%08x matches the stored one and the disk",
+                        alg, received));
   }
   return grpc::Status::OK;
 }

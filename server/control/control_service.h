@@ -15,13 +15,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
-#include "proto/ferry.grpc.pb.h"
 #include "common/version.h"
+#include "proto/ferry.grpc.pb.h"
+#include "server/ops/metrics.h"
+#include "server/spark/spark_executors.h"
 #include "server/storage/block_store.h"
 #include "server/storage/disk_reader.h"
-#include "server/spark/spark_executors.h"
 #include "server/tickets/ticket_registry.h"
-#include "server/ops/metrics.h"
 
 namespace ferry {
 

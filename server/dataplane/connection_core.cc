@@ -71,10 +71,9 @@ ssize_t ConnectionCore::Receive(char* buf, size_t len) {
   // One deadline for a whole frame, from when the wait for it began. A new connection
   // gets a shorter one: a peer that connects and says nothing holds a connection slot.
   if (frame_deadline_ == absl::InfiniteFuture()) {
-    frame_deadline_ =
-        absl::Now() + (framed_any_ ? options_.idle_timeout
-                                   : std::min(options_.idle_timeout,
-                                              options_.first_request_timeout));
+    frame_deadline_ = absl::Now() + (framed_any_ ? options_.idle_timeout
+                                                 : std::min(options_.idle_timeout,
+                                                            options_.first_request_timeout));
   }
   return io_.Recv(socket_.get(), buf, len, frame_deadline_);
 }
@@ -143,12 +142,11 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     size_t need = framing.header_bytes;
     const size_t held = end_ - begin_;
     if (held >= framing.header_bytes) {
-      absl::StatusOr<size_t> length = framing.frame_bytes(
-          absl::string_view(buffer_.get() + begin_, framing.header_bytes));
+      absl::StatusOr<size_t> length =
+          framing.frame_bytes(absl::string_view(buffer_.get() + begin_, framing.header_bytes));
       if (length.ok() && (*length < framing.header_bytes || *length > framing.max_frame_bytes)) {
-        length = absl::InvalidArgumentError(
-            absl::StrCat("a frame of ", *length, " bytes (at most ", framing.max_frame_bytes,
-                         " taken)"));
+        length = absl::InvalidArgumentError(absl::StrCat("a frame of ", *length, " bytes (at most ",
+                                                         framing.max_frame_bytes, " taken)"));
       }
       if (!length.ok()) {
         LogFailure(length.status());
@@ -177,7 +175,8 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     } else if (end_ == capacity_ && !Resize(std::min(need, 2 * capacity_))) {
       LogFailure(absl::ResourceExhaustedError(absl::StrCat(
           "server busy: the requests being received fill the server's request buffers; "
-          "closing a connection whose ", need, "-byte frame does not fit")));
+          "closing a connection whose ",
+          need, "-byte frame does not fit")));
       return false;
     }
     // Nothing left to serve: push what was sent before waiting on the peer.
@@ -219,13 +218,13 @@ absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlo
   // promises bytes the file no longer has.
   FERRY_RETURN_IF_ERROR(CheckSegmentHeld(block, name));
   const uint64_t length = block.length - offset;
-  FERRY_RETURN_IF_ERROR(sender_.SendSegment(header, block.file, block.offset + offset, length,
-                                            name, [&] {
-                                              *in_frame = false;
-                                              if (!first_byte_.has_value()) {
-                                                first_byte_ = absl::Now();
-                                              }
-                                            }));
+  FERRY_RETURN_IF_ERROR(
+      sender_.SendSegment(header, block.file, block.offset + offset, length, name, [&] {
+        *in_frame = false;
+        if (!first_byte_.has_value()) {
+          first_byte_ = absl::Now();
+        }
+      }));
   control_.metrics->Sent(door_, length, 1);
   sender_.TakeTurns(1);
   return absl::OkStatus();

@@ -25,8 +25,7 @@ namespace {
 absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
   absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(host, port);
   if (!addr.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data-plane host: ", addr.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("data-plane host: ", addr.status().message()));
   }
   UniqueFd fd(::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
@@ -57,7 +56,8 @@ uint16_t LocalPort(int fd) {
 }  // namespace
 
 absl::Status DataServerOptions::Validate() const {
-  FERRY_RETURN_IF_ERROR(CheckRange("threads", static_cast<uint64_t>(std::max(threads, 0)), 1, 4096));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("threads", static_cast<uint64_t>(std::max(threads, 0)), 1, 4096));
   FERRY_RETURN_IF_ERROR(CheckRange("max-connections", max_connections, 1, kMaxLimit));
   FERRY_RETURN_IF_ERROR(
       CheckRange("max-connections-per-client", max_connections_per_client, 1, kMaxLimit));
@@ -65,8 +65,8 @@ absl::Status DataServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckRange("pipe-size", pipe_bytes, 4096, uint64_t{1} << 30));
   FERRY_RETURN_IF_ERROR(CheckRange("max-pipes", max_pipes, 0, 1 << 20));
   if (idle_poll < absl::ZeroDuration() || idle_poll > absl::Milliseconds(1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--idle-poll must be between 0 and 1ms, not ", absl::FormatDuration(idle_poll)));
+    return absl::InvalidArgumentError(absl::StrCat("--idle-poll must be between 0 and 1ms, not ",
+                                                   absl::FormatDuration(idle_poll)));
   }
   return absl::OkStatus();
 }
@@ -86,7 +86,8 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     server->listeners_.push_back(Bound{std::move(l), std::move(fd), port});
   }
   for (int i = 0; i < options.threads; ++i) {
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler, FiberScheduler::Create(scheduler_options));
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FiberScheduler> scheduler,
+                           FiberScheduler::Create(scheduler_options));
     server->schedulers_.push_back(std::move(scheduler));
   }
   server->live_.resize(server->schedulers_.size());
@@ -190,8 +191,8 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
 bool DataServer::Admit(const std::string& client, std::string* refusal) {
   if (open_.fetch_add(1, std::memory_order_relaxed) >= options_.max_connections) {
     open_.fetch_sub(1, std::memory_order_relaxed);
-    *refusal = absl::StrCat("server busy: ", options_.max_connections,
-                            " connections open; retry later");
+    *refusal =
+        absl::StrCat("server busy: ", options_.max_connections, " connections open; retry later");
     return false;
   }
   absl::MutexLock lock(&clients_mu_);

@@ -27,8 +27,8 @@
 #include "common/unique_fd.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/pipe_pool.h"
-#include "server/storage/disk_reader.h"
 #include "server/ops/client_budget.h"
+#include "server/storage/disk_reader.h"
 
 namespace ferry {
 
@@ -179,7 +179,6 @@ class DataServer {
   // Per thread: its live connections. Touched only on that thread.
   std::vector<absl::flat_hash_set<ConnectionControl*>> live_;
 };
-
 
 }  // namespace ferry
 

@@ -46,9 +46,9 @@ void FerryProtocol::Serve() {
     if (!core_.NextFrame(framing, &frame)) {
       if (core_.partial_frame_bytes() == 0) return;  // a clean end, or nobody to tell
       core_.BeginRequest();
-      failure = Failure{absl::InvalidArgumentError(absl::StrCat(
-          "connection closed after ", core_.partial_frame_bytes(), " bytes of a ",
-          kRequestBytes, "-byte request"))};
+      failure = Failure{absl::InvalidArgumentError(
+          absl::StrCat("connection closed after ", core_.partial_frame_bytes(), " bytes of a ",
+                       kRequestBytes, "-byte request"))};
       failure->can_send_error = false;
     } else {
       core_.BeginRequest();
@@ -78,22 +78,22 @@ std::optional<Failure> FerryProtocol::ServeBlocks(const FetchRequest& request) {
   const std::vector<StreamBlock>& blocks = stream.blocks;
   const uint64_t end = uint64_t{request.first_block} + request.block_count;
   if (end > blocks.size()) {
-    return Failure{absl::OutOfRangeError(absl::StrCat(
-                       "blocks [", request.first_block, ", ", end, ") requested; the stream has ",
-                       blocks.size())),
-                   request.first_block};
+    return Failure{
+        absl::OutOfRangeError(absl::StrCat("blocks [", request.first_block, ", ", end,
+                                           ") requested; the stream has ", blocks.size())),
+        request.first_block};
   }
   const StreamBlock& first = blocks[request.first_block];
   if (request.first_block_offset > first.length) {
-    return Failure{absl::OutOfRangeError(absl::StrCat(
-                       "offset ", request.first_block_offset, " is past the end of block ",
-                       request.first_block, " (", BlockName(stream, first), ", ",
-                       first.length, " bytes)")),
-                   request.first_block};
+    return Failure{
+        absl::OutOfRangeError(absl::StrCat(
+            "offset ", request.first_block_offset, " is past the end of block ",
+            request.first_block, " (", BlockName(stream, first), ", ", first.length, " bytes)")),
+        request.first_block};
   }
   uint64_t bytes = first.length - request.first_block_offset;
-  for (uint32_t i = request.first_block + 1;
-       i < end && bytes < SegmentSender::kBulkResponseBytes; ++i) {
+  for (uint32_t i = request.first_block + 1; i < end && bytes < SegmentSender::kBulkResponseBytes;
+       ++i) {
     bytes += blocks[i].length;
   }
   core_.sender().StartResponse(bytes);
@@ -113,9 +113,9 @@ std::optional<Failure> FerryProtocol::ServeBlocks(const FetchRequest& request) {
     char encoded[kResponseHeaderBytes];
     EncodeResponseHeader(header, encoded);
     bool in_frame = true;
-    absl::Status sent =
-        core_.SendBlock(absl::string_view(encoded, sizeof(encoded)), block, offset,
-                        [&] { return BlockName(stream, block); }, &in_frame);
+    absl::Status sent = core_.SendBlock(
+        absl::string_view(encoded, sizeof(encoded)), block, offset,
+        [&] { return BlockName(stream, block); }, &in_frame);
     if (!sent.ok()) return Failure{std::move(sent), i, in_frame};
   }
   return std::nullopt;

@@ -11,9 +11,9 @@
 #define FERRY_SERVER_DATAPLANE_FERRY_PROTOCOL_H_
 
 #include "common/unique_fd.h"
-#include "server/tickets/ticket_registry.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
+#include "server/tickets/ticket_registry.h"
 
 namespace ferry {
 

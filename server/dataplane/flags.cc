@@ -24,8 +24,7 @@ FERRY_OPTION_FLAG_FN(ferry::DataServerOptions, int, threads, 0,
 FERRY_OPTION_FLAG(ferry::DataServerOptions, max_connections, max_connections,
                   "Data-plane connections served at once; more get a RESOURCE_EXHAUSTED error "
                   "frame. Lowered at start when the open-file limit cannot hold them.");
-FERRY_OPTION_FLAG(ferry::DataServerOptions, max_connections_per_client,
-                  max_connections_per_client,
+FERRY_OPTION_FLAG(ferry::DataServerOptions, max_connections_per_client, max_connections_per_client,
                   "Data-plane connections served at once from one client address.");
 FERRY_OPTION_FLAG(ferry::DataServerOptions, max_request_buffer_bytes, max_request_buffer_bytes,
                   "Bytes all data-plane connections' request buffers may hold past their "

@@ -6,10 +6,10 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
 #include "common/io/ready_ops.h"
 #include "common/io/scheduler.h"
-#include "absl/strings/str_cat.h"
 
 namespace ferry {
 
@@ -31,8 +31,8 @@ class InlineIo final : public SocketIo {
     // sender found the chunk cached.
     for (;;) {
       loff_t offset = static_cast<loff_t>(pos);
-      const ssize_t n = ::splice(file, &offset, pipe.write_fd(), nullptr, len,
-                                 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      const ssize_t n =
+          ::splice(file, &offset, pipe.write_fd(), nullptr, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
       if (n >= 0) return {n, 0};
       if (errno != EINTR) return {-errno, 0};
     }
@@ -67,8 +67,8 @@ class UringIo final : public SocketIo {
     FiberScheduler::Current()->ReserveSqes(3);
     PrepSplice(in, file, static_cast<int64_t>(pos), pipe.write_fd(), -1, len, SPLICE_F_MOVE,
                IOSQE_IO_LINK);
-    PrepSplice(out, pipe.read_fd(), -1, socket, -1, len,
-               SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0), 0, deadline);
+    PrepSplice(out, pipe.read_fd(), -1, socket, -1, len, SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0),
+               0, deadline);
     const ssize_t in_res = in.Wait();
     const ssize_t out_res = out.Wait();
     return {in_res, out_res == -ECANCELED ? 0 : out_res};

@@ -33,8 +33,7 @@ bool HasCapability(int cap) {
     absl::string_view rest = line;
     if (!absl::ConsumePrefix(&rest, "CapEff:")) continue;
     uint64_t caps = 0;
-    return absl::SimpleHexAtoi(absl::StripAsciiWhitespace(rest), &caps) &&
-           (caps >> cap & 1) != 0;
+    return absl::SimpleHexAtoi(absl::StripAsciiWhitespace(rest), &caps) && (caps >> cap & 1) != 0;
   }
   return false;
 }
@@ -85,8 +84,7 @@ std::optional<absl::StatusOr<Pipe>> PipePool::TryTake() {
     max_pipes_.store(open(), std::memory_order_relaxed);
     LOG(WARNING) << "a new pipe got " << pipe->capacity_bytes() << " bytes instead of "
                  << pipe_bytes_ << ": this user's pipe budget (fs.pipe-user-pages-soft) is "
-                 << "spent; this thread now splices through the " << open()
-                 << " pipes it holds";
+                 << "spent; this thread now splices through the " << open() << " pipes it holds";
     return std::nullopt;
   }
   if (!pipe.ok()) return std::optional<absl::StatusOr<Pipe>>(pipe.status());

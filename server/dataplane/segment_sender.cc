@@ -1,8 +1,8 @@
 #include "server/dataplane/segment_sender.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <linux/sock_diag.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
-#include "common/page_cache.h"
 #include "common/option_check.h"
+#include "common/page_cache.h"
 #include "common/status_macros.h"
 
 namespace ferry {
@@ -53,8 +53,8 @@ absl::Status ConnectionOptions::Validate() const {
 
 absl::Status SegmentSender::PeerError(ssize_t res, absl::string_view what) const {
   if (res == -ETIMEDOUT) {
-    return absl::DeadlineExceededError(absl::StrCat(what, ": peer stalled past ",
-                                                    absl::FormatDuration(options_.io_timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": peer stalled past ", absl::FormatDuration(options_.io_timeout)));
   }
   return absl::ErrnoToStatus(static_cast<int>(-res), what);
 }
@@ -184,9 +184,8 @@ uint64_t SegmentSender::ReadAhead(uint64_t pos, uint64_t rest) {
 }
 
 absl::Status SegmentSender::SpliceFile(Header& header,
-                                       const std::shared_ptr<const DataFile>& shared,
-                                       uint64_t pos, uint64_t length,
-                                       absl::FunctionRef<std::string()> name) {
+                                       const std::shared_ptr<const DataFile>& shared, uint64_t pos,
+                                       uint64_t length, absl::FunctionRef<std::string()> name) {
   const DataFile& data = *shared;
   const int file = data.fd.get();
   read_ahead_to_ = 0;
@@ -217,8 +216,7 @@ absl::Status SegmentSender::SpliceFile(Header& header,
         if (fallback_buffer_ == nullptr) {
           fallback_buffer_ = std::shared_ptr<char[]>(new char[kFallbackBufferBytes]);
         }
-        return CopyFile(header, shared, pos, length, name, fallback_buffer_,
-                        kFallbackBufferBytes);
+        return CopyFile(header, shared, pos, length, name, fallback_buffer_, kFallbackBufferBytes);
       }
       if (!pipe.ok()) {
         return absl::Status(pipe.status().code(),
@@ -234,9 +232,9 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     // pressure, or the socket does not count what it queues): its pipe is closed rather
     // than held while the peer does not read, and the rest is spliced again from the
     // file once the socket has room.
-    const absl::Time out_deadline =
-        room == SIZE_MAX ? progress_deadline
-                         : std::min(progress_deadline, absl::Now() + kSocketStall);
+    const absl::Time out_deadline = room == SIZE_MAX
+                                        ? progress_deadline
+                                        : std::min(progress_deadline, absl::Now() + kSocketStall);
     SocketIo::SpliceStep step;
     if (LooksCached(file, pos, chunk)) {
       if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
@@ -245,12 +243,11 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       }
       step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, out_deadline);
     } else {
-      const absl::StatusOr<size_t> in = disks_.SpliceToPipe(
-          shared, pos, chunk, pipe_->write_fd(), ReadAhead(pos, length), IoDeadline());
+      const absl::StatusOr<size_t> in = disks_.SpliceToPipe(shared, pos, chunk, pipe_->write_fd(),
+                                                            ReadAhead(pos, length), IoDeadline());
       if (!in.ok()) {
         DropPipe();
-        return absl::Status(in.status().code(),
-                            absl::StrCat(name(), ": ", in.status().message()));
+        return absl::Status(in.status().code(), absl::StrCat(name(), ": ", in.status().message()));
       }
       step.in = static_cast<ssize_t>(*in);
       if (step.in > 0) {
@@ -272,8 +269,8 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     }
     if (in_res == 0) {
       DropPipe();
-      return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
-                                              " ended early (truncated while being served)"));
+      return absl::DataLossError(
+          absl::StrCat(name(), ": ", data.path, " ended early (truncated while being served)"));
     }
     size_t moved = static_cast<size_t>(std::max<ssize_t>(step.out, 0));
     if (moved < static_cast<size_t>(in_res) && step.out != -ETIMEDOUT) {
@@ -315,12 +312,10 @@ absl::Status SegmentSender::SpliceFile(Header& header,
   return absl::OkStatus();
 }
 
-absl::Status SegmentSender::CopyFile(Header& header,
-                                     const std::shared_ptr<const DataFile>& shared,
+absl::Status SegmentSender::CopyFile(Header& header, const std::shared_ptr<const DataFile>& shared,
                                      uint64_t pos, uint64_t length,
                                      absl::FunctionRef<std::string()> name,
-                                     std::shared_ptr<char[]>& buffer_ptr,
-                                     size_t buffer_bytes) {
+                                     std::shared_ptr<char[]>& buffer_ptr, size_t buffer_bytes) {
   const DataFile& data = *shared;
   const int file = data.fd.get();
   char* const buffer = buffer_ptr.get();
@@ -335,9 +330,9 @@ absl::Status SegmentSender::CopyFile(Header& header,
     size_t n = static_cast<size_t>(cached.bytes);
     if (cached.missed) {
       // The rest of the chunk, from the disk; the worker writes into the buffer at `n`.
-      const absl::StatusOr<size_t> rest = disks_.Read(
-          shared, pos + n, std::shared_ptr<char[]>(buffer_ptr, buffer + n), chunk - n,
-          ReadAhead(pos + n, length - n), IoDeadline());
+      const absl::StatusOr<size_t> rest =
+          disks_.Read(shared, pos + n, std::shared_ptr<char[]>(buffer_ptr, buffer + n), chunk - n,
+                      ReadAhead(pos + n, length - n), IoDeadline());
       if (!rest.ok()) {
         // The worker may still be writing into it: the next read gets a buffer of its own.
         buffer_ptr.reset();
@@ -347,8 +342,8 @@ absl::Status SegmentSender::CopyFile(Header& header,
       n += *rest;
     }
     if (n != chunk) {
-      return absl::DataLossError(absl::StrCat(name(), ": ", data.path,
-                                              " ended early (truncated while being served)"));
+      return absl::DataLossError(
+          absl::StrCat(name(), ": ", data.path, " ended early (truncated while being served)"));
     }
     FERRY_RETURN_IF_ERROR(SendHeader(header, /*more=*/true, name));
     const bool last = chunk == length;

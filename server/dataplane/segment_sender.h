@@ -80,8 +80,7 @@ class SegmentSender {
  public:
   // `socket`, `options`, `pipes` (the thread's) and `disks` must outlive the sender; the
   // socket must have been readied for the engine (SocketIo::Prepare).
-  SegmentSender(int socket, const ConnectionOptions& options, PipePool& pipes,
-                DiskReader& disks)
+  SegmentSender(int socket, const ConnectionOptions& options, PipePool& pipes, DiskReader& disks)
       : socket_(socket),
         options_(options),
         io_(SocketIoFor(options.engine)),
@@ -149,11 +148,11 @@ class SegmentSender {
   };
   // Sends `header` unless it went already; `more` when payload follows it.
   absl::Status SendHeader(Header& header, bool more, absl::FunctionRef<std::string()> name);
-  absl::Status SpliceFile(Header& header, const std::shared_ptr<const DataFile>& file,
-                          uint64_t pos, uint64_t length, absl::FunctionRef<std::string()> name);
+  absl::Status SpliceFile(Header& header, const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                          uint64_t length, absl::FunctionRef<std::string()> name);
   // Through `buffer` of `buffer_bytes`.
-  absl::Status CopyFile(Header& header, const std::shared_ptr<const DataFile>& file,
-                        uint64_t pos, uint64_t length, absl::FunctionRef<std::string()> name,
+  absl::Status CopyFile(Header& header, const std::shared_ptr<const DataFile>& file, uint64_t pos,
+                        uint64_t length, absl::FunctionRef<std::string()> name,
                         std::shared_ptr<char[]>& buffer, size_t buffer_bytes);
   // The pipe back to the pool, empty; or closed, when it may hold bytes.
   void GivePipe();

@@ -22,9 +22,9 @@ struct ClientBudget::Lease::State {
     auto it = by_client.find(client);
     const uint64_t mine = it == by_client.end() ? 0 : it->second;
     if (mine + units > per_client) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "server busy: client ", client, " holds ", mine, " ", what, " and asks for ",
-          units, " more; the limit per client is ", per_client, "; retry later"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: client ", client, " holds ", mine, " ", what, " and asks for ",
+                       units, " more; the limit per client is ", per_client, "; retry later"));
     }
     if (used + units > total) {
       return absl::ResourceExhaustedError(
@@ -67,7 +67,6 @@ ClientBudget::ClientBudget(uint64_t total, uint64_t per_client, std::string what
   state_->per_client = per_client;
   state_->what = std::move(what);
 }
-
 
 absl::StatusOr<ClientBudget::Lease> ClientBudget::Acquire(const std::string& client,
                                                           uint64_t units) {

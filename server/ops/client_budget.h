@@ -53,7 +53,6 @@ class ClientBudget {
   uint64_t used_by(const std::string& client) const;
 
  private:
-
   std::shared_ptr<Lease::State> state_;
 };
 

@@ -46,8 +46,7 @@ void ThreadMetrics::Request(FrontDoor door, absl::StatusCode code, absl::Duratio
   service_[Index(door)].Observe(service);
 }
 
-MetricFamilySamples OneSample(std::string name, std::string help, MetricKind kind,
-                              double value) {
+MetricFamilySamples OneSample(std::string name, std::string help, MetricKind kind, double value) {
   return MetricFamilySamples(std::move(name), std::move(help), kind,
                              std::vector<MetricSample>{MetricSample({}, value)});
 }
@@ -56,12 +55,13 @@ MetricFamilySamples SamplesBy(std::string name, std::string help, MetricKind kin
                               const std::string& label,
                               const std::vector<std::pair<std::string, double>>& values) {
   std::vector<MetricSample> samples;
-  for (const auto& [value, count] : values) samples.emplace_back(MetricLabels{{label, value}}, count);
+  for (const auto& [value, count] : values)
+    samples.emplace_back(MetricLabels{{label, value}}, count);
   return MetricFamilySamples(std::move(name), std::move(help), kind, std::move(samples));
 }
 
-void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
-                         const std::string& mode, std::vector<MetricFamilySamples>* out) {
+void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads, const std::string& mode,
+                         std::vector<MetricFamilySamples>* out) {
   const FrontDoor doors[] = {FrontDoor::kFerry, FrontDoor::kSpark};
   const char* door_names[] = {"ferry", "spark"};
   MetricFamilySamples bytes{"ferry_sent_bytes_total",
@@ -100,8 +100,7 @@ void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
       fb_sum += t->first_byte(doors[d]).SumSeconds();
       sv_sum += t->service(doors[d]).SumSeconds();
     }
-    const MetricLabels labels = {
-        {"front_door", door_names[d]}, {"mode", mode}};
+    const MetricLabels labels = {{"front_door", door_names[d]}, {"mode", mode}};
     bytes.samples.emplace_back(labels, static_cast<double>(sent));
     blocks.samples.emplace_back(labels, static_cast<double>(count));
     for (size_t c = 0; c < kStatusCodes; ++c) {

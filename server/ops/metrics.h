@@ -32,7 +32,7 @@ inline constexpr size_t kStatusCodes = 17;  // absl::StatusCode 0..16
 class LatencyHistogram {
  public:
   static constexpr std::array<double, 11> kBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05,
-                                                      0.1,    0.5,    1,     5,     10};
+                                                     0.1,    0.5,    1,     5,     10};
   // Only from the owning thread.
   void Observe(absl::Duration d);
   // Any thread: counts per bucket (not cumulative; the last is above every bound), and
@@ -59,9 +59,7 @@ class alignas(64) ThreadMetrics {
   // Any thread.
   uint64_t bytes(FrontDoor door) const { return Get(bytes_[Index(door)]); }
   uint64_t blocks(FrontDoor door) const { return Get(blocks_[Index(door)]); }
-  uint64_t requests(FrontDoor door, size_t code) const {
-    return Get(requests_[Index(door)][code]);
-  }
+  uint64_t requests(FrontDoor door, size_t code) const { return Get(requests_[Index(door)][code]); }
   const LatencyHistogram& first_byte(FrontDoor door) const { return first_byte_[Index(door)]; }
   const LatencyHistogram& service(FrontDoor door) const { return service_[Index(door)]; }
 
@@ -95,8 +93,7 @@ struct MetricSample {
 };
 enum class MetricKind { kCounter, kGauge, kHistogram };
 struct MetricFamilySamples {
-  MetricFamilySamples(std::string n, std::string h, MetricKind k,
-                      std::vector<MetricSample> s = {})
+  MetricFamilySamples(std::string n, std::string h, MetricKind k, std::vector<MetricSample> s = {})
       : name(std::move(n)), help(std::move(h)), kind(k), samples(std::move(s)) {}
   std::string name;
   std::string help;
@@ -117,8 +114,8 @@ MetricFamilySamples SamplesBy(std::string name, std::string help, MetricKind kin
                               const std::vector<std::pair<std::string, double>>& values);
 
 // Threads' own counters of a whole data plane, summed by front door.
-void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads,
-                         const std::string& mode, std::vector<MetricFamilySamples>* out);
+void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads, const std::string& mode,
+                         std::vector<MetricFamilySamples>* out);
 
 // io_uring worker threads (io-wq) of this process now.
 size_t IoWorkerThreads();

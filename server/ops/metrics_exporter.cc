@@ -21,14 +21,13 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     const absl::Time start = absl::Now();
     std::vector<MetricFamilySamples> families = collect_();
-    families.emplace_back(
-        "ferry_metrics_scrapes_total", "Scrapes of this endpoint.", MetricKind::kCounter,
-        std::vector<MetricSample>{
-            MetricSample({}, static_cast<double>(scrapes_.load(std::memory_order_relaxed)))});
+    families.emplace_back("ferry_metrics_scrapes_total", "Scrapes of this endpoint.",
+                          MetricKind::kCounter,
+                          std::vector<MetricSample>{MetricSample(
+                              {}, static_cast<double>(scrapes_.load(std::memory_order_relaxed)))});
     families.emplace_back(
         "ferry_metrics_scrape_seconds_total",
-        "Time spent building the answers to scrapes: what the metrics cost.",
-        MetricKind::kCounter,
+        "Time spent building the answers to scrapes: what the metrics cost.", MetricKind::kCounter,
         std::vector<MetricSample>{MetricSample(
             {}, static_cast<double>(scrape_ns_.load(std::memory_order_relaxed)) / 1e9)});
     std::vector<prometheus::MetricFamily> out;
@@ -45,9 +44,9 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
     prometheus::MetricFamily family;
     family.name = f.name;
     family.help = f.help;
-    family.type = f.kind == MetricKind::kCounter   ? prometheus::MetricType::Counter
-                  : f.kind == MetricKind::kGauge   ? prometheus::MetricType::Gauge
-                                                   : prometheus::MetricType::Histogram;
+    family.type = f.kind == MetricKind::kCounter ? prometheus::MetricType::Counter
+                  : f.kind == MetricKind::kGauge ? prometheus::MetricType::Gauge
+                                                 : prometheus::MetricType::Histogram;
     for (const MetricSample& s : f.samples) {
       prometheus::ClientMetric m;
       for (const auto& [name, value] : s.labels) m.label.push_back({name, value});
@@ -57,10 +56,9 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
         uint64_t cumulative = 0;
         for (size_t i = 0; i < s.buckets.size(); ++i) {
           cumulative += s.buckets[i];
-          m.histogram.bucket.push_back(
-              {cumulative, i < LatencyHistogram::kBounds.size()
-                               ? LatencyHistogram::kBounds[i]
-                               : std::numeric_limits<double>::infinity()});
+          m.histogram.bucket.push_back({cumulative, i < LatencyHistogram::kBounds.size()
+                                                        ? LatencyHistogram::kBounds[i]
+                                                        : std::numeric_limits<double>::infinity()});
         }
         m.histogram.sample_count = cumulative;
         m.histogram.sample_sum = s.sum;
@@ -75,8 +73,8 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
   mutable std::atomic<uint64_t> scrape_ns_{0};
 };
 
-absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
-    const std::string& address, CollectFn collect) {
+absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const std::string& address,
+                                                                        CollectFn collect) {
   // civetweb's feature 8 is IPv6; Debian builds it without.
   if (!address.empty() && address[0] == '[' && mg_check_feature(8) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -36,9 +36,8 @@ absl::StatusOr<absl::Duration> RateLimiter::Admit(const std::string& client, abs
   if (tracked) go = std::max(go, AllowedAt(options_.per_client, client_tat));
   if (go - now > options_.max_wait) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", what_, " are over their rate (",
-        options_.per_client.per_second, " a second per client, ", options_.total.per_second,
-        " in all); try again later"));
+        "server busy: ", what_, " are over their rate (", options_.per_client.per_second,
+        " a second per client, ", options_.total.per_second, " in all); try again later"));
   }
   total_tat_ = total_tat + Interval(options_.total);
   if (tracked) client_tat_[client] = client_tat + Interval(options_.per_client);

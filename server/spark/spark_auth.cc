@@ -47,8 +47,7 @@ absl::Status ProbeSasl() {
 bool IsFileName(absl::string_view app_id) {
   if (app_id.empty() || app_id.size() > 255 || app_id == "." || app_id == "..") return false;
   for (char c : app_id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
-        c != '.') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
       return false;
     }
   }
@@ -119,7 +118,8 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
     if (absl::Status s = ProbeSasl(); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "spark.authenticate needs SASL DIGEST-MD5, which needs OpenSSL's MD5, HMAC-MD5 and "
-          "DES-EDE: ", s.message()));
+          "DES-EDE: ",
+          s.message()));
     }
   }
   return secrets;
@@ -132,36 +132,36 @@ absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) con
     // A file that is there and cannot be read is the operator's to fix, not a reason to
     // fall back to the shared secret.
     if (!absl::IsNotFound(own.status())) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "no usable secret for application ", app_id, ": ", own.status().message()));
+      return absl::PermissionDeniedError(
+          absl::StrCat("no usable secret for application ", app_id, ": ", own.status().message()));
     }
   }
   if (!shared_.empty()) return shared_;
-  return absl::PermissionDeniedError(
-      absl::StrCat("Trying to authenticate non-registered app ", app_id,
-                   " (this shuffle service has no secret for it)"));
+  return absl::PermissionDeniedError(absl::StrCat("Trying to authenticate non-registered app ",
+                                                  app_id,
+                                                  " (this shuffle service has no secret for it)"));
 }
 
 void SparkSecrets::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   if (!required()) return;
-  out->push_back(SamplesBy(
-      "ferry_spark_authentications_total",
-      "spark.authenticate handshakes on the Spark front door, by how they ended "
-      "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
-      "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
-      "secret, an unknown application, a malformed or endless handshake, or another "
-      "message first).",
-      MetricKind::kCounter, "outcome",
-      {{"authenticated", static_cast<double>(handshakes(Outcome::kAuthenticated))},
-       {"encrypted", static_cast<double>(handshakes(Outcome::kEncrypted))},
-       {"refused", static_cast<double>(handshakes(Outcome::kRefused))}}));
-  out->push_back(SamplesBy(
-      "ferry_spark_auth_engine_sessions_total",
-      "Encrypted Spark connections by the AuthEngine version their client runs "
-      "(spark.network.crypto.authEngineVersion), told by its first frame.",
-      MetricKind::kCounter, "version",
-      {{"1", static_cast<double>(auth_engine_sessions(1))},
-       {"2", static_cast<double>(auth_engine_sessions(2))}}));
+  out->push_back(
+      SamplesBy("ferry_spark_authentications_total",
+                "spark.authenticate handshakes on the Spark front door, by how they ended "
+                "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
+                "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
+                "secret, an unknown application, a malformed or endless handshake, or another "
+                "message first).",
+                MetricKind::kCounter, "outcome",
+                {{"authenticated", static_cast<double>(handshakes(Outcome::kAuthenticated))},
+                 {"encrypted", static_cast<double>(handshakes(Outcome::kEncrypted))},
+                 {"refused", static_cast<double>(handshakes(Outcome::kRefused))}}));
+  out->push_back(
+      SamplesBy("ferry_spark_auth_engine_sessions_total",
+                "Encrypted Spark connections by the AuthEngine version their client runs "
+                "(spark.network.crypto.authEngineVersion), told by its first frame.",
+                MetricKind::kCounter, "version",
+                {{"1", static_cast<double>(auth_engine_sessions(1))},
+                 {"2", static_cast<double>(auth_engine_sessions(2))}}));
 }
 
 }  // namespace ferry

@@ -29,8 +29,8 @@ namespace ferry {
 class SparkSecrets {
  public:
   struct Options {
-    std::string secret_file;  // --spark-auth-secret-file
-    std::string secrets_dir;  // --spark-auth-secrets-dir
+    std::string secret_file;     // --spark-auth-secret-file
+    std::string secrets_dir;     // --spark-auth-secrets-dir
     bool auth_engine_v1 = true;  // --spark-auth-engine-v1
   };
 

@@ -68,12 +68,13 @@ absl::Status SparkCtrLayer::Choose(std::string* plain) {
   }
   if (!found.has_value()) {
     std::string versions;
-    for (const Keyed& k : keyed_) absl::StrAppend(&versions, versions.empty() ? "" : " or ", k.version);
+    for (const Keyed& k : keyed_)
+      absl::StrAppend(&versions, versions.empty() ? "" : " or ", k.version);
     return absl::PermissionDeniedError(absl::StrCat(
         "AES-CTR: the client's first bytes after the AuthEngine handshake are no frame under "
-        "the keys of AuthEngine version ", versions,
-        keyed_.size() == 1 ? " (version 1 is not served here: --spark-auth-engine-v1=false)"
-                           : "",
+        "the keys of AuthEngine version ",
+        versions,
+        keyed_.size() == 1 ? " (version 1 is not served here: --spark-auth-engine-v1=false)" : "",
         "; only spark.network.crypto.cipher=AES/CTR/NoPadding is served, not AES/GCM"));
   }
   Keyed kept = std::move(keyed_[*found]);

@@ -54,8 +54,7 @@ class SparkCtrLayer final : public SecurityLayer {
     spark::CtrCipher in;
     spark::CtrCipher out;
   };
-  SparkCtrLayer(std::vector<Keyed> keyed, uint64_t max_frame_bytes,
-                std::function<void(int)> chosen)
+  SparkCtrLayer(std::vector<Keyed> keyed, uint64_t max_frame_bytes, std::function<void(int)> chosen)
       : keyed_(std::move(keyed)), max_frame_bytes_(max_frame_bytes), chosen_(std::move(chosen)) {}
   // Decides on the version from the first kProbeBytes in pending_, and appends their
   // plaintext to *plain.
@@ -63,7 +62,7 @@ class SparkCtrLayer final : public SecurityLayer {
 
   std::vector<Keyed> keyed_;  // every candidate until the choice, then the chosen one
   bool decided_ = false;
-  std::string pending_;       // the client's first bytes, until there are kProbeBytes
+  std::string pending_;  // the client's first bytes, until there are kProbeBytes
   const uint64_t max_frame_bytes_;
   std::function<void(int)> chosen_;
 };

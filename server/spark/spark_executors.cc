@@ -5,25 +5,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <glog/logging.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log_lines.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
-#include "common/status_macros.h"
 #include "common/replace_file.h"
 #include "common/shuffle_files.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "server/storage/ids.h"
 
@@ -58,8 +58,8 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
   // Spark's dirs are two levels deep (blockmgr-*/<%02x>/); deeper is not Spark's.
   constexpr int kMaxDepth = 8;
   if (depth > kMaxDepth) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " is nested deeper than ",
-                                                      kMaxDepth, " levels; not deleted"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is nested deeper than ", kMaxDepth, " levels; not deleted"));
   }
   // fdopendir() takes the descriptor over.
   const int fd =
@@ -80,8 +80,8 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
     const absl::string_view name = entry->d_name;
     if (name == "." || name == "..") continue;
     struct stat st;
-    const bool is_dir = ::fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                        S_ISDIR(st.st_mode);
+    const bool is_dir =
+        ::fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
     entries.emplace_back(std::string(name), is_dir);
   }
   for (const auto& [name, is_dir] : entries) {
@@ -154,7 +154,8 @@ absl::Status ExecutorRegistry::Options::Validate() const {
   return CheckRange("max-spark-registry-bytes", max_bytes, 4096, kMaxLimit);
 }
 
-absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options, const Clock& clock) {
+absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options,
+                                                                         const Clock& clock) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   for (const std::string& root : options.dir_roots) {
     struct stat st;
@@ -210,10 +211,10 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
                    << "crash cut short";
       break;
     }
-    const int32_t length = static_cast<int32_t>(
-        (uint32_t{static_cast<uint8_t>(rest[0])} << 24) |
-        (uint32_t{static_cast<uint8_t>(rest[1])} << 16) |
-        (uint32_t{static_cast<uint8_t>(rest[2])} << 8) | uint32_t{static_cast<uint8_t>(rest[3])});
+    const int32_t length = static_cast<int32_t>((uint32_t{static_cast<uint8_t>(rest[0])} << 24) |
+                                                (uint32_t{static_cast<uint8_t>(rest[1])} << 16) |
+                                                (uint32_t{static_cast<uint8_t>(rest[2])} << 8) |
+                                                uint32_t{static_cast<uint8_t>(rest[3])});
     if (length < 2 || static_cast<uint32_t>(length) > kMaxRecordBytes) {
       loaded.damage = absl::StrCat("record ", record, " at byte ", offset, " has a length of ",
                                    length, " (2 to ", kMaxRecordBytes, " bytes are written)");
@@ -247,9 +248,9 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
       absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(payload);
       auto* registration = rpc.ok() ? std::get_if<spark::RegisterExecutor>(&*rpc) : nullptr;
       if (registration == nullptr) {
-        loaded.damage = absl::StrCat(
-            "record ", record, " at byte ", offset, " is not a RegisterExecutor",
-            rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")"));
+        loaded.damage =
+            absl::StrCat("record ", record, " at byte ", offset, " is not a RegisterExecutor",
+                         rpc.ok() ? "" : absl::StrCat(" (", rpc.status().message(), ")"));
         break;
       }
       Key key(registration->app_id, registration->exec_id);
@@ -275,8 +276,7 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
                    : valid.status();
     if (!claimed.ok()) {
       LOG(WARNING) << path << ": dropping the registration of executor " << registration.exec_id
-                   << " of app " << registration.app_id << ": "
-                   << LogEscaped(claimed.message());
+                   << " of app " << registration.app_id << ": " << LogEscaped(claimed.message());
       continue;
     }
     bytes_ += valid->record_bytes;
@@ -287,8 +287,7 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
 
 void ExecutorRegistry::OpenJournalLocked(const std::string& path, const Loaded& loaded) {
   if (!loaded.damage.empty()) {
-    const std::string aside =
-        absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(clock_.Now()));
+    const std::string aside = absl::StrCat(path, ".damaged-", absl::ToUnixSeconds(clock_.Now()));
     if (::rename(path.c_str(), aside.c_str()) != 0) {
       PLOG(ERROR) << "cannot set aside " << path;
     }
@@ -327,8 +326,8 @@ void ExecutorRegistry::OpenJournalLocked(const std::string& path, const Loaded& 
 
 absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     const spark::RegisterExecutor& r) const {
-  const std::string who = absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ",
-                                       r.app_id.substr(0, 130));
+  const std::string who =
+      absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ", r.app_id.substr(0, 130));
   if (!IsValidId(r.app_id) || !IsValidId(r.exec_id)) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128}"));
@@ -350,9 +349,9 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
   dirs->sub_dirs_per_local_dir = r.info.sub_dirs_per_local_dir;
   for (const std::string& dir : r.info.local_dirs) {
     if (dir.size() > PATH_MAX || !IsNormalAbsolute(dir)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who, ": local dir '", dir.substr(0, 256),
-          "' is not an absolute, normalized path of at most ", PATH_MAX, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": local dir '", dir.substr(0, 256),
+                       "' is not an absolute, normalized path of at most ", PATH_MAX, " bytes"));
     }
     const std::string* root = nullptr;
     size_t root_index = 0;
@@ -365,9 +364,9 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
       }
     }
     if (root == nullptr) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          who, ": local dir '", dir, "' is not beneath a root this server serves "
-          "(--spark-dir-roots)"));
+      return absl::PermissionDeniedError(absl::StrCat(who, ": local dir '", dir,
+                                                      "' is not beneath a root this server serves "
+                                                      "(--spark-dir-roots)"));
     }
     std::string relative = dir.substr(root->size() + 1);
     if (std::count(relative.begin(), relative.end(), '/') >= kMaxDirDepth) {
@@ -378,9 +377,9 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     // Every component below the root must be a directory itself, not a link to one.
     if (!OpenBeneath(root_fds_[root_index].get(), relative, O_PATH | O_DIRECTORY | O_CLOEXEC)
              .valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who, ": local dir '", dir, "' is not a directory beneath ", *root,
-          " (symlinks are not followed): ", std::strerror(errno)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": local dir '", dir, "' is not a directory beneath ", *root,
+                       " (symlinks are not followed): ", std::strerror(errno)));
     }
     dirs->local_dirs.push_back({root_fds_[root_index].get(), std::move(relative), dir});
   }
@@ -405,7 +404,8 @@ absl::Status ExecutorRegistry::CheckClaimsLocked(absl::string_view app_id,
     }
     if (other != nullptr) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "app ", app_id, ": local dir '", dir, "' is, or is inside or around, a dir that a "
+          "app ", app_id, ": local dir '", dir,
+          "' is, or is inside or around, a dir that a "
           "live registration of another application names; an application's dirs are its own"));
     }
   }
@@ -481,9 +481,9 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
     FERRY_RETURN_IF_ERROR(CheckClaimsLocked(registration.app_id, registration.info.local_dirs));
   }
   if (bytes_after > options_.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "registrations would hold ", bytes_after, " bytes, over the limit of ",
-        options_.max_bytes, "; remove finished apps first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("registrations would hold ", bytes_after, " bytes, over the limit of ",
+                     options_.max_bytes, "; remove finished apps first"));
   }
   std::string record;
   AppendRecord(spark::EncodeRegisterExecutor(registration), &record);
@@ -507,8 +507,8 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   return absl::OkStatus();
 }
 
-absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(
-    absl::string_view app_id, absl::string_view exec_id) const {
+absl::StatusOr<spark::ExecutorShuffleInfo> ExecutorRegistry::Find(absl::string_view app_id,
+                                                                  absl::string_view exec_id) const {
   absl::MutexLock lock(&mu_);
   auto it = executors_.find(Key(app_id, exec_id));
   if (it == executors_.end()) return NotRegistered(app_id, exec_id);
@@ -525,9 +525,9 @@ absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> ExecutorRegistry::Fin
 
 absl::Status ExecutorRegistry::NotRegistered(absl::string_view app_id,
                                              absl::string_view exec_id) const {
-  return absl::NotFoundError(absl::StrCat("Executor is not registered (appId=",
-                                          app_id.substr(0, 130), ", execId=",
-                                          exec_id.substr(0, 130), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("Executor is not registered (appId=", app_id.substr(0, 130),
+                   ", execId=", exec_id.substr(0, 130), ")"));
 }
 
 absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
@@ -545,8 +545,8 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
 }
 
 absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_view app_id,
-                                                                  absl::string_view exec_id,
-                                                                  bool delete_local_dirs) {
+                                                                   absl::string_view exec_id,
+                                                                   bool delete_local_dirs) {
   std::vector<Registered> removed;
   // The dirs to delete: each once, and none that a remaining registration overlaps.
   std::vector<spark::ExecutorDirs::LocalDir> doomed;
@@ -582,10 +582,9 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
   LOG(INFO) << "removed " << removed.size() << " Spark executor(s) of app " << app_id
             << (delete_local_dirs ? absl::StrCat(", deleting ", doomed.size(), " local dir(s)")
                                   : "")
-            << (result.kept.empty()
-                    ? ""
-                    : absl::StrCat("; kept ", absl::StrJoin(result.kept, ", "),
-                                   ", which other registrations name"));
+            << (result.kept.empty() ? ""
+                                    : absl::StrCat("; kept ", absl::StrJoin(result.kept, ", "),
+                                                   ", which other registrations name"));
   // Outside the locks: deleting a big executor's files takes a while.
   for (const spark::ExecutorDirs::LocalDir& dir : doomed) {
     if (absl::Status s = DeleteTree(dir.root_fd, dir.relative, dir.path, 0); !s.ok()) {

@@ -90,8 +90,8 @@ class ExecutorRegistry {
   // cannot rewrite is not an error: see above).
   // `clock` (which must outlive the registry) stamps what the log budget and a damaged
   // state file's name read.
-  static absl::StatusOr<std::unique_ptr<ExecutorRegistry>> Open(
-      Options options, const Clock& clock = Clock::Real());
+  static absl::StatusOr<std::unique_ptr<ExecutorRegistry>> Open(Options options,
+                                                                const Clock& clock = Clock::Real());
 
   // Records the executor (again: a no-op, or a new shuffle manager). INVALID_ARGUMENT
   // naming what is wrong with it; FAILED_PRECONDITION if the executor is registered

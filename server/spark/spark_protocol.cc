@@ -45,14 +45,12 @@ class SaslLayer final : public SecurityLayer {
 };
 
 std::string SparkName(const BlockId& id) {
-  return spark::ShuffleBlockName(
-      {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
+  return spark::ShuffleBlockName({id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
 }
 
 class SparkProtocol {
  public:
-  SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets,
-                bool tls)
+  SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets, bool tls)
       : core_(core), service_(service), secrets_(secrets), tls_(tls) {}
 
   void Serve();
@@ -105,15 +103,13 @@ void SparkProtocol::Serve() {
     FERRY_ASSIGN_OR_RETURN(uint64_t n, spark::DecodeFrameLength(header));
     // Checked before the sum, which a huge announced length would overflow.
     if (n > kMaxSparkRequestFrameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a frame of ", n, " bytes announced; at most ", kMaxSparkRequestFrameBytes,
-          " are taken"));
+      return absl::InvalidArgumentError(absl::StrCat("a frame of ", n, " bytes announced; at most ",
+                                                     kMaxSparkRequestFrameBytes, " are taken"));
     }
     return spark::kFrameLengthBytes + static_cast<size_t>(n);
   };
-  const ConnectionCore::Framing framing{spark::kFrameLengthBytes,
-                                        spark::kFrameLengthBytes + kMaxSparkRequestFrameBytes,
-                                        length};
+  const ConnectionCore::Framing framing{
+      spark::kFrameLengthBytes, spark::kFrameLengthBytes + kMaxSparkRequestFrameBytes, length};
   // Frames are bounded in number only by the peer's patience: each must arrive within
   // the idle timeout, and a stopping scheduler cancels the wait.
   for (;;) {
@@ -175,8 +171,7 @@ bool SparkProtocol::Handle(absl::string_view frame) {
 
 bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
   const auto* rpc = std::get_if<spark::RpcRequest>(&message);
-  const uint8_t tag =
-      rpc != nullptr && !rpc->body.empty() ? static_cast<uint8_t>(rpc->body[0]) : 0;
+  const uint8_t tag = rpc != nullptr && !rpc->body.empty() ? static_cast<uint8_t>(rpc->body[0]) : 0;
   if (tag == spark::kSaslMessageTag) return HandleSasl(rpc->request_id, rpc->body);
   // A SASL exchange under way is not switched to another handshake.
   if (tag == spark::kAuthMessageTag && sasl_ == nullptr) {
@@ -210,7 +205,8 @@ bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body)
     // declines count against the handshake's messages, so that they cannot go on.
     if (++auth_messages_ > kMaxAuthMessages) {
       return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-          "more than ", kMaxAuthMessages, " handshake messages without authenticating")));
+                                             "more than ", kMaxAuthMessages,
+                                             " handshake messages without authenticating")));
     }
     return Reply(request_id, absl::FailedPreconditionError(
                                  "this connection is TLS already: authenticate with SASL"));
@@ -225,9 +221,9 @@ bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body)
   if (secrets_.auth_engine_v1()) candidates.push_back({1, std::move(answer->v1)});
   candidates.push_back({2, std::move(answer->v2)});
   SparkSecrets& secrets = secrets_;
-  absl::StatusOr<std::unique_ptr<SparkCtrLayer>> layer = SparkCtrLayer::Create(
-      std::move(candidates), kMaxSparkRequestFrameBytes,
-      [&secrets](int version) { secrets.CountAuthEngineSession(version); });
+  absl::StatusOr<std::unique_ptr<SparkCtrLayer>> layer =
+      SparkCtrLayer::Create(std::move(candidates), kMaxSparkRequestFrameBytes,
+                            [&secrets](int version) { secrets.CountAuthEngineSession(version); });
   if (!layer.ok()) return RefuseHandshake(request_id, layer.status());
   secrets_.CountHandshake(SparkSecrets::Outcome::kEncrypted);
   authenticated_ = true;
@@ -240,7 +236,8 @@ bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body)
 bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   if (++auth_messages_ > kMaxAuthMessages) {
     return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-        "SASL: more than ", kMaxAuthMessages, " handshake messages without authenticating")));
+                                           "SASL: more than ", kMaxAuthMessages,
+                                           " handshake messages without authenticating")));
   }
   absl::StatusOr<spark::SaslMessage> message = spark::DecodeSaslMessage(body);
   if (!message.ok()) return RefuseHandshake(request_id, message.status());
@@ -253,15 +250,15 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
     sasl_ = *std::move(server);
     sasl_app_ = message->app_id;
   } else if (message->app_id != sasl_app_) {
-    return RefuseHandshake(request_id, absl::PermissionDeniedError(
-        absl::StrCat("SASL: a handshake begun for application ", sasl_app_,
-                     " went on for application ", message->app_id)));
+    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
+                                           "SASL: a handshake begun for application ", sasl_app_,
+                                           " went on for application ", message->app_id)));
   }
   absl::StatusOr<std::string> token = sasl_->Step(message->token);
   if (!token.ok()) {
-    return RefuseHandshake(request_id, absl::PermissionDeniedError(
-        absl::StrCat("SASL authentication of application ", sasl_app_, " failed: ",
-                     token.status().message())));
+    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
+                                           "SASL authentication of application ", sasl_app_,
+                                           " failed: ", token.status().message())));
   }
   if (!sasl_->complete()) return Reply(request_id, *std::move(token));
   std::unique_ptr<spark::SaslCipher> cipher = sasl_->TakeCipher();
@@ -281,22 +278,21 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
 absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {
   if (!secrets_.required() || app_id == authenticated_app_) return absl::OkStatus();
   // Spark's ExternalBlockHandler.checkAuth.
-  return absl::PermissionDeniedError(absl::StrCat(
-      "Client for ", authenticated_app_, " not authorized for application ", app_id, "."));
+  return absl::PermissionDeniedError(absl::StrCat("Client for ", authenticated_app_,
+                                                  " not authorized for application ", app_id, "."));
 }
 
 bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
   const int64_t id = request.request_id;
-  if (!request.body.empty() &&
-      (static_cast<uint8_t>(request.body[0]) == spark::kAuthMessageTag ||
-       static_cast<uint8_t>(request.body[0]) == spark::kSaslMessageTag)) {
-    return Reply(id, absl::FailedPreconditionError(
-                         secrets_.required()
-                             ? "this connection has authenticated already"
-                             : "spark.authenticate is not enabled on this shuffle service "
-                               "(ferry_server --spark-auth-secret-file or "
-                               "--spark-auth-secrets-dir): run the application with "
-                               "spark.authenticate=false, or enable it here"));
+  if (!request.body.empty() && (static_cast<uint8_t>(request.body[0]) == spark::kAuthMessageTag ||
+                                static_cast<uint8_t>(request.body[0]) == spark::kSaslMessageTag)) {
+    return Reply(
+        id, absl::FailedPreconditionError(
+                secrets_.required() ? "this connection has authenticated already"
+                                    : "spark.authenticate is not enabled on this shuffle service "
+                                      "(ferry_server --spark-auth-secret-file or "
+                                      "--spark-auth-secrets-dir): run the application with "
+                                      "spark.authenticate=false, or enable it here"));
   }
   absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(request.body);
   if (!rpc.ok()) return Reply(id, rpc.status());
@@ -329,8 +325,8 @@ bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
     if (!stream.ok()) {
       // The server is short of something (chunks, workers, time): closing the connection
       // is what Spark's client retries; an RpcFailure it would not.
-      if (absl::IsResourceExhausted(stream.status()) ||
-          absl::IsDeadlineExceeded(stream.status()) || absl::IsCancelled(stream.status())) {
+      if (absl::IsResourceExhausted(stream.status()) || absl::IsDeadlineExceeded(stream.status()) ||
+          absl::IsCancelled(stream.status())) {
         core_.EndRequest(stream.status());
         return false;
       }
@@ -370,14 +366,14 @@ bool SparkProtocol::Reply(int64_t request_id, const absl::StatusOr<std::string>&
 }
 
 bool SparkProtocol::SendChunkFailure(int64_t stream_id, int32_t chunk_index,
-                                       const std::string* stream_name, absl::string_view error) {
+                                     const std::string* stream_name, absl::string_view error) {
   core_.EndRequest(absl::FailedPreconditionError(error));
   if (stream_name != nullptr) return SendFrame(spark::EncodeStreamFailure(*stream_name, error));
   return SendFrame(spark::EncodeChunkFetchFailure(stream_id, chunk_index, error));
 }
 
 bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
-                                 const std::string* stream_name) {
+                               const std::string* stream_name) {
   auto it = streams_.find(stream_id);
   if (it == streams_.end()) {
     // Spark's OneForOneStreamManager's words, for a stream that never was, was another
@@ -435,8 +431,7 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   }
   core_.sender().StartResponse(block.length);
   bool in_frame = true;
-  absl::Status sent =
-      core_.SendBlock(header, block, 0, name, &in_frame);
+  absl::Status sent = core_.SendBlock(header, block, 0, name, &in_frame);
   if (!sent.ok()) {
     // A block whose file shrank fails as a chunk. A failure past the header leaves the
     // peer's stream out of frame: only closing the connection is honest, and Spark's
@@ -450,9 +445,9 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
 
 }  // namespace
 
-void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          SparkSecrets& secrets, SparkTls* tls,
-                          const ConnectionOptions& options, ConnectionControl& control) {
+void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service, SparkSecrets& secrets,
+                          SparkTls* tls, const ConnectionOptions& options,
+                          ConnectionControl& control) {
   ConnectionCore core(std::move(socket), FrontDoor::kSpark, options, control);
   if (!core.Start()) return;
   if (tls != nullptr) {

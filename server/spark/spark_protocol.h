@@ -34,8 +34,8 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/spark/spark_auth.h"
-#include "server/spark/spark_tls.h"
 #include "server/spark/spark_service.h"
+#include "server/spark/spark_tls.h"
 
 namespace ferry {
 
@@ -48,11 +48,11 @@ inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
 // must outlive the call. With secrets.required(), the connection must authenticate
 // first, as spark.authenticate does (SASL DIGEST-MD5, or Spark's AuthEngine and then
 // AES-CTR on every byte): anything else before that is refused and closes it, and
-// afterwards it may act only for the application it authenticated as. With `tls` (null: none), the connection is TLS from its first byte
-// (spark.ssl.rpc.enabled).
-void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service,
-                          SparkSecrets& secrets, SparkTls* tls,
-                          const ConnectionOptions& options, ConnectionControl& control);
+// afterwards it may act only for the application it authenticated as. With `tls` (null: none), the
+// connection is TLS from its first byte (spark.ssl.rpc.enabled).
+void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service, SparkSecrets& secrets,
+                          SparkTls* tls, const ConnectionOptions& options,
+                          ConnectionControl& control);
 
 }  // namespace ferry
 

@@ -16,9 +16,9 @@
 #include "common/checksum.h"
 #include "common/io/ops.h"
 #include "common/option_check.h"
-#include "common/status_macros.h"
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "server/storage/ids.h"
 
@@ -37,18 +37,17 @@ constexpr uint8_t kUnsupportedChecksumAlgorithm = 4;
 constexpr size_t kMaxFailureMessages = 64;
 
 std::string SparkName(const BlockId& id) {
-  return spark::ShuffleBlockName(
-      {id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
+  return spark::ShuffleBlockName({id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
 }
 
 }  // namespace
 
 absl::Status SparkShuffleService::Options::Validate() const {
-  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-streams-per-connection", max_streams_per_connection,
-                                   1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("max-spark-streams-per-connection", max_streams_per_connection, 1, kMaxLimit));
   FERRY_RETURN_IF_ERROR(CheckRange("max-spark-open-chunks", max_open_chunks, 1, kMaxLimit));
-  FERRY_RETURN_IF_ERROR(CheckRange("max-spark-open-chunks-per-client", max_open_chunks_per_client,
-                                   1, kMaxLimit));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("max-spark-open-chunks-per-client", max_open_chunks_per_client, 1, kMaxLimit));
   FERRY_RETURN_IF_ERROR(CheckPositive("stream lifetime", stream_lifetime));
   FERRY_RETURN_IF_ERROR(CheckPositive("blocking timeout", blocking_timeout));
   if (max_diagnoses < 1 || max_chunks_per_stream < 1 || max_local_dirs_reply_bytes < 1) {
@@ -70,8 +69,7 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       next_stream_id_(absl::Uniform<int64_t>(absl::BitGen(), 0, INT32_MAX) * 1000),
       open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
                    "chunks of open streams"),
-      diagnoses_(options.max_diagnoses, options.max_diagnoses,
-                 "DiagnoseCorruption calls running"),
+      diagnoses_(options.max_diagnoses, options.max_diagnoses, "DiagnoseCorruption calls running"),
       registration_rate_(options.registrations, "registrations that write the state file"),
       registration_pool_({.threads = 1, .max_queued = 1024}) {}
 
@@ -83,22 +81,23 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
   if (wait > absl::ZeroDuration() && Sleep(wait) == -ECANCELED) {
     return absl::CancelledError("the server is stopping");
   }
-  return registration_pool_.Call<bool>(
-                  [executors = executors_,
-                   registration = std::move(registration)]() -> absl::StatusOr<bool> {
-                    FERRY_RETURN_IF_ERROR(executors->Register(registration));
-                    return true;
-                  },
-                  absl::Now() + options_.blocking_timeout)
+  return registration_pool_
+      .Call<bool>(
+          [executors = executors_,
+           registration = std::move(registration)]() -> absl::StatusOr<bool> {
+            FERRY_RETURN_IF_ERROR(executors->Register(registration));
+            return true;
+          },
+          absl::Now() + options_.blocking_timeout)
       .status();
 }
 
 absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
     const spark::FetchShuffleBlocks& request, const std::string& client) {
   if (request.map_ids.size() != request.reduce_ids.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FetchShuffleBlocks names ", request.map_ids.size(), " map ids but ",
-        request.reduce_ids.size(), " lists of reduce ids"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FetchShuffleBlocks names ", request.map_ids.size(), " map ids but ",
+                     request.reduce_ids.size(), " lists of reduce ids"));
   }
   size_t count = 0;
   for (const auto& reduces : request.reduce_ids) {
@@ -125,7 +124,8 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
       if (reduces.size() != 2 || reduces[0] < 0 || reduces[1] <= reduces[0]) {
         return absl::InvalidArgumentError(absl::StrCat(
             "FetchShuffleBlocks with batch fetch needs one [start, end) reduce range per map; "
-            "map ", map_id, " has ", reduces.size(), " numbers"));
+            "map ",
+            map_id, " has ", reduces.size(), " numbers"));
       }
       keys.push_back({request.shuffle_id, map_id, reduces[0], reduces[1]});
       continue;
@@ -165,15 +165,16 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(const spark::OpenBlo
     if (cached != nullptr) {
       if (!options_.serve_rdd_blocks) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "block id '", id, "': cached RDD blocks are served only with "
+            "block id '", id,
+            "': cached RDD blocks are served only with "
             "ferry_server --spark-rdd-blocks (for spark.shuffle.service.fetch.rdd.enabled)"));
       }
       keys.push_back({cached->rdd_id, cached->split_index, 0, 0});
       continue;
     }
     const auto& shuffle = std::get<spark::ShuffleBlockId>(parsed);
-    keys.push_back({shuffle.shuffle_id, shuffle.map_id, shuffle.start_reduce_id,
-                    shuffle.end_reduce_id});
+    keys.push_back(
+        {shuffle.shuffle_id, shuffle.map_id, shuffle.start_reduce_id, shuffle.end_reduce_id});
   }
   if (rdd) return OpenRdd(request.app_id, request.exec_id, std::move(keys), client);
   return Open(request.app_id, request.exec_id, std::move(keys), client);
@@ -209,8 +210,8 @@ absl::StatusOr<StreamBlock> SparkShuffleService::OpenRddBlock(
         absl::StatusOr<UniqueFd> fd = OpenRegularFile(at.dir_fd, at.relative, at.display, &st);
         if (!fd.ok()) {
           if (absl::IsNotFound(fd.status())) {
-            return absl::NotFoundError(absl::StrCat(
-                "the executor has no cached block ", name, " (no ", at.display, ")"));
+            return absl::NotFoundError(
+                absl::StrCat("the executor has no cached block ", name, " (no ", at.display, ")"));
           }
           return fd.status();
         }
@@ -293,7 +294,8 @@ absl::StatusOr<int32_t> SparkShuffleService::RemoveBlocks(const spark::RemoveBlo
   FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(request.app_id, request.exec_id));
   return pool_->Call<int32_t>(
       [executors = executors_, request]() -> absl::StatusOr<int32_t> {
-        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors->FindDirs(request.app_id, request.exec_id));
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                               executors->FindDirs(request.app_id, request.exec_id));
         int32_t removed = 0;
         for (const std::string& id : request.block_ids) {
           // The files a block id may name: an rdd block's, and a map output's .data and
@@ -323,7 +325,8 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
   size_t reply_bytes = 0;
   for (const std::string& exec_id : request.exec_ids) {
     if (!seen.insert(exec_id).second) continue;
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors_->FindDirs(request.app_id, exec_id));
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                           executors_->FindDirs(request.app_id, exec_id));
     reply_bytes += 8 + exec_id.size();
     for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
       reply_bytes += 4 + dir.path.size();
@@ -350,9 +353,9 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
   FERRY_RETURN_IF_ERROR(CheckAppAndExecutorIds(request.app_id, request.exec_id));
   if (request.shuffle_id < 0 || request.map_id < 0 || request.reduce_id < 0 ||
       request.reduce_id == INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DiagnoseCorruption names shuffle ", request.shuffle_id, " map ", request.map_id,
-        " reduce ", request.reduce_id));
+    return absl::InvalidArgumentError(absl::StrCat("DiagnoseCorruption names shuffle ",
+                                                   request.shuffle_id, " map ", request.map_id,
+                                                   " reduce ", request.reduce_id));
   }
   // Each diagnosis reads a whole partition: a few at a time, so that they cannot take
   // every blocking worker from the streams being opened.
@@ -361,7 +364,8 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
   return pool_->Call<uint8_t>(
       [store = store_, executors = executors_, request, algorithm = *algorithm,
        deadline]() -> absl::StatusOr<uint8_t> {
-        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs, executors->FindDirs(request.app_id, request.exec_id));
+        FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                               executors->FindDirs(request.app_id, request.exec_id));
         const BlockId key{request.shuffle_id, request.map_id, request.reduce_id,
                           request.reduce_id + 1};
         std::vector<absl::StatusOr<ResolvedBlock>> resolved = store->ResolveBlocks(

@@ -28,12 +28,12 @@
 #include "common/clock.h"
 #include "common/io/blocking_pool.h"
 #include "common/spark_wire.h"
-#include "server/storage/block_store.h"
 #include "server/ops/client_budget.h"
+#include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"
 #include "server/spark/spark_executors.h"
+#include "server/storage/block_store.h"
 #include "server/storage/segment.h"
-#include "server/ops/metrics.h"
 
 namespace ferry {
 

@@ -26,8 +26,9 @@ class TlsLayer final : public SecurityLayer {
   }
 
   absl::Status Open(absl::string_view wire, std::string* plain) override {
-    if (!wire.empty() && BIO_write(SSL_get_rbio(ssl_), wire.data(), static_cast<int>(wire.size())) !=
-                             static_cast<int>(wire.size())) {
+    if (!wire.empty() &&
+        BIO_write(SSL_get_rbio(ssl_), wire.data(), static_cast<int>(wire.size())) !=
+            static_cast<int>(wire.size())) {
       return absl::ResourceExhaustedError("TLS: could not buffer received bytes");
     }
     if (!SSL_is_init_finished(ssl_)) {
@@ -89,25 +90,26 @@ class TlsLayer final : public SecurityLayer {
 
 absl::StatusOr<std::unique_ptr<SparkTls>> SparkTls::Load(const Options& options) {
   if (options.cert_file.empty() || options.key_file.empty()) {
-    return absl::InvalidArgumentError("TLS on the Spark front door needs both --spark-tls-cert "
-                                      "and --spark-tls-key");
+    return absl::InvalidArgumentError(
+        "TLS on the Spark front door needs both --spark-tls-cert "
+        "and --spark-tls-key");
   }
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return absl::InternalError(absl::StrCat("TLS: ", TakeOpenSslErrors()));
   auto tls = std::unique_ptr<SparkTls>(new SparkTls(ctx));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--spark-tls-cert ", options.cert_file, ": ", TakeOpenSslErrors()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spark-tls-cert ", options.cert_file, ": ", TakeOpenSslErrors()));
   }
   if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--spark-tls-key ", options.key_file, ": ", TakeOpenSslErrors()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spark-tls-key ", options.key_file, ": ", TakeOpenSslErrors()));
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--spark-tls-key ", options.key_file, " is not the key of --spark-tls-cert ",
-        options.cert_file, ": ", TakeOpenSslErrors()));
+    return absl::InvalidArgumentError(absl::StrCat("--spark-tls-key ", options.key_file,
+                                                   " is not the key of --spark-tls-cert ",
+                                                   options.cert_file, ": ", TakeOpenSslErrors()));
   }
   return tls;
 }
@@ -122,14 +124,14 @@ std::unique_ptr<SecurityLayer> SparkTls::NewConnection() {
 }
 
 void SparkTls::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  out->push_back(SamplesBy(
-      "ferry_spark_tls_handshakes_total",
-      "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
-      "(failed: a client without TLS or that does not trust the certificate, or a "
-      "connection closed before its handshake ended).",
-      MetricKind::kCounter, "outcome",
-      {{"completed", static_cast<double>(handshakes(true))},
-       {"failed", static_cast<double>(handshakes(false))}}));
+  out->push_back(
+      SamplesBy("ferry_spark_tls_handshakes_total",
+                "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
+                "(failed: a client without TLS or that does not trust the certificate, or a "
+                "connection closed before its handshake ended).",
+                MetricKind::kCounter, "outcome",
+                {{"completed", static_cast<double>(handshakes(true))},
+                 {"failed", static_cast<double>(handshakes(false))}}));
 }
 
 }  // namespace ferry

@@ -73,8 +73,8 @@ absl::StatusOr<std::unique_ptr<FerryAppLayout>> BlockStore::FerryApp(absl::strin
   const std::string name(app_id);
   // One path component, no symlink followed: O_NOFOLLOW opens a link itself, which
   // O_DIRECTORY then refuses.
-  UniqueFd fd(::openat(data_dir_.get(), name.c_str(),
-                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(
+      ::openat(data_dir_.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.valid()) return std::make_unique<FerryAppLayout>(name, std::move(fd));
   const int err = errno;
   if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
@@ -116,9 +116,9 @@ absl::StatusOr<std::shared_ptr<const BlockStore::Entry>> BlockStore::GetMapOutpu
       ++counts_.evictions;
     }
     if (live_files_->load(std::memory_order_relaxed) >= options_.max_data_files) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "server busy: open streams hold ", options_.max_data_files,
-          " data files open, all the open-file limit leaves for them; retry later"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: open streams hold ", options_.max_data_files,
+                       " data files open, all the open-file limit leaves for them; retry later"));
     }
     live_files_->fetch_add(1, std::memory_order_relaxed);  // this load's file
   }
@@ -234,7 +234,8 @@ std::vector<absl::StatusOr<ResolvedBlock>> BlockStore::ResolveBlocks(
   for (const BlockId& key : keys) {
     if (key.shuffle_id < 0 || key.map_id < 0 || key.start_reduce_id < 0 ||
         key.end_reduce_id <= key.start_reduce_id) {
-      resolved.push_back(absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key))));
+      resolved.push_back(
+          absl::InvalidArgumentError(absl::StrCat("invalid block ", BlockName(key))));
       continue;
     }
     auto [it, inserted] = seen.try_emplace(std::pair(key.shuffle_id, key.map_id));
@@ -306,7 +307,8 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
   ::closedir(d);
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, GetMapOutput(*app, shuffle_id, map_id));
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry,
+                           GetMapOutput(*app, shuffle_id, map_id));
     const MapOutputIndex& index = entry->index;
     MapOutputInfo info;
     info.map_id = map_id;

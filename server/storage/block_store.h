@@ -44,10 +44,10 @@
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
+#include "server/ops/metrics.h"
 #include "server/storage/layout.h"
 #include "server/storage/segment.h"
 #include "server/storage/weighted_cache.h"
-#include "server/ops/metrics.h"
 
 namespace ferry {
 

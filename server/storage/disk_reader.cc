@@ -185,9 +185,9 @@ absl::StatusOr<size_t> DiskReader::Submit(std::shared_ptr<const DataFile> file, 
   return static_cast<size_t>(*result);
 }
 
-absl::StatusOr<size_t> DiskReader::SpliceToPipe(std::shared_ptr<const DataFile> file,
-                                                uint64_t pos, size_t len, int pipe_write_fd,
-                                                uint64_t readahead, absl::Time deadline) {
+absl::StatusOr<size_t> DiskReader::SpliceToPipe(std::shared_ptr<const DataFile> file, uint64_t pos,
+                                                size_t len, int pipe_write_fd, uint64_t readahead,
+                                                absl::Time deadline) {
   UniqueFd pipe(::fcntl(pipe_write_fd, F_DUPFD_CLOEXEC, 0));
   if (!pipe.valid()) return absl::ErrnoToStatus(errno, "duplicate a pipe for a disk read");
   return Submit(std::move(file), pos, len, readahead, deadline, "splice",

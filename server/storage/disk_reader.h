@@ -42,8 +42,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
-#include "server/storage/segment.h"
 #include "server/ops/metrics.h"
+#include "server/storage/segment.h"
 
 namespace ferry {
 
@@ -80,14 +80,12 @@ class DiskReader {
   // Moves up to `len` bytes of `file` at `pos` into an empty pipe whose write end is
   // `pipe_write_fd`, on a worker of the file's disk. The job holds the file and a
   // duplicate of that end, so a caller whose wait ended early may let go of both; the
-  // pipe may then be written still and must not be reused. `readahead` bytes past `pos` (0: none) are read
-  // ahead first. The bytes moved (0 at the end of the file), or an error naming the
-  // file and the disk: the read's errno, RESOURCE_EXHAUSTED when the disk's queue is
-  // full, DEADLINE_EXCEEDED past `deadline`, CANCELLED when the server stops. Call from
-  // a fiber.
+  // pipe may then be written still and must not be reused. `readahead` bytes past `pos` (0: none)
+  // are read ahead first. The bytes moved (0 at the end of the file), or an error naming the file
+  // and the disk: the read's errno, RESOURCE_EXHAUSTED when the disk's queue is full,
+  // DEADLINE_EXCEEDED past `deadline`, CANCELLED when the server stops. Call from a fiber.
   absl::StatusOr<size_t> SpliceToPipe(std::shared_ptr<const DataFile> file, uint64_t pos,
-                                      size_t len,
-                                      int pipe_write_fd, uint64_t readahead,
+                                      size_t len, int pipe_write_fd, uint64_t readahead,
                                       absl::Time deadline);
   // Reads `len` bytes of `file` at `pos` into `buffer` (which the job shares, so it
   // outlives a wait that ended early): the bytes read, fewer only at the end of the

@@ -74,9 +74,7 @@ class SparkExecutorLayout final : public ShuffleLayout {
                       std::shared_ptr<const spark::ExecutorDirs> dirs)
       : ShuffleLayout({ShuffleOwner::Kind::kSparkExecutor, std::move(app_id), std::move(exec_id)}),
         dirs_(std::move(dirs)) {}
-  ShuffleFileLocation Locate(const std::string& name) const override {
-    return dirs_->Locate(name);
-  }
+  ShuffleFileLocation Locate(const std::string& name) const override { return dirs_->Locate(name); }
   std::string Describe() const override;
   bool CommitsInTwoSteps() const override { return true; }
 

@@ -32,9 +32,9 @@ absl::StatusOr<uint32_t> ChecksumOnDisk(const StreamBlock& block, absl::string_v
   Checksum checksum(algorithm);
   for (uint64_t done = 0; done < block.length;) {
     if (deadline != absl::InfiniteFuture() && absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "checksumming ", name, " did not finish in time (", done, " of ", block.length,
-          " bytes read)"));
+      return absl::DeadlineExceededError(absl::StrCat("checksumming ", name,
+                                                      " did not finish in time (", done, " of ",
+                                                      block.length, " bytes read)"));
     }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(block.length - done, kBufferBytes));
     const ssize_t n = PreadFull(block.file->fd.get(), buffer.get(), want, block.offset + done);
@@ -62,7 +62,7 @@ absl::StatusOr<Diagnosis> DiagnoseSegment(const StreamBlock& block, uint32_t rec
   }
   if (!disk.ok()) return disk.status();
   d.disk_checksum = *disk;
-  d.cause = *disk != block.checksum ? CorruptionCause::kDisk
+  d.cause = *disk != block.checksum      ? CorruptionCause::kDisk
             : received != block.checksum ? CorruptionCause::kTransfer
                                          : CorruptionCause::kNone;
   return d;

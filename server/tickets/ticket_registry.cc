@@ -47,9 +47,9 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
   }
   auto client = per_client_.find(stream->client);
   if (client != per_client_.end() && client->second >= limits_.max_streams_per_client) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("server busy: client ", stream->client, " has ",
-                     limits_.max_streams_per_client, " streams open; close some or retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat("server busy: client ", stream->client,
+                                                     " has ", limits_.max_streams_per_client,
+                                                     " streams open; close some or retry later"));
   }
   if (blocks_ + stream->blocks.size() > limits_.max_blocks) {
     return absl::ResourceExhaustedError(

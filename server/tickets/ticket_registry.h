@@ -30,8 +30,8 @@
 #include "common/checksum.h"
 #include "common/clock.h"
 #include "common/frame_header.h"
-#include "server/storage/segment.h"
 #include "server/ops/metrics.h"
+#include "server/storage/segment.h"
 
 namespace ferry {
 
@@ -98,7 +98,8 @@ class TicketRegistry {
   const TicketLimits limits_;
   const Clock& clock_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<Ticket, std::shared_ptr<const Stream>, TicketHash> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Ticket, std::shared_ptr<const Stream>, TicketHash> streams_
+      ABSL_GUARDED_BY(mu_);
   // Every stream in streams_ by expiry, soonest first.
   absl::btree_set<std::pair<absl::Time, Ticket>> by_expiry_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);

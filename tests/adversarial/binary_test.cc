@@ -126,7 +126,8 @@ TEST_F(BinaryAttackTest, HelpListsTheServersFlags) {
 // Issue 31.7: an unauthenticated peer's app id holding a newline and a glog-looking line
 // made a line of the server's log begin with the attacker's text.
 TEST_F(BinaryAttackTest, APeerCannotForgeALineOfTheLog) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--threads=1", "--spark-address=127.0.0.1:0", "--spark-dir-roots=" + data_dir_}));
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--threads=1", "--spark-address=127.0.0.1:0", "--spark-dir-roots=" + data_dir_}));
   const std::string forged = "E1203 07:00:00.000000 4242 ferry_server.cc:1] FORGED LINE";
   {
     testing::SparkClient client(server_->spark_port());

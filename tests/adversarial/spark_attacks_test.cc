@@ -10,9 +10,9 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -72,9 +72,7 @@ class SparkAttackTest : public ::testing::Test {
                                   std::string manager = kShuffleManager) {
     return sw::EncodeRegisterExecutor({app, exec, {std::move(dirs), kSubdirs, std::move(manager)}});
   }
-  std::string VictimRegistration() const {
-    return Registration(kApp, kExec, {dirs_[0], dirs_[1]});
-  }
+  std::string VictimRegistration() const { return Registration(kApp, kExec, {dirs_[0], dirs_[1]}); }
   static std::string Fetch(const std::string& app, const std::string& exec,
                            std::vector<int64_t> maps, std::vector<int32_t> reduces) {
     std::vector<std::vector<int32_t>> per_map(maps.size(), reduces);
@@ -174,10 +172,10 @@ TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart)
   Start();
   SparkClient client(port());
   for (int i = 0; i < 80; ++i) {
-    ASSERT_EQ(client.Call(Registration("appC", absl::StrCat(i, "-", std::string(120, 'c')),
-                                       {dirs_[2]}))
-                  .type,
-              sw::MessageType::kRpcResponse);
+    ASSERT_EQ(
+        client.Call(Registration("appC", absl::StrCat(i, "-", std::string(120, 'c')), {dirs_[2]}))
+            .type,
+        sw::MessageType::kRpcResponse);
   }
   const std::string journal = state_.path() + "/spark-executors";
   const auto gap = [&] {
@@ -220,10 +218,10 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
     SparkClient client(port());
     ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
     for (int i = 0; i < 60; ++i) {
-      ASSERT_EQ(client.Call(Registration("other", absl::StrCat(i), {dirs_[2]},
-                                         std::string(400, 'm')))
-                    .type,
-                sw::MessageType::kRpcResponse);
+      ASSERT_EQ(
+          client.Call(Registration("other", absl::StrCat(i), {dirs_[2]}, std::string(400, 'm')))
+              .type,
+          sw::MessageType::kRpcResponse);
     }
   }
   ControlClient control;
@@ -266,11 +264,10 @@ TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
   SparkClient client(port());
   const absl::Time start = absl::Now();
   for (int i = 0; i < 4; ++i) {
-    const Reply deep = client.Call(Registration("evil", absl::StrCat(i),
-                                                std::vector<std::string>(64, chain)));
+    const Reply deep =
+        client.Call(Registration("evil", absl::StrCat(i), std::vector<std::string>(64, chain)));
     EXPECT_EQ(deep.type, sw::MessageType::kRpcFailure);
-    EXPECT_NE(deep.text.find("more than 16 levels below its root"), std::string::npos)
-        << deep.text;
+    EXPECT_NE(deep.text.find("more than 16 levels below its root"), std::string::npos) << deep.text;
   }
   ASSERT_EQ(client.Call(Registration("evil", "ok", std::vector<std::string>(64, at_limit))).type,
             sw::MessageType::kRpcResponse);
@@ -316,8 +313,8 @@ TEST_F(SparkAttackTest, ReRegistrationFloodsAreBoundedAndOthersFetchMeanwhile) {
     flooders.emplace_back([&, t] {
       SparkClient client(port());
       for (int i = 0; i < 12; ++i) {
-        const Reply reply = client.Call(Registration(
-            "flood", absl::StrCat(t), {dirs_[2]}, i % 2 ? "manager-a" : "manager-b"));
+        const Reply reply = client.Call(
+            Registration("flood", absl::StrCat(t), {dirs_[2]}, i % 2 ? "manager-a" : "manager-b"));
         if (reply.type != sw::MessageType::kRpcResponse) refused++;
       }
     });
@@ -495,11 +492,13 @@ TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDir
   Reply big_manager = client.Call(Registration(kApp, "9", {dirs_[0]}, std::string(65536, 'x')));
   EXPECT_EQ(big_manager.type, sw::MessageType::kRpcFailure);
   EXPECT_NE(big_manager.text.find("shuffleManager: 65536 bytes, over the limit of 4096"),
-            std::string::npos) << big_manager.text;
+            std::string::npos)
+      << big_manager.text;
   Reply many_dirs = client.Call(Registration(kApp, "9", std::vector<std::string>(1 << 20)));
   EXPECT_EQ(many_dirs.type, sw::MessageType::kRpcFailure);
   EXPECT_NE(many_dirs.text.find("localDirs: 1048576 strings, over the limit of 64"),
-            std::string::npos) << many_dirs.text;
+            std::string::npos)
+      << many_dirs.text;
   Reply nul = client.Call(Registration(kApp, "9", {dirs_[0] + std::string("\0/x", 3)}));
   EXPECT_EQ(nul.type, sw::MessageType::kRpcFailure);  // 18.12
   EXPECT_EQ(server_->spark_executors()->size(), 0u);

@@ -3,10 +3,10 @@
 // Each attack is one of issue 18's, scaled down (tests/adversarial/spark_attacks_test.cc
 // has them in process, as root).
 #include <pwd.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/spark_wire.h"
 #include "absl/time/clock.h"
+#include "common/spark_wire.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
@@ -99,9 +99,7 @@ class UnprivilegedSparkTest : public ::testing::Test {
     return sw::EncodeFetchShuffleBlocks({kApp, "1", 3, {1000}, {std::move(reduces)}, false});
   }
   // Partition 1 of map 1000, or what went wrong.
-  std::string FetchOne(SparkClient& client) {
-    return testing::FetchFirstChunk(client, Fetch({1}));
-  }
+  std::string FetchOne(SparkClient& client) { return testing::FetchFirstChunk(client, Fetch({1})); }
 
   static std::string BigFetch() {
     return sw::EncodeFetchShuffleBlocks({kApp, "1", 4, {1}, {{0}}, false});
@@ -114,8 +112,8 @@ class UnprivilegedSparkTest : public ::testing::Test {
   // The kernel's memory accounting of the Spark port's connections (`ss -tm`), a few
   // lines: what a failure about pipes needs to be read.
   std::string SocketMemory() const {
-    const std::string command = absl::StrCat("ss -tmnH state established '( sport = :",
-                                             server_->spark_port(), " )' 2>&1 | head -8");
+    const std::string command = absl::StrCat(
+        "ss -tmnH state established '( sport = :", server_->spark_port(), " )' 2>&1 | head -8");
     std::string out;
     if (FILE* ss = ::popen(command.c_str(), "r")) {
       char line[512];
@@ -155,9 +153,9 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
     announcers.back()->Send(std::string("\x00\x00\x00\x00\x01\x00\x00\x00\x03", 9));
   }
   SparkClient client(server_->spark_port());
-  const std::string wide = sw::EncodeFetchShuffleBlocks(
-      {kApp, "1", 3, std::vector<int64_t>(90, 1000), std::vector<std::vector<int32_t>>(90, {0}),
-       false});
+  const std::string wide =
+      sw::EncodeFetchShuffleBlocks({kApp, "1", 3, std::vector<int64_t>(90, 1000),
+                                    std::vector<std::vector<int32_t>>(90, {0}), false});
   ASSERT_GT(wide.size(), 1000u);
   EXPECT_EQ(StreamHandleOf(client.Call(wide)).second, 90);
   // 18.6: that stream holds 90 of this address's 100 chunks; another from it is refused,
@@ -180,7 +178,6 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
   EXPECT_EQ(gone.type, sw::MessageType::kRpcFailure);
   EXPECT_NE(gone.text.find("Executor is not registered"), std::string::npos) << gone.text;
 }
-
 
 // 18.11: as nobody, the 65th sending connection's pipe onward was 8 KiB, for the
 // connection's life, and nothing said so. The pipes are a pool sized from the user's
@@ -222,8 +219,8 @@ TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {
     }));
   }
   ASSERT_TRUE(testing::WaitFor([&] { return Metric("ferry_pipes_in_use") == 0; }))
-      << Metric("ferry_pipes_in_use") << " pipes held by " << connections
-      << " stalled peers (" << Metric("ferry_pipe_stalls_total") << " stalls); their sockets:\n"
+      << Metric("ferry_pipes_in_use") << " pipes held by " << connections << " stalled peers ("
+      << Metric("ferry_pipe_stalls_total") << " stalls); their sockets:\n"
       << SocketMemory();
   // A peer that reads is spliced to: no segment of it waits for a pipe or is copied.
   const double waits = Metric("ferry_pipe_waits_total");
@@ -231,10 +228,11 @@ TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {
   SparkClient fast(server_->spark_port(), "127.0.0.2");
   const absl::Time start = absl::Now();
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(FetchBig(fast));
-  std::printf("%d peers not reading, as %s (%.0f stalls): a reader fetched 128 MiB at %.2f GB/s, "
-              "spliced\n",
-              connections, kUser, Metric("ferry_pipe_stalls_total"),
-              0.128 * 1.048576 / absl::ToDoubleSeconds(absl::Now() - start));
+  std::printf(
+      "%d peers not reading, as %s (%.0f stalls): a reader fetched 128 MiB at %.2f GB/s, "
+      "spliced\n",
+      connections, kUser, Metric("ferry_pipe_stalls_total"),
+      0.128 * 1.048576 / absl::ToDoubleSeconds(absl::Now() - start));
   EXPECT_EQ(Metric("ferry_pipe_fallbacks_total"), fallbacks);
   EXPECT_EQ(Metric("ferry_pipe_waits_total"), waits);
   EXPECT_LE(server_->PipeCount(), others + 2 * budget);

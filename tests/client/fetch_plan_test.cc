@@ -53,8 +53,7 @@ TEST(FetchPlanTest, StreamsGroupByServerKeepTheCallersOrderAndSplitAtTheLimits) 
   EXPECT_EQ(by_blocks[1].indexes, (std::vector<size_t>{0, 2}));
   EXPECT_EQ(by_blocks[2].indexes, (std::vector<size_t>{4}));
   // At most 3 partitions a stream: block 4's three start a stream of their own.
-  const std::vector<PlannedStream> by_partitions =
-      PlanStreams(blocks, pending, server_of, 100, 3);
+  const std::vector<PlannedStream> by_partitions = PlanStreams(blocks, pending, server_of, 100, 3);
   ASSERT_EQ(by_partitions.size(), 3u);
   EXPECT_EQ(by_partitions[1].indexes, (std::vector<size_t>{0, 2}));
   EXPECT_EQ(by_partitions[2].indexes, (std::vector<size_t>{4}));

@@ -21,8 +21,8 @@ TEST(ChecksumTest, EmptyInputIsTheInitialValue) {
 TEST(ChecksumTest, IncrementalEqualsOneShot) {
   std::string data(100000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 13);
-  for (auto algorithm : {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32,
-                         ChecksumAlgorithm::kCrc32c}) {
+  for (auto algorithm :
+       {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kCrc32c}) {
     Checksum c(algorithm);
     absl::string_view rest = data;
     for (size_t step = 1; !rest.empty(); step = step * 3 + 1) {
@@ -35,8 +35,8 @@ TEST(ChecksumTest, IncrementalEqualsOneShot) {
 }
 
 TEST(ChecksumTest, NamesRoundTrip) {
-  for (auto algorithm : {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32,
-                         ChecksumAlgorithm::kCrc32c}) {
+  for (auto algorithm :
+       {ChecksumAlgorithm::kAdler32, ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kCrc32c}) {
     EXPECT_EQ(ParseChecksumAlgorithm(ChecksumAlgorithmName(algorithm)), algorithm);
   }
   EXPECT_FALSE(ParseChecksumAlgorithm("MD5").has_value());

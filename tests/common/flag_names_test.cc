@@ -18,9 +18,9 @@ std::vector<std::string> Normalize(std::vector<std::string> args) {
 }
 
 TEST(FlagNamesTest, DashedNamesBecomeAbslsAndValuesStay) {
-  EXPECT_EQ(Normalize({"prog", "--data-dir=/a-b/c-d", "--mode", "copy-x", "--", "--x-y"}),
-            (std::vector<std::string>{"prog", "--data_dir=/a-b/c-d", "--mode", "copy-x", "--",
-                                      "--x-y"}));
+  EXPECT_EQ(
+      Normalize({"prog", "--data-dir=/a-b/c-d", "--mode", "copy-x", "--", "--x-y"}),
+      (std::vector<std::string>{"prog", "--data_dir=/a-b/c-d", "--mode", "copy-x", "--", "--x-y"}));
 }
 
 TEST(FlagNamesTest, AFlagFileIsExpandedAndNormalizedToo) {

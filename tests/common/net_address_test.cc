@@ -16,10 +16,10 @@ TEST(NetAddressTest, HostPortTextOfEveryShape) {
     const char* host;
     uint16_t port;
   };
-  for (const Case& c : {Case{"10.0.0.7:7070", "10.0.0.7", 7070}, Case{"[::1]:0", "::1", 0},
-                        Case{"[fd00::2]:7337", "fd00::2", 7337},
-                        Case{"localhost:65535", "localhost", 65535},
-                        Case{"node-3.example:1", "node-3.example", 1}}) {
+  for (const Case& c :
+       {Case{"10.0.0.7:7070", "10.0.0.7", 7070}, Case{"[::1]:0", "::1", 0},
+        Case{"[fd00::2]:7337", "fd00::2", 7337}, Case{"localhost:65535", "localhost", 65535},
+        Case{"node-3.example:1", "node-3.example", 1}}) {
     absl::StatusOr<HostPort> parsed = ParseHostPort(c.text);
     ASSERT_TRUE(parsed.ok()) << c.text << ": " << parsed.status();
     EXPECT_EQ(parsed->host, c.host);

@@ -76,8 +76,7 @@ TEST(OptionFlagsTest, ACountBelowZeroOrPastItsTypeIsRefusedByName) {
   EXPECT_EQ(ApplyOptionFlags(&options).message(), "--max-widgets must be zero or more, not -1");
   absl::SetFlag(&FLAGS_max_widgets, 1);
   absl::SetFlag(&FLAGS_widget_port, 65536);
-  EXPECT_EQ(ApplyOptionFlags(&options).message(),
-            "--widget-port must be at most 65535, not 65536");
+  EXPECT_EQ(ApplyOptionFlags(&options).message(), "--widget-port must be at most 65535, not 65536");
   absl::SetFlag(&FLAGS_widget_port, 1);
   absl::SetFlag(&FLAGS_widget_secret, "bad");
   EXPECT_EQ(ApplyOptionFlags(&options).message(), "--widget-secret: bad");

@@ -59,9 +59,9 @@ TEST(PageCacheTest, CachedRangesReadAtOnceAndAMissStopsTheRead) {
   read = PreadCached(fd.get(), buf.data(), buf.size(), 0);
   ASSERT_GE(read.bytes, 4 << 20);
   EXPECT_EQ(read.missed, read.bytes < static_cast<ssize_t>(content.size())) << read.bytes;
-  EXPECT_EQ(buf.compare(0, static_cast<size_t>(read.bytes), content, 0,
-                        static_cast<size_t>(read.bytes)),
-            0);
+  EXPECT_EQ(
+      buf.compare(0, static_cast<size_t>(read.bytes), content, 0, static_cast<size_t>(read.bytes)),
+      0);
   EXPECT_TRUE(LooksCached(fd.get(), 0, 4 << 20));
 }
 

@@ -44,9 +44,7 @@ TEST(PipeTest, ExtraFlagsApply) {
   EXPECT_EQ(errno, EAGAIN);
 }
 
-TEST(PipeTest, MaxCapacityMatchesProc) {
-  EXPECT_GE(Pipe::MaxCapacityBytes(), 4096u);
-}
+TEST(PipeTest, MaxCapacityMatchesProc) { EXPECT_GE(Pipe::MaxCapacityBytes(), 4096u); }
 
 }  // namespace
 }  // namespace ferry

@@ -43,8 +43,7 @@ TEST(ParseIndexTest, RejectsANonZeroStart) {
 TEST(ParseIndexTest, RejectsDecreasingOffsetsNamingTheEntry) {
   auto offsets = ParseIndex(Index({0, 10, 5, 20}), 20, "x.index");
   EXPECT_EQ(offsets.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(offsets.status().message().find("offset 2"), std::string::npos)
-      << offsets.status();
+  EXPECT_NE(offsets.status().message().find("offset 2"), std::string::npos) << offsets.status();
 }
 
 TEST(ParseIndexTest, RejectsALastOffsetThatIsNotTheDataSize) {
@@ -70,7 +69,8 @@ TEST(ParseChecksumsTest, ChecksWidthAndCount) {
 TEST(FileNamesTest, FollowSparkNaming) {
   EXPECT_EQ(DataFileName(3, 17), "shuffle_3_17_0.data");
   EXPECT_EQ(IndexFileName(3, 17), "shuffle_3_17_0.index");
-  EXPECT_EQ(ChecksumFileName(3, 17, ChecksumAlgorithm::kAdler32), "shuffle_3_17_0.checksum.ADLER32");
+  EXPECT_EQ(ChecksumFileName(3, 17, ChecksumAlgorithm::kAdler32),
+            "shuffle_3_17_0.checksum.ADLER32");
   int32_t shuffle = 0;
   int64_t map = 0;
   EXPECT_TRUE(ParseIndexFileName("shuffle_3_17_0.index", &shuffle, &map));
@@ -114,8 +114,7 @@ TEST_F(MapOutputTest, UncommittedWriterLeavesNothing) {
     ASSERT_TRUE(w->Write(0, "data").ok());
   }
   EXPECT_EQ(dir_.ListFiles(), std::vector<std::string>{});
-  EXPECT_EQ(MapOutputIndex::Load(dir_.path(), 1, 2).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(MapOutputIndex::Load(dir_.path(), 1, 2).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(MapOutputTest, OutOfOrderWriteIsRejected) {
@@ -152,8 +151,7 @@ TEST_F(MapOutputTest, MissingDataFileIsDataLoss) {
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Commit(1).ok());
   ASSERT_EQ(::unlink((dir_.path() + "/shuffle_1_1_0.data").c_str()), 0);
-  EXPECT_EQ(MapOutputIndex::Load(dir_.path(), 1, 1).status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(MapOutputIndex::Load(dir_.path(), 1, 1).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(MapOutputTest, MalformedChecksumFileIsDataLoss) {

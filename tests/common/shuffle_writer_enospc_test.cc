@@ -82,7 +82,8 @@ TEST_F(ShuffleWriterEnospcTest, EveryPointOfRunningOutIsAnErrorOrAWholeOutput) {
     {
       auto w = ShuffleWriter::Create(dir_, 0, 1);
       ASSERT_TRUE(w.ok()) << w.status();
-      for (int r = 0; r < kPartitions && status.ok(); ++r) status = w->Write(r, Partition(r, total));
+      for (int r = 0; r < kPartitions && status.ok(); ++r)
+        status = w->Write(r, Partition(r, total));
       wrote_all = status.ok();
       if (status.ok()) status = w->Commit(kPartitions);
     }

@@ -44,9 +44,9 @@ TEST(SparkAuthEngineTest, DerivesTheKeysSparkDerivedForARecordedSession) {
     ASSERT_TRUE(client.ok()) << client.status();
     absl::StatusOr<SessionKeys> keys = client->Finish(challenge, response);
     ASSERT_TRUE(keys.ok()) << keys.status();
-    EXPECT_EQ(ToHex(keys->key), version == 1
-                                    ? "31963f15a320d5c90333f7ecf5cf3a31c7eaf151de07fef8494663a9f47cfd31"
-                                    : "2d6e7a9048c8265c33a8f3747bfcc84c");
+    EXPECT_EQ(ToHex(keys->key),
+              version == 1 ? "31963f15a320d5c90333f7ecf5cf3a31c7eaf151de07fef8494663a9f47cfd31"
+                           : "2d6e7a9048c8265c33a8f3747bfcc84c");
     EXPECT_EQ(ToHex(keys->in_iv), "fc6a5dc8b90a9dad8f54f08b51a59ed2");
     EXPECT_EQ(ToHex(keys->out_iv), "a72709baf00785cad6329ce09f631f71");
   }
@@ -174,8 +174,7 @@ TEST(SparkCtrCipherTest, MatchesTheStandardVector) {
   c->Apply(bytes.data(), bytes.data(), 5);
   c->Apply(bytes.data() + 5, bytes.data() + 5, 20);
   c->Apply(bytes.data() + 25, bytes.data() + 25, bytes.size() - 25);
-  EXPECT_EQ(ToHex(bytes),
-            "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff");
+  EXPECT_EQ(ToHex(bytes), "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff");
 }
 
 TEST(SparkCtrCipherTest, TheCounterCarriesAcrossAll128Bits) {

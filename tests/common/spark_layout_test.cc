@@ -23,8 +23,7 @@ TEST(SparkLayoutTest, PlacesFilesAsExecutorDiskUtilsDoes) {
   EXPECT_EQ(*ExecutorFilePath(dirs, 64, "shuffle_0_0_0.data"), "/d0/04/shuffle_0_0_0.data");
   EXPECT_EQ(*ExecutorFilePath(dirs, 64, "shuffle_0_0_0.index"), "/d2/3a/shuffle_0_0_0.index");
   EXPECT_EQ(*ExecutorFilePath(dirs, 64, "shuffle_3_1000_0.data"), "/d0/2e/shuffle_3_1000_0.data");
-  EXPECT_EQ(*ExecutorFilePath(dirs, 64, "shuffle_3_1000_0.index"),
-            "/d2/2c/shuffle_3_1000_0.index");
+  EXPECT_EQ(*ExecutorFilePath(dirs, 64, "shuffle_3_1000_0.index"), "/d2/2c/shuffle_3_1000_0.index");
   EXPECT_EQ(*ExecutorFilePath(dirs, 64, "rdd_1_2"), "/d0/1d/rdd_1_2");
   EXPECT_EQ(*ExecutorFilePath(dirs, 64, "polygenelubricants"), "/d0/00/polygenelubricants");
   EXPECT_FALSE(ExecutorFilePath({}, 64, "x").ok());
@@ -50,10 +49,10 @@ TEST(SparkLayoutTest, ParsesBlockIds) {
   auto rdd = ParseBlockId("rdd_1_2");
   ASSERT_TRUE(rdd.ok());
   EXPECT_EQ(std::get<RddBlockId>(*rdd).split_index, 2);
-  for (const char* bad : {"", "shuffle", "shuffle_1_2", "shuffle_1_2_3_4_5", "shuffle_a_2_3",
-                          "shuffle_-1_2_3", "shuffle_1_2_6_2", "shuffle_1_2_3_3",
-                          "shuffle_1_2_2147483647", "shuffleChunk_1_2_3_4", "rdd_x_1",
-                          "broadcast_1"}) {
+  for (const char* bad :
+       {"", "shuffle", "shuffle_1_2", "shuffle_1_2_3_4_5", "shuffle_a_2_3", "shuffle_-1_2_3",
+        "shuffle_1_2_6_2", "shuffle_1_2_3_3", "shuffle_1_2_2147483647", "shuffleChunk_1_2_3_4",
+        "rdd_x_1", "broadcast_1"}) {
     EXPECT_FALSE(ParseBlockId(bad).ok()) << bad;
   }
 }

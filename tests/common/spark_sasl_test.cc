@@ -124,9 +124,9 @@ TEST(SparkSaslTest, AReplayedResponseIsRefused) {
 }
 
 TEST(SparkSaslTest, ATruncatedOrGarbledResponseIsRefused) {
-  for (const std::string& bad : {std::string(), std::string("username=\"x\""),
-                                 std::string(300, '\xff'), std::string("\0\0\0", 3),
-                                 std::string("nonce=\"unterminated"), std::string(5000, 'a')}) {
+  for (const std::string& bad :
+       {std::string(), std::string("username=\"x\""), std::string(300, '\xff'),
+        std::string("\0\0\0", 3), std::string("nonce=\"unterminated"), std::string(5000, 'a')}) {
     auto server = SaslServer::Create("s3cret");
     auto client = SaslClient::Create("s3cret");
     ASSERT_TRUE(server.ok() && client.ok());
@@ -145,13 +145,13 @@ TEST(SparkSaslTest, AResponseOutsideWhatWasOfferedIsRefused) {
     std::string from, to;
   };
   const std::vector<Case> cases = {
-      {"nc=00000001", "nc=00000002"},                       // a later nonce count
+      {"nc=00000001", "nc=00000002"},                         // a later nonce count
       {"digest-uri=\"null/default\"", "digest-uri=\"x/y\""},  // another service
-      {"qop=auth", "qop=auth-int"},                         // not offered
-      {"maxbuf=262144", "maxbuf=16"},                       // Seal would wrap bytes
+      {"qop=auth", "qop=auth-int"},                           // not offered
+      {"maxbuf=262144", "maxbuf=16"},                         // Seal would wrap bytes
       {"charset=utf-8,", "charset=latin1,"},
-      {"charset=utf-8,", "nc=00000001,"},                   // a directive twice
-      {"charset=utf-8,", "authzid=\"someone\","},           // acting as another user
+      {"charset=utf-8,", "nc=00000001,"},          // a directive twice
+      {"charset=utf-8,", "authzid=\"someone\","},  // acting as another user
   };
   for (const Case& c : cases) {
     auto server = SaslServer::Create("s3cret");
@@ -184,8 +184,7 @@ TEST(SparkSaslTest, TheClientRefusesAForgedRspauth) {
   auto client = SaslClient::Create("s3cret");
   ASSERT_TRUE(server.ok() && client.ok());
   Authenticate(**server, **client);
-  absl::StatusOr<std::string> refused =
-      (*client)->Step("rspauth=00000000000000000000000000000000");
+  absl::StatusOr<std::string> refused = (*client)->Step("rspauth=00000000000000000000000000000000");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE((*client)->complete());
 }

@@ -48,11 +48,14 @@ ShuffleRpc RpcOf(absl::string_view frame) {
 }
 
 TEST(SparkWireTest, RegisterExecutor) {
-  const std::string golden = Hex(
-      "00 00 00 00 00 00 00 6e 03 01 02 03 04 05 06 07 08 00 00 00 59 02 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 30 00 00 00 02 00 00 00 03 2f 64 30 00 00 00 03 2f 64 31 00 00 00 40 00 00 00 30 6f 72"
-      "67 2e 61 70 61 63 68 65 2e 73 70 61 72 6b 2e 73 68 75 66 66 6c 65 2e 73 6f 72 74 2e 53 6f 72 74"
-      "53 68 75 66 66 6c 65 4d 61 6e 61 67 65 72");
+  const std::string golden =
+      Hex("00 00 00 00 00 00 00 6e 03 01 02 03 04 05 06 07 08 00 00 00 59 02 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 30 00 00 00 02 00 00 00 03 2f 64 30 00 00 00 03 2f 64 31 00 00 00 40 00 00 00 "
+          "30 6f 72"
+          "67 2e 61 70 61 63 68 65 2e 73 70 61 72 6b 2e 73 68 75 66 66 6c 65 2e 73 6f 72 74 2e 53 "
+          "6f 72 74"
+          "53 68 75 66 66 6c 65 4d 61 6e 61 67 65 72");
   const RegisterExecutor m{"app-1", "0", {{"/d0", "/d1"}, 64, kSortShuffleManager}};
   EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeRegisterExecutor(m)), golden);
   const auto got = std::get<RegisterExecutor>(RpcOf(golden));
@@ -66,10 +69,12 @@ TEST(SparkWireTest, RegisterExecutor) {
 }
 
 TEST(SparkWireTest, FetchShuffleBlocks) {
-  const std::string plain = Hex(
-      "00 00 00 00 00 00 00 55 03 01 02 03 04 05 06 07 08 00 00 00 40 09 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 30 00 00 00 03 00 00 00 02 00 00 00 00 00 00 03 e8 00 00 00 00 00 00 03 ef 00 00 00 02"
-      "00 00 00 02 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 05 00");
+  const std::string plain =
+      Hex("00 00 00 00 00 00 00 55 03 01 02 03 04 05 06 07 08 00 00 00 40 09 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 30 00 00 00 03 00 00 00 02 00 00 00 00 00 00 03 e8 00 00 00 00 00 00 03 ef 00 "
+          "00 00 02"
+          "00 00 00 02 00 00 00 00 00 00 00 02 00 00 00 01 00 00 00 05 00");
   const FetchShuffleBlocks m{"app-1", "0", 3, {1000, 1007}, {{0, 2}, {5}}, false};
   EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeFetchShuffleBlocks(m)), plain);
   auto got = std::get<FetchShuffleBlocks>(RpcOf(plain));
@@ -78,12 +83,14 @@ TEST(SparkWireTest, FetchShuffleBlocks) {
   EXPECT_EQ(got.reduce_ids, (std::vector<std::vector<int32_t>>{{0, 2}, {5}}));
   EXPECT_FALSE(got.batch_fetch_enabled);
 
-  const std::string batch = Hex(
-      "00 00 00 00 00 00 00 45 03 01 02 03 04 05 06 07 08 00 00 00 30 09 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 30 00 00 00 03 00 00 00 01 00 00 00 00 00 00 03 e8 00 00 00 01 00 00 00 02 00 00 00 02"
-      "00 00 00 06 01");
-  EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeFetchShuffleBlocks(
-                                              {"app-1", "0", 3, {1000}, {{2, 6}}, true})),
+  const std::string batch =
+      Hex("00 00 00 00 00 00 00 45 03 01 02 03 04 05 06 07 08 00 00 00 30 09 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 30 00 00 00 03 00 00 00 01 00 00 00 00 00 00 03 e8 00 00 00 01 00 00 00 02 00 "
+          "00 00 02"
+          "00 00 00 06 01");
+  EXPECT_EQ(EncodeRpcRequest(kRequestId,
+                             EncodeFetchShuffleBlocks({"app-1", "0", 3, {1000}, {{2, 6}}, true})),
             batch);
   got = std::get<FetchShuffleBlocks>(RpcOf(batch));
   EXPECT_TRUE(got.batch_fetch_enabled);
@@ -91,23 +98,26 @@ TEST(SparkWireTest, FetchShuffleBlocks) {
 }
 
 TEST(SparkWireTest, OpenBlocksAndStreamHandle) {
-  const std::string golden = Hex(
-      "00 00 00 00 00 00 00 50 03 01 02 03 04 05 06 07 08 00 00 00 3b 00 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 30 00 00 00 02 00 00 00 10 73 68 75 66 66 6c 65 5f 33 5f 31 30 30 30 5f 30 00 00 00 10"
-      "73 68 75 66 66 6c 65 5f 33 5f 31 30 30 30 5f 32");
-  EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeOpenBlocks(
-                                              {"app-1", "0", {"shuffle_3_1000_0", "shuffle_3_1000_2"}})),
-            golden);
+  const std::string golden =
+      Hex("00 00 00 00 00 00 00 50 03 01 02 03 04 05 06 07 08 00 00 00 3b 00 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 30 00 00 00 02 00 00 00 10 73 68 75 66 66 6c 65 5f 33 5f 31 30 30 30 5f 30 00 "
+          "00 00 10"
+          "73 68 75 66 66 6c 65 5f 33 5f 31 30 30 30 5f 32");
+  EXPECT_EQ(
+      EncodeRpcRequest(kRequestId,
+                       EncodeOpenBlocks({"app-1", "0", {"shuffle_3_1000_0", "shuffle_3_1000_2"}})),
+      golden);
   EXPECT_EQ(std::get<OpenBlocks>(RpcOf(golden)).block_ids,
             (std::vector<std::string>{"shuffle_3_1000_0", "shuffle_3_1000_2"}));
-  EXPECT_EQ(EncodeRpcResponse(kRequestId, EncodeStreamHandle(kStreamId, 3)),
-            Hex("00 00 00 00 00 00 00 22 04 01 02 03 04 05 06 07 08 00 00 00 0d 03 11 22 33 44 55 66"
-                "77 88 00 00 00 03"));
+  EXPECT_EQ(
+      EncodeRpcResponse(kRequestId, EncodeStreamHandle(kStreamId, 3)),
+      Hex("00 00 00 00 00 00 00 22 04 01 02 03 04 05 06 07 08 00 00 00 0d 03 11 22 33 44 55 66"
+          "77 88 00 00 00 03"));
 }
 
 TEST(SparkWireTest, ChunkFrames) {
-  const std::string request =
-      Hex("00 00 00 00 00 00 00 15 00 11 22 33 44 55 66 77 88 00 00 00 01");
+  const std::string request = Hex("00 00 00 00 00 00 00 15 00 11 22 33 44 55 66 77 88 00 00 00 01");
   EXPECT_EQ(EncodeChunkFetchRequest({kStreamId, 1}), request);
   auto decoded = DecodeClientFrame(AfterLength(request));
   ASSERT_TRUE(decoded.ok());
@@ -131,8 +141,9 @@ TEST(SparkWireTest, StreamFrames) {
   EXPECT_EQ(EncodeStreamResponseHeader("1234_0", 5) + "hello",
             Hex("00 00 00 00 00 00 00 1b 07 00 00 00 06 31 32 33 34 5f 30 00 00 00 00 00 00 00 05"
                 "68 65 6c 6c 6f"));
-  EXPECT_EQ(EncodeStreamFailure("1234_0", "boom"),
-            Hex("00 00 00 00 00 00 00 1b 08 00 00 00 06 31 32 33 34 5f 30 00 00 00 04 62 6f 6f 6d"));
+  EXPECT_EQ(
+      EncodeStreamFailure("1234_0", "boom"),
+      Hex("00 00 00 00 00 00 00 1b 08 00 00 00 06 31 32 33 34 5f 30 00 00 00 04 62 6f 6f 6d"));
 }
 
 TEST(SparkWireTest, FailureAndOneWayFrames) {
@@ -146,24 +157,26 @@ TEST(SparkWireTest, FailureAndOneWayFrames) {
 }
 
 TEST(SparkWireTest, RemoveBlocksAndLocalDirs) {
-  const std::string remove = Hex(
-      "00 00 00 00 00 00 00 33 03 01 02 03 04 05 06 07 08 00 00 00 1e 07 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 30 00 00 00 01 00 00 00 07 72 64 64 5f 31 5f 32");
+  const std::string remove =
+      Hex("00 00 00 00 00 00 00 33 03 01 02 03 04 05 06 07 08 00 00 00 1e 07 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 30 00 00 00 01 00 00 00 07 72 64 64 5f 31 5f 32");
   EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeRemoveBlocks({"app-1", "0", {"rdd_1_2"}})), remove);
-  EXPECT_EQ(std::get<RemoveBlocks>(RpcOf(remove)).block_ids,
-            (std::vector<std::string>{"rdd_1_2"}));
+  EXPECT_EQ(std::get<RemoveBlocks>(RpcOf(remove)).block_ids, (std::vector<std::string>{"rdd_1_2"}));
   EXPECT_EQ(EncodeRpcResponse(kRequestId, EncodeBlocksRemoved(1)),
             Hex("00 00 00 00 00 00 00 1a 04 01 02 03 04 05 06 07 08 00 00 00 05 08 00 00 00 01"));
-  const std::string dirs = Hex(
-      "00 00 00 00 00 00 00 28 03 01 02 03 04 05 06 07 08 00 00 00 13 0a 00 00 00 05 61 70 70 2d 31 00"
-      "00 00 01 00 00 00 01 30");
+  const std::string dirs =
+      Hex("00 00 00 00 00 00 00 28 03 01 02 03 04 05 06 07 08 00 00 00 13 0a 00 00 00 05 61 70 70 "
+          "2d 31 00"
+          "00 00 01 00 00 00 01 30");
   EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeGetLocalDirsForExecutors({"app-1", {"0"}})), dirs);
   EXPECT_EQ(std::get<GetLocalDirsForExecutors>(RpcOf(dirs)).exec_ids,
             (std::vector<std::string>{"0"}));
-  EXPECT_EQ(EncodeRpcResponse(kRequestId, EncodeLocalDirsForExecutors({"0"}, {2}, {"/d0", "/d1"})),
-            Hex("00 00 00 00 00 00 00 39 04 01 02 03 04 05 06 07 08 00 00 00 24 0b 00 00 00 01 00 00"
-                "00 01 30 00 00 00 01 00 00 00 02 00 00 00 02 00 00 00 03 2f 64 30 00 00 00 03 2f 64"
-                "31"));
+  EXPECT_EQ(
+      EncodeRpcResponse(kRequestId, EncodeLocalDirsForExecutors({"0"}, {2}, {"/d0", "/d1"})),
+      Hex("00 00 00 00 00 00 00 39 04 01 02 03 04 05 06 07 08 00 00 00 24 0b 00 00 00 01 00 00"
+          "00 01 30 00 00 00 01 00 00 00 02 00 00 00 02 00 00 00 03 2f 64 30 00 00 00 03 2f 64"
+          "31"));
 }
 
 TEST(SparkWireTest, DiagnoseCorruptionRoundTrip) {
@@ -184,7 +197,7 @@ TEST(SparkWireTest, FrameLengthsOutsideSparksBoundsAreRefused) {
     return DecodeFrameLength(out);
   };
   EXPECT_EQ(*length(9), 1u);
-  EXPECT_FALSE(length(8).ok());   // nothing after the length
+  EXPECT_FALSE(length(8).ok());  // nothing after the length
   EXPECT_FALSE(length(0).ok());
   EXPECT_FALSE(length(-1).ok());
   EXPECT_FALSE(length(INT64_MIN).ok());  // found by the fuzzer: no overflow on the way
@@ -222,7 +235,8 @@ TEST(SparkWireTest, MalformedPayloadsNameTheField) {
   }
   EXPECT_FALSE(DecodeShuffleRpc(whole + "x").ok());  // trailing bytes
   // Map ids and reduce-id lists must pair up.
-  EXPECT_FALSE(DecodeShuffleRpc(EncodeFetchShuffleBlocks({"a", "0", 1, {1, 2}, {{0}}, false})).ok());
+  EXPECT_FALSE(
+      DecodeShuffleRpc(EncodeFetchShuffleBlocks({"a", "0", 1, {1, 2}, {{0}}, false})).ok());
   // A boolean is 0 or 1.
   std::string bad_bool = EncodeFetchShuffleBlocks({"a", "0", 1, {1}, {{0}}, false});
   bad_bool.back() = 7;

@@ -13,7 +13,10 @@ bool IsOpen(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 TEST(UniqueFdTest, ClosesOnDestruction) {
   int raw = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(raw, 0);
-  { UniqueFd fd(raw); EXPECT_TRUE(IsOpen(raw)); }
+  {
+    UniqueFd fd(raw);
+    EXPECT_TRUE(IsOpen(raw));
+  }
   EXPECT_FALSE(IsOpen(raw));
 }
 

@@ -100,8 +100,7 @@ TEST_F(ControlPlaneTest, HealthIsServingUntilADrainBegins) {
 // request is reflection's ListServices, written as its protobuf bytes (field 7, empty
 // string) over a generic bidirectional call, since Debian ships no reflection stubs.
 TEST_F(ControlPlaneTest, ReflectionListsTheService) {
-  auto channel = grpc::CreateChannel(server_->control_target(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(server_->control_target(), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
@@ -164,9 +163,9 @@ TEST_F(ControlPlaneTest, UnknownAppShuffleOrMapIsNotFoundNamingIt) {
 }
 
 TEST_F(ControlPlaneTest, MalformedAppIdsAreInvalidArgument) {
-  for (const std::string& app : {std::string(""), std::string(".."), std::string("../etc"),
-                                 std::string("a/b"), std::string("app 1"), std::string(129, 'a'),
-                                 std::string("app\n")}) {
+  for (const std::string& app :
+       {std::string(""), std::string(".."), std::string("../etc"), std::string("a/b"),
+        std::string("app 1"), std::string(129, 'a'), std::string("app\n")}) {
     EXPECT_EQ(Open(app, {2, 10, 0, 1}).code(), absl::StatusCode::kInvalidArgument) << app;
   }
   EXPECT_TRUE(Open(std::string(128, 'a'), {2, 10, 0, 1}).code() == absl::StatusCode::kNotFound);
@@ -223,8 +222,7 @@ TEST_F(ControlPlaneTest, ServerInfoReportsTheDataPlane) {
 TEST(SparkFixtureTest, ServesSparkWrittenFilesWithAdler32AndCrc32Checksums) {
   TempDir dir;
   const std::string app_dir = absl::StrCat(dir.path(), "/spark-app");
-  const std::string cmd =
-      absl::StrCat("python3 tests/e2e/make_spark_fixture.py '", app_dir, "'");
+  const std::string cmd = absl::StrCat("python3 tests/e2e/make_spark_fixture.py '", app_dir, "'");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto server = testing::StartServer(dir.path(), {});
   ShuffleClient client;
@@ -300,7 +298,8 @@ bool MakeCertificates(const std::string& dir, const std::string& ca_name) {
       "set -e; cd '", dir, "'; exec >'", log, "' 2>&1; ",
       "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext; ",
       "/usr/bin/openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-      "-keyout ca.key -out ca.pem -days 2 -subj /CN=", ca_name, "; ",
+      "-keyout ca.key -out ca.pem -days 2 -subj /CN=",
+      ca_name, "; ",
       "/usr/bin/openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
       "-keyout server.key -out server.csr -subj /CN=127.0.0.1; ",
       "/usr/bin/openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "

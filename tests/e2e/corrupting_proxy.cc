@@ -20,8 +20,7 @@ constexpr absl::Duration kRelayLifetime = absl::Seconds(60);
 }  // namespace
 
 CorruptingProxy::CorruptingProxy(uint64_t flip_offset, int corrupt_connections)
-    : flip_offset_(flip_offset),
-      corrupt_connections_(corrupt_connections) {
+    : flip_offset_(flip_offset), corrupt_connections_(corrupt_connections) {
   listener_ = ListenLoopback(&port_);
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }

@@ -61,7 +61,8 @@ TEST_P(DataPlaneProtocolTest, BlocksArriveAsHeaderThenExactlyLengthBytes) {
     EXPECT_EQ(h.offset, 0u);
     EXPECT_EQ(h.flags, kFlagHasChecksum);
     EXPECT_EQ(h.checksum_algorithm, static_cast<uint8_t>(ChecksumAlgorithm::kCrc32c));
-    const std::string expected = data_.Expected(0, 0, static_cast<int32_t>(i), static_cast<int32_t>(i) + 1);
+    const std::string expected =
+        data_.Expected(0, 0, static_cast<int32_t>(i), static_cast<int32_t>(i) + 1);
     EXPECT_EQ(h.checksum, Checksum::Of(ChecksumAlgorithm::kCrc32c, expected));
     ASSERT_EQ(h.length, expected.size());
     pos += kResponseHeaderBytes;
@@ -110,8 +111,8 @@ void ExpectErrorFrame(uint16_t port, absl::string_view request, absl::StatusCode
   ASSERT_EQ(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
   const std::string got = ReadUntilClose(fd.get());
-  ASSERT_GE(got.size(), kResponseHeaderBytes) << "expecting an error frame about '" << text
-                                              << "'; recv: " << std::strerror(errno);
+  ASSERT_GE(got.size(), kResponseHeaderBytes)
+      << "expecting an error frame about '" << text << "'; recv: " << std::strerror(errno);
   const ResponseHeader h = Header(got);
   EXPECT_EQ(h.kind, FrameKind::kError);
   EXPECT_EQ(h.status, static_cast<uint16_t>(code));
@@ -163,8 +164,8 @@ TEST_P(DataPlaneProtocolTest, BadFramesGetAnErrorAndTheServerKeepsServing) {
                    "zero blocks");
   ExpectErrorFrame(server_->data_port(), Frame(t, 2, 2), absl::StatusCode::kOutOfRange,
                    "the stream has 3");
-  ExpectErrorFrame(server_->data_port(), Frame(t, 0xffffffffu, 2),
-                   absl::StatusCode::kOutOfRange, "the stream has 3");
+  ExpectErrorFrame(server_->data_port(), Frame(t, 0xffffffffu, 2), absl::StatusCode::kOutOfRange,
+                   "the stream has 3");
   ExpectErrorFrame(server_->data_port(), Frame(t, 0, 1, 101), absl::StatusCode::kOutOfRange,
                    "past the end of block 0");
 

@@ -70,8 +70,8 @@ class FailingDiskTest : public ::testing::TestWithParam<testing::ServerConfig> {
   }
 
   // The cold app's map outputs are of shuffle 0, the hot app's of shuffle 1.
-  std::vector<BlockLocation> Partitions(const std::string& target, int32_t shuffle,
-                                        int64_t map, int32_t count) const {
+  std::vector<BlockLocation> Partitions(const std::string& target, int32_t shuffle, int64_t map,
+                                        int32_t count) const {
     std::vector<BlockLocation> blocks;
     for (int32_t r = 0; r < count; ++r) blocks.push_back({target, {shuffle, map, r, r + 1}});
     return blocks;
@@ -87,9 +87,9 @@ class FailingDiskTest : public ::testing::TestWithParam<testing::ServerConfig> {
           data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id);
       const std::string& got = (*fetched)[i];
       const auto differ = std::mismatch(got.begin(), got.end(), expected.begin(), expected.end());
-      EXPECT_TRUE(got == expected) << app << " block " << i << ": " << got.size() << " bytes of "
-                                   << expected.size() << ", the first wrong at "
-                                   << (differ.first - got.begin());
+      EXPECT_TRUE(got == expected)
+          << app << " block " << i << ": " << got.size() << " bytes of " << expected.size()
+          << ", the first wrong at " << (differ.first - got.begin());
     }
   }
 
@@ -211,9 +211,8 @@ TEST_P(FailingDiskTest, OnlyTheBlocksOnTheBadRegionFailAndTheyServeAgainOnceItRe
 TEST_P(FailingDiskTest, SparkChunksOnTheFailingDiskFailAndTheOthersArrive) {
   constexpr char kSparkApp[] = "app-20261201151500-0000";
   constexpr int32_t kSubdirs = 4;
-  const std::vector<std::string> local_dirs = {
-      absl::StrCat(cold_dir_, "/blockmgr-spark"),
-      absl::StrCat(dir_.path(), "/local1/blockmgr-spark")};
+  const std::vector<std::string> local_dirs = {absl::StrCat(cold_dir_, "/blockmgr-spark"),
+                                               absl::StrCat(dir_.path(), "/local1/blockmgr-spark")};
   ASSERT_EQ(::mkdir(local_dirs[0].c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(absl::StrCat(dir_.path(), "/local1").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(local_dirs[1].c_str(), 0755), 0);
@@ -248,9 +247,8 @@ TEST_P(FailingDiskTest, SparkChunksOnTheFailingDiskFailAndTheOthersArrive) {
   options.spark_address = "127.0.0.1:0";
   options.spark_executors.dir_roots = {dir_.path()};
   server_ = testing::StartServer(options);
-  ASSERT_TRUE(server_->spark_executors()
-                  ->Register({kSparkApp, "1", {local_dirs, kSubdirs, "sort"}})
-                  .ok());
+  ASSERT_TRUE(
+      server_->spark_executors()->Register({kSparkApp, "1", {local_dirs, kSubdirs, "sort"}}).ok());
   testing::SparkClient client(server_->spark_port());
   std::string first_failure;
   for (size_t m = 0; m < maps.size(); ++m) {
@@ -270,12 +268,11 @@ TEST_P(FailingDiskTest, SparkChunksOnTheFailingDiskFailAndTheOthersArrive) {
       EXPECT_TRUE(absl::StrContains(got, "Input/output error")) << got;
     }
   }
-  std::printf("%zu of %zu map outputs on the failing disk; their chunks failed: %s\n",
-              failing, maps.size(), first_failure.c_str());
+  std::printf("%zu of %zu map outputs on the failing disk; their chunks failed: %s\n", failing,
+              maps.size(), first_failure.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, FailingDiskTest,
-                         ::testing::ValuesIn(testing::AllServerConfigs()),
+INSTANTIATE_TEST_SUITE_P(Configs, FailingDiskTest, ::testing::ValuesIn(testing::AllServerConfigs()),
                          [](const ::testing::TestParamInfo<testing::ServerConfig>& param) {
                            return testing::ConfigName(param.param);
                          });

@@ -46,16 +46,17 @@ class FailoverTest : public ::testing::Test {
   // after the given number of blocks has arrived.
   CallbackSink CountingSink(std::map<size_t, int>& seen, int trigger_after,
                             std::function<void()> trigger) {
-    return CallbackSink([&seen, trigger_after, trigger, this](size_t index, absl::string_view bytes) {
-      EXPECT_TRUE(bytes == primary_data_.Expected(0, 0, static_cast<int32_t>(index),
-                                                  static_cast<int32_t>(index) + 1))
-          << "block " << index;
-      ++seen[index];
-      int total = 0;
-      for (auto& [i, n] : seen) total += n;
-      if (total == trigger_after) trigger();
-      return absl::OkStatus();
-    });
+    return CallbackSink(
+        [&seen, trigger_after, trigger, this](size_t index, absl::string_view bytes) {
+          EXPECT_TRUE(bytes == primary_data_.Expected(0, 0, static_cast<int32_t>(index),
+                                                      static_cast<int32_t>(index) + 1))
+              << "block " << index;
+          ++seen[index];
+          int total = 0;
+          for (auto& [i, n] : seen) total += n;
+          if (total == trigger_after) trigger();
+          return absl::OkStatus();
+        });
   }
 
   TempDir primary_dir_;
@@ -89,7 +90,7 @@ TEST_F(FailoverTest, ServerThatComesBackIsResumedAfterTheLastWholeBlock) {
   std::unique_ptr<FerryServer> restarted;
   std::map<size_t, int> seen;
   CallbackSink sink = CountingSink(seen, 4, [&] {
-    server->Shutdown();  // killed mid-fetch ...
+    server->Shutdown();                                     // killed mid-fetch ...
     restarted = Start(primary_dir_.path(), control, data);  // ... and back on its ports
   });
   FetchOptions options;

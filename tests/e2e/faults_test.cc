@@ -60,7 +60,8 @@ TEST_P(VanishingClientTest, AThousandClientsVanishingMidBlockLeakNothing) {
 
   auto vanish_once = [&] {
     UniqueFd fd = testing::ConnectLoopback(server->data_port());
-    ASSERT_EQ(::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
+    ASSERT_EQ(::send(fd.get(), frame, sizeof(frame), MSG_NOSIGNAL),
+              static_cast<ssize_t>(sizeof(frame)));
     char buf[8192];
     ssize_t got;
     do {

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "common/frame_header.h"
+#include "gtest/gtest.h"
 #include "tests/e2e/corrupting_proxy.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
@@ -45,8 +45,8 @@ TEST_P(FetchTest, EveryPartitionMatchesTheFilesIncludingEmptyAndOneByte) {
   ASSERT_EQ(fetched->size(), blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockId& b = blocks[i].block;
-    EXPECT_EQ((*fetched)[i], data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
-                                            b.end_reduce_id))
+    EXPECT_EQ((*fetched)[i],
+              data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
         << "block " << i;
   }
 }
@@ -77,8 +77,8 @@ TEST_P(FetchTest, ServerThatPollsBeforeItSleepsServesEveryByte) {
   ASSERT_EQ(fetched->size(), 201u);
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockId& b = blocks[i].block;
-    ASSERT_EQ((*fetched)[i], data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
-                                            b.end_reduce_id))
+    ASSERT_EQ((*fetched)[i],
+              data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
         << "block " << i;
   }
 }
@@ -96,8 +96,8 @@ TEST_P(FetchTest, BothPlanesServeOverIpv6) {
   ASSERT_EQ(fetched->size(), 3u);
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockId& b = blocks[i].block;
-    EXPECT_TRUE((*fetched)[i] == data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
-                                                b.end_reduce_id))
+    EXPECT_TRUE((*fetched)[i] ==
+                data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
         << "block " << i;
   }
 }
@@ -110,8 +110,7 @@ TEST_P(FetchTest, BlocksLargerThanThePipe) {
   int checked = 0;
   CallbackSink sink([&](size_t index, absl::string_view bytes) {
     const BlockId& b = blocks[index].block;
-    EXPECT_TRUE(bytes == data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
-                                        b.end_reduce_id))
+    EXPECT_TRUE(bytes == data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id))
         << "block " << index;
     ++checked;
     return absl::OkStatus();
@@ -133,8 +132,8 @@ TEST_P(FetchTest, ThousandsOfSmallBlocks) {
   auto fetched = client_.FetchToBuffers(kApp, blocks, options);
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   for (size_t i = 0; i < blocks.size(); ++i) {
-    ASSERT_EQ((*fetched)[i], data_.Expected(4, 9, static_cast<int32_t>(i),
-                                            static_cast<int32_t>(i) + 1));
+    ASSERT_EQ((*fetched)[i],
+              data_.Expected(4, 9, static_cast<int32_t>(i), static_cast<int32_t>(i) + 1));
   }
 }
 

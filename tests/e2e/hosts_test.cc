@@ -51,8 +51,8 @@ constexpr int kHosts = 8;
 // Each map output: 7.8 MiB in 8 partitions from empty to 3 MiB.
 const std::vector<size_t> kSizes = {1 << 20, 3 << 20, 64 << 10, 0, 5000, 2 << 20, 1, 700000};
 // A host shaped this way sends a map output in about 1.6 s.
-const std::vector<std::string> kSlowLink = {"tbf", "rate", "40mbit", "burst", "32k",
-                                            "latency", "400ms"};
+const std::vector<std::string> kSlowLink = {"tbf", "rate",    "40mbit", "burst",
+                                            "32k", "latency", "400ms"};
 
 enum class Family { kIpv4, kIpv6 };
 
@@ -223,13 +223,14 @@ TEST_P(FanInTest, OneReducerFetchesFromEveryHostAtOnce) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Hosts, FanInTest,
-    ::testing::Combine(::testing::Values(4, 8), ::testing::Values(Family::kIpv4, Family::kIpv6)),
-    [](const ::testing::TestParamInfo<std::tuple<int, Family>>& param) {
-      return absl::StrCat(std::get<0>(param.param), "Hosts",
-                          std::get<1>(param.param) == Family::kIpv6 ? "Ipv6" : "Ipv4");
-    });
+INSTANTIATE_TEST_SUITE_P(Hosts, FanInTest,
+                         ::testing::Combine(::testing::Values(4, 8),
+                                            ::testing::Values(Family::kIpv4, Family::kIpv6)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, Family>>& param) {
+                           return absl::StrCat(
+                               std::get<0>(param.param), "Hosts",
+                               std::get<1>(param.param) == Family::kIpv6 ? "Ipv6" : "Ipv4");
+                         });
 
 // A BuffersSink that counts, as they arrive, the bytes of the block at caller index
 // `watched` (another thread may read the count): it reads through a PlainReader of its
@@ -324,8 +325,8 @@ TEST_F(FaultTest, HostKilledMidBlockFailsOverToItsReplica) {
 }
 
 TEST_F(FaultTest, LinkDownMidStreamFailsOverWithinTheIoTimeout) {
-  Outcome outcome = FetchThrough([&] { ASSERT_TRUE(cluster_->SetLinkUp(0, false).ok()); },
-                                 Family::kIpv6);
+  Outcome outcome =
+      FetchThrough([&] { ASSERT_TRUE(cluster_->SetLinkUp(0, false).ok()); }, Family::kIpv6);
   ASSERT_TRUE(outcome.status.ok()) << outcome.status;
   // Noticed within the 2 s deadline, then the replica's share at full speed.
   EXPECT_LT(outcome.elapsed, absl::Seconds(8));
@@ -383,8 +384,7 @@ TEST_F(HostsTest, TheCliFetchesEveryMapOutputOnceAndFailsOverToTheHostThatAlsoLi
   // Map outputs 7 and 0 to 3.
   EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"blocks\":", 5 * kSizes.size())))
       << cli->output;
-  EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"bytes\":", 5 * total)))
-      << cli->output;
+  EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"bytes\":", 5 * total))) << cli->output;
   // Host 0 sent map outputs 0 and 7, host 3 its own; host 2 its own and what host 1 had
   // not sent whole of map output 1.
   EXPECT_EQ(SentBytes(0), static_cast<double>(2 * total));
@@ -429,9 +429,8 @@ TEST_F(HostsTest, ASlowHostDoesNotHoldBackTheOthersBytes) {
   const absl::Duration slow = last[0];
   EXPECT_GT(slow, absl::Seconds(1)) << "the shaped host was not slow";
   for (int64_t i = 1; i < 4; ++i) {
-    EXPECT_LT(last[i], slow / 2) << "host " << i << " finished at "
-                                 << absl::FormatDuration(last[i]) << ", the slow host at "
-                                 << absl::FormatDuration(slow);
+    EXPECT_LT(last[i], slow / 2) << "host " << i << " finished at " << absl::FormatDuration(last[i])
+                                 << ", the slow host at " << absl::FormatDuration(slow);
   }
 }
 
@@ -464,14 +463,31 @@ TEST_F(HostsTest, SparksOwnClientFetchesFromEveryHostsSparkFrontDoorAtOnce) {
   std::vector<std::thread> reducers;
   for (int i = 0; i < kHostsUsed; ++i) {
     reducers.emplace_back([&, i] {
-      fetched[i] = testing::RunCommand(
-          {ess + "/spark-ess-fetch", "--host", cluster_->host(i).ipv6, "--port",
-           absl::StrCat(servers_[i]->spark_port()), "--app", kSparkApp, "--exec-id",
-           absl::StrCat(i), "--register", "--local-dirs", absl::StrJoin(local_dirs[i], ","),
-           "--subdirs", absl::StrCat(kSubdirs), "--shuffle", "0", "--maps",
-           absl::StrCat(10 * i, ",", 10 * i + 1, ",", 10 * i + 2), "--partitions",
-           absl::StrCat(kSizes.size()), "--connections", "2", "--timeout", "60"},
-          absl::Seconds(120));
+      fetched[i] = testing::RunCommand({ess + "/spark-ess-fetch",
+                                        "--host",
+                                        cluster_->host(i).ipv6,
+                                        "--port",
+                                        absl::StrCat(servers_[i]->spark_port()),
+                                        "--app",
+                                        kSparkApp,
+                                        "--exec-id",
+                                        absl::StrCat(i),
+                                        "--register",
+                                        "--local-dirs",
+                                        absl::StrJoin(local_dirs[i], ","),
+                                        "--subdirs",
+                                        absl::StrCat(kSubdirs),
+                                        "--shuffle",
+                                        "0",
+                                        "--maps",
+                                        absl::StrCat(10 * i, ",", 10 * i + 1, ",", 10 * i + 2),
+                                        "--partitions",
+                                        absl::StrCat(kSizes.size()),
+                                        "--connections",
+                                        "2",
+                                        "--timeout",
+                                        "60"},
+                                       absl::Seconds(120));
     });
   }
   for (std::thread& t : reducers) t.join();
@@ -480,9 +496,10 @@ TEST_F(HostsTest, SparksOwnClientFetchesFromEveryHostsSparkFrontDoorAtOnce) {
   for (int i = 0; i < kHostsUsed; ++i) {
     ASSERT_TRUE(fetched[i].ok()) << fetched[i].status();
     EXPECT_EQ(fetched[i]->exit_code, 0) << "host " << i << ":\n" << fetched[i]->output;
-    EXPECT_TRUE(absl::StrContains(fetched[i]->output, absl::StrCat("OK: total ", 3 * total,
-                                                                   " bytes")))
-        << "host " << i << ":\n" << fetched[i]->output;
+    EXPECT_TRUE(
+        absl::StrContains(fetched[i]->output, absl::StrCat("OK: total ", 3 * total, " bytes")))
+        << "host " << i << ":\n"
+        << fetched[i]->output;
     EXPECT_EQ(Metric(i, "ferry_sent_bytes_total{front_door=\"spark\",mode=\"splice\"}"),
               static_cast<double>(3 * total))
         << "host " << i;
@@ -493,9 +510,8 @@ TEST_F(HostsTest, SparksOwnClientFetchesFromEveryHostsSparkFrontDoorAtOnce) {
     ids.push_back({0, 10, r, r + 1});
   }
   BuffersSink sink(ids.size());
-  absl::StatusOr<SparkFetchStats> got =
-      SparkShuffleClient().Fetch(FormatHostPort(cluster_->host(1).ipv6, servers_[1]->spark_port()),
-                                 kSparkApp, "1", ids, sink);
+  absl::StatusOr<SparkFetchStats> got = SparkShuffleClient().Fetch(
+      FormatHostPort(cluster_->host(1).ipv6, servers_[1]->spark_port()), kSparkApp, "1", ids, sink);
   ASSERT_TRUE(got.ok()) << got.status();
   for (size_t r = 0; r < kSizes.size(); ++r) {
     EXPECT_TRUE(sink.blocks()[r] ==

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/server_process.h"
 #include "tests/testing/command.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
@@ -61,8 +61,8 @@ TEST(LifecycleTest, SighupReopensTheLogFileForLogrotate) {
 TEST(LifecycleTest, LogLevelWarningDropsInfoLines) {
   TempDir dir;
   const std::string log = dir.path() + "/ferry.log";
-  auto server = ServerProcess::Start(kServerBinary, dir.path(),
-                                     {"--log-level=warning", "--log-file=" + log});
+  auto server =
+      ServerProcess::Start(kServerBinary, dir.path(), {"--log-level=warning", "--log-file=" + log});
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int> status = (*server)->SignalAndWait(SIGTERM, absl::Seconds(20));
   ASSERT_TRUE(status.ok());

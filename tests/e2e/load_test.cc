@@ -71,7 +71,8 @@ class LoadTest : public ::testing::Test {
   void StartServer(std::vector<std::string> args) {
     args.push_back("--threads=2");
     args.push_back(absl::StrCat("--max-pipes=", kMaxPipes));
-    auto started = ServerProcess::Start(kServerBinary, data_dir_, args, dir_.path() + "/server.log");
+    auto started =
+        ServerProcess::Start(kServerBinary, data_dir_, args, dir_.path() + "/server.log");
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
     baseline_fds_ = server_->OpenFdCount();
@@ -100,8 +101,8 @@ class LoadTest : public ::testing::Test {
     if (!fetched.ok()) return fetched.status();
     for (size_t i = 0; i < small.size(); ++i) {
       const BlockId& b = small[i].block;
-      if ((*fetched)[i] != data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id,
-                                          b.end_reduce_id)) {
+      if ((*fetched)[i] !=
+          data_.Expected(b.shuffle_id, b.map_id, b.start_reduce_id, b.end_reduce_id)) {
         return absl::DataLossError(absl::StrCat("block ", i, " differs from the file"));
       }
       *bytes += (*fetched)[i].size();
@@ -125,8 +126,9 @@ class LoadTest : public ::testing::Test {
 };
 
 TEST_F(LoadTest, ThousandIdleConnectionsBesideSixteenFullSpeedFetchers) {
-  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-connections=2000", "--max-connections-per-client=2000",
-                                        "--first-request-timeout=120s"}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({"--max-connections=2000", "--max-connections-per-client=2000",
+                   "--first-request-timeout=120s"}));
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 1000; ++i) idle.push_back(testing::ConnectLoopback(server_->data_port()));
   // Accepted and parked: a socket each, and no pipe yet.
@@ -150,13 +152,16 @@ TEST_F(LoadTest, ThousandIdleConnectionsBesideSixteenFullSpeedFetchers) {
   }
   for (std::thread& f : fetchers) f.join();
   const absl::Duration took = absl::Now() - start;
-  for (int t = 0; t < 16; ++t) EXPECT_TRUE(results[t].ok()) << "fetcher " << t << ": " << results[t];
-  EXPECT_EQ(bytes.load(), 16u * 4u * 2u * (1 + 1000 + 65536 + 300000 + (1 << 20) + (1536 << 10) + 7777));
-  std::printf("16 fetchers beside 1,000 idle connections: %.1f MiB verified in %s (%.0f MiB/s); "
-              "server RSS %.1f MiB idle, %.1f MiB after\n",
-              static_cast<double>(bytes.load()) / (1 << 20), absl::FormatDuration(took).c_str(),
-              static_cast<double>(bytes.load()) / (1 << 20) / absl::ToDoubleSeconds(took),
-              rss_idle, server_->RssMiB());
+  for (int t = 0; t < 16; ++t)
+    EXPECT_TRUE(results[t].ok()) << "fetcher " << t << ": " << results[t];
+  EXPECT_EQ(bytes.load(),
+            16u * 4u * 2u * (1 + 1000 + 65536 + 300000 + (1 << 20) + (1536 << 10) + 7777));
+  std::printf(
+      "16 fetchers beside 1,000 idle connections: %.1f MiB verified in %s (%.0f MiB/s); "
+      "server RSS %.1f MiB idle, %.1f MiB after\n",
+      static_cast<double>(bytes.load()) / (1 << 20), absl::FormatDuration(took).c_str(),
+      static_cast<double>(bytes.load()) / (1 << 20) / absl::ToDoubleSeconds(took), rss_idle,
+      server_->RssMiB());
 
   idle.clear();
   ExpectNothingLeaked(absl::Seconds(10));
@@ -173,8 +178,8 @@ class SmallQuarantineForChildren {
   SmallQuarantineForChildren() {
     const char* options = std::getenv("ASAN_OPTIONS");
     if (options != nullptr) saved_ = options;
-    ::setenv("ASAN_OPTIONS", absl::StrCat(saved_, saved_.empty() ? "" : ":",
-                                          "quarantine_size_mb=4").c_str(), 1);
+    ::setenv("ASAN_OPTIONS",
+             absl::StrCat(saved_, saved_.empty() ? "" : ":", "quarantine_size_mb=4").c_str(), 1);
   }
   ~SmallQuarantineForChildren() {
     if (saved_.empty()) {
@@ -254,8 +259,7 @@ absl::Duration SoakDuration() {
 }
 
 TEST_F(LoadTest, SoakOfMixedClientsWithRandomDisconnects) {
-  ASSERT_NO_FATAL_FAILURE(
-      StartServer({"--idle-timeout=2s", "--io-timeout=5s", "--ticket-ttl=3s"}));
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--idle-timeout=2s", "--io-timeout=5s", "--ticket-ttl=3s"}));
   const absl::Duration duration = SoakDuration();
   const absl::Time end = absl::Now() + duration;
   const std::string target = server_->control_target();
@@ -339,11 +343,12 @@ TEST_F(LoadTest, SoakOfMixedClientsWithRandomDisconnects) {
   rss_warm = server_->RssMiB();
   for (std::thread& w : workers) w.join();
 
-  std::printf("soak of %s: %d verified fetches (%.1f MiB), %d vanished clients, %d garbage "
-              "or stalled connections; server RSS %.1f MiB warm, %.1f MiB at the end\n",
-              absl::FormatDuration(duration).c_str(), fetches.load(),
-              static_cast<double>(verified.load()) / (1 << 20), vanished.load(), garbage.load(),
-              rss_warm, server_->RssMiB());
+  std::printf(
+      "soak of %s: %d verified fetches (%.1f MiB), %d vanished clients, %d garbage "
+      "or stalled connections; server RSS %.1f MiB warm, %.1f MiB at the end\n",
+      absl::FormatDuration(duration).c_str(), fetches.load(),
+      static_cast<double>(verified.load()) / (1 << 20), vanished.load(), garbage.load(), rss_warm,
+      server_->RssMiB());
   EXPECT_GT(fetches.load(), 0);
   EXPECT_GT(vanished.load(), 0);
   EXPECT_LT(server_->RssMiB(), rss_warm + 64);

@@ -3,8 +3,8 @@
 // for the server) reports through its own query API that the byte counter rose by the
 // bytes fetched.
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,18 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/shuffle_client.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
-#include "tests/testing/certificate.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "server/ops/metrics_exporter.h"
 #include "tests/e2e/test_cluster.h"
-#include "common/unique_fd.h"
+#include "tests/testing/certificate.h"
 #include "tests/testing/command.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
@@ -58,9 +58,8 @@ uint16_t ListeningPort(const std::string& log) {
       const size_t start = at + sizeof(kLine) - 1;
       const size_t end = text.find_first_not_of("0123456789", start);
       uint32_t port = 0;
-      if (end != std::string::npos &&
-          absl::SimpleAtoi(text.substr(start, end - start), &port) && port > 0 &&
-          port < 65536) {
+      if (end != std::string::npos && absl::SimpleAtoi(text.substr(start, end - start), &port) &&
+          port > 0 && port < 65536) {
         return static_cast<uint16_t>(port);
       }
     }
@@ -156,7 +155,8 @@ TEST_F(MetricsTest, OperationsDocListsEveryMetricTheServerExports) {
   options.spark_executors.dir_roots = {secrets.path()};
   options.spark_auth.secret_file = secrets.path() + "/secret";
   std::ofstream(options.spark_auth.secret_file) << "a-secret";
-  absl::StatusOr<testing::CertificateFiles> made = testing::MakeSelfSignedCertificate(secrets.path());
+  absl::StatusOr<testing::CertificateFiles> made =
+      testing::MakeSelfSignedCertificate(secrets.path());
   ASSERT_TRUE(made.ok()) << made.status();
   options.spark_tls.cert_file = made->cert;
   options.spark_tls.key_file = made->key;
@@ -213,11 +213,11 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
     UniqueFd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     ASSERT_TRUE(log_fd.valid());
     // Port 0: Prometheus binds a free port itself and names it in its log.
-    absl::StatusOr<pid_t> started = testing::Spawn(
-        {kPrometheus, absl::StrCat("--config.file=", config),
-         absl::StrCat("--storage.tsdb.path=", prom.path(), "/data"),
-         "--web.listen-address=127.0.0.1:0"},
-        log_fd.get());
+    absl::StatusOr<pid_t> started =
+        testing::Spawn({kPrometheus, absl::StrCat("--config.file=", config),
+                        absl::StrCat("--storage.tsdb.path=", prom.path(), "/data"),
+                        "--web.listen-address=127.0.0.1:0"},
+                       log_fd.get());
     ASSERT_TRUE(started.ok()) << started.status();
     pid = *started;
   }

@@ -125,7 +125,8 @@ std::map<int, std::vector<std::string>> DataFilesByShuffle(
   for (const auto& [name, path] : files) {
     const std::vector<std::string> parts = absl::StrSplit(name, '_');
     int shuffle = -1;
-    if (parts.size() == 4 && absl::EndsWith(name, ".data") && absl::SimpleAtoi(parts[1], &shuffle)) {
+    if (parts.size() == 4 && absl::EndsWith(name, ".data") &&
+        absl::SimpleAtoi(parts[1], &shuffle)) {
       data[shuffle].push_back(name);
     }
   }
@@ -181,12 +182,9 @@ std::string JsonField(const std::string& line, const std::string& key) {
 
 // What every run shares: two one-core executors of 512 MiB, no UI.
 std::map<std::string, std::string> BaseConf() {
-  return {{"spark.executor.memory", "512m"},
-          {"spark.executor.cores", "1"},
-          {"spark.cores.max", "2"},
-          {"spark.driver.memory", "512m"},
-          {"spark.ui.enabled", "false"},
-          {"spark.shuffle.readHostLocalDisk", "false"}};
+  return {{"spark.executor.memory", "512m"}, {"spark.executor.cores", "1"},
+          {"spark.cores.max", "2"},          {"spark.driver.memory", "512m"},
+          {"spark.ui.enabled", "false"},     {"spark.shuffle.readHostLocalDisk", "false"}};
 }
 std::map<std::string, std::string> WithService(uint16_t port) {
   std::map<std::string, std::string> conf = BaseConf();
@@ -244,8 +242,8 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     cluster_ = owner.get();
     if (shared != nullptr) {
       std::map<std::string, std::string> left;
-      ASSERT_TRUE(testing::WaitFor(
-          [&] { return (left = ShuffleFiles(local_root_)).empty(); }, absl::Seconds(30)))
+      ASSERT_TRUE(testing::WaitFor([&] { return (left = ShuffleFiles(local_root_)).empty(); },
+                                   absl::Seconds(30)))
           << left.size() << " shuffle files of an earlier case left, " << left.begin()->second;
     }
     options_ = testing::TestServerOptions(data_.path(), {});
@@ -279,16 +277,19 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   }
 
   // Runs the jobs; their RESULT lines.
-  std::vector<std::string> Run(const std::string& what, const std::map<std::string, std::string>& conf,
+  std::vector<std::string> Run(const std::string& what,
+                               const std::map<std::string, std::string>& conf,
                                const std::vector<std::string>& jobs,
                                absl::Duration timeout = kJobTimeout) {
     const absl::Time start = absl::Now();
     absl::StatusOr<SparkCluster::Submitted> ran = cluster_->Submit(kJobs, jobs, conf, timeout);
     EXPECT_TRUE(ran.ok()) << ran.status();
     if (!ran.ok()) return {};
-    const std::string tail = ran->output.substr(ran->output.size() > 6000 ? ran->output.size() - 6000 : 0);
+    const std::string tail =
+        ran->output.substr(ran->output.size() > 6000 ? ran->output.size() - 6000 : 0);
     EXPECT_EQ(ran->exit_code, 0) << what << ": the application failed:\n"
-                                 << tail << "\n" << cluster_->DiagnosticLogs();
+                                 << tail << "\n"
+                                 << cluster_->DiagnosticLogs();
     std::printf("Spark %s, %s: %zu results in %s\n", GetParam().version.c_str(), what.c_str(),
                 ran->results.size(), absl::FormatDuration(absl::Now() - start).c_str());
     last_output_ = ran->output;
@@ -315,17 +316,18 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     const std::string address = absl::StrCat("127.0.0.1:", port);
     SparkShuffleClient client;
     ASSERT_TRUE(client
-                    .RegisterExecutor(address,
-                                      {app, "0",
-                                       {dirs, 8, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
-                                      options)
+                    .RegisterExecutor(
+                        address,
+                        {app, "0", {dirs, 8, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
+                        options)
                     .ok());
     std::vector<spark::ShuffleBlockId> blocks;
     for (int32_t r = 0; r < 4; ++r) blocks.push_back({0, 7, r, r + 1});
     for (const bool to_disk : {false, true}) {
       options.fetch_to_disk = to_disk;
       BuffersSink sink(blocks.size());
-      absl::StatusOr<SparkFetchStats> fetched = client.Fetch(address, app, "0", blocks, sink, options);
+      absl::StatusOr<SparkFetchStats> fetched =
+          client.Fetch(address, app, "0", blocks, sink, options);
       ASSERT_TRUE(fetched.ok()) << fetched.status();
       for (int32_t r = 0; r < 4; ++r) {
         EXPECT_EQ(sink.blocks()[r], testing::PartitionBytes(0, 7, r, sizes[r])) << r;
@@ -414,7 +416,8 @@ TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
   }
   EXPECT_EQ(JsonField(by_job["cached"], "computed"), "8") << by_job["cached"];
   EXPECT_EQ(JsonField(by_job["cached-after-executors-gone"], "recomputed"), "0")
-      << by_job["cached-after-executors-gone"] << "\n" << cluster_->DiagnosticLogs();
+      << by_job["cached-after-executors-gone"] << "\n"
+      << cluster_->DiagnosticLogs();
   ExpectBlocksSentSince(before);
 }
 
@@ -435,7 +438,8 @@ class RealSparkAuthTest : public RealSparkTest {
 // 3.5's client does it against ferry_server in spark_test). An encrypted application's
 // executors must not fall back to plain SASL with ferry_server. Then Ferry's client
 // reads the version's own service in those modes.
-TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerryAndFerrysClientReadsSparksService) {
+TEST_P(RealSparkAuthTest,
+       JobsWithSparkAuthenticateShuffleThroughFerryAndFerrysClientReadsSparksService) {
   const bool spark3 = absl::StartsWith(GetParam().version, "3.");
   const int engine_version = spark3 ? 1 : 2;
   enum class Mode { kSasl, kSaslEncryption, kAuthEngine };
@@ -474,9 +478,9 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerryAndFerrysC
     if (mode == Mode::kAuthEngine) {
       // (Executors' logs do say "New auth protocol failed, trying SASL": for their
       // worker, whose own settings do not enable spark.network.crypto.)
-      EXPECT_GT(grew("ferry_spark_auth_engine_sessions_total", "version",
-                     absl::StrCat(engine_version)),
-                0);
+      EXPECT_GT(
+          grew("ferry_spark_auth_engine_sessions_total", "version", absl::StrCat(engine_version)),
+          0);
       EXPECT_EQ(grew("ferry_spark_auth_engine_sessions_total", "version",
                      absl::StrCat(3 - engine_version)),
                 0);
@@ -497,10 +501,10 @@ TEST_P(RealSparkAuthTest, JobsWithSparkAuthenticateShuffleThroughFerryAndFerrysC
   other_engine.auth_engine_version = 3 - engine_version;
   other_engine.io_timeout = absl::Seconds(10);
   SCOPED_TRACE("Ferry's client, Spark's own service");
-  FetchFromSparksOwnService({{"spark.network.crypto.enabled", "true"},
-                             {"spark.network.crypto.authEngineVersion",
-                              absl::StrCat(engine_version)}},
-                            "app-ferry-aes", engine, spark3 ? SparkFetchOptions{} : other_engine);
+  FetchFromSparksOwnService(
+      {{"spark.network.crypto.enabled", "true"},
+       {"spark.network.crypto.authEngineVersion", absl::StrCat(engine_version)}},
+      "app-ferry-aes", engine, spark3 ? SparkFetchOptions{} : other_engine);
   SparkFetchOptions sealed;
   sealed.auth_secret = auth_secret_;
   sealed.sasl_encryption = true;
@@ -543,7 +547,8 @@ class RealSparkTlsTest : public RealSparkTest {
 TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerryAndFerrysClientReadsSparksService) {
   const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
   const std::vector<std::string> results =
-      Run("ferry_server, spark.ssl.rpc.enabled and spark.authenticate", WithService(server_->spark_port()), {"checked"});
+      Run("ferry_server, spark.ssl.rpc.enabled and spark.authenticate",
+          WithService(server_->spark_port()), {"checked"});
   ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
   EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
   ExpectBlocksSentSince(before);
@@ -573,7 +578,7 @@ struct LifecycleActions {
   size_t registered_before_restart = 0;
   size_t registered_after_restart = 0;
   pid_t killed = 0;
-  size_t killed_map_outputs = 0;  // of the shuffle being reduced, beneath its dirs
+  size_t killed_map_outputs = 0;    // of the shuffle being reduced, beneath its dirs
   std::set<std::string> corrupted;  // shuffle_S_M_0 of each data file corrupted
   // The block manager dirs (blockmgr-*) the corrupted files were in: of the executors
   // the reducers' fetch failures blame, whose every map output Spark then forgets.
@@ -640,7 +645,8 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     for (absl::string_view executor_dir :
          absl::StrSplit(EnvironmentOf(executor, "SPARK_EXECUTOR_DIRS"), ':', absl::SkipEmpty())) {
       const auto mine = DataFilesByShuffle(ShuffleFiles(std::string(executor_dir)));
-      if (auto it = mine.find(reduced); it != mine.end()) did.killed_map_outputs += it->second.size();
+      if (auto it = mine.find(reduced); it != mine.end())
+        did.killed_map_outputs += it->second.size();
     }
     if (::kill(executor, SIGKILL) == 0) did.killed = executor;
 
@@ -648,7 +654,8 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     const std::map<std::string, std::string> files = ShuffleFiles(local_root_);
     const auto data = DataFilesByShuffle(files);
     if (data.empty()) did.failure = "no shuffle data files to corrupt";
-    for (const std::string& name : data.empty() ? std::vector<std::string>{} : data.rbegin()->second) {
+    for (const std::string& name :
+         data.empty() ? std::vector<std::string>{} : data.rbegin()->second) {
       const auto index = files.find(name.substr(0, name.size() - 5) + ".index");
       if (index == files.end()) {
         did.failure = absl::StrCat("no index file for ", files.at(name));
@@ -721,7 +728,8 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   const std::vector<std::string> diagnosed = cluster_->ExecutorLogLines("is corrupted due to");
   ASSERT_FALSE(diagnosed.empty()) << cluster_->DiagnosticLogs();
   std::printf("%zu diagnoses, the first: %s\n", diagnosed.size(), diagnosed[0].c_str());
-  for (const std::string& line : diagnosed) EXPECT_TRUE(absl::StrContains(line, "DISK_ISSUE")) << line;
+  for (const std::string& line : diagnosed)
+    EXPECT_TRUE(absl::StrContains(line, "DISK_ISSUE")) << line;
 
   // The driver removed the shuffles: for each it removed, ferry_server deleted the .data
   // and .index files of every map output Spark still knew. Spark forgets every map
@@ -758,8 +766,8 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   EXPECT_GE(removed, 2);
   // The application ended; its worker deleted the executors' dirs, and ferry_server's
   // sweep forgot their registrations.
-  EXPECT_TRUE(testing::WaitFor([&] { return server_->spark_executors()->size() == 0; },
-                               absl::Seconds(30)))
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return server_->spark_executors()->size() == 0; }, absl::Seconds(30)))
       << server_->spark_executors()->size() << " registrations left";
   EXPECT_EQ(ShuffleFiles(local_root_).size(), 0u);
 }
@@ -806,8 +814,8 @@ TEST_P(RealSparkHostsTest, ReducersFetchFromTheFerryServerOfEachHost) {
   absl::StatusOr<SparkCluster::Submitted> ran =
       (*cluster)->Submit(kJobs, {"checked"}, WithService(kServicePort), kJobTimeout);
   ASSERT_TRUE(ran.ok()) << ran.status();
-  ASSERT_EQ(ran->exit_code, 0) << ran->output.substr(ran->output.size() - std::min<size_t>(
-                                                       ran->output.size(), 6000))
+  ASSERT_EQ(ran->exit_code, 0) << ran->output.substr(ran->output.size() -
+                                                     std::min<size_t>(ran->output.size(), 6000))
                                << (*cluster)->DiagnosticLogs();
   ASSERT_EQ(ran->results.size(), 2u) << absl::StrJoin(ran->results, "\n");
   EXPECT_EQ(absl::StrReplaceAll(ran->results[0], {{"\"expected\"", "\"shuffled\""}}),

@@ -38,9 +38,8 @@ constexpr char kServerBinary[] = "server/ferry_server";
 int TryConnect(uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   const sockaddr_in addr = testing::LoopbackAddress(port);
-  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0
-             ? 0
-             : errno;
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 ? 0
+                                                                                          : errno;
 }
 
 std::string ReadFile(const std::string& path) {

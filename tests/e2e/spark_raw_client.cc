@@ -78,10 +78,9 @@ void SparkClient::Send(const std::string& bytes) {
 bool SparkClient::ReadExactly(std::string* out, size_t n) {
   out->resize(n);
   for (size_t done = 0; done < n;) {
-    const ssize_t r =
-        tls_ != nullptr
-            ? SSL_read(tls_, out->data() + done, static_cast<int>(n - done))
-            : ::recv(fd_.get(), out->data() + done, n - done, 0);
+    const ssize_t r = tls_ != nullptr
+                          ? SSL_read(tls_, out->data() + done, static_cast<int>(n - done))
+                          : ::recv(fd_.get(), out->data() + done, n - done, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     done += static_cast<size_t>(r);

@@ -59,10 +59,11 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
                                                        ChecksumAlgorithm::kAdler32);
       ASSERT_TRUE(writer.ok()) << writer.status();
       for (size_t r = 0; r < kSizes[m].size(); ++r) {
-        ASSERT_TRUE(writer->Write(static_cast<int32_t>(r),
-                                  testing::PartitionBytes(0, kMaps[m], static_cast<int32_t>(r),
-                                                          kSizes[m][r]))
-                        .ok());
+        ASSERT_TRUE(
+            writer
+                ->Write(static_cast<int32_t>(r),
+                        testing::PartitionBytes(0, kMaps[m], static_cast<int32_t>(r), kSizes[m][r]))
+                .ok());
       }
       ASSERT_TRUE(writer->Commit(static_cast<int32_t>(kSizes[m].size())).ok());
     }
@@ -81,8 +82,8 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
 
   // What executor kExec of kApp registers: its local dirs.
   spark::RegisterExecutor Registration() const {
-    return {kApp, kExec,
-            {local_dirs_, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}};
+    return {
+        kApp, kExec, {local_dirs_, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}};
   }
   void Register() { ASSERT_TRUE(server_->spark_executors()->Register(Registration()).ok()); }
 
@@ -112,8 +113,7 @@ TEST_P(SparkLayoutTest, FerrysClientFetchesARegisteredExecutorsBlocks) {
   ShuffleClient client;
   FetchOptions options;
   options.spark_exec_id = kExec;
-  absl::StatusOr<std::vector<std::string>> fetched =
-      client.FetchToBuffers(kApp, blocks, options);
+  absl::StatusOr<std::vector<std::string>> fetched = client.FetchToBuffers(kApp, blocks, options);
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(*fetched, expected);
   // Without the executor it is Ferry's layout, where the app has nothing.
@@ -155,7 +155,8 @@ std::vector<spark::ShuffleBlockId> AllBlocks(bool ranges, std::vector<std::strin
     for (size_t m = 0; m < kMaps.size(); ++m) {
       blocks.push_back({0, kMaps[m], 1, 5});
       std::string range;
-      for (int32_t r = 1; r < 5; ++r) range += testing::PartitionBytes(0, kMaps[m], r, kSizes[m][r]);
+      for (int32_t r = 1; r < 5; ++r)
+        range += testing::PartitionBytes(0, kMaps[m], r, kSizes[m][r]);
       expected->push_back(range);
     }
   }
@@ -188,8 +189,7 @@ void FetchEveryWay(const std::string& address, const SparkFetchOptions& plain = 
   std::vector<std::string> paths;
   for (size_t i = 0; i < blocks.size(); ++i) paths.push_back(absl::StrCat(out.path(), "/", i));
   FilesSink files(paths);
-  ASSERT_TRUE(
-      client.Fetch(address, kApp, kExec, blocks, files, plain).ok());
+  ASSERT_TRUE(client.Fetch(address, kApp, kExec, blocks, files, plain).ok());
   for (size_t i = 0; i < blocks.size(); ++i) {
     std::ifstream in(paths[i], std::ios::binary);
     const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -210,16 +210,14 @@ TEST_P(SparkLayoutTest, FerrysSparkClientFetchesFromTheSparkFrontDoor) {
   BuffersSink sink(1);
   absl::StatusOr<SparkFetchStats> unregistered =
       client.Fetch(address, kApp, kExec, {{0, kMaps[0], 1, 2}}, sink);
-  EXPECT_NE(unregistered.status().message().find("Executor is not registered"),
-            std::string::npos)
+  EXPECT_NE(unregistered.status().message().find("Executor is not registered"), std::string::npos)
       << unregistered.status();
-  ASSERT_TRUE(client
-                  .RegisterExecutor(address, Registration())
-                  .ok());
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration()).ok());
   FetchEveryWay(address);
   // Registration refused (a dir outside the roots): the service's words come back.
   absl::Status outside = client.RegisterExecutor(
-      address, {kApp, "2", {{"/etc"}, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+      address,
+      {kApp, "2", {{"/etc"}, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
   EXPECT_NE(outside.message().find("is not beneath a root"), std::string::npos) << outside;
 }
 
@@ -240,11 +238,25 @@ class SparkFrontDoorTest : public SparkLayoutTest {
     std::vector<std::string> maps;
     for (int64_t m : kMaps) maps.push_back(absl::StrCat(m));
     std::vector<std::string> argv = {
-        absl::StrCat(ess_, "/spark-ess-fetch"), "--port", absl::StrCat(server_->spark_port()),
-        "--app", kApp, "--exec-id", kExec, "--local-dirs",
-        absl::StrJoin(local_dirs.empty() ? local_dirs_ : local_dirs, ","), "--subdirs",
-        absl::StrCat(kSubdirs), "--shuffle", "0", "--maps", absl::StrJoin(maps, ","),
-        "--partitions", absl::StrCat(kSizes[0].size()), "--timeout", "60"};
+        absl::StrCat(ess_, "/spark-ess-fetch"),
+        "--port",
+        absl::StrCat(server_->spark_port()),
+        "--app",
+        kApp,
+        "--exec-id",
+        kExec,
+        "--local-dirs",
+        absl::StrJoin(local_dirs.empty() ? local_dirs_ : local_dirs, ","),
+        "--subdirs",
+        absl::StrCat(kSubdirs),
+        "--shuffle",
+        "0",
+        "--maps",
+        absl::StrJoin(maps, ","),
+        "--partitions",
+        absl::StrCat(kSizes[0].size()),
+        "--timeout",
+        "60"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     absl::StatusOr<CommandResult> result = testing::RunCommand(argv, absl::Seconds(90));
     EXPECT_TRUE(result.ok()) << result.status();
@@ -271,15 +283,16 @@ TEST_P(SparkFrontDoorTest, SparksClientRegistersAndFetchesEveryByteEveryWay) {
     const CommandResult fetched = Fetch(variant);
     EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
     EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
-        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+        << absl::StrJoin(variant, " ") << "\n"
+        << fetched.output;
   }
 }
 
 TEST_P(SparkFrontDoorTest, AnUnregisteredExecutorFailsEachBlockWithSparksMessage) {
   const CommandResult fetched = Fetch({});
   EXPECT_EQ(fetched.exit_code, 1) << fetched.output;
-  EXPECT_NE(fetched.output.find(absl::StrCat("Executor is not registered (appId=", kApp,
-                                             ", execId=", kExec, ")")),
+  EXPECT_NE(fetched.output.find(
+                absl::StrCat("Executor is not registered (appId=", kApp, ", execId=", kExec, ")")),
             std::string::npos)
       << fetched.output;
 }
@@ -309,9 +322,7 @@ TEST_P(SparkFrontDoorTest, FerrysSparkClientFetchesFromSparksOwnService) {
   ASSERT_TRUE(ess.ok()) << ess.status();
   const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
   SparkShuffleClient client;
-  ASSERT_TRUE(client
-                  .RegisterExecutor(address, Registration())
-                  .ok());
+  ASSERT_TRUE(client.RegisterExecutor(address, Registration()).ok());
   FetchEveryWay(address);
 }
 
@@ -345,7 +356,8 @@ class SparkAuthTest : public SparkFrontDoorTest {
       const CommandResult fetched = Fetch(args);
       EXPECT_EQ(fetched.exit_code, 0) << what << "\n" << fetched.output;
       EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
-          << what << "\n" << fetched.output;
+          << what << "\n"
+          << fetched.output;
     }
   }
 
@@ -365,14 +377,14 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
       << registered.output;
   // The old protocol and fetch to disk authenticate alike.
   for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
-           {"--old-protocol", "--connections", "2"},
-           {"--fetch-to-disk", downloads_.path()}}) {
+           {"--old-protocol", "--connections", "2"}, {"--fetch-to-disk", downloads_.path()}}) {
     std::vector<std::string> args = variant;
     args.insert(args.end(), {"--auth-secret", kSecret});
     const CommandResult fetched = Fetch(args);
     EXPECT_EQ(fetched.exit_code, 0) << absl::StrJoin(variant, " ") << "\n" << fetched.output;
     EXPECT_NE(fetched.output.find("OK: total 5609479 bytes"), std::string::npos)
-        << absl::StrJoin(variant, " ") << "\n" << fetched.output;
+        << absl::StrJoin(variant, " ") << "\n"
+        << fetched.output;
   }
   EXPECT_EQ(server_->spark_secrets()->handshakes(SparkSecrets::Outcome::kEncrypted), 0u);
   const CommandResult wrong = Fetch({"--auth-secret", "a guess"});
@@ -393,15 +405,16 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
 // block decrypts to the files' bytes (spark-ess-fetch checks each), in memory and to
 // disk, by either protocol, over several connections.
 TEST_P(SparkAuthTest, SparksClientFetchesThroughSaslEncryption) {
-  FetchesEveryWay({"--auth-secret", kSecret, "--conf", "spark.authenticate.enableSaslEncryption=true"},
-                  {{"--batch", "--include-empty"},
-                   {"--old-protocol", "--connections", "2"},
-                   {"--fetch-to-disk", downloads_.path()}});
+  FetchesEveryWay(
+      {"--auth-secret", kSecret, "--conf", "spark.authenticate.enableSaslEncryption=true"},
+      {{"--batch", "--include-empty"},
+       {"--old-protocol", "--connections", "2"},
+       {"--fetch-to-disk", downloads_.path()}});
   const SparkSecrets& secrets = *server_->spark_secrets();
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
-  const CommandResult wrong = Fetch({"--auth-secret", "a guess", "--conf",
-                                     "spark.authenticate.enableSaslEncryption=true"});
+  const CommandResult wrong =
+      Fetch({"--auth-secret", "a guess", "--conf", "spark.authenticate.enableSaslEncryption=true"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kRefused), 1u);
 }
@@ -414,13 +427,13 @@ TEST_P(SparkAuthTest, SparksClientFetchesThroughTheAuthEngineAndAesCtr) {
   FetchesEveryWay({"--auth-secret", kSecret, "--conf", "spark.network.crypto.enabled=true"},
                   {{"--batch"}, {"--old-protocol"}, {"--fetch-to-disk", downloads_.path()}});
   const SparkSecrets& secrets = *server_->spark_secrets();
-  EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);  // one a run at least
+  EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);      // one a run at least
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);  // no fallback
   EXPECT_EQ(secrets.auth_engine_sessions(1), secrets.handshakes(SparkSecrets::Outcome::kEncrypted));
   // A wrong secret: the AuthEngine is refused and the connection closed, so Spark's
   // fallback to SASL finds no connection either.
-  const CommandResult wrong = Fetch({"--auth-secret", "a guess", "--conf",
-                                     "spark.network.crypto.enabled=true"});
+  const CommandResult wrong =
+      Fetch({"--auth-secret", "a guess", "--conf", "spark.network.crypto.enabled=true"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kRefused), 1u);
   EXPECT_EQ(server_->spark_executors()->size(), 1u);
@@ -431,8 +444,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithTheFrontDoor) {
   SparkShuffleClient client;
   ASSERT_TRUE(client.RegisterExecutor(address, Registration(), WithSecret(kSecret)).ok());
   FetchEveryWay(address, WithSecret(kSecret));
-  absl::Status wrong =
-      client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
+  absl::Status wrong = client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
   EXPECT_NE(wrong.message().find("SASL authentication of application app-20261130233000-0000 "
                                  "failed"),
             std::string::npos)
@@ -488,8 +500,8 @@ TEST_P(SparkAuthTest, FerrysSparkClientSealsWithSaslEncryptionEitherWay) {
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
 
   absl::StatusOr<std::unique_ptr<testing::SparkEssServer>> ess = testing::SparkEssServer::Start(
-      {"--auth-secret", kSecret, "--conf", "spark.authenticate.enableSaslEncryption=true",
-       "--conf", "spark.network.sasl.serverAlwaysEncrypt=true"});
+      {"--auth-secret", kSecret, "--conf", "spark.authenticate.enableSaslEncryption=true", "--conf",
+       "spark.network.sasl.serverAlwaysEncrypt=true"});
   ASSERT_TRUE(ess.ok()) << ess.status();
   const std::string address = absl::StrCat("127.0.0.1:", (*ess)->port());
   ASSERT_TRUE(client.RegisterExecutor(address, Registration(), Sealed(kSecret)).ok());
@@ -508,8 +520,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithSparksOwnService) {
   // words.
   absl::Status none = client.RegisterExecutor(address, Registration());
   EXPECT_NE(none.message().find("Expected SaslMessage"), std::string::npos) << none;
-  absl::Status wrong =
-      client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
+  absl::Status wrong = client.RegisterExecutor(address, Registration(), WithSecret("a guess"));
   EXPECT_FALSE(wrong.ok());
   EXPECT_NE(wrong.message().find("DIGEST-MD5"), std::string::npos) << wrong;
   ASSERT_TRUE(client.RegisterExecutor(address, Registration(), WithSecret(kSecret)).ok());

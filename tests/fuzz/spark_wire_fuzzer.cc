@@ -30,7 +30,8 @@ std::string Reencode(const ShuffleRpc& rpc) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  if (auto rpc = DecodeShuffleRpc(bytes); rpc.ok() && !std::holds_alternative<UnsupportedRpc>(*rpc)) {
+  if (auto rpc = DecodeShuffleRpc(bytes);
+      rpc.ok() && !std::holds_alternative<UnsupportedRpc>(*rpc)) {
     if (Reencode(*rpc) != bytes) std::abort();
   }
   // A SaslMessage's tokenLen is not read (the token is the rest of the body, as in Spark),

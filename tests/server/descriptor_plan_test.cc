@@ -22,8 +22,7 @@ TEST(DescriptorPlanTest, SmallLimitLowersConnectionsToFit) {
   // Splice mode: the pipes, then two descriptors a connection; everything fits under
   // the limit.
   EXPECT_GE(plan->max_pipes, 2u);
-  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + plan->max_data_files +
-                2 * plan->max_connections,
+  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + plan->max_data_files + 2 * plan->max_connections,
             1024u);
   EXPECT_GT(plan->max_connections, 100u);
   EXPECT_NE(plan->clamped.find("--max-connections lowered from 10000"), std::string::npos);

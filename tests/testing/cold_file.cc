@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <vector>
 
-#include "absl/time/clock.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 
 namespace ferry::testing {
 

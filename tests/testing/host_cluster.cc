@@ -11,10 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "tests/testing/command.h"
 
@@ -96,16 +96,16 @@ absl::StatusOr<std::unique_ptr<HostCluster>> HostCluster::Create(int hosts) {
   std::unique_ptr<HostCluster> cluster(new HostCluster);
   ::mkdir(kSlotDir, 0755);
   for (int slot = 0; slot < kSlots && cluster->slot_ < 0; ++slot) {
-    UniqueFd lock(::open(absl::StrCat(kSlotDir, "/slot-", slot).c_str(),
-                         O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    UniqueFd lock(
+        ::open(absl::StrCat(kSlotDir, "/slot-", slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
       cluster->slot_lock_ = std::move(lock);
       cluster->slot_ = slot;
     }
   }
   if (cluster->slot_ < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("all ", kSlots, " cluster slots of ",
-                                                     kSlotDir, " are held"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", kSlots, " cluster slots of ", kSlotDir, " are held"));
   }
   if (absl::Status built = cluster->Build(hosts); !built.ok()) {
     // A sandbox that forbids namespaces fails at the first one; anything later is a bug.
@@ -191,8 +191,8 @@ absl::Status HostCluster::Shape(int i, const std::vector<std::string>& qdisc) {
                ? absl::OkStatus()
                : s;
   }
-  std::vector<std::string> cmd = {kTc, "-n", host(i).netns, "qdisc", "replace", "dev", "eth0",
-                                  "root"};
+  std::vector<std::string> cmd = {kTc,       "-n",  host(i).netns, "qdisc",
+                                  "replace", "dev", "eth0",        "root"};
   cmd.insert(cmd.end(), qdisc.begin(), qdisc.end());
   return Run(cmd);
 }

@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/unique_fd.h"
 #include "common/net_address.h"
+#include "common/unique_fd.h"
 
 namespace ferry::testing {
 
@@ -27,9 +27,8 @@ absl::StatusOr<std::string> HttpGet(uint16_t port, const std::string& path,
   if (::connect(fd.get(), addr->get(), addr->size()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("connect to ", addr->ToString()));
   }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", addr->ToString(),
-                   "\r\nConnection: close\r\n\r\n");
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", addr->ToString(),
+                                           "\r\nConnection: close\r\n\r\n");
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     return absl::ErrnoToStatus(errno, "send the request");

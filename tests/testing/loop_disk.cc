@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -57,8 +57,8 @@ std::vector<std::string> MountsOf(const std::string& device) {
 
 // Loop devices whose backing files a test process now gone made: unmounted and detached.
 void RemoveStaleDevices() {
-  absl::StatusOr<std::string> listed = Run({kLosetup, "--list", "--noheadings", "--output",
-                                            "NAME,BACK-FILE"});
+  absl::StatusOr<std::string> listed =
+      Run({kLosetup, "--list", "--noheadings", "--output", "NAME,BACK-FILE"});
   if (!listed.ok()) return;
   for (absl::string_view line : absl::StrSplit(*listed, '\n', absl::SkipEmpty())) {
     const std::vector<std::string> fields =
@@ -138,9 +138,8 @@ absl::StatusOr<std::unique_ptr<LoopDisk>> LoopDisk::Create(const std::string& wo
   }
   // No journal and every inode table written now: nothing writes to the device later
   // (ext4's lazy init would, in the background).
-  absl::StatusOr<std::string> made =
-      Run({kMkfs, "-q", "-F", "-b", "4096", "-O", "^has_journal", "-E",
-           "lazy_itable_init=0,lazy_journal_init=0", backing});
+  absl::StatusOr<std::string> made = Run({kMkfs, "-q", "-F", "-b", "4096", "-O", "^has_journal",
+                                          "-E", "lazy_itable_init=0,lazy_journal_init=0", backing});
   if (!made.ok()) return absl::UnimplementedError(made.status().message());
   absl::StatusOr<std::string> attached = Run({kLosetup, "--find", "--show", backing});
   if (!attached.ok()) {
@@ -151,7 +150,8 @@ absl::StatusOr<std::unique_ptr<LoopDisk>> LoopDisk::Create(const std::string& wo
   absl::StatusOr<std::string> mounted =
       Run({kMount, "-t", "ext4", "-o", "noatime,errors=continue", device, mount_point});
   if (!mounted.ok()) {
-    return absl::UnimplementedError(absl::StrCat("cannot mount ext4: ", mounted.status().message()));
+    return absl::UnimplementedError(
+        absl::StrCat("cannot mount ext4: ", mounted.status().message()));
   }
   disk->mounted_ = true;
   return disk;

@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <sched.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -14,9 +14,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
-#include <sstream>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
@@ -48,8 +48,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   // there could be taken by another test's server in between. Another user writes it
   // in a directory of its own beneath /tmp.
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string port_dir = absl::StrCat(account != nullptr || tmp == nullptr ? "/tmp" : tmp,
-                                      "/ferry-ports-XXXXXX");
+  std::string port_dir =
+      absl::StrCat(account != nullptr || tmp == nullptr ? "/tmp" : tmp, "/ferry-ports-XXXXXX");
   if (::mkdtemp(port_dir.data()) == nullptr) {
     return absl::ErrnoToStatus(errno, "mkdtemp for the port file");
   }
@@ -61,10 +61,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ::unlink(port_file.c_str());
     ::rmdir(port_dir.c_str());
   };
-  std::vector<std::string> argv_strings = {binary, "--data-dir=" + data_dir,
-                                           "--control-address=" + FormatHostPort(options.host, 0),
-                                           "--data-address=" + FormatHostPort(options.host, 0),
-                                           "--port-file=" + port_file};
+  std::vector<std::string> argv_strings = {
+      binary, "--data-dir=" + data_dir, "--control-address=" + FormatHostPort(options.host, 0),
+      "--data-address=" + FormatHostPort(options.host, 0), "--port-file=" + port_file};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_strings) argv.push_back(a.data());
@@ -91,9 +90,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       ::setrlimit(RLIMIT_NOFILE, &limit);
     }
     if (netns.valid() && ::setns(netns.get(), CLONE_NEWNET) != 0) ::_exit(125);
-    if (account != nullptr &&
-        (::setgroups(0, nullptr) != 0 || ::setgid(account->pw_gid) != 0 ||
-         ::setuid(account->pw_uid) != 0)) {
+    if (account != nullptr && (::setgroups(0, nullptr) != 0 || ::setgid(account->pw_gid) != 0 ||
+                               ::setuid(account->pw_uid) != 0)) {
       ::_exit(126);
     }
     ::execv(argv[0], argv.data());
@@ -124,13 +122,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     int status;
     if (::waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
       p->reaped_ = true;
-      return absl::InternalError(absl::StrCat(binary, " exited during startup with status ",
-                                              status, "; log: ", log));
+      return absl::InternalError(
+          absl::StrCat(binary, " exited during startup with status ", status, "; log: ", log));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
-  return absl::DeadlineExceededError(absl::StrCat(binary, " did not answer within 20 s: ",
-                                                  info.ToString(), "; log: ", log));
+  return absl::DeadlineExceededError(
+      absl::StrCat(binary, " did not answer within 20 s: ", info.ToString(), "; log: ", log));
 }
 
 ServerProcess::~ServerProcess() {
@@ -141,9 +139,7 @@ ServerProcess::~ServerProcess() {
   }
 }
 
-std::string ServerProcess::control_target() const {
-  return FormatHostPort(host_, control_port_);
-}
+std::string ServerProcess::control_target() const { return FormatHostPort(host_, control_port_); }
 
 absl::StatusOr<int> ServerProcess::SignalAndWait(int signal, absl::Duration timeout) {
   if (reaped_) return absl::FailedPreconditionError("ferry_server was already reaped");
@@ -160,9 +156,9 @@ absl::StatusOr<int> ServerProcess::SignalAndWait(int signal, absl::Duration time
     }
     if (r < 0 && errno != EINTR) return absl::ErrnoToStatus(errno, "waitpid ferry_server");
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "ferry_server (pid ", pid_, ") still runs ", absl::FormatDuration(timeout),
-          " after signal ", signal));
+      return absl::DeadlineExceededError(absl::StrCat("ferry_server (pid ", pid_, ") still runs ",
+                                                      absl::FormatDuration(timeout),
+                                                      " after signal ", signal));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }

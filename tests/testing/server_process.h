@@ -37,13 +37,13 @@ class ServerProcess {
   // Starts `binary --data-dir=<data_dir> --control-address=... --data-address=...
   // <args>` and waits (up to 20 s) until its control plane answers GetServerInfo. It is
   // killed if this process dies.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const std::string& binary,
+                                                              const std::string& data_dir,
+                                                              const std::vector<std::string>& args,
+                                                              const ServerProcessOptions& options);
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
-      const std::string& binary, const std::string& data_dir,
-      const std::vector<std::string>& args, const ServerProcessOptions& options);
-  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
-      const std::string& binary, const std::string& data_dir,
-      const std::vector<std::string>& args, const std::string& log_path = "",
-      uint64_t fd_limit = 0, const std::string& user = "") {
+      const std::string& binary, const std::string& data_dir, const std::vector<std::string>& args,
+      const std::string& log_path = "", uint64_t fd_limit = 0, const std::string& user = "") {
     ServerProcessOptions options;
     options.log_path = log_path;
     options.fd_limit = fd_limit;

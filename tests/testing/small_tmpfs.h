@@ -17,8 +17,7 @@ namespace ferry::testing {
 class SmallTmpfs {
  public:
   // Mounts `bytes` of tmpfs (mode 0700) at `path`, an empty directory or none.
-  static absl::StatusOr<std::unique_ptr<SmallTmpfs>> Mount(const std::string& path,
-                                                           uint64_t bytes);
+  static absl::StatusOr<std::unique_ptr<SmallTmpfs>> Mount(const std::string& path, uint64_t bytes);
   SmallTmpfs(const SmallTmpfs&) = delete;
   SmallTmpfs& operator=(const SmallTmpfs&) = delete;
   // Unmounts it (lazily: a file still open does not keep it).

@@ -3,13 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <poll.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
-#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -132,10 +132,9 @@ std::vector<SparkDistribution> InstalledSparks(std::string* why) {
     }
     ::closedir(dir);
   }
-  std::sort(found.begin(), found.end(),
-            [](const SparkDistribution& a, const SparkDistribution& b) {
-              return a.version < b.version;
-            });
+  std::sort(found.begin(), found.end(), [](const SparkDistribution& a, const SparkDistribution& b) {
+    return a.version < b.version;
+  });
   if (why != nullptr && found.empty()) {
     *why = absl::StrCat("no Spark distribution under ", root, " (scripts/setup installs them)");
   }
@@ -244,12 +243,12 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
     const std::string host = on_host ? options.worker_hosts[i] : options.host;
     // The executors a worker starts inherit its environment: they bind its address too.
     env["SPARK_LOCAL_IP"] = host;
-    absl::StatusOr<pid_t> worker = cluster->Launch(
-        {spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_, "--host",
-         host, "--cores", absl::StrCat(options.cores_per_worker), "--memory", "1g",
-         "--work-dir", work, "--webui-port", "0"},
-        env, absl::StrCat(options.work_dir, "/worker", i, ".log"),
-        on_host ? options.worker_netns[i] : "");
+    absl::StatusOr<pid_t> worker =
+        cluster->Launch({spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_,
+                         "--host", host, "--cores", absl::StrCat(options.cores_per_worker),
+                         "--memory", "1g", "--work-dir", work, "--webui-port", "0"},
+                        env, absl::StrCat(options.work_dir, "/worker", i, ".log"),
+                        on_host ? options.worker_netns[i] : "");
     if (!worker.ok()) return worker.status();
   }
   if (absl::Status up = cluster->WaitForWorkers(absl::Seconds(120)); !up.ok()) return up;
@@ -286,14 +285,14 @@ absl::Status SparkCluster::StartSparkShuffleService(
     uint16_t port, const std::map<std::string, std::string>& conf) {
   std::map<std::string, std::string> env = DaemonEnv();
   env["SPARK_SHUFFLE_OPTS"] = absl::StrCat("-Dspark.shuffle.service.port=", port);
-  for (const auto& [key, value] : conf) absl::StrAppend(&env["SPARK_SHUFFLE_OPTS"], " -D", key, "=", value);
+  for (const auto& [key, value] : conf)
+    absl::StrAppend(&env["SPARK_SHUFFLE_OPTS"], " -D", key, "=", value);
   // Spark's service (3.5.x since 3.5.1 or so) refuses executors whose local dirs are not
   // beneath its own, as ferry_server's --spark-dir-roots does.
   env["SPARK_LOCAL_DIRS"] = options_.local_dir_root;
-  absl::StatusOr<pid_t> pid =
-      Launch({options_.spark.home + "/bin/spark-class",
-              "org.apache.spark.deploy.ExternalShuffleService"},
-             env, options_.work_dir + "/shuffle-service.log");
+  absl::StatusOr<pid_t> pid = Launch(
+      {options_.spark.home + "/bin/spark-class", "org.apache.spark.deploy.ExternalShuffleService"},
+      env, options_.work_dir + "/shuffle-service.log");
   if (!pid.ok()) return pid.status();
   services_.push_back(*pid);
   bool exited = false;

@@ -113,7 +113,7 @@ class SparkCluster {
   std::string conf_dir_;
   std::string master_url_;
   uint16_t master_ui_port_ = 0;
-  std::vector<pid_t> groups_;  // every process group started, killed at the end
+  std::vector<pid_t> groups_;    // every process group started, killed at the end
   std::vector<pid_t> services_;  // those of them that are Spark's shuffle services
 };
 

@@ -26,10 +26,9 @@ std::string SparkEssDir(std::string* why) {
     reason = "SPARK_ESS_DIR is not set (../shared/spark-ess is missing?)";
   } else {
     const char* build = std::getenv("SPARK_ESS_BUILD_DIR");
-    const std::string jar = absl::StrCat(build != nullptr && *build != '\0'
-                                             ? std::string(build)
-                                             : absl::StrCat(dir, "/build"),
-                                         "/spark-ess.jar");
+    const std::string jar = absl::StrCat(
+        build != nullptr && *build != '\0' ? std::string(build) : absl::StrCat(dir, "/build"),
+        "/spark-ess.jar");
     struct stat st;
     if (::stat(jar.c_str(), &st) != 0) {
       reason = absl::StrCat(jar, " is missing: run ", dir, "/build.sh");

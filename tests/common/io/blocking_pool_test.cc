@@ -47,8 +47,8 @@ TEST(BlockingPoolTest, AWaitingFiberLeavesItsThreadToTheOthers) {
     bool job_done = false;
     FiberScheduler::Current()
         ->Spawn([&] {
-          absl::Status s = pool.Run(
-              [&release] { release.WaitForNotificationWithTimeout(kPatience); }, Soon());
+          absl::Status s =
+              pool.Run([&release] { release.WaitForNotificationWithTimeout(kPatience); }, Soon());
           EXPECT_TRUE(s.ok()) << s;
           job_done = true;
           done.Done();
@@ -241,4 +241,3 @@ TEST(BlockingPoolTest, WorkersSweepQueuedJobsByTheirOrder) {
 
 }  // namespace
 }  // namespace ferry
-

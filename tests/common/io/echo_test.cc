@@ -27,7 +27,8 @@ void EchoConnection(UniqueFd conn) {
   for (int i = 0; i < 1000; ++i) {
     const ssize_t n = Recv(conn.get(), buf, sizeof(buf), 0, absl::Now() + kTimeout);
     if (n <= 0) return;
-    if (SendAll(conn.get(), buf, static_cast<size_t>(n), MSG_NOSIGNAL, absl::Now() + kTimeout) < 0) {
+    if (SendAll(conn.get(), buf, static_cast<size_t>(n), MSG_NOSIGNAL, absl::Now() + kTimeout) <
+        0) {
       return;
     }
   }
@@ -58,9 +59,8 @@ int RunClients(uint16_t port, int count, int* peak_open) {
         ->Spawn([&, i] {
           UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
           sockaddr_in addr = LoopbackAddress(port);
-          const bool ok =
-              Connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr),
-                      absl::Now() + kTimeout) == 0;
+          const bool ok = Connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr),
+                                  absl::Now() + kTimeout) == 0;
           if (ok) ++connected;
           all_connected.Done();
           all_connected.Wait();

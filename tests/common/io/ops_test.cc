@@ -81,8 +81,7 @@ TEST(OpsTest, RefusedConnectGivesEconnrefused) {
   RunInFiber([port] {
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in addr = ferry::testing::LoopbackAddress(port);
-    EXPECT_EQ(Connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-              -ECONNREFUSED);
+    EXPECT_EQ(Connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), -ECONNREFUSED);
   });
 }
 
@@ -111,8 +110,7 @@ TEST(OpsTest, DeadlineFiresOnAnIdleRecv) {
   RunInFiber([&] {
     char buf[8];
     const absl::Time start = absl::Now();
-    EXPECT_EQ(Recv(a.get(), buf, sizeof(buf), 0, absl::Now() + absl::Milliseconds(20)),
-              -ETIMEDOUT);
+    EXPECT_EQ(Recv(a.get(), buf, sizeof(buf), 0, absl::Now() + absl::Milliseconds(20)), -ETIMEDOUT);
     const absl::Duration waited = absl::Now() - start;
     EXPECT_GE(waited, absl::Milliseconds(15));
     EXPECT_LT(waited, absl::Seconds(5));
@@ -181,9 +179,7 @@ TEST(OpsTest, PollReportsWritable) {
 TEST(OpsTest, SendToAClosedPeerGivesEpipe) {
   auto [a, b] = SocketPair();
   b.Reset();
-  RunInFiber([&] {
-    EXPECT_EQ(Send(a.get(), "z", 1, MSG_NOSIGNAL), -EPIPE);
-  });
+  RunInFiber([&] { EXPECT_EQ(Send(a.get(), "z", 1, MSG_NOSIGNAL), -EPIPE); });
 }
 
 TEST(OpsTest, SpliceMovesFileBytesThroughAPipe) {

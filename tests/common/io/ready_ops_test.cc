@@ -144,9 +144,9 @@ TEST(ReadyOpsTest, SendToAFullSocketWaitsUntilThePeerReads) {
     }
   });
   RunInFiber([&] {
-    EXPECT_EQ(SendAllReady(a.get(), payload.data(), payload.size(), 0,
-                           absl::Now() + absl::Seconds(20)),
-              static_cast<ssize_t>(payload.size()));
+    EXPECT_EQ(
+        SendAllReady(a.get(), payload.data(), payload.size(), 0, absl::Now() + absl::Seconds(20)),
+        static_cast<ssize_t>(payload.size()));
   });
   reader.join();
   EXPECT_TRUE(received == payload);
@@ -167,9 +167,8 @@ TEST(ReadyOpsTest, SendToAClosedPeerGivesEpipe) {
   auto [a, b] = SocketPair();
   ASSERT_EQ(SetNonBlocking(a.get(), true), 0);
   b.Reset();
-  RunInFiber([&] {
-    EXPECT_EQ(SendAllReady(a.get(), "x", 1, 0, absl::Now() + absl::Seconds(5)), -EPIPE);
-  });
+  RunInFiber(
+      [&] { EXPECT_EQ(SendAllReady(a.get(), "x", 1, 0, absl::Now() + absl::Seconds(5)), -EPIPE); });
 }
 
 TEST(ReadyOpsTest, SplicesAFullPipeIntoASlowTcpSocket) {

@@ -326,19 +326,21 @@ TEST(SchedulerTest, PollingSchedulerThatNeverIdlesStillReapsCompletions) {
   auto s = FiberScheduler::Create(PollingOptions());
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_TRUE((*s)->Spawn([&, fd = mine.get()] {
-                 char byte;
-                 EXPECT_EQ(Recv(fd, &byte, 1, 0, absl::Now() + absl::Seconds(10)), 1);
-                 received = true;
-               }).ok());
+                    char byte;
+                    EXPECT_EQ(Recv(fd, &byte, 1, 0, absl::Now() + absl::Seconds(10)), 1);
+                    received = true;
+                  })
+                  .ok());
   // Always ready: the loop never polls or sleeps, and the recv's completion must
   // still reach its fiber. Bounded by time.
   ASSERT_TRUE((*s)->Spawn([&] {
-                 const absl::Time give_up = absl::Now() + absl::Seconds(10);
-                 while (!received && absl::Now() < give_up) {
-                   ++spins;
-                   FiberScheduler::Current()->Yield();
-                 }
-               }).ok());
+                    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+                    while (!received && absl::Now() < give_up) {
+                      ++spins;
+                      FiberScheduler::Current()->Yield();
+                    }
+                  })
+                  .ok());
   (*s)->Run();
   peer.join();
   EXPECT_TRUE(received);

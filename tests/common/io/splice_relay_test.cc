@@ -70,7 +70,8 @@ TEST(SpliceRelayTest, RelaysSocketToSocketThroughAPipe) {
     UniqueFd fd = ConnectLoopback(in_port);
     size_t sent = 0;
     while (sent < payload.size()) {
-      const ssize_t n = ::send(fd.get(), payload.data() + sent, payload.size() - sent, MSG_NOSIGNAL);
+      const ssize_t n =
+          ::send(fd.get(), payload.data() + sent, payload.size() - sent, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       ASSERT_GT(n, 0);
       sent += static_cast<size_t>(n);
@@ -93,8 +94,8 @@ TEST(SpliceRelayTest, RelaysSocketToSocketThroughAPipe) {
   ssize_t relayed = -1;
   int zero_reads = 0;
   RunInFiber([&] {
-    UniqueFd from(Accept(in_listener.get(), nullptr, nullptr, SOCK_CLOEXEC,
-                         absl::Now() + absl::Seconds(10)));
+    UniqueFd from(
+        Accept(in_listener.get(), nullptr, nullptr, SOCK_CLOEXEC, absl::Now() + absl::Seconds(10)));
     UniqueFd to(Accept(out_listener.get(), nullptr, nullptr, SOCK_CLOEXEC,
                        absl::Now() + absl::Seconds(10)));
     ASSERT_TRUE(from.valid() && to.valid());
@@ -127,7 +128,8 @@ TEST(SpliceRelayTest, ShutDownPeerReportsEndOfInputAsZeroBytes) {
 TEST(SpliceRelayTest, ShortPipeMovesPartialBlock) {
   auto [a, b] = ferry::testing::SocketPair();
   const std::string payload = Payload(64 * 1024);
-  ASSERT_EQ(::send(b.get(), payload.data(), payload.size(), 0), static_cast<ssize_t>(payload.size()));
+  ASSERT_EQ(::send(b.get(), payload.data(), payload.size(), 0),
+            static_cast<ssize_t>(payload.size()));
   RunInFiber([&] {
     auto pipe = Pipe::Create(4096);
     ASSERT_TRUE(pipe.ok());

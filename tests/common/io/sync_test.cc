@@ -64,9 +64,10 @@ TEST(EventTest, StoppingTheSchedulerWakesAnUnboundedWait) {
   Event event;
   ASSERT_TRUE((*s)->Spawn([&] { result = event.Wait(); }).ok());
   ASSERT_TRUE((*s)->Spawn([&] {
-                   ASSERT_EQ(Sleep(absl::Milliseconds(5)), 0);
-                   FiberScheduler::Current()->Stop();
-                 }).ok());
+                    ASSERT_EQ(Sleep(absl::Milliseconds(5)), 0);
+                    FiberScheduler::Current()->Stop();
+                  })
+                  .ok());
   (*s)->Run();
   EXPECT_EQ(result, -ECANCELED);
 }
@@ -168,8 +169,8 @@ TEST(AwaitCallTest, StoppingTheSchedulerCancelsTheCallAndWaitsForIt) {
   ASSERT_TRUE(scheduler
                   ->Spawn([&] {
                     result = AwaitCall<int>(*scheduler, [&](absl::AnyInvocable<void(int)> d) {
-                      std::function<void()> cancel = FinishLater(
-                          std::move(d), absl::Seconds(60), threads, &cancelled);
+                      std::function<void()> cancel =
+                          FinishLater(std::move(d), absl::Seconds(60), threads, &cancelled);
                       started.Notify();
                       return cancel;
                     });

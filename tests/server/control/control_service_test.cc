@@ -128,7 +128,8 @@ TEST_F(ControlServiceTest, RequestsOutOfBoundsAreRefusedNamingTheBound) {
   // A map output that is not there: nothing is registered, and the error names it.
   status = Open({Block(0, 9, 0, 1)}, &handle);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
-  EXPECT_NE(status.error_message().find("map output 9 of shuffle 0"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("map output 9 of shuffle 0"), std::string::npos)
+      << status.error_message();
   EXPECT_EQ(tickets_.size(), 0u);
   // With a token configured, a call without it is refused before any work.
   options_.auth_token = "s3cret";

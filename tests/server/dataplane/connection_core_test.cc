@@ -62,8 +62,7 @@ class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
   }
 
   // A data file holding `content` at `path`, open for reading, named `name`.
-  static std::shared_ptr<DataFile> DataFileOf(const std::string& path,
-                                              const std::string& content,
+  static std::shared_ptr<DataFile> DataFileOf(const std::string& path, const std::string& content,
                                               const std::string& name) {
     {
       UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -117,7 +116,15 @@ class ConnectionCoreTest : public ::testing::TestWithParam<IoEngine> {
 TEST_P(ConnectionCoreTest, PipelinedFramesComeOutWholeAndInOrder) {
   // Three frames and the start of a fourth in one send; the rest of the fourth only
   // once the first three are served, so that it takes a second read.
-  PeerSends(std::string("\x03" "abc" "\x00" "\x02" "de" "\x04" "fg", 11));
+  PeerSends(
+      std::string("\x03"
+                  "abc"
+                  "\x00"
+                  "\x02"
+                  "de"
+                  "\x04"
+                  "fg",
+                  11));
   std::vector<std::string> frames;
   WithCore([&](ConnectionCore& core) {
     const ConnectionCore::Framing framing{1, 256, OneByteLength};
@@ -131,8 +138,13 @@ TEST_P(ConnectionCoreTest, PipelinedFramesComeOutWholeAndInOrder) {
     }
     EXPECT_EQ(core.partial_frame_bytes(), 0u);
   });
-  EXPECT_EQ(frames, (std::vector<std::string>{"\x03" "abc", std::string("\x00", 1), "\x02" "de",
-                                              "\x04" "fghi"}));
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x03"
+                                              "abc",
+                                              std::string("\x00", 1),
+                                              "\x02"
+                                              "de",
+                                              "\x04"
+                                              "fghi"}));
   EXPECT_FALSE(control_.serving);  // it ended waiting for the peer
 }
 
@@ -171,7 +183,11 @@ TEST_P(ConnectionCoreTest, AFrameThatDoesNotFitTheBudgetEndsTheConnection) {
 }
 
 TEST_P(ConnectionCoreTest, BadAndOversizedFramesEndTheConnection) {
-  PeerSends(std::string("\x02" "ok" "\xff", 4));
+  PeerSends(
+      std::string("\x02"
+                  "ok"
+                  "\xff",
+                  4));
   WithCore([&](ConnectionCore& core) {
     absl::string_view frame;
     const ConnectionCore::Framing framing{1, 256, OneByteLength};
@@ -188,7 +204,10 @@ TEST_P(ConnectionCoreTest, BadAndOversizedFramesEndTheConnection) {
 }
 
 TEST_P(ConnectionCoreTest, APeerThatClosesMidFrameLeavesItsPartialBytes) {
-  PeerSends(std::string("\x05" "ab", 3));
+  PeerSends(
+      std::string("\x05"
+                  "ab",
+                  3));
   ::shutdown(peer_.get(), SHUT_WR);
   WithCore([&](ConnectionCore& core) {
     absl::string_view frame;
@@ -209,7 +228,12 @@ TEST_P(ConnectionCoreTest, ASilentNewConnectionIsDroppedAtTheFirstRequestTimeout
 }
 
 TEST_P(ConnectionCoreTest, ADrainingConnectionServesWhatArrivedAndDoesNotWait) {
-  PeerSends(std::string("\x01" "a" "\x01" "b", 4));
+  PeerSends(
+      std::string("\x01"
+                  "a"
+                  "\x01"
+                  "b",
+                  4));
   draining_ = true;
   std::vector<std::string> frames;
   WithCore([&](ConnectionCore& core) {
@@ -218,7 +242,10 @@ TEST_P(ConnectionCoreTest, ADrainingConnectionServesWhatArrivedAndDoesNotWait) {
     while (core.NextFrame(framing, &frame)) frames.emplace_back(frame);
   });
   // The peer never closed: the core stopped on its own once the bytes were served.
-  EXPECT_EQ(frames, (std::vector<std::string>{"\x01" "a", "\x01" "b"}));
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x01"
+                                              "a",
+                                              "\x01"
+                                              "b"}));
 }
 
 TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceItShrank) {
@@ -238,14 +265,16 @@ TEST_P(ConnectionCoreTest, ABlockGoesOutWhileItsFileHoldsItAndFailsInFrameOnceIt
   WithCore([&](ConnectionCore& core) {
     core.BeginRequest();
     bool in_frame = false;
-    ASSERT_TRUE(core.SendBlock("HEAD", block, 10, [] { return std::string("b"); }, &in_frame).ok());
+    ASSERT_TRUE(core.SendBlock(
+                        "HEAD", block, 10, [] { return std::string("b"); }, &in_frame)
+                    .ok());
     EXPECT_FALSE(in_frame);
     core.EndRequest(absl::OkStatus());
     StreamBlock shrinking = block;
     shrinking.file = other;
     ASSERT_EQ(::truncate(copy.c_str(), 20000), 0);
-    const absl::Status shrunk =
-        core.SendBlock("HEAD", shrinking, 0, [] { return std::string("block b"); }, &in_frame);
+    const absl::Status shrunk = core.SendBlock(
+        "HEAD", shrinking, 0, [] { return std::string("block b"); }, &in_frame);
     EXPECT_TRUE(absl::IsDataLoss(shrunk)) << shrunk;
     EXPECT_TRUE(in_frame);
     EXPECT_NE(shrunk.message().find("block b"), absl::string_view::npos) << shrunk;
@@ -316,7 +345,14 @@ TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
   block.file = file;
   block.length = 70000;
   // The negotiating frame in clear, and in the same send a record with two frames.
-  PeerSends(std::string("\x03" "abc", 4) + XorLayer::SealOf(std::string("\x02" "de" "\x01" "f", 5)));
+  PeerSends(std::string("\x03"
+                        "abc",
+                        4) +
+            XorLayer::SealOf(std::string("\x02"
+                                         "de"
+                                         "\x01"
+                                         "f",
+                                         5)));
   std::vector<std::string> frames;
   std::string got;
   std::thread read([&] {
@@ -337,9 +373,14 @@ TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
     while (frames.size() < 3 && core.NextFrame(framing, &frame)) frames.emplace_back(frame);
     ASSERT_TRUE(core.SendBytes("sealed"));
     bool in_frame = false;
-    ASSERT_TRUE(core.SendBlock("HEAD", block, 0, [] { return std::string("b"); }, &in_frame).ok());
+    ASSERT_TRUE(core.SendBlock(
+                        "HEAD", block, 0, [] { return std::string("b"); }, &in_frame)
+                    .ok());
     // A record cut in two sends opens whole; then one that does not open at all.
-    const std::string record = XorLayer::SealOf(std::string("\x02" "gh", 3));
+    const std::string record =
+        XorLayer::SealOf(std::string("\x02"
+                                     "gh",
+                                     3));
     PeerSends(record.substr(0, 2));
     PeerSends(record.substr(2));
     ASSERT_TRUE(core.NextFrame(framing, &frame));
@@ -349,13 +390,23 @@ TEST_P(ConnectionCoreTest, ASecuredConnectionOpensAndSealsEveryByte) {
     ::shutdown(peer_.get(), SHUT_RDWR);
   });
   read.join();
-  EXPECT_EQ(frames, (std::vector<std::string>{"\x03" "abc", "\x02" "de", "\x01" "f", "\x02" "gh"}));
+  EXPECT_EQ(frames, (std::vector<std::string>{"\x03"
+                                              "abc",
+                                              "\x02"
+                                              "de",
+                                              "\x01"
+                                              "f",
+                                              "\x02"
+                                              "gh"}));
   ASSERT_GE(got.size(), 2u);
   EXPECT_EQ(got.substr(0, 2), "ok");
   XorLayer peer;
   std::string plain;
   ASSERT_TRUE(peer.Open(absl::string_view(got).substr(2), &plain).ok());
-  EXPECT_TRUE(plain == "sealed" "HEAD" + content.substr(0, 70000));
+  EXPECT_TRUE(plain ==
+              "sealed"
+              "HEAD" +
+                  content.substr(0, 70000));
   EXPECT_EQ(got.find("qqqqqqqq"), std::string::npos);  // no block byte in clear
 }
 

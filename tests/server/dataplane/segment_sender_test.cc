@@ -11,8 +11,8 @@
 #include <atomic>
 #include <functional>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/io/ready_ops.h"
@@ -117,13 +117,15 @@ TEST_P(SegmentSenderTest, HeaderThenExactlyTheSegment) {
         sender.StartResponse(length);
         int headers = 0;
         ASSERT_TRUE(sender
-                        .SendSegment("HEAD", file_, pos, length, [] { return std::string("seg"); },
-                                     [&] { ++headers; })
+                        .SendSegment(
+                            "HEAD", file_, pos, length, [] { return std::string("seg"); },
+                            [&] { ++headers; })
                         .ok());
-        ASSERT_TRUE(sender
-                        .SendSegment("E", file_, 0, 0, [] { return std::string("empty"); },
-                                     [&] { ++headers; })
-                        .ok());
+        ASSERT_TRUE(
+            sender
+                .SendSegment(
+                    "E", file_, 0, 0, [] { return std::string("empty"); }, [&] { ++headers; })
+                .ok());
         EXPECT_EQ(headers, 2);
         sender.EndResponse();
       },
@@ -155,8 +157,8 @@ TEST_P(SegmentSenderTest, SmallAndJustLargerSegmentsArriveWhole) {
       [&](SegmentSender& sender) {
         for (const auto& [pos, length] : segments) {
           ASSERT_TRUE(sender
-                          .SendSegment("H", file_, pos, length, [] { return std::string("seg"); },
-                                       [] {})
+                          .SendSegment(
+                              "H", file_, pos, length, [] { return std::string("seg"); }, [] {})
                           .ok());
         }
       },
@@ -202,8 +204,8 @@ TEST_P(SegmentSenderTest, WithoutAFreePipeTheSegmentIsCopied) {
         absl::StatusOr<Pipe> second = pipes_.Take(absl::Now() + absl::Seconds(10));
         ASSERT_TRUE(second.ok());
         ASSERT_TRUE(sender
-                        .SendSegment("H", file_, 77, length, [] { return std::string("seg"); },
-                                     [] {})
+                        .SendSegment(
+                            "H", file_, 77, length, [] { return std::string("seg"); }, [] {})
                         .ok());
         pipes_.Give(*std::move(second));
         pipes_.Give(*std::move(held));
@@ -244,7 +246,8 @@ TEST_P(SegmentSenderTest, ASocketThatTakesLessThanItSaidHoldsNoPipe) {
   testing::RunInFiber([&] {
     ASSERT_EQ(SocketIoFor(options_.engine).Prepare(server.get()), 0);
     SegmentSender sender(server.get(), options_, pipes_, disks_);
-    sent = sender.SendSegment("H", file_, pos, length, [] { return std::string("seg"); }, [] {});
+    sent = sender.SendSegment(
+        "H", file_, pos, length, [] { return std::string("seg"); }, [] {});
   });
   server.Reset();
   read.join();
@@ -269,8 +272,9 @@ TEST_P(SegmentSenderTest, APeerThatNeverReadsTimesOutHoldingNoPipe) {
   testing::RunInFiber([&] {
     ASSERT_EQ(SocketIoFor(options_.engine).Prepare(server.get()), 0);
     SegmentSender sender(server.get(), options_, pipes_, disks_);
-    sent = sender.SendSegment("H", file_, 0, content_.size(),
-                              [] { return std::string("shuffle 1 map 2 reduce 3"); }, [] {});
+    sent = sender.SendSegment(
+        "H", file_, 0, content_.size(), [] { return std::string("shuffle 1 map 2 reduce 3"); },
+        [] {});
   });
   EXPECT_EQ(sent.code(), absl::StatusCode::kDeadlineExceeded) << sent;
   EXPECT_NE(sent.message().find("shuffle 1 map 2 reduce 3"), std::string::npos) << sent;
@@ -279,21 +283,21 @@ TEST_P(SegmentSenderTest, APeerThatNeverReadsTimesOutHoldingNoPipe) {
   EXPECT_EQ(pipes_.out(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Configs, SegmentSenderTest,
-    ::testing::Values(Config{DataPlaneMode::kSplice, IoEngine::kInline, false},
-                      Config{DataPlaneMode::kCopy, IoEngine::kInline, false},
-                      Config{DataPlaneMode::kSplice, IoEngine::kUring, false},
-                      Config{DataPlaneMode::kCopy, IoEngine::kUring, false},
-                      Config{DataPlaneMode::kSplice, IoEngine::kInline, true},
-                      Config{DataPlaneMode::kCopy, IoEngine::kInline, true},
-                      Config{DataPlaneMode::kSplice, IoEngine::kUring, true},
-                      Config{DataPlaneMode::kCopy, IoEngine::kUring, true}),
-    [](const ::testing::TestParamInfo<Config>& param) {
-      return absl::StrCat(param.param.mode == DataPlaneMode::kSplice ? "Splice" : "Copy",
-                          param.param.engine == IoEngine::kInline ? "Inline" : "Uring",
-                          param.param.cold ? "Cold" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Configs, SegmentSenderTest,
+                         ::testing::Values(Config{DataPlaneMode::kSplice, IoEngine::kInline, false},
+                                           Config{DataPlaneMode::kCopy, IoEngine::kInline, false},
+                                           Config{DataPlaneMode::kSplice, IoEngine::kUring, false},
+                                           Config{DataPlaneMode::kCopy, IoEngine::kUring, false},
+                                           Config{DataPlaneMode::kSplice, IoEngine::kInline, true},
+                                           Config{DataPlaneMode::kCopy, IoEngine::kInline, true},
+                                           Config{DataPlaneMode::kSplice, IoEngine::kUring, true},
+                                           Config{DataPlaneMode::kCopy, IoEngine::kUring, true}),
+                         [](const ::testing::TestParamInfo<Config>& param) {
+                           return absl::StrCat(
+                               param.param.mode == DataPlaneMode::kSplice ? "Splice" : "Copy",
+                               param.param.engine == IoEngine::kInline ? "Inline" : "Uring",
+                               param.param.cold ? "Cold" : "");
+                         });
 
 }  // namespace
 }  // namespace ferry

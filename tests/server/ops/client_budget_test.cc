@@ -19,9 +19,7 @@ TEST(ClientBudgetTest, BoundsEachClientAndAllOfThemAndLeasesGiveBack) {
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(budget.Acquire("c", 1).status()));
   EXPECT_EQ(budget.used(), 10u);
-  {
-    ClientBudget::Lease gone = *std::move(a);
-  }
+  { ClientBudget::Lease gone = *std::move(a); }
   EXPECT_EQ(budget.used(), 4u);
   EXPECT_EQ(budget.used_by("a"), 0u);
   EXPECT_TRUE(budget.Acquire("c", 6).ok());  // released again at once

@@ -49,8 +49,7 @@ TEST(PeerLogTest, AFloodIsCutToTheRateAndCountedInTheNextLine) {
   testing::FakeClock clock;
   const std::string text = CaptureStderr([&] {
     for (int i = 0; i < 500; ++i) {
-      LogPeerFailure(a.get(), "spark", absl::NotFoundError("shuffle_0_1_2: no such block"),
-                     clock);
+      LogPeerFailure(a.get(), "spark", absl::NotFoundError("shuffle_0_1_2: no such block"), clock);
     }
     clock.Advance(absl::Milliseconds(1100));  // the next second's window
     LogPeerFailure(a.get(), "ferry", absl::InvalidArgumentError("bad frame"), clock);

@@ -52,7 +52,8 @@ TEST(RateLimiterTest, TheTotalBoundsEveryClientTogether) {
 
 TEST(RateLimiterTest, TrackedClientsAreBoundedAndIdleOnesLetGo) {
   RateLimiter limiter(Rates(), "registrations");
-  for (int client = 0; client < 10; ++client) ASSERT_TRUE(limiter.Admit(absl::StrCat(client), kStart).ok());
+  for (int client = 0; client < 10; ++client)
+    ASSERT_TRUE(limiter.Admit(absl::StrCat(client), kStart).ok());
   EXPECT_EQ(limiter.tracked_clients(), 4u);
   // Their buckets full again, the tracked ones make room for new ones.
   ASSERT_TRUE(limiter.Admit("new", kStart + absl::Seconds(1)).ok());

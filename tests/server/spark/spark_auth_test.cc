@@ -51,8 +51,7 @@ TEST_F(SparkSecretsTest, BadFilesAndDirsAreRefusedAtStartNamingThem) {
   // A FIFO would block the reader until someone writes: it is not read at all.
   const std::string fifo = dir_.path() + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_NE(SparkSecrets::Load(Files(fifo)).status().message().find(
-                "not a regular file"),
+  EXPECT_NE(SparkSecrets::Load(Files(fifo)).status().message().find("not a regular file"),
             std::string::npos);
   absl::Status not_dir = SparkSecrets::Load(Files("", empty)).status();
   EXPECT_NE(not_dir.message().find("--spark-auth-secrets-dir"), std::string::npos) << not_dir;

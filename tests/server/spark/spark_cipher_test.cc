@@ -47,8 +47,8 @@ TEST(SparkCtrLayerTest, TheFirstFrameTellsTheVersionWhateverTheCuts) {
     ASSERT_TRUE(layer.ok());
     std::string sealed;
     EXPECT_FALSE((*layer)->Seal("early", &sealed).ok());  // nothing before the client's frame
-    const std::string frames = sw::EncodeChunkFetchRequest({7, 0}) +
-                               sw::EncodeRpcRequest(9, std::string(1000, 'r'));
+    const std::string frames =
+        sw::EncodeChunkFetchRequest({7, 0}) + sw::EncodeRpcRequest(9, std::string(1000, 'r'));
     const std::string wire = Encrypted(s.client, frames);
     std::string plain;
     for (char c : wire) ASSERT_TRUE((*layer)->Open(absl::string_view(&c, 1), &plain).ok());
@@ -75,7 +75,8 @@ TEST(SparkCtrLayerTest, RefusesBytesThatAreNoFrameUnderAnyKey) {
   Session t = Handshake(2);
   auto small = SparkCtrLayer::Create(t.server, 100, nullptr);
   EXPECT_FALSE(
-      (*small)->Open(Encrypted(t.client, sw::EncodeRpcRequest(1, std::string(200, 'x'))), &plain)
+      (*small)
+          ->Open(Encrypted(t.client, sw::EncodeRpcRequest(1, std::string(200, 'x'))), &plain)
           .ok());
   EXPECT_FALSE(SparkCtrLayer::Create({}, 100, nullptr).ok());
 }

@@ -82,9 +82,8 @@ TEST_F(ExecutorRegistryTest, RemovingAnAppCanDeleteItsLocalDirsButNothingOutside
             0);
   const std::string outside = dir_.path() + "/elsewhere/precious";
   ASSERT_EQ(::close(::open(outside.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
-  ASSERT_EQ(::symlink((dir_.path() + "/elsewhere").c_str(),
-                      (root_ + "/blockmgr-1/0c/link").c_str()),
-            0);
+  ASSERT_EQ(
+      ::symlink((dir_.path() + "/elsewhere").c_str(), (root_ + "/blockmgr-1/0c/link").c_str()), 0);
   ASSERT_TRUE(registry->Register(Registration("app-1", "0", {root_ + "/blockmgr-1"})).ok());
   ASSERT_TRUE(registry->Register(Registration("app-1", "1", {root_ + "/blockmgr-2"})).ok());
   ASSERT_EQ(::mkdir((root_ + "/blockmgr-3").c_str(), 0755), 0);
@@ -121,7 +120,8 @@ TEST_F(ExecutorRegistryTest, LocalDirsOutsideTheRootsAreRefused) {
 }
 
 TEST_F(ExecutorRegistryTest, ExecutorsAreBounded) {
-  auto registry = ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = "", .max_executors = 2});
+  auto registry =
+      ExecutorRegistry::Open({.dir_roots = {root_}, .state_dir = "", .max_executors = 2});
   ASSERT_TRUE(registry.ok());
   ASSERT_TRUE((*registry)->Register(Registration("a", "0", {root_ + "/blockmgr-1"})).ok());
   ASSERT_TRUE((*registry)->Register(Registration("a", "1", {root_ + "/blockmgr-1"})).ok());
@@ -228,11 +228,11 @@ TEST_F(ExecutorRegistryTest, AnAppCannotClaimDeleteOrMoveAnotherAppsDirs) {
   ASSERT_EQ(::mkdir((root_ + "/blockmgr-1/sub/deeper").c_str(), 0755), 0);
   ASSERT_TRUE(registry->Register(Registration("victim", "1", {root_ + "/blockmgr-1/sub"})).ok());
   // The same dir, one around it, one inside it, and one of each among others: refused.
-  for (const std::vector<std::string>& dirs : std::vector<std::vector<std::string>>{
-           {root_ + "/blockmgr-1/sub"},
-           {root_ + "/blockmgr-1"},
-           {root_ + "/blockmgr-1/sub/deeper"},
-           {root_ + "/blockmgr-2", root_ + "/blockmgr-1/sub"}}) {
+  for (const std::vector<std::string>& dirs :
+       std::vector<std::vector<std::string>>{{root_ + "/blockmgr-1/sub"},
+                                             {root_ + "/blockmgr-1"},
+                                             {root_ + "/blockmgr-1/sub/deeper"},
+                                             {root_ + "/blockmgr-2", root_ + "/blockmgr-1/sub"}}) {
     auto claimed = registry->Register(Registration("evil", "1", dirs));
     EXPECT_EQ(claimed.code(), absl::StatusCode::kPermissionDenied) << claimed;
   }
@@ -400,15 +400,16 @@ TEST_F(ExecutorRegistryTest, DamageBeforeTheLastRecordSetsTheFileAside) {
     {
       auto registry = Open();
       for (int i = 0; i < 5; ++i) {
-        ASSERT_TRUE(registry->Register(Registration("app", absl::StrCat(i), {root_ + "/blockmgr-1"}))
-                        .ok());
+        ASSERT_TRUE(
+            registry->Register(Registration("app", absl::StrCat(i), {root_ + "/blockmgr-1"})).ok());
       }
     }
     std::string bytes = ReadFile(path);
     const auto records = Records(bytes);
     ASSERT_EQ(records.size(), 5u);
     const uint32_t length = static_cast<uint32_t>(damaged_length);
-    for (int i = 0; i < 4; ++i) bytes[records[2].first + i] = static_cast<char>(length >> (24 - 8 * i));
+    for (int i = 0; i < 4; ++i)
+      bytes[records[2].first + i] = static_cast<char>(length >> (24 - 8 * i));
     WriteFile(path, bytes);
     auto registry = Open();
     ASSERT_NE(registry, nullptr);
@@ -456,8 +457,9 @@ TEST_F(ExecutorRegistryTest, ATornTailIsCutOffAndAppendsFollowWholeRecords) {
 // and the worker deleted them) is forgotten, in memory and in the state file.
 TEST_F(ExecutorRegistryTest, RegistrationsWhoseDirsAreGoneAreForgotten) {
   auto registry = Open();
-  ASSERT_TRUE(registry->Register(
-      Registration("ended", "0", {root_ + "/blockmgr-1", root_ + "/blockmgr-2"})).ok());
+  ASSERT_TRUE(
+      registry->Register(Registration("ended", "0", {root_ + "/blockmgr-1", root_ + "/blockmgr-2"}))
+          .ok());
   ASSERT_EQ(::mkdir((root_ + "/blockmgr-3").c_str(), 0755), 0);
   ASSERT_TRUE(registry->Register(Registration("live", "0", {root_ + "/blockmgr-3"})).ok());
   ASSERT_EQ(::rmdir((root_ + "/blockmgr-1").c_str()), 0);
@@ -505,7 +507,8 @@ TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
       ASSERT_TRUE((*registry)->Register(r).ok());
     }
     // Forget records: a compaction at start would be worth making.
-    for (int i = 50; i < 60; ++i) ASSERT_TRUE((*registry)->Remove("app", absl::StrCat(i), false).ok());
+    for (int i = 50; i < 60; ++i)
+      ASSERT_TRUE((*registry)->Remove("app", absl::StrCat(i), false).ok());
   }
   ASSERT_TRUE((*tmpfs)->Fill().ok());
   auto registry = open();

@@ -5,11 +5,11 @@
 #include "server/spark/spark_protocol.h"
 
 #include <fcntl.h>
-#include <cerrno>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <fstream>
 #include <iterator>
@@ -243,9 +243,8 @@ TEST_F(SparkProtocolTest, BlocksThatCannotBeServedFailTheirChunksAlone) {
   // A map output that is not there, a reduce id past the output's partitions, and an
   // index whose data file is gone (Spark's commit renames the index first).
   ASSERT_EQ(::unlink(PathOf(DataFileName(3, 1007)).c_str()), 0);
-  std::tie(stream, chunks) = StreamHandleOf(client.Call(
-      sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {4242, 1000, 1007, 1000}, {{0}, {9}, {0}, {2}},
-                                    false})));
+  std::tie(stream, chunks) = StreamHandleOf(client.Call(sw::EncodeFetchShuffleBlocks(
+      {kApp, kExec, 3, {4242, 1000, 1007, 1000}, {{0}, {9}, {0}, {2}}, false})));
   ASSERT_EQ(chunks, 4);
   for (int32_t i = 0; i < 4; ++i) client.Send(sw::EncodeChunkFetchRequest({stream, i}));
   const std::string expected[] = {"has no map output 4242 of shuffle 3", "past the map output's",
@@ -276,7 +275,8 @@ TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnect
       {Fetch(1000, {0}).substr(0, 12), "FetchShuffleBlocks"},
       {sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {1000, 1007}, {{0}}, false}),
        "2 map ids but 1 lists"},
-      {sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}), "served only with ferry_server --spark-rdd-blocks"},
+      {sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2"}}),
+       "served only with ferry_server --spark-rdd-blocks"},
   };
   for (const auto& [body, expected] : cases) {
     const Reply reply = client.Call(body);
@@ -291,11 +291,11 @@ TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnect
 TEST_F(SparkProtocolTest, BadFramesCloseTheConnection) {
   Start();
   const std::string bad[] = {
-      std::string("\x00\x00\x00\x00\x00\x00\x00\x00", 8),                 // length 0
-      std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8),                 // negative
-      std::string("\x00\x00\x00\x00\x02\x00\x00\x09", 8),                 // 32 MiB
-      std::string("\x00\x00\x00\x00\x00\x00\x00\x0d\x01xxxx", 13),        // a server's frame
-      std::string("\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00", 10),        // short chunk request
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x00", 8),           // length 0
+      std::string("\xff\xff\xff\xff\xff\xff\xff\xff", 8),           // negative
+      std::string("\x00\x00\x00\x00\x02\x00\x00\x09", 8),           // 32 MiB
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x0d\x01xxxx", 13),  // a server's frame
+      std::string("\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00", 10),  // short chunk request
   };
   for (const std::string& frame : bad) {
     SparkClient client(server_->spark_port());
@@ -306,8 +306,8 @@ TEST_F(SparkProtocolTest, BadFramesCloseTheConnection) {
   SparkClient client(server_->spark_port());
   std::string upload = std::string("\x00\x00\x00\x00\x00\x00\x00\x1d\x0a", 9) +
                        std::string("\x00\x00\x00\x00\x00\x00\x00\x07", 8) +
-                       std::string("\x00\x00\x00\x00", 4) + std::string("\x00\x00\x00\x00\x00\x00\x00\x05", 8) +
-                       "hello";
+                       std::string("\x00\x00\x00\x00", 4) +
+                       std::string("\x00\x00\x00\x00\x00\x00\x00\x05", 8) + "hello";
   client.Send(upload);
   std::optional<Reply> reply = client.Read();
   ASSERT_TRUE(reply.has_value());
@@ -379,8 +379,7 @@ TEST_F(SparkProtocolTest, ABlockAboveTheFrameLimitFailsAsAChunkButGoesAsAStream)
   std::optional<Reply> reply = client.Read();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->type, sw::MessageType::kChunkFetchFailure);
-  EXPECT_NE(reply->text.find("more than a Spark frame can hold"), std::string::npos)
-      << reply->text;
+  EXPECT_NE(reply->text.find("more than a Spark frame can hold"), std::string::npos) << reply->text;
 }
 
 TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
@@ -399,8 +398,8 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
   Checksum adler(ChecksumAlgorithm::kAdler32);
   adler.Update(testing::PartitionBytes(3, 1000, 2, 70000));
   auto diagnose = [&](int64_t checksum, const std::string& algorithm) {
-    const Reply reply = client.Call(
-        sw::EncodeDiagnoseCorruption({kApp, kExec, 3, 1000, 2, checksum, algorithm}));
+    const Reply reply =
+        client.Call(sw::EncodeDiagnoseCorruption({kApp, kExec, 3, 1000, 2, checksum, algorithm}));
     EXPECT_EQ(reply.type, sw::MessageType::kRpcResponse) << reply.text;
     return reply.body;
   };
@@ -418,8 +417,8 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
   const std::string rdd = PathOf("rdd_1_2");
   ::mkdir(rdd.substr(0, rdd.rfind('/')).c_str(), 0755);
   ASSERT_EQ(::close(::open(rdd.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
-  Reply removed =
-      client.Call(sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2", "rdd_1_3", "shuffle_3_1000_0"}}));
+  Reply removed = client.Call(
+      sw::EncodeRemoveBlocks({kApp, kExec, {"rdd_1_2", "rdd_1_3", "shuffle_3_1000_0"}}));
   EXPECT_EQ(removed.body, sw::EncodeBlocksRemoved(1));
   EXPECT_NE(::access(rdd.c_str(), F_OK), 0);
 
@@ -431,7 +430,8 @@ TEST_F(SparkProtocolTest, LocalDirsDiagnosisAndRddRemoval) {
     ASSERT_EQ(::access(PathOf(name).c_str(), F_OK), 0) << name;
   }
   removed = client.Call(sw::EncodeRemoveBlocks(
-      {kApp, kExec,
+      {kApp,
+       kExec,
        {"shuffle_3_1000_0.index", "shuffle_3_1000_0.data", "shuffle_3_1000_0.checksum.ADLER32",
         "shuffle_3_999_0.data", "../shuffle_3_1000_0.data"}}));
   EXPECT_EQ(removed.body, sw::EncodeBlocksRemoved(2));
@@ -488,7 +488,8 @@ TEST_F(SparkProtocolTest, CachedRddBlocksAreServedFromTheExecutorsDirs) {
   EXPECT_EQ(got[3].type, sw::MessageType::kChunkFetchFailure);
   EXPECT_EQ(got[3].text.find("not the executor's"), std::string::npos);
   // Fetched to disk: a StreamResponse and the file after it.
-  const auto [to_disk, one] = StreamHandleOf(client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_4"}})));
+  const auto [to_disk, one] =
+      StreamHandleOf(client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_4"}})));
   ASSERT_EQ(one, 1);
   client.Send(sw::EncodeStreamRequest(absl::StrCat(to_disk, "_0")));
   std::optional<Reply> streamed = client.Read();
@@ -496,7 +497,8 @@ TEST_F(SparkProtocolTest, CachedRddBlocksAreServedFromTheExecutorsDirs) {
   EXPECT_EQ(streamed->type, sw::MessageType::kStreamResponse) << streamed->text;
   EXPECT_EQ(streamed->body, second);
 
-  const Reply mixed = client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2", "shuffle_3_1000_1"}}));
+  const Reply mixed =
+      client.Call(sw::EncodeOpenBlocks({kApp, kExec, {"rdd_1_2", "shuffle_3_1000_1"}}));
   EXPECT_EQ(mixed.type, sw::MessageType::kRpcFailure);
   EXPECT_NE(mixed.text.find("mixes rdd and shuffle block ids"), std::string::npos) << mixed.text;
   EXPECT_EQ(testing::FetchFirstChunk(client, sw::EncodeOpenBlocks({kApp, "9", {"rdd_1_2"}})),
@@ -618,15 +620,14 @@ TEST_F(SparkProtocolTest, AuthenticationComesFirstAndAnythingElseClosesTheConnec
     SparkClient client(server_->spark_port());
     const Reply reply = client.Call(Registration());
     EXPECT_EQ(reply.type, sw::MessageType::kRpcFailure);
-    EXPECT_NE(reply.text.find("Expected SaslMessage, received something else"),
-              std::string::npos)
+    EXPECT_NE(reply.text.find("Expected SaslMessage, received something else"), std::string::npos)
         << reply.text;
     EXPECT_TRUE(client.Closed());
   }
   EXPECT_EQ(server_->spark_executors()->size(), 0u);
-  for (const std::string& frame : {sw::EncodeChunkFetchRequest({1, 0}),
-                                   sw::EncodeStreamRequest("1_0"),
-                                   sw::EncodeOneWayMessage(std::string("\x13", 1))}) {
+  for (const std::string& frame :
+       {sw::EncodeChunkFetchRequest({1, 0}), sw::EncodeStreamRequest("1_0"),
+        sw::EncodeOneWayMessage(std::string("\x13", 1))}) {
     SparkClient client(server_->spark_port());
     client.Send(frame);
     EXPECT_TRUE(client.Closed()) << absl::CEscape(frame);
@@ -667,8 +668,8 @@ TEST_F(SparkProtocolTest, AnAuthenticatedConnectionActsOnlyForItsApplication) {
         << reply.text;
   }
   // Its own application it may act for (which has no executor registered here).
-  EXPECT_EQ(other.Call(sw::EncodeGetLocalDirsForExecutors({"app-2", {kExec}})).text.find(
-                "not authorized"),
+  EXPECT_EQ(other.Call(sw::EncodeGetLocalDirsForExecutors({"app-2", {kExec}}))
+                .text.find("not authorized"),
             std::string::npos);
   EXPECT_EQ(testing::FetchFirstChunk(owner, Fetch(1000, {2})).size(), 70000u);
 }
@@ -692,8 +693,8 @@ TEST_F(SparkProtocolTest, AnApplicationCannotRegisterAnothersDirsAsItsOwn) {
   ASSERT_EQ(::mkdir(bobs_own.c_str(), 0755), 0);
   std::string inside = PathOf("shuffle_3_1000_0.data");
   inside = inside.substr(0, inside.rfind('/'));
-  for (const std::vector<std::string>& dirs : std::vector<std::vector<std::string>>{
-           local_dirs_, {bobs_own, local_dirs_[1]}, {inside}}) {
+  for (const std::vector<std::string>& dirs :
+       std::vector<std::vector<std::string>>{local_dirs_, {bobs_own, local_dirs_[1]}, {inside}}) {
     const Reply claimed = bob.Call(sw::EncodeRegisterExecutor(
         {"bob", "evil", {dirs, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}}));
     EXPECT_EQ(claimed.type, sw::MessageType::kRpcFailure);
@@ -703,16 +704,13 @@ TEST_F(SparkProtocolTest, AnApplicationCannotRegisterAnothersDirsAsItsOwn) {
   const std::string through_bob = testing::FetchFirstChunk(
       bob, sw::EncodeFetchShuffleBlocks({"bob", "evil", 3, {1000}, {{2}}, false}));
   EXPECT_NE(through_bob.find("Executor is not registered"), std::string::npos) << through_bob;
-  const Reply removed =
-      bob.Call(sw::EncodeRemoveBlocks({"bob", "evil", {"shuffle_3_1000_0"}}));
+  const Reply removed = bob.Call(sw::EncodeRemoveBlocks({"bob", "evil", {"shuffle_3_1000_0"}}));
   EXPECT_NE(removed.body, sw::EncodeBlocksRemoved(1));
   struct stat st;
   EXPECT_EQ(::stat(PathOf("shuffle_3_1000_0.data").c_str(), &st), 0);
   EXPECT_EQ(::stat(PathOf("shuffle_3_1000_0.index").c_str(), &st), 0);
   // His own dir is his.
-  EXPECT_EQ(bob.Call(sw::EncodeRegisterExecutor(
-                         {"bob", "1", {{bobs_own}, kSubdirs, "sort"}}))
-                .type,
+  EXPECT_EQ(bob.Call(sw::EncodeRegisterExecutor({"bob", "1", {{bobs_own}, kSubdirs, "sort"}})).type,
             sw::MessageType::kRpcResponse);
   EXPECT_EQ(testing::FetchFirstChunk(alice, Fetch(1000, {2})),
             testing::PartitionBytes(3, 1000, 2, 70000));
@@ -744,8 +742,7 @@ TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   }
   {
     SparkClient client(server_->spark_port());
-    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
-              sw::MessageType::kRpcResponse);
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type, sw::MessageType::kRpcResponse);
     EXPECT_EQ(client.Call(sw::EncodeSaslMessage({kApp, recorded})).type,
               sw::MessageType::kRpcFailure);
     EXPECT_TRUE(client.Closed());
@@ -753,8 +750,7 @@ TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   // A handshake that changes application half-way, and one that starts over.
   {
     SparkClient client(server_->spark_port());
-    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
-              sw::MessageType::kRpcResponse);
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type, sw::MessageType::kRpcResponse);
     const Reply switched = client.Call(sw::EncodeSaslMessage({"app-2", "x"}));
     EXPECT_NE(switched.text.find("went on for application app-2"), std::string::npos)
         << switched.text;
@@ -763,10 +759,8 @@ TEST_F(SparkProtocolTest, WrongSecretsReplaysAndHandshakesOutOfTurnAreRefused) {
   {
     // DIGEST-MD5 takes one challenge: a second empty first token is refused.
     SparkClient client(server_->spark_port());
-    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
-              sw::MessageType::kRpcResponse);
-    EXPECT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
-              sw::MessageType::kRpcFailure);
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type, sw::MessageType::kRpcResponse);
+    EXPECT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type, sw::MessageType::kRpcFailure);
     EXPECT_TRUE(client.Closed());
   }
   // A handshake cut short, and a malformed SaslMessage: the server goes on serving.
@@ -817,9 +811,10 @@ TEST_F(SparkProtocolTest, AuthConfSealsEveryFrameAndBlock) {
   // RegisterExecutor and FetchShuffleBlocks pipelined in one sealed write; their
   // replies and the chunk come back sealed: frameLen, type, and (the chunk) the block.
   std::string requests;
-  ASSERT_TRUE(cipher->Seal(sw::EncodeRpcRequest(1, Registration()) +
-                               sw::EncodeRpcRequest(2, Fetch(1000, {2})),
-                           &requests)
+  ASSERT_TRUE(cipher
+                  ->Seal(sw::EncodeRpcRequest(1, Registration()) +
+                             sw::EncodeRpcRequest(2, Fetch(1000, {2})),
+                         &requests)
                   .ok());
   client.Send(requests);
   const std::string replies = ReadSealed(client, *cipher, 21 + 34);
@@ -861,8 +856,8 @@ TEST_F(SparkProtocolTest, PerApplicationSecretsComeFromTheirFilesOrTheSharedOne)
     SparkClient client(server_->spark_port());
     EXPECT_TRUE(Authenticate(client, kApp, "app-1's own").ok());
   }
-  for (const std::string& app : {std::string("app-2"), std::string("../apps/app-1"),
-                                 std::string(".."), std::string()}) {
+  for (const std::string& app :
+       {std::string("app-2"), std::string("../apps/app-1"), std::string(".."), std::string()}) {
     SparkClient client(server_->spark_port());
     absl::Status refused = Authenticate(client, app, "app-1's own");
     EXPECT_NE(refused.message().find("non-registered app"), std::string::npos)
@@ -940,8 +935,7 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
   {
     // An AuthMessage in the middle of a SASL exchange is not a handshake.
     SparkClient client(server_->spark_port());
-    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type,
-              sw::MessageType::kRpcResponse);
+    ASSERT_EQ(client.Call(sw::EncodeSaslMessage({kApp, ""})).type, sw::MessageType::kRpcResponse);
     EXPECT_EQ(client.Call(whole).type, sw::MessageType::kRpcFailure);
     EXPECT_TRUE(client.Closed());
   }

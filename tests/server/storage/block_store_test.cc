@@ -28,8 +28,9 @@ class BlockStoreTest : public ::testing::Test {
   }
 
   std::unique_ptr<BlockStore> Open(size_t max_open_files = 16, size_t max_data_files = 64) {
-    auto store = BlockStore::Open(
-        {.data_dir = dir_.path(), .max_cached_map_outputs = max_open_files, .max_data_files = max_data_files});
+    auto store = BlockStore::Open({.data_dir = dir_.path(),
+                                   .max_cached_map_outputs = max_open_files,
+                                   .max_data_files = max_data_files});
     EXPECT_TRUE(store.ok());
     return *std::move(store);
   }

@@ -126,8 +126,7 @@ TEST(FileReadErrorTest, DeviceFailuresAreUnavailableAndNameWhatFailed) {
   }
   EXPECT_EQ(FileReadError(EISDIR, "read app/broken").code(),
             absl::ErrnoToStatus(EISDIR, "").code());
-  EXPECT_EQ(FileReadError(EACCES, "read app/x.data").code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(FileReadError(EACCES, "read app/x.data").code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

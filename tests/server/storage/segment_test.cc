@@ -39,8 +39,8 @@ class SegmentTest : public ::testing::Test {
 
 TEST_F(SegmentTest, AShrunkFileNoLongerHoldsItsSegment) {
   EXPECT_TRUE(CheckSegmentHeld(block_, name_).ok());
-  ASSERT_EQ(::ftruncate(block_.file->fd.get(), static_cast<off_t>(block_.offset + block_.length - 1)),
-            0);
+  ASSERT_EQ(
+      ::ftruncate(block_.file->fd.get(), static_cast<off_t>(block_.offset + block_.length - 1)), 0);
   const absl::Status shrunk = CheckSegmentHeld(block_, name_);
   EXPECT_TRUE(absl::IsDataLoss(shrunk)) << shrunk;
   EXPECT_NE(shrunk.message().find("block b: data file app/data is now"), absl::string_view::npos)

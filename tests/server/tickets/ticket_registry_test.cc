@@ -39,8 +39,7 @@ TEST(TicketRegistryTest, RegisteredStreamsAreFoundUntilClosed) {
   clock.Advance(absl::Seconds(2));
   EXPECT_EQ(timed.Find(*expiring).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_FALSE(timed.Close(*expiring));
-  EXPECT_EQ(registry.Find(*ticket).status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(registry.Find(*ticket).status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(registry.blocks(), 0u);
 }
 
