@@ -88,14 +88,21 @@ absl::Status FerryServerOptions::Validate() const {
         "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
         "(--spark-address)");
   }
+  if (spark_address.empty() && (!spark_yarn.dir.empty() || spark_auth.yarn)) {
+    return absl::InvalidArgumentError(
+        "--spark-yarn-dir and --spark-auth-yarn are for the Spark front door (--spark-address)");
+  }
+  if (spark_auth.yarn && spark_yarn.dir.empty()) {
+    return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
+  }
   if (spark_address.empty() && spark_tls.enabled()) {
     return absl::InvalidArgumentError(
         "--spark-tls-cert and --spark-tls-key are for the Spark front door (--spark-address)");
   }
-  if (!spark_address.empty() && spark_executors.dir_roots.empty()) {
+  if (!spark_address.empty() && spark_executors.dir_roots.empty() && spark_yarn.dir.empty()) {
     return absl::InvalidArgumentError(
         "the Spark front door needs the roots executors' local dirs may lie beneath "
-        "(--spark-dir-roots)");
+        "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
   }
   FERRY_RETURN_IF_ERROR(data.Validate());
   FERRY_RETURN_IF_ERROR(connection.Validate());
@@ -141,13 +148,27 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
-    FERRY_ASSIGN_OR_RETURN(server->executors_,
-                           ExecutorRegistry::Open(options.spark_executors, clock));
+    ExecutorRegistry::Options executors = options.spark_executors;
+    if (!options.spark_yarn.dir.empty()) {
+      FERRY_ASSIGN_OR_RETURN(server->yarn_, YarnApps::Open(options.spark_yarn));
+      if (executors.dir_roots.empty()) {
+        absl::StatusOr<std::vector<std::string>> dirs = server->yarn_->NodeManagerLocalDirs();
+        if (!dirs.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
+              "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
+              dirs.status().message()));
+        }
+        executors.dir_roots = *std::move(dirs);
+      }
+    }
+    server->options_.spark_executors.dir_roots = executors.dir_roots;
+    FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(executors, clock));
     server->pool_ = std::make_unique<BlockingPool>(options.blocking);
     server->spark_ = std::make_unique<SparkShuffleService>(
         options.spark, server->store_.get(), server->executors_.get(), server->pool_.get(), clock);
     FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
-                           SparkSecrets::Load(options.spark_auth));
+                           SparkSecrets::Load(options.spark_auth, server->yarn_.get()));
     server->spark_secrets_ = std::move(secrets);
     if (options.spark_tls.enabled()) {
       FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkTls> tls, SparkTls::Load(options.spark_tls));
@@ -274,6 +295,7 @@ void FerryServer::Sweep() {
     sweep_mu_.Unlock();
     tickets_->SweepExpired();
     store_->DropStale();
+    if (yarn_ != nullptr) ForgetEndedYarnApps();
     if (executors_ != nullptr) {
       // Applications that ended without a RemoveSparkApp: their dirs were deleted.
       if (absl::StatusOr<size_t> forgot = executors_->ForgetVanished(); !forgot.ok()) {
@@ -283,6 +305,30 @@ void FerryServer::Sweep() {
     sweep_mu_.Lock();
   }
   sweep_mu_.Unlock();
+}
+
+void FerryServer::ForgetEndedYarnApps() {
+  absl::StatusOr<std::vector<std::string>> ended = yarn_->Stopped();
+  if (!ended.ok()) {
+    LOG(WARNING) << "reading the YARN applications that ended: " << ended.status();
+    return;
+  }
+  for (const std::string& app : *ended) {
+    absl::StatusOr<ExecutorRegistry::Removal> removed =
+        executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/false);
+    if (!removed.ok()) {
+      // The marker stays: the next sweep tries again.
+      LOG(WARNING) << "forgetting YARN application " << app
+                   << ", which ended: " << removed.status();
+      continue;
+    }
+    store_->DropSpark(app, "");
+    if (absl::Status s = yarn_->Forget(app); !s.ok()) {
+      LOG(WARNING) << "YARN application " << app << " ended and is forgotten, but: " << s;
+    }
+    LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
+              << " executors' registrations";
+  }
 }
 
 size_t FerryServer::Shutdown(absl::Duration drain) {

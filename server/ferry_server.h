@@ -24,6 +24,7 @@
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
 #include "server/spark/spark_tls.h"
+#include "server/spark/yarn_apps.h"
 #include "server/storage/block_store.h"
 #include "server/tickets/ticket_registry.h"
 
@@ -75,6 +76,10 @@ struct FerryServerOptions {
   SparkSecrets::Options spark_auth;
   // spark.ssl.rpc.enabled: the front door's certificate and key; both empty: no TLS.
   SparkTls::Options spark_tls;
+  // On YARN: where the NodeManager's aux service hands over applications (their secrets
+  // and ends, its local dirs, which are the roots when spark_executors names none).
+  // Ended applications are forgotten at each sweep.
+  YarnApps::Options spark_yarn;
   // Threads for the Spark front door's blocking work (index loads, file opens, deletes).
   BlockingPool::Options blocking;
   // host:port serving Prometheus metrics at /metrics; empty: off.
@@ -146,6 +151,8 @@ class FerryServer {
 
   // Lets go of expired streams and stale cached files every sweep_interval.
   void Sweep();
+  // Forgets the YARN applications whose end the NodeManager has handed over.
+  void ForgetEndedYarnApps();
 
   FerryServerOptions options_;
   DescriptorPlan descriptors_;
@@ -157,6 +164,7 @@ class FerryServer {
   std::unique_ptr<ExecutorRegistry> executors_;
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> spark_;
+  std::unique_ptr<YarnApps> yarn_;  // null off YARN
   std::unique_ptr<SparkSecrets> spark_secrets_;
   std::unique_ptr<SparkTls> spark_tls_;  // null without TLS
   std::unique_ptr<DataServer> data_;

@@ -39,6 +39,7 @@ absl::Status ApplyServerFlags(FerryServerOptions* options) {
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_auth));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_tls));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_yarn));
   return ApplyOptionFlags(&options->blocking);
 }
 

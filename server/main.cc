@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <glog/logging.h>
 
@@ -105,27 +106,33 @@ int Main() {
             << AbslUnparseFlag(options.connection.engine)
             << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
   if ((*server)->spark_port() != 0) {
+    const ferry::FerryServerOptions& served = (*server)->options();
+    // Where secrets are looked up, in order.
+    std::vector<std::string> secrets;
+    if (options.spark_auth.yarn) {
+      secrets.push_back(absl::StrCat("YARN's, ", options.spark_yarn.dir, "/apps/<app>"));
+    }
+    if (!options.spark_auth.secrets_dir.empty()) {
+      secrets.push_back(absl::StrCat(options.spark_auth.secrets_dir, "/<app>"));
+    }
+    if (!options.spark_auth.secret_file.empty()) secrets.push_back(options.spark_auth.secret_file);
     LOG(INFO) << "ferry_server: Spark front door on port " << (*server)->spark_port() << " ("
               << options.spark_address << "), executors' local dirs beneath "
-              << absl::StrJoin(options.spark_executors.dir_roots, ",") << ", "
-              << (*server)->spark_executors()->size() << " executors registered"
+              << absl::StrJoin(served.spark_executors.dir_roots, ",")
+              << (options.spark_yarn.dir.empty()
+                      ? ""
+                      : absl::StrCat(" (YARN applications from ", options.spark_yarn.dir, ")"))
+              << ", " << (*server)->spark_executors()->size() << " executors registered"
               << (options.spark_executors.state_dir.empty()
                       ? " (registrations kept in memory only)"
                       : absl::StrCat(" (kept in ", options.spark_executors.state_dir, ")"))
               << ", spark.authenticate "
-              << (options.spark_auth.secret_file.empty() && options.spark_auth.secrets_dir.empty()
+              << (secrets.empty()
                       ? "off"
                       : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
                                      options.spark_auth.auth_engine_v1 ? "1/2" : "2",
                                      " with AES-CTR; secrets from ",
-                                     options.spark_auth.secrets_dir.empty()
-                                         ? ""
-                                         : absl::StrCat(options.spark_auth.secrets_dir, "/<app>"),
-                                     !options.spark_auth.secrets_dir.empty() &&
-                                             !options.spark_auth.secret_file.empty()
-                                         ? ", else "
-                                         : "",
-                                     options.spark_auth.secret_file, ")"));
+                                     absl::StrJoin(secrets, ", else "), ")"));
   }
   if ((*server)->metrics_port() != 0) {
     LOG(INFO) << "ferry_server: metrics on port " << (*server)->metrics_port() << " ("

@@ -1,16 +1,17 @@
 // The Spark front door's flags: executors' registrations (ExecutorRegistry::Options),
 // the service (SparkShuffleService::Options), spark.authenticate (SparkSecrets::Options)
-// and TLS (SparkTls::Options). common/option_flags.h says how they bind.
+// TLS (SparkTls::Options) and YARN (YarnApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
 #include "server/spark/spark_tls.h"
+#include "server/spark/yarn_apps.h"
 
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, spark_dir_roots, dir_roots,
                   "Comma-separated directories that Spark executors' local dirs must lie "
-                  "beneath (required with --spark-address; symlinks below them are not "
-                  "followed).");
+                  "beneath (required with --spark-address, but on YARN, where --spark-yarn-dir "
+                  "gives the NodeManager's local dirs; symlinks below them are not followed).");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, state_dir, state_dir,
                   "Directory where Spark executors' registrations are kept across restarts. "
                   "Empty: in memory only.");
@@ -41,6 +42,12 @@ FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_secrets_dir, secrets_
                   "spark.authenticate with a secret per application: a directory with a file "
                   "per application id holding its secret, read at each handshake (an "
                   "application without one uses --spark-auth-secret-file, if set).");
+FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_yarn, yarn,
+                  "spark.authenticate on YARN: each application authenticates with the secret "
+                  "its NodeManager handed to Ferry's spark_shuffle aux service (--spark-yarn-dir), "
+                  "as Spark's own YARN service does with the NodeManager's spark.authenticate; an "
+                  "application without one uses --spark-auth-secrets-dir or "
+                  "--spark-auth-secret-file, if set.");
 FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_engine_v1, auth_engine_v1,
                   "Serve clients of Spark's AuthEngine version 1 (spark.network.crypto."
                   "authEngineVersion=1, Spark's default), whose session key is the X25519 "
@@ -54,3 +61,9 @@ FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_cert, cert_file,
 FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_key, key_file,
                   "The PEM private key of --spark-tls-cert (the cluster's "
                   "spark.ssl.rpc.privateKey).");
+
+FERRY_OPTION_FLAG(ferry::YarnApps::Options, spark_yarn_dir, dir,
+                  "On YARN: the directory Ferry's spark_shuffle NodeManager aux service hands "
+                  "applications' starts, secrets and ends to (its ferry.yarn.dir). An ended "
+                  "application's registrations are forgotten at the next sweep; without "
+                  "--spark-dir-roots, the NodeManager's local dirs are the roots.");

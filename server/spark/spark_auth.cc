@@ -1,19 +1,18 @@
 #include "server/spark/spark_auth.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/small_file.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
-#include "common/unique_fd.h"
 
 namespace ferry {
 
@@ -42,55 +41,35 @@ absl::Status ProbeSasl() {
   return plain == "probe" ? absl::OkStatus() : absl::InternalError("a record did not open");
 }
 
-// Application ids of every cluster manager (application_<ts>_<n>, app-<ts>-<n>,
-// spark-<uuid>, local-<ts>) are of these characters; any other id has no file.
-bool IsFileName(absl::string_view app_id) {
-  if (app_id.empty() || app_id.size() > 255 || app_id == "." || app_id == "..") return false;
-  for (char c : app_id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Spark's secrets are short strings (Spark generates 256 bits, base64-encoded).
 constexpr size_t kMaxSecretBytes = 4096;
 
-// A secret file's contents, surrounding whitespace dropped. Only a regular file is
-// read (a FIFO would block the thread), and only its first kMaxSecretBytes + 1 bytes.
+// A secret file's contents, surrounding whitespace dropped.
 absl::StatusOr<std::string> ReadSecret(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  absl::StatusOr<std::string> bytes = ReadSmallFile(path, kMaxSecretBytes);
+  if (!bytes.ok()) {
+    if (absl::IsInvalidArgument(bytes.status())) {
+      return absl::InvalidArgumentError(absl::StrCat(bytes.status().message(), ": not a secret"));
+    }
+    return bytes.status();
   }
-  std::string bytes(kMaxSecretBytes + 1, '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got > kMaxSecretBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds more than ", kMaxSecretBytes, " bytes: not a secret"));
-  }
-  bytes.resize(got);
-  std::string secret(absl::StripAsciiWhitespace(bytes));
-  explicit_bzero(bytes.data(), bytes.size());
+  std::string secret(absl::StripAsciiWhitespace(*bytes));
+  explicit_bzero(bytes->data(), bytes->size());
   if (secret.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
   return secret;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& options) {
+absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& options,
+                                                                 const YarnApps* yarn) {
   auto secrets = std::make_unique<SparkSecrets>();
+  if (options.yarn) {
+    if (yarn == nullptr) {
+      return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
+    }
+    secrets->yarn_ = yarn;
+  }
   secrets->auth_engine_v1_ = options.auth_engine_v1;
   if (!options.secret_file.empty()) {
     absl::StatusOr<std::string> secret = ReadSecret(options.secret_file);
@@ -126,7 +105,15 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
 }
 
 absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) const {
-  if (!dir_.empty() && IsFileName(app_id)) {
+  if (yarn_ != nullptr) {
+    absl::StatusOr<YarnApps::ServiceData> data = yarn_->Find(app_id);
+    if (data.ok() && data->secret.has_value()) return *std::move(data->secret);
+    if (!data.ok() && !absl::IsNotFound(data.status())) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("no usable secret for application ", app_id, ": ", data.status().message()));
+    }
+  }
+  if (!dir_.empty() && IsAppFileName(app_id)) {
     absl::StatusOr<std::string> own = ReadSecret(absl::StrCat(dir_, "/", app_id));
     if (own.ok()) return own;
     // A file that is there and cannot be read is the operator's to fix, not a reason to

@@ -10,6 +10,9 @@
 //     starts and removed when it ends. Read at each handshake, so a new application
 //     needs no restart; an application with a file of its own uses it, others the
 //     shared secret.
+//   * yarn: the secret YARN's NodeManager handed Ferry's aux service for the
+//     application (server/spark/yarn_apps.h), read at each handshake; an application
+//     without one falls back to the two above.
 // A secret file holds the secret as Spark's setting holds it, surrounding whitespace
 // dropped. Secrets are never logged.
 #ifndef FERRY_SERVER_SPARK_SPARK_AUTH_H_
@@ -23,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/ops/metrics.h"
+#include "server/spark/yarn_apps.h"
 
 namespace ferry {
 
@@ -31,6 +35,7 @@ class SparkSecrets {
   struct Options {
     std::string secret_file;     // --spark-auth-secret-file
     std::string secrets_dir;     // --spark-auth-secrets-dir
+    bool yarn = false;           // --spark-auth-yarn
     bool auth_engine_v1 = true;  // --spark-auth-engine-v1
   };
 
@@ -39,11 +44,13 @@ class SparkSecrets {
   SparkSecrets(const SparkSecrets&) = delete;
   SparkSecrets& operator=(const SparkSecrets&) = delete;
   // Reads the shared secret and checks that the dir is one and that DIGEST-MD5 can run
-  // here; the error names the file, the dir or the missing library.
-  static absl::StatusOr<std::unique_ptr<SparkSecrets>> Load(const Options& options);
+  // here; the error names the file, the dir or the missing library. `yarn` (which must
+  // outlive the secrets) is where YARN's applications are, required with options.yarn.
+  static absl::StatusOr<std::unique_ptr<SparkSecrets>> Load(const Options& options,
+                                                            const YarnApps* yarn = nullptr);
 
   // Whether connections must authenticate before anything else.
-  bool required() const { return !shared_.empty() || !dir_.empty(); }
+  bool required() const { return !shared_.empty() || !dir_.empty() || yarn_ != nullptr; }
   // The secret `app_id` authenticates with. PERMISSION_DENIED naming the application
   // when it has none (no file of its own and no shared secret, or an id that cannot be
   // a file name).
@@ -76,6 +83,7 @@ class SparkSecrets {
  private:
   std::string shared_;
   std::string dir_;
+  const YarnApps* yarn_ = nullptr;
   bool auth_engine_v1_ = true;
   std::atomic<uint64_t> handshakes_[3] = {};
   std::atomic<uint64_t> engine_sessions_[2] = {};

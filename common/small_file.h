@@ -1,0 +1,19 @@
+// ReadSmallFile: a small regular file's whole contents (secrets, hand-off files), or an
+// error naming the path. Only a regular file is read (a FIFO would block the thread),
+// never past `max_bytes`: a larger file is INVALID_ARGUMENT, not a truncated read.
+#ifndef FERRY_COMMON_SMALL_FILE_H_
+#define FERRY_COMMON_SMALL_FILE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ferry {
+
+// NOT_FOUND when nothing is at `path`.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes);
+
+}  // namespace ferry
+
+#endif  // FERRY_COMMON_SMALL_FILE_H_
