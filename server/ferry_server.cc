@@ -326,8 +326,11 @@ void FerryServer::ForgetEndedYarnApps() {
     if (absl::Status s = yarn_->Forget(app); !s.ok()) {
       LOG(WARNING) << "YARN application " << app << " ended and is forgotten, but: " << s;
     }
-    LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
-              << " executors' registrations";
+    // The NodeManager tells every aux service of every application's end, Spark's or not.
+    if (removed->executors > 0) {
+      LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
+                << " executors' registrations";
+    }
   }
 }
 

@@ -53,7 +53,8 @@ struct FerryServerOptions {
   // The control plane's limits, ticket TTL and auth token; Start() sets the data-plane
   // endpoint and settings it reports.
   ControlServiceOptions control;
-  // How often expired streams and deleted files are let go of when no call does it.
+  // How often expired streams, deleted files, vanished executors and ended YARN
+  // applications are let go of when no call does it.
   absl::Duration sweep_interval = absl::Seconds(5);
   // What the server's own timers read the time from (null: the real clock): streams'
   // expiry on both front doors, the registration rate, the log budgets. Must outlive

@@ -66,6 +66,9 @@ FERRY_OPTION_FLAG_FN(ferry::FerryServerOptions, std::string, tls_key_file, "",
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, spark_address, spark_address,
                   "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "
                   "port is 7337) on the data plane's threads. Empty: off.");
+FERRY_OPTION_FLAG(ferry::FerryServerOptions, sweep_interval, sweep_interval,
+                  "How often expired streams, deleted files, Spark executors whose dirs are gone "
+                  "and YARN applications that ended are let go of.");
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, metrics_address, metrics_address,
                   "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: "
                   "off.");

@@ -36,8 +36,10 @@ absl::Status EnsureDir(const std::string& path) {
     return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
   }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
-  if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a directory"));
+  if (::stat(path.c_str(), &st) != 0)
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  if (!S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a directory"));
   return absl::OkStatus();
 }
 
@@ -123,7 +125,8 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::Find(absl::string_view app_id) c
   }
   absl::StatusOr<ServiceData> data = ParseServiceData(*bytes);
   explicit_bzero(bytes->data(), bytes->size());
-  if (!data.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", data.status().message()));
+  if (!data.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", data.status().message()));
   return data;
 }
 
@@ -145,7 +148,8 @@ absl::StatusOr<std::vector<std::string>> YarnApps::Stopped() const {
 }
 
 absl::Status YarnApps::Forget(absl::string_view app_id) const {
-  if (!IsAppFileName(app_id)) return absl::InvalidArgumentError(absl::StrCat("bad app id ", app_id));
+  if (!IsAppFileName(app_id))
+    return absl::InvalidArgumentError(absl::StrCat("bad app id ", app_id));
   // The service data first: the marker is what says there is still something to do.
   for (const char* sub : {"/apps/", "/stopped/"}) {
     const std::string path = absl::StrCat(dir_, sub, app_id);

@@ -51,6 +51,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/spark_apps.h"
 #include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
@@ -58,9 +59,15 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::DataFilesByShuffle;
+using ::ferry::testing::EnvironmentOf;
+using ::ferry::testing::ExecutorOf;
+using ::ferry::testing::JsonField;
+using ::ferry::testing::ShuffleFiles;
 using ::ferry::testing::SparkCluster;
 using ::ferry::testing::SparkDistribution;
 using ::ferry::testing::TempDir;
+using ::ferry::testing::Touch;
 
 constexpr char kJobs[] = "tests/e2e/spark_jobs.py";
 constexpr absl::Duration kJobTimeout = absl::Minutes(3);
@@ -72,65 +79,10 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// The executor JVM (CoarseGrainedExecutorBackend) that process `pid` (the Python worker
-// of one of its tasks) descends from, or 0.
-pid_t ExecutorOf(pid_t pid) {
-  for (int depth = 0; depth < 8 && pid > 1; ++depth) {
-    if (absl::StrContains(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")),
-                          "CoarseGrainedExecutorBackend")) {
-      return pid;
-    }
-    // "pid (comm) state ppid ...": comm may hold spaces, not a ')' followed by one.
-    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    const size_t comm_end = stat.rfind(") ");
-    if (comm_end == std::string::npos) return 0;
-    const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
-    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return 0;
-  }
-  return 0;
-}
-
-// Process `pid`'s environment variable `name`, or "".
-std::string EnvironmentOf(pid_t pid, const std::string& name) {
-  for (absl::string_view var :
-       absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
-    if (absl::ConsumePrefix(&var, name + "=")) return std::string(var);
-  }
-  return "";
-}
-
-// Spark's shuffle files beneath `root` (shuffle_<shuffle>_<map>_0.data, .index and
-// .checksum.<algorithm>, each in the subdir its name hashes to), by name.
-std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
-  std::map<std::string, std::string> files;
-  std::error_code error;
-  for (std::filesystem::recursive_directory_iterator it(root, error), end; !error && it != end;
-       it.increment(error)) {
-    const std::string name = it->path().filename();
-    if (absl::StartsWith(name, "shuffle_")) files[name] = it->path();
-  }
-  return files;
-}
-
 // The block manager dir (blockmgr-*) a shuffle file is in: its executor's
 // (blockmgr-UUID/NN/shuffle_...).
 std::string BlockManagerDirOf(const std::string& path) {
   return std::filesystem::path(path).parent_path().parent_path();
-}
-
-// The shuffle data files among `files`, by shuffle id.
-std::map<int, std::vector<std::string>> DataFilesByShuffle(
-    const std::map<std::string, std::string>& files) {
-  std::map<int, std::vector<std::string>> data;
-  for (const auto& [name, path] : files) {
-    const std::vector<std::string> parts = absl::StrSplit(name, '_');
-    int shuffle = -1;
-    if (parts.size() == 4 && absl::EndsWith(name, ".data") &&
-        absl::SimpleAtoi(parts[1], &shuffle)) {
-      data[shuffle].push_back(name);
-    }
-  }
-  return data;
 }
 
 // Flips one byte in the middle of the largest partition of a data file (its index file
@@ -167,19 +119,6 @@ absl::Status FlipAByte(const std::string& data_path, const std::string& index_pa
   return absl::OkStatus();
 }
 
-// The value of `key` in a flat JSON object `line` printed by json.dumps, as written:
-// a number or true/false, or a string without its quotes; "" if absent.
-std::string JsonField(const std::string& line, const std::string& key) {
-  const std::string quoted = absl::StrCat("\"", key, "\": ");
-  const size_t at = line.find(quoted);
-  if (at == std::string::npos) return "";
-  const size_t start = at + quoted.size();
-  if (line.compare(start, 1, "\"") == 0) {
-    return line.substr(start + 1, line.find('"', start + 1) - start - 1);
-  }
-  return line.substr(start, line.find_first_of(",}", start) - start);
-}
-
 // What every run shares: two one-core executors of 512 MiB, no UI.
 std::map<std::string, std::string> BaseConf() {
   return {{"spark.executor.memory", "512m"}, {"spark.executor.cores", "1"},
@@ -191,10 +130,6 @@ std::map<std::string, std::string> WithService(uint16_t port) {
   conf["spark.shuffle.service.enabled"] = "true";
   conf["spark.shuffle.service.port"] = absl::StrCat(port);
   return conf;
-}
-
-void Touch(const std::string& path) {
-  const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
 
 // The clusters the plain RealSparkTest cases share (spark.authenticate and TLS are the

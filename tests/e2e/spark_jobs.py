@@ -17,6 +17,9 @@ ferry_server. Jobs:
   cached
         a disk-persisted RDD read again once the executors that cached it are gone
         (see cached_jobs)
+  hold=DIR
+        the checked shuffle, then a wait while the test acts on its map outputs, and
+        the shuffle read again (see hold_jobs)
 """
 import glob
 import json
@@ -226,6 +229,20 @@ def cached_jobs(spark):
            recomputed=computed.value - before)
 
 
+def hold_jobs(spark, directory):
+    """The checked shuffle, held: once it is written the test looks at its map outputs
+    (DIR/held.ready) while the application lives, and the shuffle is read again after
+    the test is done (DIR/held.done)."""
+    sc = spark.sparkContext
+    data = list(range(200_000))
+    result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
+    shuffled = sc.parallelize(data, 8).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
+        operator.add, 6)
+    result("shuffled", **summary(shuffled.collect()))
+    handshake(directory, "held")
+    result("read-again", **summary(shuffled.collect()))
+
+
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
     jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
@@ -233,6 +250,8 @@ def main():
         name, _, value = arg.partition("=")
         if name == "lifecycle":
             lifecycle_jobs(spark, value)
+        elif name == "hold":
+            hold_jobs(spark, value)
         else:
             jobs[name](spark)
     spark.stop()

@@ -1,26 +1,16 @@
 #include "tests/testing/spark_cluster.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -30,72 +20,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/unique_fd.h"
 #include "tests/testing/http_get.h"
-#include "tests/testing/loopback.h"
+#include "tests/testing/process_groups.h"
 #include "tests/testing/wait_for.h"
-
-extern char** environ;
 
 namespace ferry::testing {
 
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A loopback port nothing listens on now.
-uint16_t FreePort() {
-  uint16_t port = 0;
-  UniqueFd listener = ListenLoopback(&port, 1);
-  return port;
-}
-
-bool Accepts(uint16_t port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const sockaddr_in addr = LoopbackAddress(port);
-  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
-}
-
-// The JDK of the `java` on the PATH.
-std::string JavaHome() {
-  if (const char* home = std::getenv("JAVA_HOME"); home != nullptr && *home != '\0') return home;
-  for (const char* dir : {"/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/default-java"}) {
-    if (::access(absl::StrCat(dir, "/bin/java").c_str(), X_OK) == 0) return dir;
-  }
-  return "";
-}
-
-// Waits for child `pid` to exit, until `deadline`: its wait status, or nullopt.
-std::optional<int> WaitForExit(pid_t pid, absl::Time deadline) {
-  UniqueFd exited(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  for (;;) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration() || !exited.valid()) return std::nullopt;
-    pollfd p{exited.get(), POLLIN, 0};
-    const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left), INT_MAX - 1) + 1;
-    (void)::poll(&p, 1, static_cast<int>(ms));
-  }
-}
-
-// Kills process group `group` (its leader a child of ours): SIGTERM, up to 10 s for
-// the whole group to go, then SIGKILL.
-void KillGroup(pid_t group) {
-  ::kill(-group, SIGTERM);
-  (void)WaitForExit(group, absl::Now() + absl::Seconds(10));
-  // The rest of the group (a worker's executors) is seen only by asking.
-  if (WaitFor([group] { return ::kill(-group, 0) != 0 && errno == ESRCH; }, absl::Seconds(10))) {
-    return;
-  }
-  ::kill(-group, SIGKILL);
-  (void)WaitForExit(group, absl::InfiniteFuture());
-}
 
 // "aliveworkers" : N of the master's JSON page, or -1.
 int AliveWorkers(absl::string_view page) {
@@ -121,7 +52,7 @@ std::vector<SparkDistribution> InstalledSparks(std::string* why) {
       const std::string name = entry->d_name;
       if (name.empty() || name[0] == '.') continue;
       const std::string venv = absl::StrCat(root, "/", name);
-      const std::string home(absl::StripAsciiWhitespace(ReadFile(venv + "/SPARK_HOME")));
+      const std::string home(absl::StripAsciiWhitespace(ReadTextFile(venv + "/SPARK_HOME")));
       if (home.empty() || ::access((home + "/bin/spark-submit").c_str(), X_OK) != 0) continue;
       if (const char* only = std::getenv("FERRY_SPARK_VERSIONS");
           only != nullptr && *only != '\0') {
@@ -155,48 +86,6 @@ std::map<std::string, std::string> SparkCluster::DaemonEnv() const {
           {"PYSPARK_DRIVER_PYTHON", options_.spark.python}};
 }
 
-absl::StatusOr<pid_t> SparkCluster::Launch(const std::vector<std::string>& argv,
-                                           const std::map<std::string, std::string>& env,
-                                           const std::string& log, const std::string& netns) {
-  // Everything the child needs is built before fork: after it, only async-signal-safe
-  // calls.
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (std::string& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<std::string> vars;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var = *e;
-    const std::string key = var.substr(0, var.find('='));
-    if (env.count(key) == 0) vars.push_back(var);
-  }
-  for (const auto& [key, value] : env) vars.push_back(absl::StrCat(key, "=", value));
-  std::vector<char*> cenv;
-  for (std::string& v : vars) cenv.push_back(v.data());
-  cenv.push_back(nullptr);
-  UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!out.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", log));
-  UniqueFd ns;
-  if (!netns.empty()) {
-    ns = UniqueFd(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!ns.valid()) return absl::ErrnoToStatus(errno, "open /run/netns/" + netns);
-  }
-  const pid_t pid = ::fork();
-  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::dup2(out.get(), STDOUT_FILENO);
-    ::dup2(out.get(), STDERR_FILENO);
-    if (ns.valid() && ::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(125);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
-  groups_.push_back(pid);
-  return pid;
-}
-
 absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options& options) {
   if (options.worker_netns.size() != options.worker_hosts.size() ||
       (!options.worker_netns.empty() &&
@@ -218,10 +107,10 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
     if (!defaults.flush()) return absl::InternalError("cannot write spark-defaults.conf");
   }
   const std::string spark_class = options.spark.home + "/bin/spark-class";
-  const uint16_t master_port = FreePort();
-  cluster->master_ui_port_ = FreePort();
+  const uint16_t master_port = FreeLoopbackPort();
+  cluster->master_ui_port_ = FreeLoopbackPort();
   cluster->master_url_ = absl::StrCat("spark://", options.host, ":", master_port);
-  absl::StatusOr<pid_t> master = cluster->Launch(
+  absl::StatusOr<pid_t> master = cluster->groups_.Launch(
       {spark_class, "org.apache.spark.deploy.master.Master", "--host", options.host, "--port",
        absl::StrCat(master_port), "--webui-port", absl::StrCat(cluster->master_ui_port_)},
       cluster->DaemonEnv(), options.work_dir + "/master.log");
@@ -243,12 +132,12 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
     const std::string host = on_host ? options.worker_hosts[i] : options.host;
     // The executors a worker starts inherit its environment: they bind its address too.
     env["SPARK_LOCAL_IP"] = host;
-    absl::StatusOr<pid_t> worker =
-        cluster->Launch({spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_,
-                         "--host", host, "--cores", absl::StrCat(options.cores_per_worker),
-                         "--memory", "1g", "--work-dir", work, "--webui-port", "0"},
-                        env, absl::StrCat(options.work_dir, "/worker", i, ".log"),
-                        on_host ? options.worker_netns[i] : "");
+    absl::StatusOr<pid_t> worker = cluster->groups_.Launch(
+        {spark_class, "org.apache.spark.deploy.worker.Worker", cluster->master_url_, "--host", host,
+         "--cores", absl::StrCat(options.cores_per_worker), "--memory", "1g", "--work-dir", work,
+         "--webui-port", "0"},
+        env, absl::StrCat(options.work_dir, "/worker", i, ".log"),
+        on_host ? options.worker_netns[i] : "");
     if (!worker.ok()) return worker.status();
   }
   if (absl::Status up = cluster->WaitForWorkers(absl::Seconds(120)); !up.ok()) return up;
@@ -275,11 +164,9 @@ absl::Status SparkCluster::WaitForWorkers(absl::Duration timeout) const {
       absl::FormatDuration(timeout), " (", last, "); logs in ", options_.work_dir));
 }
 
-SparkCluster::~SparkCluster() {
-  // Last started first: drivers and shuffle services, then workers (and their
-  // executors), then the master.
-  for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) KillGroup(*it);
-}
+// groups_ kills the processes, last started first: drivers and shuffle services, then
+// workers (and their executors), then the master.
+SparkCluster::~SparkCluster() = default;
 
 absl::Status SparkCluster::StartSparkShuffleService(
     uint16_t port, const std::map<std::string, std::string>& conf) {
@@ -290,7 +177,7 @@ absl::Status SparkCluster::StartSparkShuffleService(
   // Spark's service (3.5.x since 3.5.1 or so) refuses executors whose local dirs are not
   // beneath its own, as ferry_server's --spark-dir-roots does.
   env["SPARK_LOCAL_DIRS"] = options_.local_dir_root;
-  absl::StatusOr<pid_t> pid = Launch(
+  absl::StatusOr<pid_t> pid = groups_.Launch(
       {options_.spark.home + "/bin/spark-class", "org.apache.spark.deploy.ExternalShuffleService"},
       env, options_.work_dir + "/shuffle-service.log");
   if (!pid.ok()) return pid.status();
@@ -300,19 +187,18 @@ absl::Status SparkCluster::StartSparkShuffleService(
       [&] {
         int status = 0;
         exited = ::waitpid(*pid, &status, WNOHANG) == *pid;
-        return exited || Accepts(port);
+        return exited || AcceptsOnLoopback(port);
       },
       absl::Seconds(60));
   if (listening && !exited) return absl::OkStatus();
   return absl::UnavailableError(
       absl::StrCat("Spark's shuffle service did not listen on ", port, ": ",
-                   ReadFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
+                   ReadTextFile(options_.work_dir + "/shuffle-service.log").substr(0, 4000)));
 }
 
 void SparkCluster::StopSparkShuffleServices() {
   for (const pid_t service : services_) {
-    KillGroup(service);
-    groups_.erase(std::remove(groups_.begin(), groups_.end(), service), groups_.end());
+    groups_.Kill(service);
   }
   services_.clear();
 }
@@ -349,7 +235,7 @@ std::vector<std::string> SparkCluster::ExecutorLogs() const {
 std::vector<std::string> SparkCluster::ExecutorLogLines(absl::string_view containing) const {
   std::vector<std::string> lines;
   for (const std::string& path : ExecutorLogs()) {
-    for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n')) {
+    for (absl::string_view line : absl::StrSplit(ReadTextFile(path), '\n')) {
       if (absl::StrContains(line, containing)) lines.emplace_back(line);
     }
   }
@@ -371,11 +257,11 @@ std::string SparkCluster::DiagnosticLogs() const {
     return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
   };
   std::string out;
-  const std::string service = ReadFile(options_.work_dir + "/shuffle-service.log");
+  const std::string service = ReadTextFile(options_.work_dir + "/shuffle-service.log");
   if (!service.empty()) out += "--- shuffle service log\n" + tail(service);
   const std::vector<std::string> executors = ExecutorLogs();
   if (!executors.empty()) {
-    out += "\n--- " + executors.back() + "\n" + tail(ReadFile(executors.back()));
+    out += "\n--- " + executors.back() + "\n" + tail(ReadTextFile(executors.back()));
   }
   return out;
 }
@@ -393,16 +279,21 @@ absl::StatusOr<SparkCluster::Submitted> SparkCluster::Submit(
   }
   argv.push_back(script);
   argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<pid_t> pid = Launch(argv, DaemonEnv(), log);
+  return RunSparkSubmit(groups_, argv, DaemonEnv(), log, timeout);
+}
+
+absl::StatusOr<SparkCluster::Submitted> RunSparkSubmit(
+    ProcessGroups& groups, const std::vector<std::string>& argv,
+    const std::map<std::string, std::string>& env, const std::string& log, absl::Duration timeout) {
+  absl::StatusOr<pid_t> pid = groups.Launch(argv, env, log);
   if (!pid.ok()) return pid.status();
-  Submitted done;
-  if (const std::optional<int> status = WaitForExit(*pid, absl::Now() + timeout)) {
+  SparkCluster::Submitted done;
+  if (const std::optional<int> status = ProcessGroups::WaitForExit(*pid, absl::Now() + timeout)) {
     done.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
   }
   // What the driver left behind (its Python workers) goes with it.
-  KillGroup(*pid);
-  groups_.erase(std::remove(groups_.begin(), groups_.end(), *pid), groups_.end());
-  done.output = ReadFile(log);
+  groups.Kill(*pid);
+  done.output = ReadTextFile(log);
   for (absl::string_view line : absl::StrSplit(done.output, '\n')) {
     if (absl::ConsumePrefix(&line, "RESULT ")) done.results.emplace_back(line);
   }

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "tests/testing/process_groups.h"
 
 namespace ferry::testing {
 
@@ -100,11 +101,6 @@ class SparkCluster {
 
  private:
   explicit SparkCluster(Options options) : options_(std::move(options)) {}
-  // Starts `argv` with `env` added, in a process group of its own (and network
-  // namespace `netns`, when given), its output in `log`.
-  absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
-                               const std::map<std::string, std::string>& env,
-                               const std::string& log, const std::string& netns = "");
   std::map<std::string, std::string> DaemonEnv() const;
   // Waits for `workers` registered workers at the master's JSON page.
   absl::Status WaitForWorkers(absl::Duration timeout) const;
@@ -113,9 +109,15 @@ class SparkCluster {
   std::string conf_dir_;
   std::string master_url_;
   uint16_t master_ui_port_ = 0;
-  std::vector<pid_t> groups_;    // every process group started, killed at the end
+  ProcessGroups groups_;         // every process started, killed at the end
   std::vector<pid_t> services_;  // those of them that are Spark's shuffle services
 };
+
+// Runs spark-submit's `argv` with `env` in a group of `groups`, its output in `log`, for
+// at most `timeout`; then kills what is left of the group.
+absl::StatusOr<SparkCluster::Submitted> RunSparkSubmit(
+    ProcessGroups& groups, const std::vector<std::string>& argv,
+    const std::map<std::string, std::string>& env, const std::string& log, absl::Duration timeout);
 
 }  // namespace ferry::testing
 

@@ -115,8 +115,7 @@ TEST_F(YarnAppsTest, NamesThatAreNoApplicationAndBadFilesAreNeverRead) {
   EXPECT_NE(apps_->Find("application_1_0001").status().message().find("not a regular file"),
             std::string::npos);
   Write("apps/application_1_0002", std::string(YarnApps::kMaxServiceDataBytes + 1, 'x'));
-  EXPECT_EQ(apps_->Find("application_1_0002").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(apps_->Find("application_1_0002").status().code(), absl::StatusCode::kInvalidArgument);
   Write("apps/application_1_0003", R"({"secret": 1})");
   absl::Status bad = apps_->Find("application_1_0003").status();
   EXPECT_NE(bad.message().find("apps/application_1_0003"), std::string::npos) << bad;

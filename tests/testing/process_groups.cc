@@ -1,0 +1,130 @@
+#include "tests/testing/process_groups.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/unique_fd.h"
+#include "tests/testing/loopback.h"
+#include "tests/testing/wait_for.h"
+
+extern char** environ;
+
+namespace ferry::testing {
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+uint16_t FreeLoopbackPort() {
+  uint16_t port = 0;
+  UniqueFd listener = ListenLoopback(&port, 1);
+  return port;
+}
+
+bool AcceptsOnLoopback(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in addr = LoopbackAddress(port);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+std::string JavaHome() {
+  if (const char* home = std::getenv("JAVA_HOME"); home != nullptr && *home != '\0') return home;
+  for (const char* dir : {"/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/default-java"}) {
+    if (::access(absl::StrCat(dir, "/bin/java").c_str(), X_OK) == 0) return dir;
+  }
+  return "";
+}
+
+std::optional<int> ProcessGroups::WaitForExit(pid_t pid, absl::Time deadline) {
+  UniqueFd exited(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration() || !exited.valid()) return std::nullopt;
+    pollfd p{exited.get(), POLLIN, 0};
+    const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left), INT_MAX - 1) + 1;
+    (void)::poll(&p, 1, static_cast<int>(ms));
+  }
+}
+
+void ProcessGroups::Kill(pid_t group) {
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
+  ::kill(-group, SIGTERM);
+  (void)WaitForExit(group, absl::Now() + absl::Seconds(10));
+  // The rest of the group (a worker's executors) is seen only by asking.
+  if (WaitFor([group] { return ::kill(-group, 0) != 0 && errno == ESRCH; }, absl::Seconds(10))) {
+    return;
+  }
+  ::kill(-group, SIGKILL);
+  (void)WaitForExit(group, absl::InfiniteFuture());
+}
+
+absl::StatusOr<pid_t> ProcessGroups::Launch(const std::vector<std::string>& argv,
+                                           const std::map<std::string, std::string>& env,
+                                           const std::string& log, const std::string& netns) {
+  // Everything the child needs is built before fork: after it, only async-signal-safe
+  // calls.
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    const std::string key = var.substr(0, var.find('='));
+    if (env.count(key) == 0) vars.push_back(var);
+  }
+  for (const auto& [key, value] : env) vars.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> cenv;
+  for (std::string& v : vars) cenv.push_back(v.data());
+  cenv.push_back(nullptr);
+  UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!out.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", log));
+  UniqueFd ns;
+  if (!netns.empty()) {
+    ns = UniqueFd(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return absl::ErrnoToStatus(errno, "open /run/netns/" + netns);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(out.get(), STDOUT_FILENO);
+    ::dup2(out.get(), STDERR_FILENO);
+    if (ns.valid() && ::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(125);
+    ::execve(cargv[0], cargv.data(), cenv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  groups_.push_back(pid);
+  return pid;
+}
+
+ProcessGroups::~ProcessGroups() {
+  // Last started first: what runs on the daemons started before it goes before them.
+  while (!groups_.empty()) Kill(groups_.back());
+}
+
+}  // namespace ferry::testing

@@ -1,0 +1,88 @@
+#include "tests/testing/spark_apps.h"
+
+#include <fcntl.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/unique_fd.h"
+#include "tests/testing/process_groups.h"
+
+namespace ferry::testing {
+
+pid_t ExecutorOf(pid_t pid) {
+  for (int depth = 0; depth < 8 && pid > 1; ++depth) {
+    if (absl::StrContains(ReadTextFile(absl::StrCat("/proc/", pid, "/cmdline")),
+                          "CoarseGrainedExecutorBackend")) {
+      return pid;
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces, not a ')' followed by one.
+    const std::string stat = ReadTextFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t comm_end = stat.rfind(") ");
+    if (comm_end == std::string::npos) return 0;
+    const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
+    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return 0;
+  }
+  return 0;
+}
+
+std::string EnvironmentOf(pid_t pid, const std::string& name) {
+  for (absl::string_view var :
+       absl::StrSplit(ReadTextFile(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+    if (absl::ConsumePrefix(&var, name + "=")) return std::string(var);
+  }
+  return "";
+}
+
+
+std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
+  std::map<std::string, std::string> files;
+  std::error_code error;
+  for (std::filesystem::recursive_directory_iterator it(root, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename();
+    if (absl::StartsWith(name, "shuffle_")) files[name] = it->path();
+  }
+  return files;
+}
+
+
+std::map<int, std::vector<std::string>> DataFilesByShuffle(
+    const std::map<std::string, std::string>& files) {
+  std::map<int, std::vector<std::string>> data;
+  for (const auto& [name, path] : files) {
+    const std::vector<std::string> parts = absl::StrSplit(name, '_');
+    int shuffle = -1;
+    if (parts.size() == 4 && absl::EndsWith(name, ".data") &&
+        absl::SimpleAtoi(parts[1], &shuffle)) {
+      data[shuffle].push_back(name);
+    }
+  }
+  return data;
+}
+
+
+std::string JsonField(const std::string& line, const std::string& key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": ");
+  const size_t at = line.find(quoted);
+  if (at == std::string::npos) return "";
+  const size_t start = at + quoted.size();
+  if (line.compare(start, 1, "\"") == 0) {
+    return line.substr(start + 1, line.find('"', start + 1) - start - 1);
+  }
+  return line.substr(start, line.find_first_of(",}", start) - start);
+}
+
+
+void Touch(const std::string& path) {
+  const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+}
+
+
+}  // namespace ferry::testing

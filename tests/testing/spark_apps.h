@@ -1,0 +1,33 @@
+// Helpers for tests that run real Spark applications: the processes they start, the
+// shuffle files they leave, the RESULT lines tests/e2e/spark_jobs.py prints.
+#ifndef FERRY_TESTS_TESTING_SPARK_APPS_H_
+#define FERRY_TESTS_TESTING_SPARK_APPS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ferry::testing {
+
+// The executor JVM (CoarseGrainedExecutorBackend) that process `pid` (the Python worker
+// of one of its tasks) descends from, or 0.
+pid_t ExecutorOf(pid_t pid);
+// Process `pid`'s environment variable `name`, or "".
+std::string EnvironmentOf(pid_t pid, const std::string& name);
+// Spark's shuffle files beneath `root` (shuffle_<shuffle>_<map>_0.data, .index and
+// .checksum.<algorithm>, each in the subdir its name hashes to), by name.
+std::map<std::string, std::string> ShuffleFiles(const std::string& root);
+// The shuffle data files among `files`, by shuffle id.
+std::map<int, std::vector<std::string>> DataFilesByShuffle(
+    const std::map<std::string, std::string>& files);
+// The value of `key` in a flat JSON object `line` printed by json.dumps, as written:
+// a number or true/false, or a string without its quotes; "" if absent.
+std::string JsonField(const std::string& line, const std::string& key);
+// Creates an empty file at `path` (a handshake with the application).
+void Touch(const std::string& path);
+
+}  // namespace ferry::testing
+
+#endif  // FERRY_TESTS_TESTING_SPARK_APPS_H_

@@ -1,0 +1,341 @@
+#include "tests/testing/yarn_cluster.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/testing/wait_for.h"
+
+namespace ferry::testing {
+
+namespace {
+
+// JDK 17 closes what Hadoop's RPC and web layers reach into.
+constexpr const char* kOpens[] = {"java.lang",         "java.lang.reflect", "java.util",
+                                  "java.util.concurrent", "java.io",        "java.net",
+                                  "java.nio",          "sun.nio.ch"};
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string SiteXml(const std::map<std::string, std::string>& properties) {
+  std::string xml = "<?xml version=\"1.0\"?>\n<configuration>\n";
+  for (const auto& [name, value] : properties) {
+    absl::StrAppend(&xml, "  <property><name>", name, "</name><value>", value,
+                    "</value></property>\n");
+  }
+  return xml + "</configuration>\n";
+}
+
+// Hadoop's daemons log through log4j 1 (reload4j) to stderr, which Launch puts in the
+// daemon's log file.
+constexpr char kLog4j[] =
+    "log4j.rootLogger=INFO, stderr\n"
+    "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+    "log4j.appender.stderr.Target=System.err\n"
+    "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+    "log4j.appender.stderr.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n\n";
+
+absl::Status WriteConfDir(const std::string& dir, const std::string& work,
+                          const std::map<std::string, std::string>& yarn_site) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
+  if (absl::Status s = WriteText(dir + "/core-site.xml",
+                                 SiteXml({{"fs.defaultFS", "file:///"},
+                                          {"hadoop.tmp.dir", work + "/hadoop-tmp"}}));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WriteText(dir + "/log4j.properties", kLog4j); !s.ok()) return s;
+  return WriteText(dir + "/yarn-site.xml", SiteXml(yarn_site));
+}
+
+int CountOf(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> YarnJarsFor(const SparkDistribution& spark) {
+  std::string hadoop;
+  if (DIR* dir = ::opendir((spark.home + "/jars").c_str())) {
+    while (const dirent* entry = ::readdir(dir)) {
+      absl::string_view name = entry->d_name;
+      if (absl::ConsumePrefix(&name, "hadoop-client-api-") && absl::ConsumeSuffix(&name, ".jar")) {
+        hadoop = std::string(name);
+      }
+    }
+    ::closedir(dir);
+  }
+  if (hadoop.empty()) {
+    return absl::NotFoundError(absl::StrCat("Spark ", spark.version, " at ", spark.home,
+                                            " bundles no hadoop-client-api jar"));
+  }
+  const char* env = std::getenv("FERRY_YARN_ROOT");
+  const std::string root = env != nullptr && *env != '\0' ? env : "/opt/ferry-yarn";
+  const std::string jars = absl::StrCat(root, "/hadoop-", hadoop, "/lib");
+  if (::access((jars + "/hadoop-yarn-server-nodemanager-" + hadoop + ".jar").c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("no YARN ", hadoop, " (for Spark ", spark.version,
+                                            ") in ", jars, ": scripts/setup fetches it"));
+  }
+  return jars;
+}
+
+std::map<std::string, std::string> YarnCluster::JavaEnv() const {
+  return {{"JAVA_HOME", JavaHome()}};
+}
+
+std::string YarnCluster::local_dir(int i) const {
+  return absl::StrCat(local_dirs_root(), "/", i, "/local");
+}
+
+absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& options) {
+  if (JavaHome().empty()) return absl::NotFoundError("no Java runtime");
+  std::unique_ptr<YarnCluster> cluster(new YarnCluster(options));
+  const std::string& work = options.work_dir;
+  std::map<std::string, std::string> site = {
+      {"yarn.resourcemanager.hostname", "127.0.0.1"},
+      {"yarn.resourcemanager.scheduler.class",
+       "org.apache.hadoop.yarn.server.resourcemanager.scheduler.fifo.FifoScheduler"},
+      {"yarn.scheduler.minimum-allocation-mb", "256"},
+      {"yarn.resourcemanager.recovery.enabled", "false"},
+  };
+  for (const char* key : {"address", "scheduler.address", "resource-tracker.address",
+                          "admin.address", "webapp.address"}) {
+    site[absl::StrCat("yarn.resourcemanager.", key)] =
+        absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  }
+  if (absl::Status s = WriteConfDir(work + "/conf", work, site); !s.ok()) return s;
+  std::vector<std::string> jars;
+  for (const auto& entry : std::filesystem::directory_iterator(options.hadoop_jars)) {
+    if (absl::EndsWith(entry.path().string(), ".jar")) jars.push_back(entry.path().string());
+  }
+  std::sort(jars.begin(), jars.end());
+  cluster->classpath_ = absl::StrJoin(jars, ":");
+
+  std::vector<std::string> argv = {JavaHome() + "/bin/java", "-Xmx384m",
+                                   "-Djava.net.preferIPv4Stack=true"};
+  for (const char* package : kOpens) {
+    argv.push_back(absl::StrCat("--add-opens=java.base/", package, "=ALL-UNNAMED"));
+  }
+  std::vector<std::string> rm = argv;
+  rm.insert(rm.end(), {"-cp", absl::StrCat(work, "/conf:", cluster->classpath_),
+                       "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager"});
+  absl::StatusOr<pid_t> started =
+      cluster->groups_.Launch(rm, cluster->JavaEnv(), work + "/resourcemanager.log");
+  if (!started.ok()) return started.status();
+
+  for (int i = 0; i < options.node_managers; ++i) {
+    const std::string nm = absl::StrCat(cluster->local_dirs_root(), "/", i);
+    std::map<std::string, std::string> nm_site = site;
+    nm_site.insert({
+        {"yarn.nodemanager.hostname", "127.0.0.1"},
+        {"yarn.nodemanager.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+        {"yarn.nodemanager.localizer.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+        {"yarn.nodemanager.webapp.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+        {"yarn.nodemanager.resource.memory-mb", absl::StrCat(options.memory_mb_per_node)},
+        {"yarn.nodemanager.resource.cpu-vcores", "8"},
+        {"yarn.nodemanager.vmem-check-enabled", "false"},
+        {"yarn.nodemanager.pmem-check-enabled", "false"},
+        {"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage",
+         "100"},
+        {"yarn.nodemanager.local-dirs", cluster->local_dir(i)},
+        {"yarn.nodemanager.log-dirs", nm + "/logs"},
+        {"yarn.nodemanager.recovery.enabled", "true"},
+        {"yarn.nodemanager.recovery.dir", nm + "/recovery"},
+        {"yarn.nodemanager.recovery.supervised", "true"},
+        {"yarn.nodemanager.aux-services", "spark_shuffle"},
+        {"yarn.nodemanager.aux-services.spark_shuffle.class", options.aux_service_class},
+        {"yarn.nodemanager.aux-services.spark_shuffle.classpath", options.aux_service_jar},
+    });
+    for (const auto& [key, value] : options.node_manager_site) nm_site[key] = value;
+    for (const std::string& dir : {cluster->local_dir(i), nm + "/logs", nm + "/recovery"}) {
+      std::error_code error;
+      std::filesystem::create_directories(dir, error);
+      if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
+    }
+    if (absl::Status s = WriteConfDir(nm + "/conf", work, nm_site); !s.ok()) return s;
+    cluster->node_managers_.push_back(0);
+  }
+  for (int i = 0; i < options.node_managers; ++i) {
+    absl::StatusOr<pid_t> nm = cluster->StartNodeManager(i);
+    if (!nm.ok()) return nm.status();
+  }
+  for (int i = 0; i < options.node_managers; ++i) {
+    if (absl::Status s = cluster->WaitForRegistration(i, 1, absl::Seconds(120)); !s.ok()) return s;
+  }
+  return cluster;
+}
+
+absl::StatusOr<pid_t> YarnCluster::StartNodeManager(int i) {
+  const std::string nm = absl::StrCat(local_dirs_root(), "/", i);
+  std::vector<std::string> argv = {JavaHome() + "/bin/java", "-Xmx384m",
+                                   "-Djava.net.preferIPv4Stack=true"};
+  for (const char* package : kOpens) {
+    argv.push_back(absl::StrCat("--add-opens=java.base/", package, "=ALL-UNNAMED"));
+  }
+  argv.insert(argv.end(), {"-cp", absl::StrCat(nm, "/conf:", classpath_),
+                           "org.apache.hadoop.yarn.server.nodemanager.NodeManager"});
+  absl::StatusOr<pid_t> pid = groups_.Launch(argv, JavaEnv(), nm + "/nodemanager.log");
+  if (pid.ok()) node_managers_[i] = *pid;
+  return pid;
+}
+
+absl::Status YarnCluster::WaitForRegistration(int i, int times, absl::Duration timeout) const {
+  const std::string log = absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log");
+  if (WaitFor([&] { return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times; },
+              timeout)) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat("NodeManager ", i, " did not register in ",
+                                                  absl::FormatDuration(timeout), "; its log: ", log,
+                                                  "\n", DiagnosticLogs()));
+}
+
+absl::Status YarnCluster::RestartNodeManager(int i) {
+  const std::string log = absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log");
+  const int registered = CountOf(ReadTextFile(log), "Registered with ResourceManager");
+  // Only the NodeManager's JVM: its containers are process groups of their own, and a
+  // supervised NodeManager leaves them running for the next one to recover.
+  const pid_t old = node_managers_[i];
+  ::kill(old, SIGTERM);
+  if (!ProcessGroups::WaitForExit(old, absl::Now() + absl::Seconds(30)).has_value()) {
+    ::kill(old, SIGKILL);
+    (void)ProcessGroups::WaitForExit(old, absl::InfiniteFuture());
+  }
+  groups_.Kill(old);
+  absl::StatusOr<pid_t> pid = StartNodeManager(i);
+  if (!pid.ok()) return pid.status();
+  return WaitForRegistration(i, registered + 1, absl::Seconds(120));
+}
+
+YarnCluster::~YarnCluster() {
+  // The NodeManagers first (they are supervised: they leave their containers running),
+  // then every container: its processes run in sessions of their own beneath a local dir.
+  for (const pid_t nm : node_managers_) {
+    if (nm > 0) groups_.Kill(nm);
+  }
+  KillContainers();
+}
+
+void YarnCluster::KillContainers() const {
+  for (int round = 0; round < 50; ++round) {
+    int found = 0;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+      pid_t pid = 0;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &pid) || pid == ::getpid()) continue;
+      std::string cmdline = ReadTextFile(absl::StrCat("/proc/", pid, "/cmdline"));
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (absl::StrContains(cmdline, local_dirs_root() + "/")) {
+        ::kill(pid, SIGKILL);
+        ++found;
+      }
+    }
+    if (found == 0) return;
+    ::usleep(100 * 1000);
+  }
+}
+
+absl::StatusOr<YarnCluster::Submitted> YarnCluster::Submit(
+    const std::string& script, const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& conf, absl::Duration timeout) {
+  static int submissions = 0;
+  const std::string log = absl::StrCat(options_.work_dir, "/submit", ++submissions, ".log");
+  std::vector<std::string> argv = {options_.spark.home + "/bin/spark-submit", "--master", "yarn",
+                                   "--deploy-mode", "client"};
+  // The Spark jars are on this node at the same path as the driver's: no upload.
+  std::map<std::string, std::string> all = {
+      {"spark.yarn.jars", absl::StrCat("local:", options_.spark.home, "/jars/*")},
+      {"spark.yarn.am.memory", "512m"},
+      {"spark.yarn.report.interval", "5s"},
+  };
+  for (const auto& [key, value] : conf) all[key] = value;
+  for (const auto& [key, value] : all) {
+    argv.push_back("--conf");
+    argv.push_back(absl::StrCat(key, "=", value));
+  }
+  argv.push_back(script);
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string spark_conf = options_.work_dir + "/spark-conf";
+  std::error_code error;
+  std::filesystem::create_directories(spark_conf, error);
+  std::map<std::string, std::string> env = JavaEnv();
+  env.insert({{"SPARK_HOME", options_.spark.home},
+              {"SPARK_CONF_DIR", spark_conf},
+              {"HADOOP_CONF_DIR", options_.work_dir + "/conf"},
+              {"SPARK_LOCAL_IP", "127.0.0.1"},
+              {"PYSPARK_PYTHON", options_.spark.python},
+              {"PYSPARK_DRIVER_PYTHON", options_.spark.python}});
+  return RunSparkSubmit(groups_, argv, env, log, timeout);
+}
+
+std::vector<std::string> YarnCluster::NodeManagerLogLines(absl::string_view containing) const {
+  std::vector<std::string> lines;
+  for (int i = 0; i < options_.node_managers; ++i) {
+    const std::string log =
+        ReadTextFile(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"));
+    for (absl::string_view line : absl::StrSplit(log, '\n')) {
+      if (absl::StrContains(line, containing)) lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
+
+std::string YarnCluster::DiagnosticLogs() const {
+  const auto tail = [](const std::string& text) {
+    std::vector<absl::string_view> kept;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "at ")) continue;
+      if (absl::StrContains(line, " ERROR ") || absl::StrContains(line, " WARN ") ||
+          absl::StrContains(line, "Exception") || absl::StrContains(line, "Caused by")) {
+        kept.push_back(line);
+      }
+    }
+    if (kept.size() > 20) kept.erase(kept.begin(), kept.end() - 20);
+    return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
+  };
+  std::string out;
+  for (int i = 0; i < options_.node_managers; ++i) {
+    const std::string nm = absl::StrCat(local_dirs_root(), "/", i);
+    out += absl::StrCat("--- NodeManager ", i, "\n", tail(ReadTextFile(nm + "/nodemanager.log")));
+    // logs/<application>/<container>/stderr: the newest container's.
+    std::string newest;
+    std::filesystem::file_time_type newest_time;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(nm + "/logs", error)) {
+      if (entry.path().filename() != "stderr") continue;
+      const auto time = std::filesystem::last_write_time(entry.path(), error);
+      if (newest.empty() || time > newest_time) {
+        newest = entry.path().string();
+        newest_time = time;
+      }
+    }
+    if (!newest.empty()) out += absl::StrCat("--- ", newest, "\n", tail(ReadTextFile(newest)));
+  }
+  return out;
+}
+
+}  // namespace ferry::testing
