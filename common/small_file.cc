@@ -32,8 +32,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
   }
   if (got > max_bytes) {
     explicit_bzero(bytes.data(), bytes.size());
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds more than ", max_bytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " holds more than ", max_bytes, " bytes"));
   }
   bytes.resize(got);
   return bytes;

@@ -83,6 +83,9 @@ std::string Md5(std::initializer_list<absl::string_view> parts) {
 
 std::string Hex(absl::string_view bytes) { return absl::BytesToHexString(bytes); }
 
+// Netty's line length for base64.
+constexpr size_t kBase64Line = 76;
+
 absl::StatusOr<std::string> RandomToken() {
   unsigned char bytes[30];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) return OpenSslFailed("RAND_bytes");
@@ -420,10 +423,22 @@ absl::StatusOr<std::unique_ptr<SaslCipher>> SaslCipher::FromExchange(absl::strin
   return std::unique_ptr<SaslCipher>(new SaslCipher(*std::move(out), *std::move(in), max_plain));
 }
 
+std::string SaslCredential(absl::string_view secret) {
+  std::string flat = absl::Base64Escape(secret);
+  std::string lines;
+  lines.reserve(flat.size() + flat.size() / kBase64Line);
+  for (size_t at = 0; at < flat.size(); at += kBase64Line) {
+    if (at > 0) lines.push_back('\n');
+    lines.append(flat, at, kBase64Line);
+  }
+  OPENSSL_cleanse(flat.data(), flat.size());
+  return lines;
+}
+
 absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view secret,
                                                                bool offer_encryption) {
   std::unique_ptr<SaslServer> server(new SaslServer);
-  server->password_ = absl::Base64Escape(secret);
+  server->password_ = SaslCredential(secret);
   server->offer_encryption_ = offer_encryption;
   FERRY_ASSIGN_OR_RETURN(server->nonce_, RandomToken());
   return server;
@@ -512,7 +527,7 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
 absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view secret,
                                                                bool encrypt) {
   std::unique_ptr<SaslClient> client(new SaslClient);
-  client->password_ = absl::Base64Escape(secret);
+  client->password_ = SaslCredential(secret);
   client->encrypt_ = encrypt;
   return client;
 }
@@ -566,7 +581,7 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
   }
   FERRY_ASSIGN_OR_RETURN(std::string cnonce, RandomToken());
   Digest digest;
-  digest.username = absl::Base64Escape(kUser);
+  digest.username = SaslCredential(kUser);
   digest.realm = Find(d, "realm") == nullptr ? kRealm : *Find(d, "realm");
   digest.nonce = *nonce;
   digest.cnonce = std::move(cnonce);

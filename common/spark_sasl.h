@@ -1,6 +1,7 @@
 // The SASL exchange of spark.authenticate when spark.network.crypto.enabled is off
 // (Spark's SparkSaslServer and SparkSaslClient): DIGEST-MD5 (RFC 2831) with Spark's
-// fixed names: user base64("sparkSaslUser"), password base64(secret), realm "default",
+// fixed names: user base64("sparkSaslUser"), password base64(secret) (as SaslCredential
+// encodes them), realm "default",
 // digest-uri "null/default" (Spark creates its SASL peers with no protocol name and
 // the realm as the server name), algorithm md5-sess, no authorization id. The secret is
 // the application's spark.authenticate.secret, or the one its cluster manager gave it.
@@ -45,6 +46,12 @@ struct Exchange;  // what an exchange in progress has said
 // first 10 bytes of HMAC-MD5(Ki, seq | message); then 00 01 and seq, a 4-byte counter
 // from 0 each way), in Spark's SaslEncryption records:
 //   record = frameLen:i64 (counting its own 8 bytes) | wrapped message
+// Spark's encoding of the SASL user and password (SparkSaslServer.encodePassword):
+// Netty's Base64.encode, standard alphabet with padding and a '\n' after every 76
+// characters but the last (a secret of 57 bytes or more spans lines: YARN's generated
+// 256-bit secret, 64 hex digits, does).
+std::string SaslCredential(absl::string_view secret);
+
 class SaslCipher {
  public:
   // The largest wrapped message taken from the peer, the maxbuf this end announces.

@@ -46,6 +46,18 @@ bool Complete(SaslServer& server, SaslClient& client, Exchange* out = nullptr) {
   return last.ok() && last->empty() && server.complete() && client.complete();
 }
 
+// What Netty 4.1's Base64.encode (Spark's SparkSaslServer.encodePassword) makes of
+// secrets of 56, 57, 58 and 64 bytes: a line break after every 76 characters but the last.
+TEST(SparkSaslTest, CredentialsAreEncodedAsSparksNettyBase64) {
+  const std::string line =
+      "eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4";
+  EXPECT_EQ(SaslCredential(std::string(56, 'x')), line.substr(0, 72) + "eHg=");
+  EXPECT_EQ(SaslCredential(std::string(57, 'x')), line);
+  EXPECT_EQ(SaslCredential(std::string(58, 'x')), line + "\neA==");
+  EXPECT_EQ(SaslCredential(std::string(64, 'x')), line + "\neHh4eHh4eA==");
+  EXPECT_EQ(SaslCredential("sparkSaslUser"), "c3BhcmtTYXNsVXNlcg==");
+}
+
 TEST(SparkSaslTest, TheSameSecretAuthenticatesBothWays) {
   auto server = SaslServer::Create("shared secret");
   auto client = SaslClient::Create("shared secret");

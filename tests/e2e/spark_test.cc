@@ -330,7 +330,9 @@ TEST_P(SparkFrontDoorTest, FerrysSparkClientFetchesFromSparksOwnService) {
 // ferry_server with the cluster's secret, and Ferry's client against Spark's own service.
 class SparkAuthTest : public SparkFrontDoorTest {
  protected:
-  static constexpr char kSecret[] = "a cluster's secret, spaces and all";
+  // Over 57 bytes, as YARN's generated secrets are: its base64 spans two of Netty's lines.
+  static constexpr char kSecret[] =
+      "a cluster's secret, spaces and all, long enough for two lines of base64";
 
   static SparkFetchOptions WithSecret(const std::string& secret, int auth_engine_version = 0) {
     SparkFetchOptions options;

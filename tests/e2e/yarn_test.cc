@@ -22,8 +22,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -125,12 +127,9 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
   void StartFerry() { server_ = testing::StartServer(options_); }
 
   std::map<std::string, std::string> Conf() const {
-    return {{"spark.executor.memory", "512m"},
-            {"spark.executor.cores", "1"},
-            {"spark.executor.instances", "2"},
-            {"spark.driver.memory", "512m"},
-            {"spark.ui.enabled", "false"},
-            {"spark.shuffle.readHostLocalDisk", "false"}};
+    return {{"spark.executor.memory", "512m"}, {"spark.executor.cores", "1"},
+            {"spark.executor.instances", "2"}, {"spark.driver.memory", "512m"},
+            {"spark.ui.enabled", "false"},     {"spark.shuffle.readHostLocalDisk", "false"}};
   }
   std::map<std::string, std::string> WithFerry() const {
     std::map<std::string, std::string> conf = Conf();
@@ -177,8 +176,8 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
                  FilesIn(handoff_ + "/stopped").empty();
         },
         absl::Seconds(60)))
-        << server_->spark_executors()->size() << " registrations left; apps/: "
-        << absl::StrJoin(FilesIn(handoff_ + "/apps"), " ")
+        << server_->spark_executors()->size()
+        << " registrations left; apps/: " << absl::StrJoin(FilesIn(handoff_ + "/apps"), " ")
         << "; stopped/: " << absl::StrJoin(FilesIn(handoff_ + "/stopped"), " ");
     EXPECT_FALSE(yarn_->NodeManagerLogLines(absl::StrCat("Application ", app, " stopped")).empty());
   }
@@ -220,15 +219,200 @@ TEST_P(YarnTest, JobsShuffleThroughFerryUnderDynamicAllocationAndItForgetsTheEnd
   const std::map<std::string, std::string> by_job = ByJob(ferry.results);
   ExpectSameSums(by_job, "shuffled", "expected");
   const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
-  const double blocks = testing::MetricSum(after, "ferry_sent_blocks_total", "front_door", "spark") -
-                        testing::MetricSum(before, "ferry_sent_blocks_total", "front_door", "spark");
+  const double blocks =
+      testing::MetricSum(after, "ferry_sent_blocks_total", "front_door", "spark") -
+      testing::MetricSum(before, "ferry_sent_blocks_total", "front_door", "spark");
   std::printf("ferry_server sent Spark's reducers %.0f blocks\n", blocks);
   EXPECT_GT(blocks, 0);
-  std::printf("%zu containers of %s\n",
-              yarn_->NodeManagerLogLines(absl::StrCat("of application ", ferry.app, " initialized"))
-                  .size(),
-              ferry.app.c_str());
+  std::printf(
+      "%zu containers of %s\n",
+      yarn_->NodeManagerLogLines(absl::StrCat("of application ", ferry.app, " initialized")).size(),
+      ferry.app.c_str());
   ExpectForgotten(ferry.app);
+}
+
+// A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
+// its registered local dirs), as a block of its first reduce partition; nullopt if none.
+std::optional<std::pair<std::string, spark::ShuffleBlockId>> AMapOutputOf(
+    const ExecutorRegistry& registry, const std::string& app) {
+  for (int exec = 1; exec <= 16; ++exec) {
+    absl::StatusOr<spark::ExecutorShuffleInfo> info = registry.Find(app, absl::StrCat(exec));
+    if (!info.ok()) continue;
+    for (const std::string& dir : info->local_dirs) {
+      for (const auto& [name, path] : testing::ShuffleFiles(dir)) {
+        absl::StatusOr<spark::ShuffleBlockId> file = spark::ParseShuffleFileName(name);
+        if (file.ok() && absl::EndsWith(name, ".data")) {
+          return std::make_pair(absl::StrCat(exec),
+                                spark::ShuffleBlockId{file->shuffle_id, file->map_id, 0, 1});
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// spark.authenticate on YARN: each application has the secret YARN's client generated
+// for it, which reaches ferry_server only through the NodeManagers' aux service. Two
+// applications at once, one authenticating with SASL, the other with the AuthEngine
+// (and every byte encrypted): each application's blocks are served with its own secret
+// and refused with the other's.
+TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
+  options_.spark_auth.yarn = true;
+  StartFerry();
+  TempDir sasl_dir, engine_dir;
+  std::map<std::string, std::string> sasl = WithFerry();
+  sasl["spark.authenticate"] = "true";
+  std::map<std::string, std::string> engine = sasl;
+  engine["spark.network.crypto.enabled"] = "true";
+  Ran sasl_ran, engine_ran;
+  std::thread sasl_app([&] { sasl_ran = Run("SASL", sasl, {"hold=" + sasl_dir.path()}); });
+  std::thread engine_app(
+      [&] { engine_ran = Run("AuthEngine", engine, {"hold=" + engine_dir.path()}); });
+  const auto held = [](const TempDir& dir) {
+    return ::access((dir.path() + "/held.ready").c_str(), F_OK) == 0;
+  };
+  const bool both_held =
+      testing::WaitFor([&] { return held(sasl_dir) && held(engine_dir); }, absl::Minutes(4));
+  EXPECT_TRUE(both_held) << yarn_->DiagnosticLogs();
+  if (both_held) {
+    // The operator's view: the hand-off dir holds each running application's secret.
+    std::vector<std::string> apps = FilesIn(handoff_ + "/apps");
+    ASSERT_EQ(apps.size(), 2u) << absl::StrJoin(apps, " ");
+    std::map<std::string, std::string> secret;
+    for (const std::string& app : apps) {
+      secret[app] = testing::ReadTextFile(absl::StrCat(handoff_, "/apps/", app));
+      EXPECT_FALSE(secret[app].empty()) << app;
+    }
+    EXPECT_NE(secret[apps[0]], secret[apps[1]]);
+    const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    for (size_t i = 0; i < 2; ++i) {
+      const std::string& app = apps[i];
+      const std::string& other = apps[1 - i];
+      const auto output = AMapOutputOf(*server_->spark_executors(), app);
+      ASSERT_TRUE(output.has_value()) << "no map output of " << app;
+      SparkShuffleClient client;
+      SparkFetchOptions own;
+      own.auth_secret = secret[app];
+      BuffersSink sink(1);
+      absl::StatusOr<SparkFetchStats> fetched =
+          client.Fetch(address, app, output->first, {output->second}, sink, own);
+      EXPECT_TRUE(fetched.ok()) << app << ": " << fetched.status();
+      SparkFetchOptions others = own;
+      others.auth_secret = secret[other];
+      BuffersSink refused_sink(1);
+      EXPECT_FALSE(
+          client.Fetch(address, app, output->first, {output->second}, refused_sink, others).ok())
+          << app << "'s blocks were served with " << other << "'s secret";
+    }
+  }
+  testing::Touch(sasl_dir.path() + "/held.done");
+  testing::Touch(engine_dir.path() + "/held.done");
+  sasl_app.join();
+  engine_app.join();
+  for (const Ran* ran : {&sasl_ran, &engine_ran}) {
+    const std::map<std::string, std::string> by_job = ByJob(ran->results);
+    ExpectSameSums(by_job, "shuffled", "expected");
+    ExpectSameSums(by_job, "read-again", "expected");
+  }
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  EXPECT_GT(
+      testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome", "authenticated"),
+      0);
+  EXPECT_GT(
+      testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome", "encrypted"), 0);
+  EXPECT_GT(testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome", "refused"),
+            0);
+  ExpectForgotten(sasl_ran.app);
+  ExpectForgotten(engine_ran.app);
+}
+
+// One application's shuffles outlive what a YARN node goes through: the executors that
+// wrote them released by dynamic allocation, the NodeManager restarted (recovery: its
+// containers keep running) and ferry_server restarted between two jobs, and an executor
+// container SIGKILLed while the reducers run (YARN reports it lost): the next jobs read
+// the earlier shuffles from ferry_server, and no fetch fails.
+TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer) {
+  StartFerry();
+  TempDir handshakes;
+  const std::string dir = handshakes.path();
+  std::atomic<bool> app_ended{false};
+  std::string failure;
+  size_t registered_before_restart = 0, registered_after_restart = 0;
+  pid_t killed = 0;
+  std::thread director([&] {
+    const auto await = [&](const std::string& what, auto ready) {
+      if (testing::WaitFor([&] { return app_ended || ready(); }, absl::Minutes(5)) && !app_ended) {
+        return true;
+      }
+      failure = absl::StrCat("the application did not reach ", what);
+      return false;
+    };
+    const auto exists = [&](const std::string& name) {
+      return [path = dir + "/" + name] { return ::access(path.c_str(), F_OK) == 0; };
+    };
+    if (!await("restart", exists("restart.ready"))) return;
+    if (absl::Status s = yarn_->RestartNodeManager(0); !s.ok()) {
+      failure = s.ToString();
+      return;
+    }
+    registered_before_restart = server_->spark_executors()->size();
+    FerryServerOptions options = options_;
+    options.spark_address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    server_->Shutdown();
+    server_.reset();
+    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
+    if (!restarted.ok()) {
+      failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+      return;
+    }
+    server_ = *std::move(restarted);
+    registered_after_restart = server_->spark_executors()->size();
+    testing::Touch(dir + "/restart.done");
+
+    pid_t reducer = 0;
+    const auto reducing = [&] {
+      for (const std::string& name : handshakes.ListFiles()) {
+        if (absl::StartsWith(name, "reducing.") && absl::SimpleAtoi(name.substr(9), &reducer)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    if (!await("a reduce task of the kill job", reducing)) return;
+    const pid_t executor = testing::ExecutorOf(reducer);
+    if (executor == 0) {
+      failure = absl::StrCat("no executor JVM above reduce task process ", reducer);
+      return;
+    }
+    if (::kill(executor, SIGKILL) == 0) killed = executor;
+    // The standalone test flips bytes on disk here; on YARN the job reads on unharmed.
+    for (const char* step : {"corrupt", "removed"}) {
+      if (!await(step, exists(absl::StrCat(step, ".ready")))) return;
+      testing::Touch(absl::StrCat(dir, "/", step, ".done"));
+    }
+  });
+  const Ran ran = Run("ferry_server, a NodeManager and ferry_server restarted, a container killed",
+                      WithFerry(), {"lifecycle=" + dir}, absl::Minutes(6));
+  app_ended = true;
+  director.join();
+  EXPECT_EQ(failure, "");
+  const std::map<std::string, std::string> by_job = ByJob(ran.results);
+  ASSERT_EQ(by_job.size(), 9u) << absl::StrJoin(ran.results, "\n");
+  for (const std::string job : {"written", "executors-gone", "service-restarted"}) {
+    ExpectSameSums(by_job, job, "expected");
+  }
+  EXPECT_GT(registered_before_restart, 0u);
+  EXPECT_EQ(registered_after_restart, registered_before_restart);
+  EXPECT_NE(killed, 0);
+  ExpectSameSums(by_job, "kill", "expected-kill");
+  EXPECT_EQ(JsonField(by_job.at("kill"), "max_attempt"), "0") << by_job.at("kill");
+  EXPECT_NE(JsonField(by_job.at("kill"), "failed_tasks"), "0") << by_job.at("kill");
+  ExpectSameSums(by_job, "corrupt", "expected-corrupt");
+  EXPECT_EQ(JsonField(by_job.at("corrupt"), "max_attempt"), "0") << by_job.at("corrupt");
+  EXPECT_TRUE(absl::StrContains(ran.output, "Lost executor") ||
+              absl::StrContains(ran.output, "lost executor"))
+      << "YARN did not report the killed container";
+  ExpectForgotten(ran.app);
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ void ProcessGroups::Kill(pid_t group) {
 }
 
 absl::StatusOr<pid_t> ProcessGroups::Launch(const std::vector<std::string>& argv,
-                                           const std::map<std::string, std::string>& env,
-                                           const std::string& log, const std::string& netns) {
+                                            const std::map<std::string, std::string>& env,
+                                            const std::string& log, const std::string& netns) {
   // Everything the child needs is built before fork: after it, only async-signal-safe
   // calls.
   std::vector<std::string> args = argv;

@@ -40,7 +40,6 @@ std::string EnvironmentOf(pid_t pid, const std::string& name) {
   return "";
 }
 
-
 std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
   std::map<std::string, std::string> files;
   std::error_code error;
@@ -51,7 +50,6 @@ std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
   }
   return files;
 }
-
 
 std::map<int, std::vector<std::string>> DataFilesByShuffle(
     const std::map<std::string, std::string>& files) {
@@ -67,7 +65,6 @@ std::map<int, std::vector<std::string>> DataFilesByShuffle(
   return data;
 }
 
-
 std::string JsonField(const std::string& line, const std::string& key) {
   const std::string quoted = absl::StrCat("\"", key, "\": ");
   const size_t at = line.find(quoted);
@@ -79,10 +76,8 @@ std::string JsonField(const std::string& line, const std::string& key) {
   return line.substr(start, line.find_first_of(",}", start) - start);
 }
 
-
 void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
-
 
 }  // namespace ferry::testing

@@ -25,9 +25,9 @@ namespace ferry::testing {
 namespace {
 
 // JDK 17 closes what Hadoop's RPC and web layers reach into.
-constexpr const char* kOpens[] = {"java.lang",         "java.lang.reflect", "java.util",
-                                  "java.util.concurrent", "java.io",        "java.net",
-                                  "java.nio",          "sun.nio.ch"};
+constexpr const char* kOpens[] = {
+    "java.lang", "java.lang.reflect", "java.util", "java.util.concurrent",
+    "java.io",   "java.net",          "java.nio",  "sun.nio.ch"};
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -60,9 +60,9 @@ absl::Status WriteConfDir(const std::string& dir, const std::string& work,
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
-  if (absl::Status s = WriteText(dir + "/core-site.xml",
-                                 SiteXml({{"fs.defaultFS", "file:///"},
-                                          {"hadoop.tmp.dir", work + "/hadoop-tmp"}}));
+  if (absl::Status s = WriteText(
+          dir + "/core-site.xml",
+          SiteXml({{"fs.defaultFS", "file:///"}, {"hadoop.tmp.dir", work + "/hadoop-tmp"}}));
       !s.ok()) {
     return s;
   }
@@ -159,8 +159,7 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
         {"yarn.nodemanager.resource.cpu-vcores", "8"},
         {"yarn.nodemanager.vmem-check-enabled", "false"},
         {"yarn.nodemanager.pmem-check-enabled", "false"},
-        {"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage",
-         "100"},
+        {"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", "100"},
         {"yarn.nodemanager.local-dirs", cluster->local_dir(i)},
         {"yarn.nodemanager.log-dirs", nm + "/logs"},
         {"yarn.nodemanager.recovery.enabled", "true"},
@@ -205,8 +204,9 @@ absl::StatusOr<pid_t> YarnCluster::StartNodeManager(int i) {
 
 absl::Status YarnCluster::WaitForRegistration(int i, int times, absl::Duration timeout) const {
   const std::string log = absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log");
-  if (WaitFor([&] { return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times; },
-              timeout)) {
+  if (WaitFor(
+          [&] { return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times; },
+          timeout)) {
     return absl::OkStatus();
   }
   return absl::DeadlineExceededError(absl::StrCat("NodeManager ", i, " did not register in ",
