@@ -161,6 +161,13 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
         }
         executors.dir_roots = *std::move(dirs);
       }
+      // An application that asked for no recovery is kept out of the state file, as
+      // Spark's service keeps it out of its recovery DB. A registration reads one small
+      // file for it, on the registrations' own thread.
+      executors.kept_across_restarts = [yarn = server->yarn_.get()](absl::string_view app) {
+        absl::StatusOr<YarnApps::ServiceData> data = yarn->Find(app);
+        return !data.ok() || !data->recovery_disabled;
+      };
     }
     server->options_.spark_executors.dir_roots = executors.dir_roots;
     FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(executors, clock));

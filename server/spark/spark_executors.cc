@@ -458,6 +458,8 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
   // lookup, not a look at the disk.
   if (Unchanged(registration)) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(Registered valid, Validate(registration));
+  valid.in_state_file =
+      !options_.kept_across_restarts || options_.kept_across_restarts(registration.app_id);
   absl::MutexLock write(&write_mu_);
   const Key key(registration.app_id, registration.exec_id);
   auto it = executors_.find(key);
@@ -485,9 +487,11 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
         absl::StrCat("registrations would hold ", bytes_after, " bytes, over the limit of ",
                      options_.max_bytes, "; remove finished apps first"));
   }
-  std::string record;
-  AppendRecord(spark::EncodeRegisterExecutor(registration), &record);
-  FERRY_RETURN_IF_ERROR(AppendLocked(record));
+  if (valid.in_state_file) {
+    std::string record;
+    AppendRecord(spark::EncodeRegisterExecutor(registration), &record);
+    FERRY_RETURN_IF_ERROR(AppendLocked(record));
+  }
   const bool again = it != executors_.end();
   {
     absl::MutexLock lock(&mu_);
@@ -534,8 +538,13 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
                                             std::vector<Registered>* removed) {
   if (keys.empty()) return absl::OkStatus();
   std::string records;
-  for (const Key& key : keys) records += ForgetRecord(key.first, key.second);
-  FERRY_RETURN_IF_ERROR(AppendLocked(records));
+  for (const Key& key : keys) {
+    auto it = executors_.find(key);
+    if (it != executors_.end() && it->second.in_state_file) {
+      records += ForgetRecord(key.first, key.second);
+    }
+  }
+  if (!records.empty()) FERRY_RETURN_IF_ERROR(AppendLocked(records));
   {
     absl::MutexLock lock(&mu_);
     for (const Key& key : keys) EraseLocked(executors_.find(key), removed);
@@ -674,6 +683,7 @@ absl::Status ExecutorRegistry::CompactLocked() {
   const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
   std::string bytes;
   for (const auto& [key, registered] : executors_) {
+    if (!registered.in_state_file) continue;
     AppendRecord(spark::EncodeRegisterExecutor({key.first, key.second, registered.info}), &bytes);
   }
   // The journal appended to so far stays usable until the new file is in place.

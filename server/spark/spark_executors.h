@@ -20,8 +20,9 @@
 // of their local dirs exists any more (ForgetVanished: the worker or YARN deleted them
 // when the application ended).
 //
-// With a state dir, registrations survive a restart, as Spark's recovery DB makes them
-// do: `<state-dir>/spark-executors` is a journal, appended to and fdatasynced before
+// With a state dir, registrations survive a restart (those of applications
+// Options::kept_across_restarts does not keep excepted), as Spark's recovery DB makes
+// them do: `<state-dir>/spark-executors` is a journal, appended to and fdatasynced before
 // Register() or Remove() returns, and rewritten whole (a temp file, fsync, rename, fsync
 // of the dir) once the change is in memory, when it has grown to twice what is live. A
 // record is its length (i32, 1 to kMaxRecordBytes) and either the RegisterExecutor
@@ -44,6 +45,7 @@
 #define FERRY_SERVER_SPARK_SPARK_EXECUTORS_H_
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +75,11 @@ class ExecutorRegistry {
     // Bytes of all registrations' records together. The registry holds about three
     // times this in memory.
     uint64_t max_bytes = uint64_t{64} << 20;
+    // Whether an application's registrations go in the state file (null: every
+    // application's). On YARN an application may ask that the service keep nothing of it
+    // across a restart (spark.yarn.shuffle.server.recovery.disabled), as Spark's own
+    // service then keeps it out of its recovery DB. Called outside the registry's locks.
+    std::function<bool(absl::string_view app_id)> kept_across_restarts = nullptr;
 
     // INVALID_ARGUMENT naming the flag of a field out of range.
     absl::Status Validate() const;
@@ -145,6 +152,7 @@ class ExecutorRegistry {
     spark::ExecutorShuffleInfo info;
     std::shared_ptr<const spark::ExecutorDirs> dirs;
     uint64_t record_bytes = 0;
+    bool in_state_file = true;  // Options::kept_across_restarts
   };
   // Applications' claims on dirs: for each dir some registration names, the app of
   // those registrations and how many they are.

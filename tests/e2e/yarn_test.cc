@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,11 +33,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/block_sink.h"
 #include "client/spark_client.h"
 #include "common/spark_layout.h"
 #include "gtest/gtest.h"
+#include "server/spark/yarn_apps.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/process_groups.h"
 #include "tests/testing/spark_apps.h"
@@ -57,8 +60,9 @@ constexpr char kJobs[] = "tests/e2e/spark_jobs.py";
 constexpr char kShimJar[] = "server/yarn/ferry-yarn-shuffle.jar";
 constexpr absl::Duration kJobTimeout = absl::Minutes(4);
 
-// One YARN cluster per Spark version, started by its first case and kept until the
-// suite ends; each case has its own ferry_server (and port), data and state dirs.
+// One YARN cluster per Spark version, started by its first case and kept until a case
+// of another version starts; each case has its own ferry_server (and port), data and
+// state dirs.
 struct SharedYarn {
   TempDir work;
   TempDir handoff;  // ferry.yarn.dir
@@ -78,6 +82,10 @@ std::string ApplicationOf(const std::string& output) {
   return output.substr(start, output.find_first_of(" \n", start) - start);
 }
 
+std::string LastLines(const std::vector<std::string>& lines, size_t n) {
+  return absl::StrJoin(lines.size() > n ? lines.end() - n : lines.begin(), lines.end(), "\n");
+}
+
 std::vector<std::string> FilesIn(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code error;
@@ -94,6 +102,11 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
   void SetUp() override {
     absl::StatusOr<std::string> jars = testing::YarnJarsFor(GetParam());
     if (!jars.ok()) GTEST_SKIP() << jars.status().message();
+    // GoogleTest runs each case for every version in turn: one version's cluster at a
+    // time (two would share these two cores and the memory).
+    for (auto it = SharedClusters().begin(); it != SharedClusters().end();) {
+      it = it->first == GetParam().version ? std::next(it) : SharedClusters().erase(it);
+    }
     std::unique_ptr<SharedYarn>& slot = SharedClusters()[GetParam().version];
     if (slot == nullptr) {
       slot = std::make_unique<SharedYarn>();
@@ -178,7 +191,10 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
         absl::Seconds(60)))
         << server_->spark_executors()->size()
         << " registrations left; apps/: " << absl::StrJoin(FilesIn(handoff_ + "/apps"), " ")
-        << "; stopped/: " << absl::StrJoin(FilesIn(handoff_ + "/stopped"), " ");
+        << "; stopped/: " << absl::StrJoin(FilesIn(handoff_ + "/stopped"), " ") << "\n"
+        << "--- the NodeManagers' log lines of it\n"
+        << LastLines(yarn_->NodeManagerLogLines(app), 40) << "\n--- the ResourceManager's\n"
+        << LastLines(yarn_->ResourceManagerLogLines(app), 30);
     EXPECT_FALSE(yarn_->NodeManagerLogLines(absl::StrCat("Application ", app, " stopped")).empty());
   }
 
@@ -260,10 +276,14 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
   options_.spark_auth.yarn = true;
   StartFerry();
   TempDir sasl_dir, engine_dir;
+  std::map<std::string, std::string> engine = WithFerry();
+  engine["spark.authenticate"] = "true";
+  engine["spark.network.crypto.enabled"] = "true";
+  // This one's secret reaches the NodeManager in Spark's JSON payload, which asks that
+  // the service keep nothing of it across a restart.
   std::map<std::string, std::string> sasl = WithFerry();
   sasl["spark.authenticate"] = "true";
-  std::map<std::string, std::string> engine = sasl;
-  engine["spark.network.crypto.enabled"] = "true";
+  sasl["spark.yarn.shuffle.server.recovery.disabled"] = "true";
   Ran sasl_ran, engine_ran;
   std::thread sasl_app([&] { sasl_ran = Run("SASL", sasl, {"hold=" + sasl_dir.path()}); });
   std::thread engine_app(
@@ -279,11 +299,22 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
     std::vector<std::string> apps = FilesIn(handoff_ + "/apps");
     ASSERT_EQ(apps.size(), 2u) << absl::StrJoin(apps, " ");
     std::map<std::string, std::string> secret;
+    std::string unrecovered;  // the SASL application's
     for (const std::string& app : apps) {
-      secret[app] = testing::ReadTextFile(absl::StrCat(handoff_, "/apps/", app));
-      EXPECT_FALSE(secret[app].empty()) << app;
+      absl::StatusOr<YarnApps::ServiceData> data =
+          YarnApps::ParseServiceData(testing::ReadTextFile(absl::StrCat(handoff_, "/apps/", app)));
+      ASSERT_TRUE(data.ok()) << app << ": " << data.status();
+      ASSERT_TRUE(data->secret.has_value()) << app;
+      secret[app] = *data->secret;
+      if (data->recovery_disabled) unrecovered = app;
     }
     EXPECT_NE(secret[apps[0]], secret[apps[1]]);
+    ASSERT_FALSE(unrecovered.empty()) << "no service data said recovery.disabled";
+    const std::string journal = testing::ReadTextFile(state_.path() + "/spark-executors");
+    for (const std::string& app : apps) {
+      EXPECT_EQ(journal.find(app) == std::string::npos, app == unrecovered)
+          << app << " in ferry_server's state file";
+    }
     const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
     for (size_t i = 0; i < 2; ++i) {
       const std::string& app = apps[i];
@@ -338,8 +369,18 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
   std::atomic<bool> app_ended{false};
   std::string failure;
   size_t registered_before_restart = 0, registered_after_restart = 0;
+  int restarted_node = -1;
   pid_t killed = 0;
-  std::thread director([&] {
+  // The application runs on a thread of its own and this one acts at its handshakes:
+  // a process a thread starts (the restarted NodeManager) dies with the thread that
+  // forked it (PR_SET_PDEATHSIG), and this one lives as long as the test.
+  Ran ran;
+  std::thread application([&] {
+    ran = Run("ferry_server, a NodeManager and ferry_server restarted, a container killed",
+              WithFerry(), {"lifecycle=" + dir}, absl::Minutes(6));
+    app_ended = true;
+  });
+  [&] {
     const auto await = [&](const std::string& what, auto ready) {
       if (testing::WaitFor([&] { return app_ended || ready(); }, absl::Minutes(5)) && !app_ended) {
         return true;
@@ -351,7 +392,21 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
       return [path = dir + "/" + name] { return ::access(path.c_str(), F_OK) == 0; };
     };
     if (!await("restart", exists("restart.ready"))) return;
-    if (absl::Status s = yarn_->RestartNodeManager(0); !s.ok()) {
+    // The NodeManager of the application's master: its container outlives the restart
+    // (recovered, not restarted) and must still be seen to end with the application.
+    const std::vector<std::string> apps = FilesIn(handoff_ + "/apps");
+    if (apps.size() != 1) {
+      failure = absl::StrCat("not one application running: ", absl::StrJoin(apps, " "));
+      return;
+    }
+    const std::string master =
+        absl::StrCat(absl::StrReplaceAll(apps[0], {{"application_", "container_"}}), "_01_000001");
+    restarted_node = yarn_->NodeManagerOf(master);
+    if (restarted_node < 0) {
+      failure = absl::StrCat("no NodeManager runs ", master);
+      return;
+    }
+    if (absl::Status s = yarn_->RestartNodeManager(restarted_node); !s.ok()) {
       failure = s.ToString();
       return;
     }
@@ -390,17 +445,15 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
       if (!await(step, exists(absl::StrCat(step, ".ready")))) return;
       testing::Touch(absl::StrCat(dir, "/", step, ".done"));
     }
-  });
-  const Ran ran = Run("ferry_server, a NodeManager and ferry_server restarted, a container killed",
-                      WithFerry(), {"lifecycle=" + dir}, absl::Minutes(6));
-  app_ended = true;
-  director.join();
+  }();
+  application.join();
   EXPECT_EQ(failure, "");
   const std::map<std::string, std::string> by_job = ByJob(ran.results);
   ASSERT_EQ(by_job.size(), 9u) << absl::StrJoin(ran.results, "\n");
   for (const std::string job : {"written", "executors-gone", "service-restarted"}) {
     ExpectSameSums(by_job, job, "expected");
   }
+  std::printf("restarted NodeManager %d, which runs the application master\n", restarted_node);
   EXPECT_GT(registered_before_restart, 0u);
   EXPECT_EQ(registered_after_restart, registered_before_restart);
   EXPECT_NE(killed, 0);

@@ -15,10 +15,17 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/unique_fd.h"
 #include "tests/testing/loopback.h"
@@ -27,6 +34,76 @@
 extern char** environ;
 
 namespace ferry::testing {
+
+namespace {
+
+// Every process a ProcessGroups launched: ReapOrphans leaves them to their owner's
+// waitpid.
+class LaunchedPids {
+ public:
+  void Add(pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    pids_.insert(pid);
+  }
+  bool Contains(pid_t pid) {
+    absl::MutexLock lock(&mu_);
+    return pids_.count(pid) > 0;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::set<pid_t> pids_ ABSL_GUARDED_BY(mu_);
+};
+LaunchedPids& Launched() {
+  static auto* launched = new LaunchedPids();
+  return *launched;
+}
+
+// The zombies whose parent is this process.
+std::vector<pid_t> ZombieChildren() {
+  std::vector<pid_t> zombies;
+  const pid_t self = ::getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    const std::optional<ProcessStat> stat = StatOf(pid);
+    if (stat.has_value() && stat->state == 'Z' && stat->parent == self) zombies.push_back(pid);
+  }
+  return zombies;
+}
+
+}  // namespace
+
+void ReapOrphans() {
+  static const bool started = [] {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    std::thread([] {
+      for (;;) {
+        for (const pid_t zombie : ZombieChildren()) {
+          if (!Launched().Contains(zombie)) (void)::waitpid(zombie, nullptr, WNOHANG);
+        }
+        ::usleep(100 * 1000);
+      }
+    }).detach();
+    return true;
+  }();
+  (void)started;
+}
+
+std::optional<ProcessStat> StatOf(pid_t pid) {
+  // "pid (comm) state ppid ...": comm may hold spaces, not a ')' followed by one.
+  const std::string stat = ReadTextFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t comm_end = stat.rfind(") ");
+  if (comm_end == std::string::npos) return std::nullopt;
+  const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
+  ProcessStat parsed;
+  if (fields.size() < 2 || fields[0].size() != 1 || !absl::SimpleAtoi(fields[1], &parsed.parent)) {
+    return std::nullopt;
+  }
+  parsed.state = fields[0][0];
+  return parsed;
+}
 
 std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path);
@@ -70,11 +147,13 @@ std::optional<int> ProcessGroups::WaitForExit(pid_t pid, absl::Time deadline) {
 
 void ProcessGroups::Kill(pid_t group) {
   groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
-  ::kill(-group, SIGTERM);
-  (void)WaitForExit(group, absl::Now() + absl::Seconds(10));
-  // The rest of the group (a worker's executors) is seen only by asking.
-  if (WaitFor([group] { return ::kill(-group, 0) != 0 && errno == ESRCH; }, absl::Seconds(10))) {
-    return;
+  if (graceful_) {
+    ::kill(-group, SIGTERM);
+    (void)WaitForExit(group, absl::Now() + absl::Seconds(10));
+    // The rest of the group (a worker's executors) is seen only by asking.
+    if (WaitFor([group] { return ::kill(-group, 0) != 0 && errno == ESRCH; }, absl::Seconds(10))) {
+      return;
+    }
   }
   ::kill(-group, SIGKILL);
   (void)WaitForExit(group, absl::InfiniteFuture());
@@ -119,6 +198,7 @@ absl::StatusOr<pid_t> ProcessGroups::Launch(const std::vector<std::string>& argv
   }
   ::setpgid(pid, pid);
   groups_.push_back(pid);
+  Launched().Add(pid);
   return pid;
 }
 

@@ -20,26 +20,48 @@ namespace ferry::testing {
 
 class ProcessGroups {
  public:
-  ProcessGroups() = default;
+  // `graceful`: Kill() asks with SIGTERM first; otherwise it SIGKILLs at once (daemons
+  // whose shutdown a test need not wait for).
+  explicit ProcessGroups(bool graceful = true) : graceful_(graceful) {}
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;
   ~ProcessGroups();
 
   // Starts `argv` with `env` added to this process's environment, in a group of its
   // own (and network namespace `netns`, when given), its stdout and stderr appended to
-  // `log`. Returns the group's leader.
+  // `log`. Returns the group's leader. It gets SIGKILL when the thread that called
+  // Launch ends (PR_SET_PDEATHSIG is the forking thread's): launch daemons from a thread
+  // that lives as long as they must.
   absl::StatusOr<pid_t> Launch(const std::vector<std::string>& argv,
                                const std::map<std::string, std::string>& env,
                                const std::string& log, const std::string& netns = "");
-  // SIGTERM to the group, up to 10 s for all of it to go, then SIGKILL; forgotten after.
+  // SIGTERM to the group, up to 10 s for all of it to go, then SIGKILL (at once when not
+  // graceful); forgotten after.
   void Kill(pid_t group);
   // `leader`'s wait status once it has exited, waiting until `deadline`; nullopt if it
   // has not.
   static std::optional<int> WaitForExit(pid_t leader, absl::Time deadline);
 
  private:
+  const bool graceful_;
   std::vector<pid_t> groups_;
 };
+
+// Makes this process the reaper of the orphans of the daemons it starts (prctl's
+// PR_SET_CHILD_SUBREAPER) and reaps them, every 100 ms on a thread of its own, for the
+// rest of the process's life: a NodeManager that is restarted leaves its containers
+// behind, and they must not linger as zombies once they exit (the next NodeManager
+// tells a live container by signal 0, which a zombie answers), as init reaps them on a
+// real node. Processes ProcessGroups launched are left to their ProcessGroups. Once per
+// process; later calls do nothing.
+void ReapOrphans();
+
+// Of /proc/<pid>/stat: the process's state letter (R, S, Z, ...) and its parent.
+struct ProcessStat {
+  char state = '?';
+  pid_t parent = 0;
+};
+std::optional<ProcessStat> StatOf(pid_t pid);
 
 // The JDK of the `java` the tests run ($JAVA_HOME, else Debian's 17); empty: none.
 std::string JavaHome();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,9 @@ pid_t ExecutorOf(pid_t pid) {
                           "CoarseGrainedExecutorBackend")) {
       return pid;
     }
-    // "pid (comm) state ppid ...": comm may hold spaces, not a ')' followed by one.
-    const std::string stat = ReadTextFile(absl::StrCat("/proc/", pid, "/stat"));
-    const size_t comm_end = stat.rfind(") ");
-    if (comm_end == std::string::npos) return 0;
-    const std::vector<std::string> fields = absl::StrSplit(stat.substr(comm_end + 2), ' ');
-    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return 0;
+    const std::optional<ProcessStat> stat = StatOf(pid);
+    if (!stat.has_value()) return 0;
+    pid = stat->parent;
   }
   return 0;
 }

@@ -113,6 +113,8 @@ std::string YarnCluster::local_dir(int i) const {
 
 absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& options) {
   if (JavaHome().empty()) return absl::NotFoundError("no Java runtime");
+  // A restarted NodeManager's containers are orphans of this process.
+  ReapOrphans();
   std::unique_ptr<YarnCluster> cluster(new YarnCluster(options));
   const std::string& work = options.work_dir;
   std::map<std::string, std::string> site = {
@@ -238,6 +240,21 @@ YarnCluster::~YarnCluster() {
     if (nm > 0) groups_.Kill(nm);
   }
   KillContainers();
+  // The daemons' logs outlive the cluster in the test's outputs (Bazel keeps them in
+  // bazel-testlogs/<test>/test.outputs), for the failure at hand.
+  if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+      outputs != nullptr && *outputs != '\0') {
+    static int clusters = 0;
+    const std::string dir = absl::StrCat(outputs, "/yarn", ++clusters);
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    std::filesystem::copy_file(options_.work_dir + "/resourcemanager.log",
+                               dir + "/resourcemanager.log", error);
+    for (int i = 0; i < options_.node_managers; ++i) {
+      std::filesystem::copy_file(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"),
+                                 absl::StrCat(dir, "/nodemanager", i, ".log"), error);
+    }
+  }
 }
 
 void YarnCluster::KillContainers() const {
@@ -300,6 +317,24 @@ std::vector<std::string> YarnCluster::NodeManagerLogLines(absl::string_view cont
     for (absl::string_view line : absl::StrSplit(log, '\n')) {
       if (absl::StrContains(line, containing)) lines.emplace_back(line);
     }
+  }
+  return lines;
+}
+
+int YarnCluster::NodeManagerOf(const std::string& container_id) const {
+  for (int i = 0; i < options_.node_managers; ++i) {
+    const std::string log =
+        ReadTextFile(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"));
+    if (absl::StrContains(log, absl::StrCat("Adding ", container_id, " to application"))) return i;
+  }
+  return -1;
+}
+
+std::vector<std::string> YarnCluster::ResourceManagerLogLines(absl::string_view containing) const {
+  std::vector<std::string> lines;
+  const std::string log = ReadTextFile(options_.work_dir + "/resourcemanager.log");
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, containing)) lines.emplace_back(line);
   }
   return lines;
 }

@@ -68,11 +68,16 @@ class YarnCluster {
                                    const std::map<std::string, std::string>& conf,
                                    absl::Duration timeout);
 
+  // The NodeManager that runs container `container_id`, or -1.
+  int NodeManagerOf(const std::string& container_id) const;
+
   // For a failure message: what the NodeManagers and the newest containers' stderr say
   // went wrong.
   std::string DiagnosticLogs() const;
-  // The NodeManagers' log lines that contain `containing`.
+  // The NodeManagers' log lines that contain `containing`, NodeManager 0's first; and
+  // the ResourceManager's.
   std::vector<std::string> NodeManagerLogLines(absl::string_view containing) const;
+  std::vector<std::string> ResourceManagerLogLines(absl::string_view containing) const;
 
  private:
   explicit YarnCluster(Options options) : options_(std::move(options)) {}
@@ -85,7 +90,9 @@ class YarnCluster {
 
   const Options options_;
   std::string classpath_;
-  ProcessGroups groups_;
+  // A test's YARN need not shut down cleanly: its daemons are SIGKILLed (but for
+  // RestartNodeManager's, which stops as an operator's would).
+  ProcessGroups groups_{/*graceful=*/false};
   std::vector<pid_t> node_managers_;
 };
 

@@ -73,6 +73,35 @@ TEST_F(ExecutorRegistryTest, RegistrationsSurviveARestart) {
   EXPECT_EQ(Open()->size(), 0u);
 }
 
+// YARN's spark.yarn.shuffle.server.recovery.disabled: such an application's executors
+// are served while the registry lives, and are not in the state file, nor after a
+// compaction, nor after a restart.
+TEST_F(ExecutorRegistryTest, AnApplicationNotKeptAcrossRestartsIsNotInTheStateFile) {
+  ExecutorRegistry::Options options{.dir_roots = {root_}, .state_dir = state_};
+  options.kept_across_restarts = [](absl::string_view app) { return app != "app-ephemeral"; };
+  {
+    auto registry = ExecutorRegistry::Open(options);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    ASSERT_TRUE((*registry)->Register(Registration("app-kept", "0", {root_ + "/blockmgr-1"})).ok());
+    ASSERT_TRUE(
+        (*registry)->Register(Registration("app-ephemeral", "0", {root_ + "/blockmgr-2"})).ok());
+    EXPECT_TRUE((*registry)->Find("app-ephemeral", "0").ok());
+    // Forgetting one that was never written writes nothing for it either.
+    EXPECT_EQ((*registry)->Remove("app-ephemeral", "", false)->executors, 1u);
+    ASSERT_TRUE(
+        (*registry)->Register(Registration("app-ephemeral", "1", {root_ + "/blockmgr-2"})).ok());
+    std::ifstream in(state_ + "/spark-executors", std::ios::binary);
+    const std::string journal((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(journal.find("app-kept"), std::string::npos);
+    EXPECT_EQ(journal.find("app-ephemeral"), std::string::npos);
+  }
+  auto registry = ExecutorRegistry::Open(options);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_EQ((*registry)->size(), 1u);
+  EXPECT_TRUE((*registry)->Find("app-kept", "0").ok());
+  EXPECT_FALSE((*registry)->Find("app-ephemeral", "1").ok());
+}
+
 TEST_F(ExecutorRegistryTest, RemovingAnAppCanDeleteItsLocalDirsButNothingOutsideThem) {
   auto registry = Open();
   // blockmgr-1/0c/shuffle_0_1_0.data, and a symlink in it to a file outside the root.
