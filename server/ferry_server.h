@@ -162,10 +162,10 @@ class FerryServer {
   std::unique_ptr<DiskReader> disks_;
   // The Spark front door's parts (null when it is off). The data plane's threads use
   // them, so they are declared first and outlive it.
+  std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
   std::unique_ptr<ExecutorRegistry> executors_;
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> spark_;
-  std::unique_ptr<YarnApps> yarn_;  // null off YARN
   std::unique_ptr<SparkSecrets> spark_secrets_;
   std::unique_ptr<SparkTls> spark_tls_;  // null without TLS
   std::unique_ptr<DataServer> data_;
