@@ -10,9 +10,7 @@ and soak):
   root:   root for what it is about (network namespaces, loop devices, another user);
           without root it skips, saying why;
   soak:   a load or soak test, longer with FERRY_SOAK_SECONDS;
-  spawns: starts the ferry_server binary as a process of its own;
-and Bazel's own `exclusive` (nothing else runs beside it: two clusters of JVMs on two
-cores slow each other past their bounds).
+  spawns: starts the ferry_server binary as a process of its own.
 """
 
 _TAGS = ["spark", "yarn", "jvm", "root", "soak", "spawns"]
@@ -28,7 +26,7 @@ def ferry_cc_test(name, size, data = [], tags = [], **kwargs):
       **kwargs: passed to cc_test.
     """
     for tag in tags:
-        if tag not in _TAGS and tag != "exclusive":
+        if tag not in _TAGS:
             fail("%s: tag %s is not one of %s" % (name, tag, _TAGS))
     native.cc_test(
         name = name,

@@ -112,6 +112,7 @@ def checked_jobs(spark):
     shuffled = sc.parallelize(data, 8).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
         operator.add, 6)
     result("shuffled", **summary(shuffled.collect()))
+    return shuffled
 
 
 def handshake(directory, step, timeout=240):
@@ -233,12 +234,7 @@ def hold_jobs(spark, directory):
     """The checked shuffle, held: once it is written the test looks at its map outputs
     (DIR/held.ready) while the application lives, and the shuffle is read again after
     the test is done (DIR/held.done)."""
-    sc = spark.sparkContext
-    data = list(range(200_000))
-    result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
-    shuffled = sc.parallelize(data, 8).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
-        operator.add, 6)
-    result("shuffled", **summary(shuffled.collect()))
+    shuffled = checked_jobs(spark)
     handshake(directory, "held")
     result("read-again", **summary(shuffled.collect()))
 

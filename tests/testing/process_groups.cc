@@ -22,9 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/unique_fd.h"
@@ -103,6 +106,19 @@ std::optional<ProcessStat> StatOf(pid_t pid) {
   }
   parsed.state = fields[0][0];
   return parsed;
+}
+
+std::string JvmFailureLines(const std::string& log_text, size_t max_lines) {
+  std::vector<absl::string_view> kept;
+  for (absl::string_view line : absl::StrSplit(log_text, '\n')) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "at ")) continue;
+    if (absl::StrContains(line, "ERROR") || absl::StrContains(line, "WARN") ||
+        absl::StrContains(line, "Exception") || absl::StrContains(line, "Caused by")) {
+      kept.push_back(line);
+    }
+  }
+  if (kept.size() > max_lines) kept.erase(kept.begin(), kept.end() - max_lines);
+  return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
 }
 
 std::string ReadTextFile(const std::string& path) {

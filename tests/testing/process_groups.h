@@ -65,6 +65,9 @@ std::optional<ProcessStat> StatOf(pid_t pid);
 
 // The JDK of the `java` the tests run ($JAVA_HOME, else Debian's 17); empty: none.
 std::string JavaHome();
+// The last `max_lines` lines of a JVM daemon's log that say what went wrong (ERROR,
+// WARN, exceptions and their causes, without stack frames), one per line.
+std::string JvmFailureLines(const std::string& log_text, size_t max_lines);
 // A file's contents; empty when it cannot be read.
 std::string ReadTextFile(const std::string& path);
 // A loopback port nothing listens on now, and whether something accepts on one.

@@ -244,24 +244,12 @@ std::vector<std::string> SparkCluster::ExecutorLogLines(absl::string_view contai
 
 std::string SparkCluster::DiagnosticLogs() const {
   // The last lines that say what failed, without Java's stack frames.
-  const auto tail = [](const std::string& text) {
-    std::vector<absl::string_view> kept;
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "at ")) continue;
-      if (absl::StrContains(line, "ERROR") || absl::StrContains(line, "WARN") ||
-          absl::StrContains(line, "Exception") || absl::StrContains(line, "Caused by")) {
-        kept.push_back(line);
-      }
-    }
-    if (kept.size() > 30) kept.erase(kept.begin(), kept.end() - 30);
-    return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
-  };
   std::string out;
   const std::string service = ReadTextFile(options_.work_dir + "/shuffle-service.log");
-  if (!service.empty()) out += "--- shuffle service log\n" + tail(service);
+  if (!service.empty()) out += "--- shuffle service log\n" + JvmFailureLines(service, 30);
   const std::vector<std::string> executors = ExecutorLogs();
   if (!executors.empty()) {
-    out += "\n--- " + executors.back() + "\n" + tail(ReadTextFile(executors.back()));
+    out += "\n--- " + executors.back() + "\n" + JvmFailureLines(ReadTextFile(executors.back()), 30);
   }
   return out;
 }

@@ -340,22 +340,11 @@ std::vector<std::string> YarnCluster::ResourceManagerLogLines(absl::string_view 
 }
 
 std::string YarnCluster::DiagnosticLogs() const {
-  const auto tail = [](const std::string& text) {
-    std::vector<absl::string_view> kept;
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "at ")) continue;
-      if (absl::StrContains(line, " ERROR ") || absl::StrContains(line, " WARN ") ||
-          absl::StrContains(line, "Exception") || absl::StrContains(line, "Caused by")) {
-        kept.push_back(line);
-      }
-    }
-    if (kept.size() > 20) kept.erase(kept.begin(), kept.end() - 20);
-    return absl::StrCat(absl::StrJoin(kept, "\n"), "\n");
-  };
   std::string out;
   for (int i = 0; i < options_.node_managers; ++i) {
     const std::string nm = absl::StrCat(local_dirs_root(), "/", i);
-    out += absl::StrCat("--- NodeManager ", i, "\n", tail(ReadTextFile(nm + "/nodemanager.log")));
+    out += absl::StrCat("--- NodeManager ", i, "\n",
+                        JvmFailureLines(ReadTextFile(nm + "/nodemanager.log"), 20));
     // logs/<application>/<container>/stderr: the newest container's.
     std::string newest;
     std::filesystem::file_time_type newest_time;
@@ -368,7 +357,8 @@ std::string YarnCluster::DiagnosticLogs() const {
         newest_time = time;
       }
     }
-    if (!newest.empty()) out += absl::StrCat("--- ", newest, "\n", tail(ReadTextFile(newest)));
+    if (!newest.empty())
+      out += absl::StrCat("--- ", newest, "\n", JvmFailureLines(ReadTextFile(newest), 20));
   }
   return out;
 }
