@@ -18,13 +18,18 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  return ReadSmallFile(fd.get(), st, path, max_bytes);
+}
+
+absl::StatusOr<std::string> ReadSmallFile(int fd, const struct stat& st, const std::string& path,
+                                          size_t max_bytes) {
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
   std::string bytes(max_bytes + 1, '\0');
   size_t got = 0;
   while (got < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + got, bytes.size() - got);
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
     if (n == 0) break;

@@ -4,6 +4,8 @@
 #ifndef FERRY_COMMON_SMALL_FILE_H_
 #define FERRY_COMMON_SMALL_FILE_H_
 
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <string>
 
@@ -13,6 +15,11 @@ namespace ferry {
 
 // NOT_FOUND when nothing is at `path`.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes);
+
+// The same, of a file opened already (`fd`, whose fstat is `st`); `path` names it in
+// errors.
+absl::StatusOr<std::string> ReadSmallFile(int fd, const struct stat& st, const std::string& path,
+                                          size_t max_bytes);
 
 }  // namespace ferry
 

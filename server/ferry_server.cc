@@ -104,6 +104,11 @@ absl::Status FerryServerOptions::Validate() const {
         "the Spark front door needs the roots executors' local dirs may lie beneath "
         "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
   }
+  if (sweep_interval < absl::Milliseconds(10) || sweep_interval > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat("--sweep-interval ",
+                                                   absl::FormatDuration(sweep_interval),
+                                                   " is out of range (10ms to 24h)"));
+  }
   FERRY_RETURN_IF_ERROR(data.Validate());
   FERRY_RETURN_IF_ERROR(connection.Validate());
   FERRY_RETURN_IF_ERROR(disks.Validate());
@@ -150,24 +155,38 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   if (!options.spark_address.empty()) {
     ExecutorRegistry::Options executors = options.spark_executors;
     if (!options.spark_yarn.dir.empty()) {
-      FERRY_ASSIGN_OR_RETURN(server->yarn_, YarnApps::Open(options.spark_yarn));
-      if (executors.dir_roots.empty()) {
-        absl::StatusOr<std::vector<std::string>> dirs = server->yarn_->NodeManagerLocalDirs();
-        if (!dirs.ok()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
-              "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
-              dirs.status().message()));
+      FERRY_ASSIGN_OR_RETURN(server->yarn_, YarnApps::Open(options.spark_yarn, clock));
+      // The roots are the NodeManager's local dirs as it names them (so as its executors
+      // name their dirs), and whatever --spark-dir-roots adds.
+      absl::StatusOr<std::vector<std::string>> dirs = server->yarn_->NodeManagerLocalDirs();
+      if (dirs.ok()) {
+        for (std::string& dir : *dirs) {
+          if (std::find(executors.dir_roots.begin(), executors.dir_roots.end(), dir) ==
+              executors.dir_roots.end()) {
+            executors.dir_roots.push_back(std::move(dir));
+          }
         }
-        executors.dir_roots = *std::move(dirs);
+      } else if (executors.dir_roots.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
+            "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
+            dirs.status().message()));
+      } else {
+        LOG(WARNING) << "the NodeManager's local dirs are not known; serving --spark-dir-roots "
+                     << "alone: " << dirs.status();
       }
       // An application that asked for no recovery is kept out of the state file, as
-      // Spark's service keeps it out of its recovery DB. A registration reads one small
-      // file for it, on the registrations' own thread.
+      // Spark's service keeps it out of its recovery DB; one that ended registers no
+      // executor; and an application's dirs are those YARN made for it. Each reads what
+      // YarnApps holds in memory.
       executors.kept_across_restarts = [yarn = server->yarn_.get()](absl::string_view app) {
         absl::StatusOr<YarnApps::ServiceData> data = yarn->Find(app);
         return !data.ok() || !data->recovery_disabled;
       };
+      executors.ended = [yarn = server->yarn_.get()](absl::string_view app) {
+        return yarn->Ended(app);
+      };
+      executors.yarn_layout = true;
     }
     server->options_.spark_executors.dir_roots = executors.dir_roots;
     FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(executors, clock));
@@ -296,7 +315,7 @@ std::string FerryServer::control_target() const {
 }
 
 void FerryServer::Sweep() {
-  const absl::Duration interval = std::max(options_.sweep_interval, absl::Milliseconds(10));
+  const absl::Duration interval = options_.sweep_interval;
   sweep_mu_.Lock();
   while (!sweep_mu_.AwaitWithTimeout(absl::Condition(&stop_sweeping_), interval)) {
     sweep_mu_.Unlock();
@@ -315,24 +334,18 @@ void FerryServer::Sweep() {
 }
 
 void FerryServer::ForgetEndedYarnApps() {
-  absl::StatusOr<std::vector<std::string>> ended = yarn_->Stopped();
-  if (!ended.ok()) {
-    LOG(WARNING) << "reading the YARN applications that ended: " << ended.status();
-    return;
-  }
-  for (const std::string& app : *ended) {
+  // Each ended application once: its marker is the aux service's to delete.
+  for (const std::string& app : yarn_->PendingEnded()) {
     absl::StatusOr<ExecutorRegistry::Removal> removed =
         executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/false);
     if (!removed.ok()) {
-      // The marker stays: the next sweep tries again.
+      // Left pending: the next sweep tries again.
       LOG(WARNING) << "forgetting YARN application " << app
                    << ", which ended: " << removed.status();
-      continue;
+      return;
     }
     store_->DropSpark(app, "");
-    if (absl::Status s = yarn_->Forget(app); !s.ok()) {
-      LOG(WARNING) << "YARN application " << app << " ended and is forgotten, but: " << s;
-    }
+    yarn_->Handled(app);
     // The NodeManager tells every aux service of every application's end, Spark's or not.
     if (removed->executors > 0) {
       LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors

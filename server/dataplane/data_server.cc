@@ -64,6 +64,9 @@ absl::Status DataServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckRange("max-iowq-workers", max_iowq_workers, 0, 1 << 16));
   FERRY_RETURN_IF_ERROR(CheckRange("pipe-size", pipe_bytes, 4096, uint64_t{1} << 30));
   FERRY_RETURN_IF_ERROR(CheckRange("max-pipes", max_pipes, 0, 1 << 20));
+  // At least one connection's base buffer.
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("max-request-buffer-bytes", max_request_buffer_bytes, 4096, kMaxLimit));
   if (idle_poll < absl::ZeroDuration() || idle_poll > absl::Milliseconds(1)) {
     return absl::InvalidArgumentError(absl::StrCat("--idle-poll must be between 0 and 1ms, not ",
                                                    absl::FormatDuration(idle_poll)));

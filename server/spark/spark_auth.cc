@@ -13,6 +13,7 @@
 #include "common/small_file.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
+#include "server/storage/ids.h"
 
 namespace ferry {
 
@@ -113,7 +114,7 @@ absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) con
           absl::StrCat("no usable secret for application ", app_id, ": ", data.status().message()));
     }
   }
-  if (!dir_.empty() && IsAppFileName(app_id)) {
+  if (!dir_.empty() && IsValidAppId(app_id)) {
     absl::StatusOr<std::string> own = ReadSecret(absl::StrCat(dir_, "/", app_id));
     if (own.ok()) return own;
     // A file that is there and cannot be read is the operator's to fix, not a reason to

@@ -51,6 +51,23 @@ bool IsNormalAbsolute(absl::string_view path) {
   return true;
 }
 
+// On YARN a dir belongs to the application it lies under: the NodeManager makes
+// <local-dir>/usercache/<user>/appcache/<application id> for each application and
+// deletes it when the application ends; its executors' dirs (blockmgr-*, and for
+// push-based shuffle merge_manager_*) are made inside it.
+absl::Status CheckYarnDir(absl::string_view who, absl::string_view app_id, absl::string_view dir,
+                          absl::string_view relative) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(relative, '/');
+  if (parts.size() < 5 || parts[0] != "usercache" || parts[2] != "appcache" ||
+      parts[3] != app_id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        who, ": local dir '", dir.substr(0, 256),
+        "' is not inside the application's own dir (<NodeManager local dir>/usercache/<user>/"
+        "appcache/", app_id, "/...); on YARN an application registers only dirs of its own"));
+  }
+  return absl::OkStatus();
+}
+
 // Deletes `relative` beneath `parent_fd` and everything in it, never following a
 // symlink (a link is removed, not what it points to). `path` names it in errors.
 absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::string& path,
@@ -157,18 +174,30 @@ absl::Status ExecutorRegistry::Options::Validate() const {
 absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options options,
                                                                          const Clock& clock) {
   FERRY_RETURN_IF_ERROR(options.Validate());
-  for (const std::string& root : options.dir_roots) {
-    struct stat st;
-    if (!IsNormalAbsolute(root) || ::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Spark dir root '", root, "' is not an absolute, normalized path of a directory"));
-    }
-  }
   std::unique_ptr<ExecutorRegistry> registry(new ExecutorRegistry(std::move(options), clock));
+  // A root is the operator's (or the NodeManager's) and may be a symlink: it is followed
+  // here, once, and executors' dirs are matched against it as it is named. A root that
+  // is missing (a failed disk) is skipped, so that a node serves its other disks.
+  std::vector<std::string> skipped;
   for (const std::string& root : registry->options_.dir_roots) {
-    UniqueFd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open Spark dir root ", root));
-    registry->root_fds_.push_back(std::move(fd));
+    if (!IsNormalAbsolute(root)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Spark dir root '", root, "' is not an absolute, normalized path"));
+    }
+    UniqueFd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!fd.valid()) {
+      skipped.push_back(absl::StrCat(root, " (", std::strerror(errno), ")"));
+      continue;
+    }
+    registry->roots_.push_back({root, std::move(fd)});
+  }
+  if (registry->roots_.empty() && !registry->options_.dir_roots.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no Spark dir root is a directory: ",
+                                                   absl::StrJoin(skipped, ", ")));
+  }
+  if (!skipped.empty()) {
+    LOG(WARNING) << "Spark dir roots skipped (executors' dirs beneath them are refused): "
+                 << absl::StrJoin(skipped, ", ");
   }
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
@@ -328,9 +357,9 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
     const spark::RegisterExecutor& r) const {
   const std::string who =
       absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ", r.app_id.substr(0, 130));
-  if (!IsValidId(r.app_id) || !IsValidId(r.exec_id)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128}"));
+  if (!IsValidAppId(r.app_id) || !IsValidId(r.exec_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128} (an app's not starting with '.')"));
   }
   if (r.info.local_dirs.empty() || r.info.local_dirs.size() > spark::kMaxLocalDirs) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": ", r.info.local_dirs.size(),
@@ -353,12 +382,11 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
           absl::StrCat(who, ": local dir '", dir.substr(0, 256),
                        "' is not an absolute, normalized path of at most ", PATH_MAX, " bytes"));
     }
-    const std::string* root = nullptr;
-    size_t root_index = 0;
-    for (; root_index < options_.dir_roots.size(); ++root_index) {
-      const std::string& candidate = options_.dir_roots[root_index];
-      if (dir.size() > candidate.size() && dir.compare(0, candidate.size(), candidate) == 0 &&
-          dir[candidate.size()] == '/') {
+    const Root* root = nullptr;
+    for (const Root& candidate : roots_) {
+      if (dir.size() > candidate.path.size() &&
+          dir.compare(0, candidate.path.size(), candidate.path) == 0 &&
+          dir[candidate.path.size()] == '/') {
         root = &candidate;
         break;
       }
@@ -368,20 +396,20 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
                                                       "' is not beneath a root this server serves "
                                                       "(--spark-dir-roots)"));
     }
-    std::string relative = dir.substr(root->size() + 1);
+    std::string relative = dir.substr(root->path.size() + 1);
     if (std::count(relative.begin(), relative.end(), '/') >= kMaxDirDepth) {
       return absl::InvalidArgumentError(absl::StrCat(who, ": local dir '", dir.substr(0, 256),
                                                      "' is more than ", kMaxDirDepth,
                                                      " levels below its root"));
     }
+    if (options_.yarn_layout) FERRY_RETURN_IF_ERROR(CheckYarnDir(who, r.app_id, dir, relative));
     // Every component below the root must be a directory itself, not a link to one.
-    if (!OpenBeneath(root_fds_[root_index].get(), relative, O_PATH | O_DIRECTORY | O_CLOEXEC)
-             .valid()) {
+    if (!OpenBeneath(root->fd.get(), relative, O_PATH | O_DIRECTORY | O_CLOEXEC).valid()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(who, ": local dir '", dir, "' is not a directory beneath ", *root,
+          absl::StrCat(who, ": local dir '", dir, "' is not a directory beneath ", root->path,
                        " (symlinks are not followed): ", std::strerror(errno)));
     }
-    dirs->local_dirs.push_back({root_fds_[root_index].get(), std::move(relative), dir});
+    dirs->local_dirs.push_back({root->fd.get(), std::move(relative), dir});
   }
   return Registered{r.info, std::move(dirs), RecordBytes(r)};
 }
@@ -453,6 +481,11 @@ bool ExecutorRegistry::Unchanged(const spark::RegisterExecutor& r) const {
          had.shuffle_manager == r.info.shuffle_manager;
 }
 
+absl::Status ExecutorRegistry::Check(const spark::RegisterExecutor& registration) const {
+  if (Unchanged(registration)) return absl::OkStatus();
+  return Validate(registration).status();
+}
+
 absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registration) {
   // Spark's executors register again, unchanged, when they reconnect: that costs a
   // lookup, not a look at the disk.
@@ -479,6 +512,12 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
     if (executors_.size() >= options_.max_executors) {
       return absl::ResourceExhaustedError(absl::StrCat(
           options_.max_executors, " executors are registered; remove finished apps first"));
+    }
+    // Under the write lock: an application's end is noted before its registrations are
+    // removed, so none validated before the end can be inserted after the removal.
+    if (options_.ended && options_.ended(registration.app_id)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "app ", registration.app_id, " has ended on this node; its executors are not registered"));
     }
     FERRY_RETURN_IF_ERROR(CheckClaimsLocked(registration.app_id, registration.info.local_dirs));
   }

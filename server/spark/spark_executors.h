@@ -5,7 +5,7 @@
 // Without spark.authenticate any peer can register, so a registration may only name
 // local dirs beneath the configured roots (--spark-dir-roots): absolute, normalized
 // paths at most kMaxDirDepth components below the root, each a real directory, not a
-// symlink (one openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS per dir, so checking
+// symlink below the root (one openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS per dir, so checking
 // one costs its depth, not its depth squared). No peer can point the server at another
 // directory. A registered executor keeps its local dirs: registering it again with
 // other dirs is refused (an executor's dirs never change while it lives), so no peer can
@@ -67,7 +67,9 @@ namespace ferry {
 class ExecutorRegistry {
  public:
   struct Options {
-    // Local dirs must lie beneath one of these (absolute, existing directories).
+    // Local dirs must lie beneath one of these (absolute, normalized paths; a root may be
+    // a symlink, followed at start, and one that is missing then is skipped with a
+    // warning as long as another is there).
     std::vector<std::string> dir_roots;
     // Where registrations are kept across restarts; empty: in memory only.
     std::string state_dir;
@@ -80,6 +82,13 @@ class ExecutorRegistry {
     // across a restart (spark.yarn.shuffle.server.recovery.disabled), as Spark's own
     // service then keeps it out of its recovery DB. Called outside the registry's locks.
     std::function<bool(absl::string_view app_id)> kept_across_restarts = nullptr;
+    // Whether an application has ended (on YARN, its end marker): its executors are
+    // refused. Called under the registry's write lock; null: none ends.
+    std::function<bool(absl::string_view app_id)> ended = nullptr;
+    // On YARN: a local dir must lie inside its application's own dir,
+    // <root>/usercache/<user>/appcache/<application id>/..., as YARN lays them out and
+    // deletes them; any other dir is another application's, or none's.
+    bool yarn_layout = false;
 
     // INVALID_ARGUMENT naming the flag of a field out of range.
     absl::Status Validate() const;
@@ -107,6 +116,9 @@ class ExecutorRegistry {
   // file (the registration is then not kept). Registering an executor again as it is
   // costs one lookup.
   absl::Status Register(const spark::RegisterExecutor& registration);
+  // What Register() would say of the registration's shape and dirs, registering nothing:
+  // so that an invalid registration is refused before it costs anything else.
+  absl::Status Check(const spark::RegisterExecutor& registration) const;
   // Whether registering `registration` would change nothing (it is registered as it is,
   // so it would write nothing).
   bool Unchanged(const spark::RegisterExecutor& registration) const;
@@ -208,8 +220,13 @@ class ExecutorRegistry {
 
   const Options options_;
   const Clock& clock_;
-  // One per root, opened once: executors' files are opened beneath them.
-  std::vector<UniqueFd> root_fds_;
+  // The roots there were at start, each opened once: executors' files are opened
+  // beneath them.
+  struct Root {
+    std::string path;  // as configured: executors' dirs are named beneath it
+    UniqueFd fd;
+  };
+  std::vector<Root> roots_;
   // Serializes every change and the state file's writes. Taken before mu_; executors_
   // may be read under either lock, and changes only under both.
   absl::Mutex write_mu_;

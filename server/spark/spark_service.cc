@@ -70,22 +70,41 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
                    "chunks of open streams"),
       diagnoses_(options.max_diagnoses, options.max_diagnoses, "DiagnoseCorruption calls running"),
-      registration_rate_(options.registrations, "registrations that write the state file"),
+      registration_rate_(options.registrations, "registrations of new executors"),
+      registration_changes_rate_(options.registrations,
+                                 "registrations that change a registered executor"),
       registration_pool_({.threads = 1, .max_queued = 1024}) {}
 
 absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
-                                           const std::string& client) {
+                                           const std::string& peer_host, bool authenticated) {
   // An executor registering again as it is (it reconnected) changes nothing: one lookup.
   if (executors_->Unchanged(registration)) return absl::OkStatus();
-  FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, registration_rate_.Admit(client, clock_.Now()));
+  auto shared = std::make_shared<const spark::RegisterExecutor>(std::move(registration));
+  // Checked first, on a blocking worker (it looks at each dir): an invalid registration
+  // is refused before it takes a turn of anyone's rate.
+  absl::StatusOr<bool> checked = pool_->Call<bool>(
+      [executors = executors_, shared]() -> absl::StatusOr<bool> {
+        FERRY_RETURN_IF_ERROR(executors->Check(*shared));
+        return true;
+      },
+      absl::Now() + options_.blocking_timeout);
+  if (!checked.ok()) return checked.status();
+  // Charged to the application: the one the connection proved it is, or, without
+  // spark.authenticate, the one it names from that host. A new executor never waits
+  // behind changes to registered ones (a new shuffle manager).
+  const std::string key = authenticated ? shared->app_id
+                                        : absl::StrCat(peer_host, " ", shared->app_id);
+  RateLimiter& rate = executors_->Find(shared->app_id, shared->exec_id).ok()
+                          ? registration_changes_rate_
+                          : registration_rate_;
+  FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, rate.Admit(key, clock_.Now()));
   if (wait > absl::ZeroDuration() && Sleep(wait) == -ECANCELED) {
     return absl::CancelledError("the server is stopping");
   }
   return registration_pool_
       .Call<bool>(
-          [executors = executors_,
-           registration = std::move(registration)]() -> absl::StatusOr<bool> {
-            FERRY_RETURN_IF_ERROR(executors->Register(registration));
+          [executors = executors_, shared]() -> absl::StatusOr<bool> {
+            FERRY_RETURN_IF_ERROR(executors->Register(*shared));
             return true;
           },
           absl::Now() + options_.blocking_timeout)

@@ -86,7 +86,8 @@ class SparkShuffleService {
     // spark.shuffle.service.fetch.rdd.enabled.
     bool serve_rdd_blocks = false;
     // Registrations that change something (each an fdatasynced append to the state
-    // file, and a log line), in all and per client address. Spark registers each
+    // file, and a log line), in all and per application (new executors; changes to
+    // registered ones have the same rates again, apart). Spark registers each
     // executor once, at its start; a node starting many at once is within the bursts.
     // One over its rate waits its turn for up to max_wait (Spark waits 5 s for the
     // answer), then is refused as busy.
@@ -114,10 +115,15 @@ class SparkShuffleService {
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   ExecutorRegistry& executors() { return *executors_; }
 
-  // Registers the executor for `client` (the peer's address). A registration that
-  // changes something runs on a thread of its own, so that its fdatasync never holds
-  // a worker that opens streams, and within the rates of Options::registrations.
-  absl::Status Register(spark::RegisterExecutor registration, const std::string& client);
+  // Registers the executor for a peer at `peer_host`, `authenticated` (spark.authenticate)
+  // as the registration's application or not. One that changes nothing costs a lookup;
+  // one that is invalid is refused before anything else (ExecutorRegistry::Check); the
+  // others run on a thread of their own, so that their fdatasync never holds a worker
+  // that opens streams, within the rates of Options::registrations, charged to the
+  // application (with the peer's host, unauthenticated): new executors and changes to
+  // registered ones each have rates of their own, so changes never delay a new executor.
+  absl::Status Register(spark::RegisterExecutor registration, const std::string& peer_host,
+                        bool authenticated);
 
   // A stream of the requested blocks for `client` (the peer's address). INVALID_ARGUMENT
   // for a malformed request (Spark fails the RPC for those); RESOURCE_EXHAUSTED past
@@ -166,6 +172,7 @@ class SparkShuffleService {
   ClientBudget open_chunks_;
   ClientBudget diagnoses_;
   RateLimiter registration_rate_;
+  RateLimiter registration_changes_rate_;
   // The registrations' one thread: they are serialized by the state file anyway.
   BlockingPool registration_pool_;
 };

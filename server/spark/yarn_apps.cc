@@ -1,9 +1,14 @@
 #include "server/spark/yarn_apps.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -11,15 +16,17 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/small_file.h"
 #include "common/status_macros.h"
+#include "server/storage/ids.h"
 
 namespace ferry {
 
@@ -27,61 +34,126 @@ namespace {
 
 constexpr char kSecretKey[] = "secret";
 constexpr char kRecoveryDisabledKey[] = "spark.yarn.shuffle.server.recovery.disabled";
+constexpr char kLocalDirsFile[] = "nodemanager-local-dirs";
 constexpr size_t kMaxLocalDirsBytes = 1 << 20;
 
-// Makes `path` a directory if it is not one yet (the NodeManager's aux service makes
-// them too, whichever starts first).
-absl::Status EnsureDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0750) != 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("mkdir ", path));
+// Spark's payload read as Jackson reads it into a map: the top-level object's fields,
+// the last of a name winning; nested values are only skipped over, at most
+// kMaxJsonDepth deep.
+class PayloadReader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  // A top-level field of interest, as it was given.
+  struct Field {
+    enum Kind { kAbsent, kNull, kBool, kString, kOther };
+    Field() = default;
+    explicit Field(Kind k, bool b = false) : kind(k), boolean(b) {}
+    Kind kind = kAbsent;
+    bool boolean = false;
+    std::string string;
+  };
+
+  bool object() const { return object_; }
+  Field& secret() { return secret_; }
+  const Field& recovery_disabled() const { return recovery_disabled_; }
+  ~PayloadReader() override { explicit_bzero(secret_.string.data(), secret_.string.size()); }
+
+  bool null() override { return Value(Field(Field::kNull)); }
+  bool boolean(bool b) override { return Value(Field(Field::kBool, b)); }
+  bool number_integer(number_integer_t) override { return Value(Field(Field::kOther)); }
+  bool number_unsigned(number_unsigned_t) override { return Value(Field(Field::kOther)); }
+  bool number_float(number_float_t, const string_t&) override {
+    return Value(Field(Field::kOther));
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
-  if (!S_ISDIR(st.st_mode))
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a directory"));
-  return absl::OkStatus();
-}
+  bool string(string_t& s) override {
+    Field field(Field::kString);
+    if (depth_ == 1) field.string = std::move(s);
+    return Value(std::move(field));
+  }
+  bool binary(binary_t&) override { return Value(Field(Field::kOther)); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0) object_ = true;
+    if (depth_ == 1) Value(Field(Field::kOther));
+    return ++depth_ <= YarnApps::kMaxJsonDepth;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1) key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 1) Value(Field(Field::kOther));
+    return depth_ > 0 && ++depth_ <= YarnApps::kMaxJsonDepth;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  // A value: a field of the top-level object when it is one of ours. Anything but an
+  // object at the top is no payload.
+  bool Value(Field field) {
+    if (depth_ == 0) return false;
+    if (depth_ != 1) return true;
+    if (key_ == kSecretKey) {
+      explicit_bzero(secret_.string.data(), secret_.string.size());
+      secret_ = std::move(field);
+    } else if (key_ == kRecoveryDisabledKey) {
+      recovery_disabled_ = std::move(field);
+    }
+    return true;
+  }
+
+  int depth_ = 0;
+  bool object_ = false;
+  std::string key_;
+  Field secret_;
+  Field recovery_disabled_;
+};
+
+int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }
 
 }  // namespace
 
-bool IsAppFileName(absl::string_view app_id) {
-  if (app_id.empty() || app_id.size() > 255 || app_id[0] == '.') return false;
-  for (char c : app_id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
-}
-
 absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_view bytes) {
   ServiceData data;
-  google::protobuf::Struct payload;
+  if (bytes.size() > kMaxServiceDataBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("service data of ", bytes.size(), " bytes (at most ", kMaxServiceDataBytes,
+                     " are read)"));
+  }
   const absl::string_view trimmed = absl::StripAsciiWhitespace(bytes);
-  // Spark's own service takes whatever parses as a JSON object as the payload.
-  if (!trimmed.empty() && trimmed.front() == '{' &&
-      google::protobuf::util::JsonStringToMessage(std::string(trimmed), &payload).ok()) {
-    const auto& fields = payload.fields();
-    if (auto it = fields.find(kSecretKey); it != fields.end()) {
-      if (it->second.has_string_value()) {
-        if (!it->second.string_value().empty()) data.secret = it->second.string_value();
-      } else if (!it->second.has_null_value()) {
+  if (!trimmed.empty() && trimmed.front() == '{') {
+    PayloadReader reader;
+    // Not strict: what follows the object is ignored, as Jackson ignores it.
+    const bool parsed = nlohmann::json::sax_parse(trimmed.begin(), trimmed.end(), &reader,
+                                                  nlohmann::json::input_format_t::json,
+                                                  /*strict=*/false);
+    if (parsed && reader.object()) {
+      PayloadReader::Field& secret = reader.secret();
+      if (secret.kind == PayloadReader::Field::kString) {
+        if (!secret.string.empty()) data.secret = std::move(secret.string);
+      } else if (secret.kind != PayloadReader::Field::kAbsent &&
+                 secret.kind != PayloadReader::Field::kNull) {
         return absl::InvalidArgumentError("the service data's \"secret\" is not a string");
       }
-    }
-    if (auto it = fields.find(kRecoveryDisabledKey); it != fields.end()) {
-      if (it->second.has_bool_value()) {
-        data.recovery_disabled = it->second.bool_value();
-      } else if (it->second.has_string_value()) {
-        data.recovery_disabled = absl::AsciiStrToLower(it->second.string_value()) == "true";
-      } else {
+      const PayloadReader::Field& recovery = reader.recovery_disabled();
+      if (recovery.kind == PayloadReader::Field::kBool) {
+        data.recovery_disabled = recovery.boolean;
+      } else if (recovery.kind == PayloadReader::Field::kString) {
+        data.recovery_disabled = absl::AsciiStrToLower(recovery.string) == "true";
+      } else if (recovery.kind != PayloadReader::Field::kAbsent) {
         return absl::InvalidArgumentError(
             absl::StrCat("the service data's \"", kRecoveryDisabledKey, "\" is not a boolean"));
       }
+      return data;
     }
-    payload.Clear();
-    return data;
   }
   // The secret's bytes (Spark's JavaUtils.stringToBytes: UTF-8); none without
   // spark.authenticate.
@@ -89,80 +161,335 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
   return data;
 }
 
-absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options) {
+absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options,
+                                                         const Clock& clock) {
+  const std::string flag = absl::StrCat("--spark-yarn-dir ", options.dir);
   if (options.dir.empty() || options.dir.front() != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--spark-yarn-dir ", options.dir, " is not an absolute path"));
+    return absl::InvalidArgumentError(absl::StrCat(flag, " is not an absolute path"));
+  }
+  if (options.rescan <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the YARN dir's rescan interval must be positive");
+  }
+  UniqueFd dir(::open(options.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
+    if (errno == ENOTDIR) return absl::InvalidArgumentError(absl::StrCat(flag, " is not a directory"));
+    return absl::ErrnoToStatus(errno, flag);
   }
   struct stat st {};
-  if (::stat(options.dir.c_str(), &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("--spark-yarn-dir ", options.dir));
+  if (::fstat(dir.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", flag));
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s is writable by %s (mode %04o): whoever can write it can act as any application; "
+        "make it 0750, owned by the NodeManager's user and in ferry_server's group",
+        flag, (st.st_mode & S_IWOTH) != 0 ? "anyone" : "its group", st.st_mode & 07777));
   }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--spark-yarn-dir ", options.dir, " is not a directory"));
+  UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!inotify.valid()) return absl::ErrnoToStatus(errno, "inotify_init1");
+  if (::inotify_add_watch(inotify.get(), options.dir.c_str(),
+                          IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB |
+                              IN_ONLYDIR) < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("watch ", flag));
   }
-  for (const char* sub : {"/apps", "/stopped"}) {
-    if (absl::Status s = EnsureDir(absl::StrCat(options.dir, sub)); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--spark-yarn-dir: ", s.message()));
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop.valid()) return absl::ErrnoToStatus(errno, "eventfd");
+  std::unique_ptr<YarnApps> apps(
+      new YarnApps(options, clock, st.st_uid, std::move(dir), std::move(inotify)));
+  apps->stop_ = std::move(stop);
+  apps->Rescan();
+  apps->watcher_ = std::thread([a = apps.get()] { a->Watch(); });
+  return apps;
+}
+
+YarnApps::YarnApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd,
+                   UniqueFd inotify)
+    : options_(std::move(options)),
+      clock_(clock),
+      owner_(owner),
+      dir_fd_(std::move(dir_fd)),
+      inotify_(std::move(inotify)) {}
+
+YarnApps::~YarnApps() {
+  if (watcher_.joinable()) {
+    const uint64_t one = 1;
+    if (::write(stop_.get(), &one, sizeof(one)) != sizeof(one)) PLOG(ERROR) << "eventfd";
+    watcher_.join();
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, app] : apps_) {
+    if (app.data.ok() && app.data->secret.has_value()) {
+      explicit_bzero(app.data->secret->data(), app.data->secret->size());
     }
   }
-  return std::unique_ptr<YarnApps>(new YarnApps(options.dir));
+}
+
+std::string YarnApps::Distrust(const struct stat& st, bool want_dir) const {
+  if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    return want_dir ? "not a directory" : "not a regular file";
+  }
+  if (st.st_uid != owner_) {
+    return absl::StrCat("owned by uid ", st.st_uid, ", not by the dir's owner (uid ", owner_,
+                        ", the NodeManager's user)");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::StrFormat("writable by others than its owner (mode %04o)", st.st_mode & 07777);
+  }
+  return "";
+}
+
+void YarnApps::Warn(absl::string_view what) {
+  uint64_t held_back = 0;
+  if (log_lines_.Take(clock_.Now(), &held_back)) {
+    LOG(WARNING) << "--spark-yarn-dir " << options_.dir << ": " << what
+                 << (held_back > 0 ? absl::StrCat(" (", held_back, " warnings not logged)") : "");
+  }
+}
+
+void YarnApps::OpenSubLocked(Sub& sub) {
+  struct stat st {};
+  UniqueFd fd(::openat(dir_fd_.get(), sub.name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  std::string distrust;
+  if (!fd.valid()) {
+    if (errno != ENOENT) distrust = std::strerror(errno);
+  } else if (::fstat(fd.get(), &st) != 0) {
+    distrust = std::strerror(errno);
+  } else {
+    distrust = Distrust(st, /*want_dir=*/true);
+  }
+  if (!fd.valid() || !distrust.empty()) {
+    if (!distrust.empty()) Warn(absl::StrCat(sub.name, "/ is refused: ", distrust));
+    if (sub.watch >= 0) ::inotify_rm_watch(inotify_.get(), sub.watch);
+    sub.fd.Reset();
+    sub.watch = -1;
+    return;
+  }
+  if (sub.fd.valid()) {
+    struct stat had {};
+    if (::fstat(sub.fd.get(), &had) == 0 && had.st_ino == st.st_ino && had.st_dev == st.st_dev) {
+      return;  // the same dir as before
+    }
+  }
+  sub.fd = std::move(fd);
+  const std::string path = absl::StrCat(options_.dir, "/", sub.name);
+  sub.watch = ::inotify_add_watch(
+      inotify_.get(), path.c_str(),
+      IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_DONT_FOLLOW |
+          IN_ONLYDIR);
+  if (sub.watch < 0) {
+    // Still read at every rescan.
+    Warn(absl::StrCat("cannot watch ", path, ": ", std::strerror(errno)));
+  }
+}
+
+void YarnApps::ReadAppLocked(const std::string& name) {
+  const std::string path = absl::StrCat(options_.dir, "/apps/", name);
+  auto forget = [&] {
+    absl::MutexLock lock(&mu_);
+    auto it = apps_.find(name);
+    if (it == apps_.end()) return;
+    if (it->second.data.ok() && it->second.data->secret.has_value()) {
+      explicit_bzero(it->second.data->secret->data(), it->second.data->secret->size());
+    }
+    apps_.erase(it);
+  };
+  if (!apps_dir_.fd.valid()) return forget();
+  UniqueFd fd(::openat(apps_dir_.fd.get(), name.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  App app;
+  struct stat st {};
+  if (!fd.valid()) {
+    if (errno == ENOENT) return forget();
+    app.data = absl::PermissionDeniedError(absl::StrCat(
+        path, errno == ELOOP ? " is a symlink; refused" : absl::StrCat(": ", std::strerror(errno))));
+  } else if (::fstat(fd.get(), &st) != 0) {
+    app.data = absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  } else {
+    app.key = {st.st_ino, st.st_size, Nanos(st.st_mtim), Nanos(st.st_ctim)};
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = apps_.find(name);
+      if (it != apps_.end() && it->second.key == app.key) return;  // read already
+      if (it == apps_.end() && apps_.size() >= kMaxApps) {
+        Warn(absl::StrCat(kMaxApps, " applications are known; ", name, " is not read"));
+        return;
+      }
+    }
+    if (std::string distrust = Distrust(st, /*want_dir=*/false); !distrust.empty()) {
+      app.data = absl::PermissionDeniedError(absl::StrCat(path, " is refused: ", distrust));
+    } else {
+      absl::StatusOr<std::string> bytes = ReadSmallFile(fd.get(), st, path, kMaxServiceDataBytes);
+      if (!bytes.ok()) {
+        app.data = bytes.status();
+      } else {
+        app.data = ParseServiceData(*bytes);
+        explicit_bzero(bytes->data(), bytes->size());
+        if (!app.data.ok()) {
+          app.data = absl::InvalidArgumentError(absl::StrCat(path, ": ", app.data.status().message()));
+        }
+      }
+    }
+  }
+  if (!app.data.ok()) Warn(app.data.status().message());
+  forget();
+  absl::MutexLock lock(&mu_);
+  apps_.insert_or_assign(name, std::move(app));
+}
+
+void YarnApps::ReadMarkerLocked(const std::string& name) {
+  struct stat st {};
+  std::string distrust = "gone";
+  if (stopped_dir_.fd.valid() &&
+      ::fstatat(stopped_dir_.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    distrust = Distrust(st, /*want_dir=*/false);
+    if (!distrust.empty()) Warn(absl::StrCat("stopped/", name, " is refused: ", distrust));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!distrust.empty()) {
+    ended_.erase(name);
+    handled_.erase(name);
+  } else if (!ended_.contains(name)) {
+    if (ended_.size() >= kMaxApps) {
+      Warn(absl::StrCat(kMaxApps, " ended applications are known; ", name, " is not read"));
+      return;
+    }
+    ended_.emplace(name, next_seen_++);
+  }
+}
+
+void YarnApps::Rescan() {
+  absl::MutexLock scan(&scan_mu_);
+  RescanLocked();
+}
+
+void YarnApps::RescanLocked() {
+  for (Sub* sub : {&apps_dir_, &stopped_dir_}) {
+    OpenSubLocked(*sub);
+    absl::flat_hash_set<std::string> names;
+    if (sub->fd.valid()) {
+      UniqueFd list(::openat(sub->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      std::unique_ptr<DIR, int (*)(DIR*)> dir(list.valid() ? ::fdopendir(list.get()) : nullptr,
+                                              ::closedir);
+      if (dir != nullptr) static_cast<void>(list.release());
+      if (dir == nullptr) {
+        Warn(absl::StrCat("cannot list ", sub->name, "/: ", std::strerror(errno)));
+        continue;  // what is known stays known
+      }
+      while (const dirent* entry = ::readdir(dir.get())) {
+        if (IsValidAppId(entry->d_name) && names.size() < kMaxApps) names.insert(entry->d_name);
+      }
+    }
+    std::vector<std::string> gone;
+    {
+      absl::MutexLock lock(&mu_);
+      if (sub == &apps_dir_) {
+        for (const auto& [name, app] : apps_) {
+          if (!names.contains(name)) gone.push_back(name);
+        }
+      } else {
+        for (const auto& [name, seen] : ended_) {
+          if (!names.contains(name)) gone.push_back(name);
+        }
+      }
+    }
+    for (const std::string& name : gone) names.insert(name);
+    for (const std::string& name : names) {
+      if (sub == &apps_dir_) {
+        ReadAppLocked(name);
+      } else {
+        ReadMarkerLocked(name);
+      }
+    }
+  }
+}
+
+void YarnApps::Watch() {
+  const int rescan_ms =
+      static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(options_.rescan), INT32_MAX));
+  alignas(struct inotify_event) char events[16 * 1024];
+  absl::Time next_rescan = clock_.Now() + options_.rescan;
+  for (;;) {
+    pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    const int ready = ::poll(fds, 2, rescan_ms);
+    if (ready < 0 && errno != EINTR) {
+      PLOG(ERROR) << "poll of the YARN dir's watch";
+      return;
+    }
+    if ((fds[1].revents & POLLIN) != 0) return;
+    absl::MutexLock scan(&scan_mu_);
+    bool rescan = false;
+    for (;;) {
+      const ssize_t n = ::read(inotify_.get(), events, sizeof(events));
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const struct inotify_event*>(events + at);
+        at += static_cast<ssize_t>(sizeof(struct inotify_event) + event->len);
+        const std::string name = event->len > 0 ? std::string(event->name) : "";
+        if ((event->mask & (IN_Q_OVERFLOW | IN_IGNORED)) != 0 ||
+            (event->wd != apps_dir_.watch && event->wd != stopped_dir_.watch)) {
+          rescan = true;  // a subdir came or went, or events were lost
+        } else if (IsValidAppId(name)) {
+          if (event->wd == apps_dir_.watch) {
+            ReadAppLocked(name);
+          } else {
+            ReadMarkerLocked(name);
+          }
+        }
+      }
+    }
+    if (rescan || clock_.Now() >= next_rescan) {
+      RescanLocked();
+      next_rescan = clock_.Now() + options_.rescan;
+    }
+  }
 }
 
 absl::StatusOr<YarnApps::ServiceData> YarnApps::Find(absl::string_view app_id) const {
-  if (!IsAppFileName(app_id)) {
-    return absl::NotFoundError(absl::StrCat("no YARN application ", app_id));
+  absl::MutexLock lock(&mu_);
+  auto it = apps_.find(app_id);
+  if (it == apps_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("the NodeManager has not started application ", app_id.substr(0, 130),
+                     " on this node"));
   }
-  const std::string path = absl::StrCat(dir_, "/apps/", app_id);
-  absl::StatusOr<std::string> bytes = ReadSmallFile(path, kMaxServiceDataBytes);
-  if (!bytes.ok()) {
-    if (absl::IsNotFound(bytes.status())) {
-      return absl::NotFoundError(
-          absl::StrCat("the NodeManager has not started application ", app_id, " on this node"));
-    }
-    return bytes.status();
-  }
-  absl::StatusOr<ServiceData> data = ParseServiceData(*bytes);
-  explicit_bzero(bytes->data(), bytes->size());
-  if (!data.ok())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", data.status().message()));
-  return data;
+  return it->second.data;
 }
 
-absl::StatusOr<std::vector<std::string>> YarnApps::Stopped() const {
-  const std::string path = absl::StrCat(dir_, "/stopped");
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
-  if (dir == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", path));
-  std::vector<std::string> stopped;
-  errno = 0;
-  while (stopped.size() < kMaxStoppedPerCall) {
-    const dirent* entry = ::readdir(dir.get());
-    if (entry == nullptr) {
-      if (errno != 0) return absl::ErrnoToStatus(errno, absl::StrCat("readdir ", path));
-      break;
-    }
-    if (IsAppFileName(entry->d_name)) stopped.emplace_back(entry->d_name);
-  }
-  return stopped;
+bool YarnApps::Ended(absl::string_view app_id) const {
+  absl::MutexLock lock(&mu_);
+  return ended_.contains(app_id);
 }
 
-absl::Status YarnApps::Forget(absl::string_view app_id) const {
-  if (!IsAppFileName(app_id))
-    return absl::InvalidArgumentError(absl::StrCat("bad app id ", app_id));
-  // The service data first: the marker is what says there is still something to do.
-  for (const char* sub : {"/apps/", "/stopped/"}) {
-    const std::string path = absl::StrCat(dir_, sub, app_id);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("unlink ", path));
+std::vector<std::string> YarnApps::PendingEnded() const {
+  std::vector<std::pair<uint64_t, std::string>> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, seen] : ended_) {
+      if (!handled_.contains(name)) pending.emplace_back(seen, name);
     }
   }
-  return absl::OkStatus();
+  std::sort(pending.begin(), pending.end());
+  if (pending.size() > kMaxEndedPerCall) pending.resize(kMaxEndedPerCall);
+  std::vector<std::string> names;
+  names.reserve(pending.size());
+  for (auto& [seen, name] : pending) names.push_back(std::move(name));
+  return names;
+}
+
+void YarnApps::Handled(absl::string_view app_id) {
+  absl::MutexLock lock(&mu_);
+  if (ended_.contains(app_id)) handled_.emplace(app_id);
 }
 
 absl::StatusOr<std::vector<std::string>> YarnApps::NodeManagerLocalDirs() const {
-  const std::string path = absl::StrCat(dir_, "/nodemanager-local-dirs");
-  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadSmallFile(path, kMaxLocalDirsBytes));
+  const std::string path = absl::StrCat(options_.dir, "/", kLocalDirsFile);
+  UniqueFd fd(::openat(dir_fd_.get(), kLocalDirsFile,
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  if (std::string distrust = Distrust(st, /*want_dir=*/false); !distrust.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(path, " is refused: ", distrust));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadSmallFile(fd.get(), st, path, kMaxLocalDirsBytes));
   std::vector<std::string> dirs;
   for (absl::string_view line : absl::StrSplit(bytes, '\n', absl::SkipWhitespace())) {
     dirs.emplace_back(absl::StripAsciiWhitespace(line));

@@ -7,25 +7,48 @@
 //     "spark.yarn.shuffle.server.recovery.disabled": true}), or nothing;
 //   * stopped/<application id>: an empty marker, written when the application ended;
 //   * nodemanager-local-dirs: the NodeManager's local dirs, one per line.
-// The shim writes each file to a temporary name ('.' first) and renames it, so a file
-// here is whole. The files outlive both processes: an application started or ended
-// while ferry_server was down is found when it starts again, and a NodeManager restart
-// loses nothing. ferry_server removes both files of an ended application once it has
-// forgotten the application (Forget).
+// The aux service writes each file to a temporary name ('.' first) and renames it, so a
+// file here is whole, and it alone deletes them (docs/spark.md says when): ferry_server
+// only reads, so it needs no write access to the dir and its user may differ from the
+// NodeManager's.
 //
-// Reads only; a lookup never holds a lock. Thread-safe.
+// Trust: the dir's owner is taken as the NodeManager's user. The dir, apps/ and
+// stopped/ must be directories of that owner that no one else can write (no group or
+// other write bit), and a file is read only if it is a regular file of that owner, not
+// writable by anyone else, opened without following a symlink. Anything else is refused:
+// the dir at Open, a file or subdir with a warning (within a log budget), as if it were
+// not there.
+//
+// An application's service data is read and parsed once, when its file appears or
+// changes (an inotify watch, and a full look every Options::rescan for anything a watch
+// missed), on a thread of its own, by a JSON parser whose nesting and size are bounded:
+// lookups (a handshake, a registration) read memory only and never wait on the disk or on
+// a parse.
+//
+// Thread-safe.
 #ifndef FERRY_SERVER_SPARK_YARN_APPS_H_
 #define FERRY_SERVER_SPARK_YARN_APPS_H_
+
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/log_lines.h"
+#include "common/unique_fd.h"
 
 namespace ferry {
 
@@ -33,6 +56,8 @@ class YarnApps {
  public:
   struct Options {
     std::string dir;  // --spark-yarn-dir; empty: not on YARN
+    // How often the whole dir is looked at again (the watch sees changes at once).
+    absl::Duration rescan = absl::Seconds(5);
   };
 
   // What an application's service data says.
@@ -43,48 +68,113 @@ class YarnApps {
     // service keep nothing of it across a restart.
     bool recovery_disabled = false;
   };
-  // Spark's two formats, told apart as Spark's own service tells them: a JSON object
-  // is the payload, anything else is the secret's bytes. INVALID_ARGUMENT for a payload
-  // whose fields are of the wrong types.
+  // Spark's two formats, told apart as Spark's own service tells them (Jackson's
+  // readValue into a map): a JSON object (what follows it ignored) is the payload,
+  // anything else is the secret's bytes. An object nested deeper than kMaxJsonDepth is
+  // no payload (Jackson refuses deep nesting too), so the parse costs time linear in
+  // the bytes and nothing more. INVALID_ARGUMENT for a payload whose fields are of the
+  // wrong types.
   static absl::StatusOr<ServiceData> ParseServiceData(absl::string_view bytes);
 
   // The largest service data read (Spark's is a 256-bit secret in base64, or that in
-  // a JSON object of two fields).
+  // a JSON object of two fields); the aux service writes no more.
   static constexpr size_t kMaxServiceDataBytes = 64 * 1024;
-  // At most this many ended applications are taken per Stopped() call.
-  static constexpr size_t kMaxStoppedPerCall = 10000;
+  static constexpr int kMaxJsonDepth = 32;
+  // Applications tracked (apps/ and stopped/ each); past it, new ones are refused with a
+  // warning.
+  static constexpr size_t kMaxApps = 100000;
+  // At most this many ended applications are handed out per PendingEnded() call.
+  static constexpr size_t kMaxEndedPerCall = 10000;
 
-  // Checks the dir and makes its apps/ and stopped/ if the NodeManager has not yet.
-  // An error naming the dir.
-  static absl::StatusOr<std::unique_ptr<YarnApps>> Open(const Options& options);
+  // Checks the dir (see Trust above; an error naming it and what to fix), reads what is
+  // there and starts watching it. apps/ and stopped/ are the NodeManager's to make:
+  // until they exist there are no applications. `clock` (which must outlive this)
+  // stamps the log budget.
+  static absl::StatusOr<std::unique_ptr<YarnApps>> Open(const Options& options,
+                                                        const Clock& clock = Clock::Real());
+  ~YarnApps();
+  YarnApps(const YarnApps&) = delete;
+  YarnApps& operator=(const YarnApps&) = delete;
 
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return options_.dir; }
+  // The NodeManager's user: the dir's owner.
+  uid_t owner() const { return owner_; }
 
-  // The application's service data. NOT_FOUND when the NodeManager has not started it
-  // on this node (or it has ended); an error naming the file when it cannot be read or
-  // parsed.
+  // The application's service data, from memory. NOT_FOUND when the NodeManager has not
+  // started it on this node (or it has ended); an error naming the file when it could
+  // not be read, was refused (see Trust) or did not parse.
   absl::StatusOr<ServiceData> Find(absl::string_view app_id) const;
-
-  // The applications that ended (their markers), at most kMaxStoppedPerCall. A name
-  // that cannot be an application id is skipped.
-  absl::StatusOr<std::vector<std::string>> Stopped() const;
-  // Removes the application's service data and its end marker, once ferry_server has
-  // forgotten it.
-  absl::Status Forget(absl::string_view app_id) const;
+  // Whether the application's end marker is there.
+  bool Ended(absl::string_view app_id) const;
+  // The applications that ended and are not yet marked Handled, at most
+  // kMaxEndedPerCall, oldest first.
+  std::vector<std::string> PendingEnded() const;
+  // ferry_server has forgotten the application: PendingEnded() no longer names it (for
+  // as long as its marker stays).
+  void Handled(absl::string_view app_id);
 
   // The NodeManager's local dirs as its aux service wrote them. NOT_FOUND before a
   // NodeManager with the aux service has started.
   absl::StatusOr<std::vector<std::string>> NodeManagerLocalDirs() const;
 
- private:
-  explicit YarnApps(std::string dir) : dir_(std::move(dir)) {}
-  std::string dir_;
-};
+  // Reads the whole dir again now (the watcher does every Options::rescan).
+  void Rescan();
 
-// Whether `app_id` can name a file of these dirs (and of --spark-auth-secrets-dir):
-// the ids of every cluster manager (application_<ts>_<n>, app-<ts>-<n>, spark-<uuid>,
-// local-<ts>) are of letters, digits, '-', '_' and '.', and never start with '.'.
-bool IsAppFileName(absl::string_view app_id);
+ private:
+  // A file as last read: a change of any of these reads it again.
+  struct FileKey {
+    ino_t ino = 0;
+    off_t size = 0;
+    int64_t mtime_ns = 0;
+    int64_t ctime_ns = 0;
+    bool operator==(const FileKey&) const = default;
+  };
+  struct App {
+    FileKey key;
+    absl::StatusOr<ServiceData> data;
+  };
+  struct Sub {
+    const char* name;  // "apps", "stopped"
+    UniqueFd fd;       // O_PATH of the subdir once it exists and is trusted
+    int watch = -1;
+  };
+
+  YarnApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd, UniqueFd inotify);
+  // Opens and watches a subdir that has appeared (and is trusted).
+  void OpenSubLocked(Sub& sub) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scan_mu_);
+  // Reads apps/<name> (or forgets it when it is gone).
+  void ReadAppLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scan_mu_);
+  // Notes stopped/<name> (or forgets it when it is gone).
+  void ReadMarkerLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scan_mu_);
+  void RescanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scan_mu_);
+  // Why the file or dir described by `st` is not trusted; empty if it is.
+  std::string Distrust(const struct stat& st, bool want_dir) const;
+  // A warning within the log budget.
+  void Warn(absl::string_view what);
+  void Watch();
+
+  const Options options_;
+  const Clock& clock_;
+  const uid_t owner_;
+  const UniqueFd dir_fd_;
+  const UniqueFd inotify_;
+  UniqueFd stop_;  // an eventfd: the watcher's cue to end
+  LineBudget log_lines_{10};
+
+  // Serializes the reads of the dir (the watcher's, Rescan()'s); lookups never take it.
+  absl::Mutex scan_mu_;
+  Sub apps_dir_ ABSL_GUARDED_BY(scan_mu_){"apps", UniqueFd(), -1};
+  Sub stopped_dir_ ABSL_GUARDED_BY(scan_mu_){"stopped", UniqueFd(), -1};
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
+  // Ended applications by when their marker was seen, and those handled.
+  absl::flat_hash_map<std::string, uint64_t> ended_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> handled_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seen_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread watcher_;
+};
 
 }  // namespace ferry
 

@@ -9,8 +9,14 @@
 namespace ferry {
 
 bool IsValidId(absl::string_view id);
+// An application's id, the one rule for it everywhere (a Spark registration, Ferry's own
+// data dirs, the YARN hand-off's file names; the aux service checks the same, against
+// the same table of cases, tests/testdata/app_ids.tsv): an id as above that does not
+// start with '.', so never a hidden or temporary file of a dir it names. Every cluster
+// manager's ids are such (application_<ts>_<n>, app-<ts>-<n>, spark-<uuid>, local-<ts>).
+bool IsValidAppId(absl::string_view app_id);
 
-// INVALID_ARGUMENT naming the app id (cut short) unless it is valid.
+// INVALID_ARGUMENT naming the app id (cut short) unless it is valid (IsValidAppId).
 absl::Status CheckAppId(absl::string_view app_id);
 // INVALID_ARGUMENT naming both unless both are valid.
 absl::Status CheckAppAndExecutorIds(absl::string_view app_id, absl::string_view exec_id);

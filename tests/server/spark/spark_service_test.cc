@@ -55,7 +55,8 @@ class SparkServiceTest : public ::testing::Test {
   absl::Status Register(const std::string& client = "10.0.0.1") {
     absl::Status status;
     testing::RunInFiber([&] {
-      status = Service().Register({kApp, kExec, {dirs_, kSubdirs, kShuffleManager}}, client);
+      status = Service().Register({kApp, kExec, {dirs_, kSubdirs, kShuffleManager}}, client,
+                                  /*authenticated=*/false);
     });
     return status;
   }

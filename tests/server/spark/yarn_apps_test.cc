@@ -4,6 +4,7 @@
 #include "server/spark/yarn_apps.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -13,11 +14,13 @@
 #include "gtest/gtest.h"
 #include "server/spark/spark_auth.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::TempDir;
+using ::ferry::testing::WaitFor;
 
 TEST(ServiceDataTest, TheRawSecretAsSparkSendsItWithRecoveryOn) {
   absl::StatusOr<YarnApps::ServiceData> data =
@@ -27,6 +30,8 @@ TEST(ServiceDataTest, TheRawSecretAsSparkSendsItWithRecoveryOn) {
   EXPECT_FALSE(data->recovery_disabled);
   // Not an object: a secret, as Spark's service reads it.
   EXPECT_EQ(YarnApps::ParseServiceData("12345")->secret.value_or("none"), "12345");
+  EXPECT_EQ(YarnApps::ParseServiceData("[1]")->secret.value_or("none"), "[1]");
+  EXPECT_EQ(YarnApps::ParseServiceData("{not json")->secret.value_or("none"), "{not json");
 }
 
 TEST(ServiceDataTest, NothingWithoutSparkAuthenticate) {
@@ -46,10 +51,19 @@ TEST(ServiceDataTest, TheJsonPayloadOfAnApplicationWithRecoveryDisabled) {
   EXPECT_FALSE(data->secret.has_value());
   EXPECT_TRUE(data->recovery_disabled);
   EXPECT_FALSE(YarnApps::ParseServiceData(R"({"secret":null})")->secret.has_value());
+  // Nested fields are not the top-level ones; the last of a name wins; what follows the
+  // object is ignored (Jackson's defaults).
+  data = YarnApps::ParseServiceData(
+      R"({"x":{"secret":"inner","y":[{"secret":1}]},"secret":"a","secret":"b"}}} trailing)");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->secret.value_or("none"), "b");
+  EXPECT_FALSE(data->recovery_disabled);
 }
 
 TEST(ServiceDataTest, APayloadOfTheWrongTypesIsAnError) {
   EXPECT_EQ(YarnApps::ParseServiceData(R"({"secret":7})").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(YarnApps::ParseServiceData(R"({"secret":{"a":1}})").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(YarnApps::ParseServiceData(
                 R"({"secret":"s","spark.yarn.shuffle.server.recovery.disabled":[1]})")
@@ -58,67 +72,152 @@ TEST(ServiceDataTest, APayloadOfTheWrongTypesIsAnError) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// What an application can set: nesting 30,000 deep in 60 KB took Protobuf's parser 31 s.
+// Past kMaxJsonDepth it is no payload, so it is the secret's bytes, as Jackson (whose
+// nesting is bounded too) leaves it.
+TEST(ServiceDataTest, DeepNestingIsNoPayload) {
+  const std::string deep = absl::StrCat(R"({"secret":"s","x":)", std::string(30000, '['),
+                                        std::string(30000, ']'), "}");
+  absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(deep);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->secret.value_or("none"), deep);
+  const std::string objects = absl::StrCat(std::string(YarnApps::kMaxJsonDepth + 1, '{'),
+                                           std::string(YarnApps::kMaxJsonDepth + 1, '}'));
+  EXPECT_EQ(YarnApps::ParseServiceData(objects)->secret.value_or("none"), objects);
+  const std::string within = absl::StrCat(R"({"secret":"s","x":)",
+                                          std::string(YarnApps::kMaxJsonDepth - 1, '['),
+                                          std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
+  EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or("none"), "s");
+  EXPECT_FALSE(
+      YarnApps::ParseServiceData(std::string(YarnApps::kMaxServiceDataBytes + 1, 'x')).ok());
+}
+
 class YarnAppsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<YarnApps>> apps = YarnApps::Open({dir_.path()});
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0750), 0);
+    for (const char* sub : {"apps", "stopped"}) {
+      ASSERT_EQ(::mkdir(absl::StrCat(dir_.path(), "/", sub).c_str(), 0750), 0);
+    }
+    Open();
+  }
+  void Open() {
+    apps_.reset();
+    absl::StatusOr<std::unique_ptr<YarnApps>> apps =
+        YarnApps::Open({.dir = dir_.path(), .rescan = absl::Hours(1)});
     ASSERT_TRUE(apps.ok()) << apps.status();
     apps_ = *std::move(apps);
   }
-  void Write(const std::string& relative, const std::string& contents) {
-    std::ofstream(absl::StrCat(dir_.path(), "/", relative)) << contents;
+  // As the aux service writes: a temporary name, renamed.
+  void Write(const std::string& relative, const std::string& contents, mode_t mode = 0640) {
+    const std::string path = absl::StrCat(dir_.path(), "/", relative);
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << contents;
+    ASSERT_EQ(::chmod(tmp.c_str(), mode), 0);
+    ASSERT_EQ(::rename(tmp.c_str(), path.c_str()), 0);
   }
-  bool Exists(const std::string& relative) {
-    struct stat st {};
-    return ::stat(absl::StrCat(dir_.path(), "/", relative).c_str(), &st) == 0;
-  }
+  std::string Path(const std::string& relative) { return absl::StrCat(dir_.path(), "/", relative); }
   TempDir dir_;
   std::unique_ptr<YarnApps> apps_;
 };
 
-TEST_F(YarnAppsTest, OpenMakesTheSubdirsAndRefusesWhatIsNotADir) {
-  EXPECT_TRUE(Exists("apps"));
-  EXPECT_TRUE(Exists("stopped"));
+TEST_F(YarnAppsTest, ADirOthersCanWriteIsRefusedAndNothingIsMadeInIt) {
+  TempDir other;
+  ASSERT_EQ(::chmod(other.path().c_str(), 0777), 0);
+  absl::Status open = YarnApps::Open({other.path()}).status();
+  EXPECT_EQ(open.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(open.message().find("writable by anyone (mode 0777)"), std::string::npos) << open;
+  ASSERT_EQ(::chmod(other.path().c_str(), 0770), 0);
+  EXPECT_NE(YarnApps::Open({other.path()}).status().message().find("its group"), std::string::npos);
+  ASSERT_EQ(::chmod(other.path().c_str(), 0750), 0);
+  ASSERT_TRUE(YarnApps::Open({other.path()}).ok());
+  struct stat st {};
+  EXPECT_NE(::stat((other.path() + "/apps").c_str(), &st), 0) << "apps/ is the NodeManager's";
   Write("file", "x");
-  absl::Status not_dir = YarnApps::Open({dir_.path() + "/file"}).status();
-  EXPECT_NE(not_dir.message().find("is not a directory"), std::string::npos) << not_dir;
+  EXPECT_NE(YarnApps::Open({Path("file")}).status().message().find("is not a directory"),
+            std::string::npos);
   EXPECT_NE(YarnApps::Open({"relative"}).status().message().find("absolute"), std::string::npos);
-  EXPECT_EQ(YarnApps::Open({dir_.path() + "/none"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(YarnApps::Open({Path("none")}).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(YarnAppsTest, FindsAnApplicationsServiceDataUntilItEnds) {
+TEST_F(YarnAppsTest, AnApplicationIsReadOnceWhenItsFileAppearsAndForgottenWhenItGoes) {
   const std::string app = "application_1764000000000_0001";
   EXPECT_EQ(apps_->Find(app).status().code(), absl::StatusCode::kNotFound);
   Write("apps/" + app, "the-secret");
-  absl::StatusOr<YarnApps::ServiceData> found = apps_->Find(app);
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(found->secret.value_or("none"), "the-secret");
-
-  Write("stopped/" + app, "");
-  Write("stopped/.application_1764000000000_0002.tmp", "");  // the shim's, half written
-  absl::StatusOr<std::vector<std::string>> stopped = apps_->Stopped();
-  ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_EQ(*stopped, std::vector<std::string>{app});
-  ASSERT_TRUE(apps_->Forget(app).ok());
-  EXPECT_FALSE(Exists("apps/" + app));
-  EXPECT_FALSE(Exists("stopped/" + app));
-  EXPECT_TRUE(apps_->Stopped()->empty());
-  EXPECT_TRUE(apps_->Forget(app).ok()) << "forgetting twice is not an error";
+  // The watch sees it: no rescan, no read at the lookup.
+  ASSERT_TRUE(WaitFor([&] { return apps_->Find(app).ok(); }));
+  EXPECT_EQ(apps_->Find(app)->secret.value_or("none"), "the-secret");
+  Write("apps/" + app, R"({"secret":"changed"})");
+  ASSERT_TRUE(WaitFor([&] { return apps_->Find(app)->secret.value_or("") == "changed"; }));
+  ASSERT_EQ(::unlink(Path("apps/" + app).c_str()), 0);
+  ASSERT_TRUE(WaitFor([&] { return absl::IsNotFound(apps_->Find(app).status()); }));
 }
 
-TEST_F(YarnAppsTest, NamesThatAreNoApplicationAndBadFilesAreNeverRead) {
+TEST_F(YarnAppsTest, EndedApplicationsAreHandedOutOnceAndTheirMarkersAreLeftToTheNodeManager) {
+  const std::string a = "application_1_0001", b = "application_1_0002";
+  Write("stopped/" + a, "");
+  Write("stopped/.application_1_0003.tmp", "");  // the aux service's, half written
+  apps_->Rescan();
+  EXPECT_TRUE(apps_->Ended(a));
+  EXPECT_FALSE(apps_->Ended(b));
+  EXPECT_EQ(apps_->PendingEnded(), std::vector<std::string>{a});
+  apps_->Handled(a);
+  EXPECT_TRUE(apps_->PendingEnded().empty());
+  Write("stopped/" + b, "");
+  apps_->Rescan();
+  EXPECT_EQ(apps_->PendingEnded(), std::vector<std::string>{b});
+  struct stat st {};
+  EXPECT_EQ(::stat(Path("stopped/" + a).c_str(), &st), 0) << "ferry_server deletes nothing there";
+  // The aux service deletes the marker: forgotten.
+  ASSERT_EQ(::unlink(Path("stopped/" + a).c_str()), 0);
+  apps_->Rescan();
+  EXPECT_FALSE(apps_->Ended(a));
+  // A restarted server hands out what is still there.
+  Open();
+  EXPECT_EQ(apps_->PendingEnded(), std::vector<std::string>{b});
+}
+
+TEST_F(YarnAppsTest, FilesNotTheNodeManagersAreRefused) {
+  Write("apps/application_1_0001", "group-writable", 0660);
+  ASSERT_EQ(::symlink(Path("apps/application_1_0001").c_str(),
+                      Path("apps/application_1_0002").c_str()),
+            0);
+  ASSERT_EQ(::mkfifo(Path("apps/application_1_0003").c_str(), 0600), 0);
+  Write("apps/application_1_0004", std::string(YarnApps::kMaxServiceDataBytes + 1, 'x'));
+  Write("apps/application_1_0005", R"({"secret": 1})");
+  Write("stopped/application_1_0006", "", 0666);
+  apps_->Rescan();
+  auto refused = [&](const std::string& app, absl::string_view why) {
+    absl::Status s = apps_->Find(app).status();
+    EXPECT_FALSE(s.ok()) << app;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s;
+  };
+  refused("application_1_0001", "writable by others than its owner (mode 0660)");
+  refused("application_1_0002", "is a symlink; refused");
+  refused("application_1_0003", "not a regular file");
+  refused("application_1_0004", "holds more than");
+  refused("application_1_0005", "apps/application_1_0005: the service data's \"secret\"");
+  EXPECT_FALSE(apps_->Ended("application_1_0006"));
   EXPECT_EQ(apps_->Find("../stopped").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(apps_->Find(".hidden").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(apps_->Forget("../x").ok());
-  // A FIFO would block the reader; an endless file is not read past the bound.
-  ASSERT_EQ(::mkfifo((dir_.path() + "/apps/application_1_0001").c_str(), 0600), 0);
-  EXPECT_NE(apps_->Find("application_1_0001").status().message().find("not a regular file"),
-            std::string::npos);
-  Write("apps/application_1_0002", std::string(YarnApps::kMaxServiceDataBytes + 1, 'x'));
-  EXPECT_EQ(apps_->Find("application_1_0002").status().code(), absl::StatusCode::kInvalidArgument);
-  Write("apps/application_1_0003", R"({"secret": 1})");
-  absl::Status bad = apps_->Find("application_1_0003").status();
-  EXPECT_NE(bad.message().find("apps/application_1_0003"), std::string::npos) << bad;
+  if (::geteuid() == 0) {
+    // Another user's file, and a subdir of another user's: as if not there.
+    Write("apps/application_1_0007", "theirs");
+    ASSERT_EQ(::chown(Path("apps/application_1_0007").c_str(), 12345, 12345), 0);
+    apps_->Rescan();
+    refused("application_1_0007", "owned by uid 12345");
+    Write("apps/application_1_0008", "fine");
+    apps_->Rescan();
+    ASSERT_TRUE(apps_->Find("application_1_0008").ok());
+    ASSERT_EQ(::chown(Path("apps").c_str(), 12345, 12345), 0);
+    apps_->Rescan();
+    EXPECT_EQ(apps_->Find("application_1_0008").status().code(), absl::StatusCode::kNotFound);
+  }
+  // A world-writable apps/: nothing in it is read.
+  ASSERT_EQ(::chown(Path("apps").c_str(), ::geteuid(), ::getegid()), 0);
+  ASSERT_EQ(::chmod(Path("apps").c_str(), 0777), 0);
+  apps_->Rescan();
+  EXPECT_EQ(apps_->Find("application_1_0008").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(YarnAppsTest, TheNodeManagersLocalDirs) {
@@ -129,6 +228,8 @@ TEST_F(YarnAppsTest, TheNodeManagersLocalDirs) {
   EXPECT_EQ(*dirs, (std::vector<std::string>{"/data/1/yarn", "/data/2/yarn"}));
   Write("nodemanager-local-dirs", "\n");
   EXPECT_FALSE(apps_->NodeManagerLocalDirs().ok());
+  Write("nodemanager-local-dirs", "/data/1/yarn\n", 0666);
+  EXPECT_EQ(apps_->NodeManagerLocalDirs().status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
@@ -141,12 +242,13 @@ TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
   EXPECT_TRUE((*secrets)->required());
   Write("apps/application_1_0001", "own");
   Write("apps/application_1_0002", "");  // started without spark.authenticate
+  Write("apps/application_1_0004", R"({"secret": false})");
+  apps_->Rescan();
   EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or("refused"), "own");
   EXPECT_EQ((*secrets)->SecretOf("application_1_0002").status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*secrets)->SecretOf("application_1_0003").status().code(),
             absl::StatusCode::kPermissionDenied);
-  Write("apps/application_1_0004", R"({"secret": false})");
   absl::Status damaged = (*secrets)->SecretOf("application_1_0004").status();
   EXPECT_NE(damaged.message().find("no usable secret for application application_1_0004"),
             std::string::npos)
