@@ -54,16 +54,20 @@ bool IsNormalAbsolute(absl::string_view path) {
 // On YARN a dir belongs to the application it lies under: the NodeManager makes
 // <local-dir>/usercache/<user>/appcache/<application id> for each application and
 // deletes it when the application ends; its executors' dirs (blockmgr-*, and for
-// push-based shuffle merge_manager_*) are made inside it.
+// push-based shuffle merge_manager_*) are made inside it. The first "usercache" below
+// the root is the NodeManager's (a root may be a local dir or a dir above them).
 absl::Status CheckYarnDir(absl::string_view who, absl::string_view app_id, absl::string_view dir,
                           absl::string_view relative) {
   const std::vector<absl::string_view> parts = absl::StrSplit(relative, '/');
-  if (parts.size() < 5 || parts[0] != "usercache" || parts[2] != "appcache" ||
-      parts[3] != app_id) {
+  const auto user_cache = std::find(parts.begin(), parts.end(), "usercache");
+  const size_t at = static_cast<size_t>(user_cache - parts.begin());
+  if (user_cache == parts.end() || parts.size() < at + 5 || parts[at + 2] != "appcache" ||
+      parts[at + 3] != app_id) {
     return absl::PermissionDeniedError(absl::StrCat(
         who, ": local dir '", dir.substr(0, 256),
         "' is not inside the application's own dir (<NodeManager local dir>/usercache/<user>/"
-        "appcache/", app_id, "/...); on YARN an application registers only dirs of its own"));
+        "appcache/",
+        app_id, "/...); on YARN an application registers only dirs of its own"));
   }
   return absl::OkStatus();
 }

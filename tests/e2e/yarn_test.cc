@@ -116,7 +116,10 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
       options.work_dir = slot->work.path();
       options.aux_service_class = "org.ferry.yarn.FerryShuffleService";
       options.aux_service_jar = std::filesystem::absolute(kShimJar);
-      options.node_manager_site = {{"ferry.yarn.dir", slot->handoff.path()}};
+      // End markers are the aux service's to delete, a second after they are written
+      // here (an hour by default).
+      options.node_manager_site = {{"ferry.yarn.dir", slot->handoff.path()},
+                                   {"ferry.yarn.stopped-retention-ms", "1000"}};
       const absl::Time start = absl::Now();
       absl::StatusOr<std::unique_ptr<YarnCluster>> started = YarnCluster::Start(options);
       ASSERT_TRUE(started.ok()) << started.status();

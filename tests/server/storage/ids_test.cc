@@ -1,5 +1,6 @@
 #include "server/storage/ids.h"
 
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -19,6 +20,25 @@ TEST(IdsTest, OnlyPlainNamesOfAtMost128CharactersAreIds) {
     EXPECT_FALSE(IsValidId(bad)) << bad;
   }
   EXPECT_FALSE(IsValidId(std::string("a\0b", 3)));
+}
+
+// The table the aux service's AppIdsTest reads too: one rule on both sides of the YARN
+// hand-off.
+TEST(IdsTest, ApplicationIdsAsTheSharedTableSays) {
+  std::ifstream table("tests/testdata/app_ids.tsv");
+  ASSERT_TRUE(table.good());
+  int cases = 0;
+  for (std::string line; std::getline(table, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    const std::string verdict = line.substr(0, tab), id = line.substr(tab + 1);
+    ASSERT_TRUE(verdict == "valid" || verdict == "invalid") << line;
+    EXPECT_EQ(IsValidAppId(id), verdict == "valid") << "'" << id << "'";
+    EXPECT_EQ(CheckAppId(id).ok(), verdict == "valid") << "'" << id << "'";
+    ++cases;
+  }
+  EXPECT_GE(cases, 20);
 }
 
 TEST(IdsTest, ChecksNameWhatIsWrongCutShort) {
