@@ -105,9 +105,9 @@ absl::Status FerryServerOptions::Validate() const {
         "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
   }
   if (sweep_interval < absl::Milliseconds(10) || sweep_interval > absl::Hours(24)) {
-    return absl::InvalidArgumentError(absl::StrCat("--sweep-interval ",
-                                                   absl::FormatDuration(sweep_interval),
-                                                   " is out of range (10ms to 24h)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sweep-interval must be between 10ms and 24h, not ",
+                     absl::FormatDuration(sweep_interval)));
   }
   FERRY_RETURN_IF_ERROR(data.Validate());
   FERRY_RETURN_IF_ERROR(connection.Validate());

@@ -196,8 +196,8 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
     registry->roots_.push_back({root, std::move(fd)});
   }
   if (registry->roots_.empty() && !registry->options_.dir_roots.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no Spark dir root is a directory: ",
-                                                   absl::StrJoin(skipped, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no Spark dir root is a directory: ", absl::StrJoin(skipped, ", ")));
   }
   if (!skipped.empty()) {
     LOG(WARNING) << "Spark dir roots skipped (executors' dirs beneath them are refused): "
@@ -363,7 +363,8 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
       absl::StrCat("executor ", r.exec_id.substr(0, 64), " of app ", r.app_id.substr(0, 130));
   if (!IsValidAppId(r.app_id) || !IsValidId(r.exec_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        who, ": app and executor ids must be [A-Za-z0-9_.-]{1,128} (an app's not starting with '.')"));
+        who,
+        ": app and executor ids must be [A-Za-z0-9_.-]{1,128} (an app's not starting with '.')"));
   }
   if (r.info.local_dirs.empty() || r.info.local_dirs.size() > spark::kMaxLocalDirs) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": ", r.info.local_dirs.size(),
@@ -520,8 +521,9 @@ absl::Status ExecutorRegistry::Register(const spark::RegisterExecutor& registrat
     // Under the write lock: an application's end is noted before its registrations are
     // removed, so none validated before the end can be inserted after the removal.
     if (options_.ended && options_.ended(registration.app_id)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "app ", registration.app_id, " has ended on this node; its executors are not registered"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("app ", registration.app_id,
+                       " has ended on this node; its executors are not registered"));
     }
     FERRY_RETURN_IF_ERROR(CheckClaimsLocked(registration.app_id, registration.info.local_dirs));
   }

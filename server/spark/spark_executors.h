@@ -5,8 +5,8 @@
 // Without spark.authenticate any peer can register, so a registration may only name
 // local dirs beneath the configured roots (--spark-dir-roots): absolute, normalized
 // paths at most kMaxDirDepth components below the root, each a real directory, not a
-// symlink below the root (one openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS per dir, so checking
-// one costs its depth, not its depth squared). No peer can point the server at another
+// symlink below the root (one openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS per dir, so
+// checking one costs its depth, not its depth squared). No peer can point the server at another
 // directory. A registered executor keeps its local dirs: registering it again with
 // other dirs is refused (an executor's dirs never change while it lives), so no peer can
 // redirect another's reducers to other bytes. A dir belongs to the application whose

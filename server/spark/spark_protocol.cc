@@ -307,7 +307,8 @@ bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
       *rpc);
   if (!allowed.ok()) return Reply(id, allowed);
   if (auto* m = std::get_if<spark::RegisterExecutor>(&*rpc)) {
-    absl::Status registered = service_.Register(std::move(*m), core_.peer_host(), !authenticated_app_.empty());
+    absl::Status registered =
+        service_.Register(std::move(*m), core_.peer_host(), !authenticated_app_.empty());
     if (!registered.ok()) return Reply(id, registered);
     return Reply(id, std::string());
   }

@@ -92,8 +92,8 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
   // Charged to the application: the one the connection proved it is, or, without
   // spark.authenticate, the one it names from that host. A new executor never waits
   // behind changes to registered ones (a new shuffle manager).
-  const std::string key = authenticated ? shared->app_id
-                                        : absl::StrCat(peer_host, " ", shared->app_id);
+  const std::string key =
+      authenticated ? shared->app_id : absl::StrCat(peer_host, " ", shared->app_id);
   RateLimiter& rate = executors_->Find(shared->app_id, shared->exec_id).ok()
                           ? registration_changes_rate_
                           : registration_rate_;

@@ -124,9 +124,8 @@ int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 
 absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_view bytes) {
   ServiceData data;
   if (bytes.size() > kMaxServiceDataBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("service data of ", bytes.size(), " bytes (at most ", kMaxServiceDataBytes,
-                     " are read)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "service data of ", bytes.size(), " bytes (at most ", kMaxServiceDataBytes, " are read)"));
   }
   const absl::string_view trimmed = absl::StripAsciiWhitespace(bytes);
   if (!trimmed.empty() && trimmed.front() == '{') {
@@ -172,7 +171,8 @@ absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options,
   }
   UniqueFd dir(::open(options.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) {
-    if (errno == ENOTDIR) return absl::InvalidArgumentError(absl::StrCat(flag, " is not a directory"));
+    if (errno == ENOTDIR)
+      return absl::InvalidArgumentError(absl::StrCat(flag, " is not a directory"));
     return absl::ErrnoToStatus(errno, flag);
   }
   struct stat st {};
@@ -185,9 +185,9 @@ absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options,
   }
   UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!inotify.valid()) return absl::ErrnoToStatus(errno, "inotify_init1");
-  if (::inotify_add_watch(inotify.get(), options.dir.c_str(),
-                          IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB |
-                              IN_ONLYDIR) < 0) {
+  if (::inotify_add_watch(
+          inotify.get(), options.dir.c_str(),
+          IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_ONLYDIR) < 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("watch ", flag));
   }
   UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -270,10 +270,9 @@ void YarnApps::OpenSubLocked(Sub& sub) {
   }
   sub.fd = std::move(fd);
   const std::string path = absl::StrCat(options_.dir, "/", sub.name);
-  sub.watch = ::inotify_add_watch(
-      inotify_.get(), path.c_str(),
-      IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_DONT_FOLLOW |
-          IN_ONLYDIR);
+  sub.watch = ::inotify_add_watch(inotify_.get(), path.c_str(),
+                                  IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                                      IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR);
   if (sub.watch < 0) {
     // Still read at every rescan.
     Warn(absl::StrCat("cannot watch ", path, ": ", std::strerror(errno)));
@@ -298,8 +297,9 @@ void YarnApps::ReadAppLocked(const std::string& name) {
   struct stat st {};
   if (!fd.valid()) {
     if (errno == ENOENT) return forget();
-    app.data = absl::PermissionDeniedError(absl::StrCat(
-        path, errno == ELOOP ? " is a symlink; refused" : absl::StrCat(": ", std::strerror(errno))));
+    app.data = absl::PermissionDeniedError(
+        absl::StrCat(path, errno == ELOOP ? " is a symlink; refused"
+                                          : absl::StrCat(": ", std::strerror(errno))));
   } else if (::fstat(fd.get(), &st) != 0) {
     app.data = absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
   } else {
@@ -323,7 +323,8 @@ void YarnApps::ReadAppLocked(const std::string& name) {
         app.data = ParseServiceData(*bytes);
         explicit_bzero(bytes->data(), bytes->size());
         if (!app.data.ok()) {
-          app.data = absl::InvalidArgumentError(absl::StrCat(path, ": ", app.data.status().message()));
+          app.data =
+              absl::InvalidArgumentError(absl::StrCat(path, ": ", app.data.status().message()));
         }
       }
     }
@@ -446,9 +447,8 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::Find(absl::string_view app_id) c
   absl::MutexLock lock(&mu_);
   auto it = apps_.find(app_id);
   if (it == apps_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("the NodeManager has not started application ", app_id.substr(0, 130),
-                     " on this node"));
+    return absl::NotFoundError(absl::StrCat("the NodeManager has not started application ",
+                                            app_id.substr(0, 130), " on this node"));
   }
   return it->second.data;
 }

@@ -24,9 +24,9 @@ absl::Status CheckAppId(absl::string_view app_id) {
 
 absl::Status CheckAppAndExecutorIds(absl::string_view app_id, absl::string_view exec_id) {
   if (IsValidAppId(app_id) && IsValidId(exec_id)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "app id '", app_id.substr(0, 160), "' or executor id '", exec_id.substr(0, 160),
-      "' is not [A-Za-z0-9_.-]{1,128} (an app's not starting with '.')"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("app id '", app_id.substr(0, 160), "' or executor id '", exec_id.substr(0, 160),
+                   "' is not [A-Za-z0-9_.-]{1,128} (an app's not starting with '.')"));
 }
 
 }  // namespace ferry

@@ -286,6 +286,71 @@ TEST_F(ExecutorRegistryTest, AnAppCannotClaimDeleteOrMoveAnotherAppsDirs) {
   EXPECT_TRUE(registry->Register(Registration("other", "1", {root_ + "/blockmgr-1"})).ok());
 }
 
+// On YARN a dir belongs to the application it lies under, registered or not: after a
+// restart with no claim left (recovery disabled, or no state dir), bob still cannot
+// register alice's dirs, nor claim a dir above hers while none of hers is registered.
+TEST_F(ExecutorRegistryTest, OnYarnAnApplicationRegistersOnlyDirsInsideItsOwn) {
+  const std::string nm = root_ + "/nm-local-dir";
+  const std::string alice = nm + "/usercache/alice/appcache/application_1_0001";
+  const std::string bob = nm + "/usercache/bob/appcache/application_1_0002";
+  for (const std::string& d : {alice + "/blockmgr-a", bob + "/blockmgr-b"}) {
+    std::filesystem::create_directories(d);
+  }
+  std::vector<std::string> ended;
+  ExecutorRegistry::Options options;
+  options.dir_roots = {nm};
+  options.yarn_layout = true;
+  options.ended = [&](absl::string_view app) {
+    return std::find(ended.begin(), ended.end(), app) != ended.end();
+  };
+  auto registry = ExecutorRegistry::Open(options);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  for (const std::string& dir : {alice + "/blockmgr-a", alice, nm + "/usercache/alice",
+                                 nm + "/usercache", nm + "/usercache/alice/appcache"}) {
+    absl::Status s = (*registry)->Register(Registration("application_1_0002", "1", {dir}));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << dir << ": " << s;
+    EXPECT_NE(s.message().find("not inside the application's own dir"), std::string::npos) << s;
+    EXPECT_EQ((*registry)->Check(Registration("application_1_0002", "1", {dir})).code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  // The same layout under a root above the NodeManager's local dirs.
+  options.dir_roots = {root_};
+  auto above = ExecutorRegistry::Open(options);
+  ASSERT_TRUE(above.ok()) << above.status();
+  EXPECT_FALSE(
+      (*above)->Register(Registration("application_1_0002", "1", {alice + "/blockmgr-a"})).ok());
+  EXPECT_TRUE(
+      (*above)->Register(Registration("application_1_0001", "1", {alice + "/blockmgr-a"})).ok());
+
+  EXPECT_TRUE(
+      (*registry)->Register(Registration("application_1_0001", "1", {alice + "/blockmgr-a"})).ok());
+  EXPECT_TRUE(
+      (*registry)->Register(Registration("application_1_0002", "1", {bob + "/blockmgr-b"})).ok());
+  // An ended application registers nothing more.
+  ended.push_back("application_1_0001");
+  absl::Status late =
+      (*registry)->Register(Registration("application_1_0001", "2", {alice + "/blockmgr-a"}));
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+}
+
+// A NodeManager's local dir may be a symlink (executors name it as the NodeManager
+// does), and a missing one (a failed disk) is skipped while the others serve.
+TEST_F(ExecutorRegistryTest, RootsMayBeSymlinksAndAMissingOneIsSkipped) {
+  const std::string link = dir_.path() + "/link";
+  ASSERT_EQ(::symlink(root_.c_str(), link.c_str()), 0);
+  ExecutorRegistry::Options options;
+  options.dir_roots = {dir_.path() + "/gone", link};
+  auto registry = ExecutorRegistry::Open(options);
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  EXPECT_TRUE((*registry)->Register(Registration("app-1", "1", {link + "/blockmgr-1"})).ok());
+  // Below the root, links are still not followed.
+  ASSERT_EQ(::symlink((dir_.path() + "/elsewhere").c_str(), (root_ + "/out").c_str()), 0);
+  EXPECT_FALSE((*registry)->Register(Registration("app-1", "2", {link + "/out"})).ok());
+  options.dir_roots = {dir_.path() + "/gone"};
+  absl::Status none = ExecutorRegistry::Open(options).status();
+  EXPECT_NE(none.message().find("no Spark dir root is a directory"), std::string::npos) << none;
+}
+
 // A state file written before claims were checked may hold two apps naming one dir: the
 // first registration keeps it, the later one is dropped at start.
 TEST_F(ExecutorRegistryTest, AtStartTheFirstRegistrationOfADirKeepsIt) {

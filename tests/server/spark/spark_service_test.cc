@@ -129,5 +129,40 @@ TEST_F(SparkServiceTest, AClientPastItsShareOfOpenChunksIsRefusedAndOthersAreNot
   EXPECT_TRUE(Open({0}).ok());
 }
 
+// Registrations are charged to their application (authenticated, its own): one that is
+// invalid costs nothing, another application's flood never spends an application's
+// turns, and changes to registered executors never delay a new one.
+TEST_F(SparkServiceTest, RegistrationsAreChargedToTheirApplicationAndInvalidOnesAreFree) {
+  options_.registrations = {.total = {.per_second = 1, .burst = 6},
+                            .per_client = {.per_second = 1, .burst = 2},
+                            .max_wait = absl::ZeroDuration()};
+  auto reg = [&](const std::string& app, const std::string& exec, std::vector<std::string> dirs,
+                 const std::string& manager = kShuffleManager) {
+    absl::Status status;
+    testing::RunInFiber([&] {
+      status = Service().Register({app, exec, {std::move(dirs), kSubdirs, manager}}, "10.0.0.1",
+                                  /*authenticated=*/true);
+    });
+    return status;
+  };
+  // Naming a dir that is not there, again and again: refused as invalid, never as busy.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(reg("bob", absl::StrCat(i), {roots_.path() + "/missing"}).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  // bob spends his own turns (two), with new executors and then changes to them.
+  EXPECT_TRUE(reg("bob", "1", {dirs_[0]}).ok());
+  EXPECT_TRUE(reg("bob", "2", {dirs_[0]}).ok());
+  EXPECT_EQ(reg("bob", "3", {dirs_[0]}).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(reg("bob", "1", {dirs_[0]}, "changed-1").ok());
+  EXPECT_TRUE(reg("bob", "2", {dirs_[0]}, "changed-1").ok());
+  EXPECT_EQ(reg("bob", "1", {dirs_[0]}, "changed-2").code(), absl::StatusCode::kResourceExhausted);
+  // Registering again as it is costs nothing.
+  EXPECT_TRUE(reg("bob", "1", {dirs_[0]}, "changed-1").ok());
+  // alice, from the same host: her own turns.
+  EXPECT_TRUE(reg("alice", "1", {dirs_[1]}).ok());
+  EXPECT_TRUE(reg("alice", "2", {dirs_[1]}).ok());
+}
+
 }  // namespace
 }  // namespace ferry

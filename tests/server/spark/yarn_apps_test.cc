@@ -76,17 +76,17 @@ TEST(ServiceDataTest, APayloadOfTheWrongTypesIsAnError) {
 // Past kMaxJsonDepth it is no payload, so it is the secret's bytes, as Jackson (whose
 // nesting is bounded too) leaves it.
 TEST(ServiceDataTest, DeepNestingIsNoPayload) {
-  const std::string deep = absl::StrCat(R"({"secret":"s","x":)", std::string(30000, '['),
-                                        std::string(30000, ']'), "}");
+  const std::string deep =
+      absl::StrCat(R"({"secret":"s","x":)", std::string(30000, '['), std::string(30000, ']'), "}");
   absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(deep);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->secret.value_or("none"), deep);
   const std::string objects = absl::StrCat(std::string(YarnApps::kMaxJsonDepth + 1, '{'),
                                            std::string(YarnApps::kMaxJsonDepth + 1, '}'));
   EXPECT_EQ(YarnApps::ParseServiceData(objects)->secret.value_or("none"), objects);
-  const std::string within = absl::StrCat(R"({"secret":"s","x":)",
-                                          std::string(YarnApps::kMaxJsonDepth - 1, '['),
-                                          std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
+  const std::string within =
+      absl::StrCat(R"({"secret":"s","x":)", std::string(YarnApps::kMaxJsonDepth - 1, '['),
+                   std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
   EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or("none"), "s");
   EXPECT_FALSE(
       YarnApps::ParseServiceData(std::string(YarnApps::kMaxServiceDataBytes + 1, 'x')).ok());
@@ -179,9 +179,9 @@ TEST_F(YarnAppsTest, EndedApplicationsAreHandedOutOnceAndTheirMarkersAreLeftToTh
 
 TEST_F(YarnAppsTest, FilesNotTheNodeManagersAreRefused) {
   Write("apps/application_1_0001", "group-writable", 0660);
-  ASSERT_EQ(::symlink(Path("apps/application_1_0001").c_str(),
-                      Path("apps/application_1_0002").c_str()),
-            0);
+  ASSERT_EQ(
+      ::symlink(Path("apps/application_1_0001").c_str(), Path("apps/application_1_0002").c_str()),
+      0);
   ASSERT_EQ(::mkfifo(Path("apps/application_1_0003").c_str(), 0600), 0);
   Write("apps/application_1_0004", std::string(YarnApps::kMaxServiceDataBytes + 1, 'x'));
   Write("apps/application_1_0005", R"({"secret": 1})");
