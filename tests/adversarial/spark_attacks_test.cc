@@ -4,9 +4,11 @@
 // (docs/security.md).
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -509,6 +511,80 @@ TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDir
   ASSERT_EQ(::rmdir(dirs_[2].c_str()), 0);
   EXPECT_TRUE(WaitFor([&] { return server_->spark_executors()->size() == 1; }));
   EXPECT_FALSE(server_->spark_executors()->Find("ended", "0").ok());
+}
+
+// Round five, 1: a YARN application's service data was parsed at every handshake, before
+// authentication, on a data-plane thread: nested 30,000 deep (60 KB), one unauthenticated
+// first SASL message naming the application cost 31.8 s of server CPU while another
+// client's handshake on that thread timed out. Now the file is parsed once, bounded, off
+// those threads: 400 first messages naming it, from two clients, cost little, and another
+// application's handshakes go through meanwhile.
+TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
+  testing::TempDir handoff;
+  for (const char* sub : {"/apps", "/stopped"}) {
+    ASSERT_EQ(::mkdir((handoff.path() + sub).c_str(), 0750), 0);
+  }
+  const auto hand_over = [&](const std::string& app, const std::string& data) {
+    const std::string path = handoff.path() + "/apps/" + app;
+    std::ofstream(path + ".tmp") << data;
+    ASSERT_EQ(::chmod((path + ".tmp").c_str(), 0640), 0);
+    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  };
+  const std::string deep =
+      absl::StrCat(R"({"x":)", std::string(30000, '['), std::string(30000, ']'), "}");
+  hand_over("application_1_0666", deep);
+  hand_over("application_1_0001", R"({"secret":"the victim's secret"})");
+  options_.spark_yarn.dir = handoff.path();
+  options_.spark_auth.yarn = true;
+  options_.data.threads = 1;  // the attackers' and the victim's connections share it
+  Start();
+
+  constexpr int kPerAttacker = 200;
+  std::atomic<int> answered{0};
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> attackers;
+  for (int t = 0; t < 2; ++t) {
+    attackers.emplace_back([&] {
+      for (int i = 0; i < kPerAttacker; ++i) {
+        SparkClient client(port());
+        const Reply reply =
+            client.Call(sw::EncodeSaslMessage({"application_1_0666", std::string()}));
+        if (reply.type == sw::MessageType::kRpcResponse ||
+            reply.type == sw::MessageType::kRpcFailure) {
+          answered++;
+        }
+      }
+    });
+  }
+  std::vector<double> victim_ms;
+  for (int i = 0; i < 20; ++i) {
+    SparkClient victim(port(), "127.0.0.2");
+    const absl::Time began = absl::Now();
+    ASSERT_TRUE(
+        testing::AuthenticateWithAuthEngine(victim, "application_1_0001", "the victim's secret", 2)
+            .ok());
+    victim_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - began));
+  }
+  for (std::thread& attacker : attackers) attacker.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto cpu = [](const rusage& r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+  };
+  std::sort(victim_ms.begin(), victim_ms.end());
+  const double per_message_us = (cpu(after) - cpu(before)) * 1e6 / (2 * kPerAttacker);
+  std::printf(
+      "%d first SASL messages naming a 60 KB service data nested 30,000 deep in %.2f s: %.0f us "
+      "of CPU each (server and clients); the victim's AuthEngine handshake meanwhile: median "
+      "%.2f ms, max %.2f ms\n",
+      2 * kPerAttacker, seconds, per_message_us, victim_ms[victim_ms.size() / 2], victim_ms.back());
+  EXPECT_EQ(answered, 2 * kPerAttacker);
+  // Was 31.8 s of CPU each, and the victim timed out.
+  EXPECT_LT(per_message_us, 20000);
+  EXPECT_LT(victim_ms.back(), 2000);
 }
 
 }  // namespace
