@@ -68,7 +68,7 @@ FERRY_OPTION_FLAG(ferry::FerryServerOptions, spark_address, spark_address,
                   "port is 7337) on the data plane's threads. Empty: off.");
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, sweep_interval, sweep_interval,
                   "How often expired streams, deleted files, Spark executors whose dirs are gone "
-                  "and YARN applications that ended are let go of.");
+                  "and YARN applications that ended are let go of (10ms to 24h).");
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, metrics_address, metrics_address,
                   "host:port serving Prometheus metrics at /metrics (docs/operations.md). Empty: "
                   "off.");

@@ -11,7 +11,9 @@
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, spark_dir_roots, dir_roots,
                   "Comma-separated directories that Spark executors' local dirs must lie "
                   "beneath (required with --spark-address, but on YARN, where --spark-yarn-dir "
-                  "gives the NodeManager's local dirs; symlinks below them are not followed).");
+                  "adds the NodeManager's local dirs; a root may be a symlink, one that is "
+                  "missing is skipped with a warning, and symlinks below them are not "
+                  "followed).");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, state_dir, state_dir,
                   "Directory where Spark executors' registrations are kept across restarts. "
                   "Empty: in memory only.");
@@ -64,6 +66,8 @@ FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_key, key_file,
 
 FERRY_OPTION_FLAG(ferry::YarnApps::Options, spark_yarn_dir, dir,
                   "On YARN: the directory Ferry's spark_shuffle NodeManager aux service hands "
-                  "applications' starts, secrets and ends to (its ferry.yarn.dir). An ended "
-                  "application's registrations are forgotten at the next sweep; without "
-                  "--spark-dir-roots, the NodeManager's local dirs are the roots.");
+                  "applications' starts, secrets and ends to (its ferry.yarn.dir; owned by the "
+                  "NodeManager's user, writable by no one else). An ended application's "
+                  "registrations are forgotten at the next sweep; the NodeManager's local dirs "
+                  "are roots, and an application registers only dirs inside its own "
+                  "usercache/<user>/appcache/<application id>.");

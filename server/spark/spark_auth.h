@@ -11,7 +11,7 @@
 //     needs no restart; an application with a file of its own uses it, others the
 //     shared secret.
 //   * yarn: the secret YARN's NodeManager handed Ferry's aux service for the
-//     application (server/spark/yarn_apps.h), read at each handshake; an application
+//     application (server/spark/yarn_apps.h), held in memory; an application
 //     without one falls back to the two above.
 // A secret file holds the secret as Spark's setting holds it, surrounding whitespace
 // dropped. Secrets are never logged.

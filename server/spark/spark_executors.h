@@ -9,8 +9,10 @@
 // checking one costs its depth, not its depth squared). No peer can point the server at another
 // directory. A registered executor keeps its local dirs: registering it again with
 // other dirs is refused (an executor's dirs never change while it lives), so no peer can
-// redirect another's reducers to other bytes. A dir belongs to the application whose
-// live registration names it: another application's registration naming it, or a dir
+// redirect another's reducers to other bytes. On YARN (Options::yarn_layout) a dir
+// belongs to the application it lies under, <root>/usercache/<user>/appcache/<app>/...,
+// whatever is registered; everywhere, a dir belongs to the application whose live
+// registration names it: another application's registration naming it, or a dir
 // inside or around it, is refused, so an application can neither read nor delete
 // another's files through a registration of its own. Deleting an app's local dirs
 // spares every dir another registration still names (or one inside or around it).
