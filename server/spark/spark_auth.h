@@ -7,7 +7,8 @@
 //   * secret_file: one secret for every application;
 //   * secrets_dir: a file per application, named by its id (application_..._0001,
 //     app-2026...-0000), written by the cluster manager's hook when the application
-//     starts and removed when it ends. Read at each handshake, so a new application
+//     starts and removed when it ends. Read at each handshake (on a blocking worker,
+//     not a data-plane thread: SparkSecrets::reads_files()), so a new application
 //     needs no restart; an application with a file of its own uses it, others the
 //     shared secret.
 //   * yarn: the secret YARN's NodeManager handed Ferry's aux service for the
@@ -55,6 +56,9 @@ class SparkSecrets {
   // when it has none (no file of its own and no shared secret, or an id that cannot be
   // a file name).
   absl::StatusOr<std::string> SecretOf(absl::string_view app_id) const;
+  // Whether SecretOf() may read a file (--spark-auth-secrets-dir), and so belongs on a
+  // blocking worker; otherwise it reads memory only.
+  bool reads_files() const { return !dir_.empty(); }
 
   // Whether clients of AuthEngine version 1 are served (--spark-auth-engine-v1):
   // Spark's default, whose session key is the X25519 secret itself.

@@ -75,6 +75,8 @@ class SparkProtocol {
   // Ends a handshake that failed: counted, answered with `status`, and false (the
   // connection closes).
   bool RefuseHandshake(int64_t request_id, const absl::Status& status);
+  // The secret `app_id` authenticates with; a file's read runs on a blocking worker.
+  absl::StatusOr<std::string> SecretOf(const std::string& app_id);
   // PERMISSION_DENIED unless the connection may act for `app_id`.
   absl::Status CheckApp(const std::string& app_id) const;
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
@@ -190,6 +192,12 @@ bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
   return false;
 }
 
+absl::StatusOr<std::string> SparkProtocol::SecretOf(const std::string& app_id) {
+  if (!secrets_.reads_files()) return secrets_.SecretOf(app_id);
+  return service_.RunBlocking<std::string>(
+      [secrets = &secrets_, app_id]() { return secrets->SecretOf(app_id); });
+}
+
 bool SparkProtocol::RefuseHandshake(int64_t request_id, const absl::Status& status) {
   // Every failure closes the connection, as Spark's service does: a client retries with
   // a new one, and a peer guessing the secret pays a connection per guess.
@@ -213,7 +221,7 @@ bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body)
   }
   absl::StatusOr<spark::AuthMessage> challenge = spark::DecodeAuthMessage(body);
   if (!challenge.ok()) return RefuseHandshake(request_id, challenge.status());
-  absl::StatusOr<std::string> secret = secrets_.SecretOf(challenge->app_id);
+  absl::StatusOr<std::string> secret = SecretOf(challenge->app_id);
   if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
   absl::StatusOr<spark::AuthEngineAnswer> answer = spark::AnswerChallenge(*secret, *challenge);
   if (!answer.ok()) return RefuseHandshake(request_id, answer.status());
@@ -242,7 +250,7 @@ bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
   absl::StatusOr<spark::SaslMessage> message = spark::DecodeSaslMessage(body);
   if (!message.ok()) return RefuseHandshake(request_id, message.status());
   if (sasl_ == nullptr) {
-    absl::StatusOr<std::string> secret = secrets_.SecretOf(message->app_id);
+    absl::StatusOr<std::string> secret = SecretOf(message->app_id);
     if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
     absl::StatusOr<std::unique_ptr<spark::SaslServer>> server =
         spark::SaslServer::Create(*secret, /*offer_encryption=*/!tls_);

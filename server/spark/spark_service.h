@@ -138,6 +138,13 @@ class SparkShuffleService {
   absl::StatusOr<StreamBlock> OpenRddBlock(std::shared_ptr<const spark::ExecutorDirs> dirs,
                                            const BlockId& id);
 
+  // Runs `fn` on the blocking pool, within the service's blocking timeout, while the
+  // calling fiber waits: for work that may touch the disk (a secret file's read).
+  template <typename T>
+  absl::StatusOr<T> RunBlocking(absl::AnyInvocable<absl::StatusOr<T>()> fn) {
+    return pool_->Call<T>(std::move(fn), absl::Now() + options_.blocking_timeout);
+  }
+
   // Deletes the files the block ids name (rdd blocks, and map outputs' .data and .index
   // files, as Spark's driver names them when it removes a shuffle); how many were
   // deleted. Other ids are skipped.
