@@ -13,6 +13,7 @@
 //     one application, and an executor container SIGKILLed mid-reduce.
 // Every Spark version scripts/setup installed runs on the YARN its line bundles; without
 // Java, Spark or YARN's jars the test skips, saying so.
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,7 +42,9 @@
 #include "gtest/gtest.h"
 #include "server/spark/yarn_apps.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/process_groups.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/spark_apps.h"
 #include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
@@ -471,6 +474,131 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
   ExpectForgotten(ran.app);
 }
 
+// The two-user deployment of docs/spark.md ("YARN"): the NodeManagers run as one user
+// (root here) and ferry_server as another (nobody, in the NodeManagers' group, as the
+// package's ferry user is put in the NodeManager's), over a hand-off dir of the
+// NodeManagers' user, 0750. An application authenticates with the secret YARN gave it,
+// shuffles through ferry_server, ends, and nothing of it is left: ferry_server forgot
+// it without a warning, and the aux service deleted its files. Its own cluster and
+// ferry_server process, in /tmp (nobody cannot reach the test's own dirs under /root).
+class YarnTwoUsersTest : public ::testing::TestWithParam<SparkDistribution> {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "running ferry_server as nobody needs root";
+    if (::getpwnam("nobody") == nullptr) GTEST_SKIP() << "no user nobody";
+    jars_ = testing::YarnJarsFor(GetParam());
+    if (!jars_.ok()) GTEST_SKIP() << jars_.status().message();
+    SharedClusters().clear();  // one cluster at a time on these two cores
+    char dir[] = "/tmp/ferry-yarn-users-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    scratch_ = dir;
+    ASSERT_EQ(::chmod(dir, 0755), 0);
+  }
+  void TearDown() override {
+    server_.reset();
+    cluster_.reset();
+    if (!scratch_.empty()) std::filesystem::remove_all(scratch_);
+  }
+
+  absl::StatusOr<std::string> jars_ = absl::UnknownError("unset");
+  std::string scratch_;
+  std::unique_ptr<YarnCluster> cluster_;
+  std::unique_ptr<testing::ServerProcess> server_;
+};
+
+TEST_P(YarnTwoUsersTest, TheNodeManagersAndFerrysUsersAsDocsSay) {
+  const passwd* nobody = ::getpwnam("nobody");
+  const std::string handoff = scratch_ + "/handoff", work = scratch_ + "/work";
+  ASSERT_EQ(::mkdir(work.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(handoff.c_str(), 0750), 0);  // the NodeManagers' user's
+  for (const char* sub : {"/data", "/state"}) {
+    ASSERT_EQ(::mkdir((scratch_ + sub).c_str(), 0750), 0);
+    ASSERT_EQ(::chown((scratch_ + sub).c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  }
+  std::filesystem::copy_file("server/ferry_server", scratch_ + "/ferry_server");
+  ASSERT_EQ(::chmod((scratch_ + "/ferry_server").c_str(), 0755), 0);
+
+  YarnCluster::Options options;
+  options.spark = GetParam();
+  options.hadoop_jars = *jars_;
+  options.work_dir = work;
+  options.aux_service_class = "org.ferry.yarn.FerryShuffleService";
+  options.aux_service_jar = std::filesystem::absolute(kShimJar);
+  options.node_manager_site = {{"ferry.yarn.dir", handoff},
+                               {"ferry.yarn.stopped-retention-ms", "1000"}};
+  absl::StatusOr<std::unique_ptr<YarnCluster>> started = YarnCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  cluster_ = *std::move(started);
+
+  testing::ServerProcessOptions as_ferry;
+  as_ferry.log_path = scratch_ + "/ferry_server.log";
+  as_ferry.user = "nobody";
+  as_ferry.groups = {0};  // the NodeManagers' group
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(
+      scratch_ + "/ferry_server", scratch_ + "/data",
+      {"--spark-address=127.0.0.1:0", "--spark-yarn-dir=" + handoff, "--spark-auth-yarn",
+       // Both NodeManagers of this host share it: their local dirs' parent.
+       "--spark-dir-roots=" + cluster_->local_dirs_root(), "--state-dir=" + scratch_ + "/state",
+       "--sweep-interval=500ms", "--metrics-address=127.0.0.1:0"},
+      as_ferry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+
+  std::map<std::string, std::string> conf = {
+      {"spark.executor.memory", "512m"},
+      {"spark.executor.cores", "1"},
+      {"spark.executor.instances", "2"},
+      {"spark.driver.memory", "512m"},
+      {"spark.ui.enabled", "false"},
+      {"spark.shuffle.readHostLocalDisk", "false"},
+      {"spark.shuffle.service.enabled", "true"},
+      {"spark.authenticate", "true"},
+      {"spark.shuffle.service.port", absl::StrCat(server_->spark_port())}};
+  const absl::Time start = absl::Now();
+  absl::StatusOr<YarnCluster::Submitted> ran =
+      cluster_->Submit(kJobs, {"rdd", "sql", "checked"}, conf, kJobTimeout);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_EQ(ran->exit_code, 0) << ran->output.substr(
+                                      ran->output.size() > 6000 ? ran->output.size() - 6000 : 0)
+                               << "\n--- ferry_server's log\n"
+                               << testing::ReadTextFile(as_ferry.log_path)
+                               << cluster_->DiagnosticLogs();
+  const std::string app = ApplicationOf(ran->output);
+  std::printf("Spark %s on YARN, ferry_server as nobody (%s): %zu results in %s\n",
+              GetParam().version.c_str(), app.c_str(), ran->results.size(),
+              absl::FormatDuration(absl::Now() - start).c_str());
+  std::map<std::string, std::string> by_job;
+  for (const std::string& line : ran->results) by_job[JsonField(line, "job")] = line;
+  ASSERT_EQ(by_job.count("shuffled"), 1u) << absl::StrJoin(ran->results, "\n");
+  for (const char* field : {"keys", "total", "weighted"}) {
+    EXPECT_EQ(JsonField(by_job["shuffled"], field), JsonField(by_job["expected"], field));
+  }
+  const std::string log = testing::ReadTextFile(as_ferry.log_path);
+  EXPECT_TRUE(absl::StrContains(log, "registered Spark executor")) << log;
+  EXPECT_GT(testing::ScrapeMetric(server_->metrics_port(),
+                                  R"(ferry_spark_authentications_total{outcome="authenticated"})")
+                .value_or(0),
+            0);
+  // Ended: forgotten by ferry_server, its files deleted by the aux service.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::ScrapeMetric(server_->metrics_port(), "ferry_spark_executors_registered")
+                       .value_or(-1) == 0 &&
+               FilesIn(handoff + "/apps").empty() && FilesIn(handoff + "/stopped").empty();
+      },
+      absl::Seconds(60)))
+      << "apps/: " << absl::StrJoin(FilesIn(handoff + "/apps"), " ")
+      << "; stopped/: " << absl::StrJoin(FilesIn(handoff + "/stopped"), " ");
+  std::vector<std::string> warnings;
+  for (absl::string_view line : absl::StrSplit(testing::ReadTextFile(as_ferry.log_path), '\n')) {
+    if (!line.empty() && (line[0] == 'W' || line[0] == 'E') &&
+        (absl::StrContains(line, "yarn") || absl::StrContains(line, "ferry_server.cc"))) {
+      warnings.emplace_back(line);
+    }
+  }
+  EXPECT_TRUE(warnings.empty()) << absl::StrJoin(warnings, "\n");
+}
+
 }  // namespace
 }  // namespace ferry
 
@@ -487,6 +615,8 @@ std::string VersionName(const ::testing::TestParamInfo<SparkDistribution>& param
 }
 INSTANTIATE_TEST_SUITE_P(Versions, YarnTest, ::testing::ValuesIn(Sparks()), VersionName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(YarnTest);
+INSTANTIATE_TEST_SUITE_P(Versions, YarnTwoUsersTest, ::testing::ValuesIn(Sparks()), VersionName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(YarnTwoUsersTest);
 
 TEST(YarnAvailabilityTest, ScriptsSetupInstalledSparkAndYarn) {
   std::string why;

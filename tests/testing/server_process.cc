@@ -90,8 +90,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
       ::setrlimit(RLIMIT_NOFILE, &limit);
     }
     if (netns.valid() && ::setns(netns.get(), CLONE_NEWNET) != 0) ::_exit(125);
-    if (account != nullptr && (::setgroups(0, nullptr) != 0 || ::setgid(account->pw_gid) != 0 ||
-                               ::setuid(account->pw_uid) != 0)) {
+    if (account != nullptr && (::setgroups(options.groups.size(), options.groups.data()) != 0 ||
+                               ::setgid(account->pw_gid) != 0 || ::setuid(account->pw_uid) != 0)) {
       ::_exit(126);
     }
     ::execv(argv[0], argv.data());

@@ -25,6 +25,9 @@ struct ServerProcessOptions {
   // service runs: this process must be root, and the binary and every path it is given
   // must be reachable by that user (not beneath /root).
   std::string user;
+  // With `user`: supplementary groups it keeps (a service user in the group of another
+  // service's files, as ferry in the NodeManager's).
+  std::vector<gid_t> groups;
   // A network namespace (a name under /run/netns; see HostCluster) to run it in.
   std::string netns;
   // The numeric address both planes listen on (ports the kernel picks), and the control
