@@ -26,6 +26,7 @@
 #include "common/spark_wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
+#include "server/spark/yarn_apps.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/fake_clock.h"
@@ -517,7 +518,8 @@ TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDir
 // authentication, on a data-plane thread: nested 30,000 deep (60 KB), one unauthenticated
 // first SASL message naming the application cost 31.8 s of server CPU while another
 // client's handshake on that thread timed out. Now the file is parsed once, bounded, off
-// those threads: 400 first messages naming it, from two clients, cost little, and another
+// those threads: 400 first messages naming it or the largest flat payload, from two
+// clients, cost little, and another
 // application's handshakes go through meanwhile.
 TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   testing::TempDir handoff;
@@ -533,6 +535,10 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   const std::string deep =
       absl::StrCat(R"({"x":)", std::string(30000, '['), std::string(30000, ']'), "}");
   hand_over("application_1_0666", deep);
+  // And the largest flat payload: 11.8 ms of CPU per first message, parsed each time.
+  std::string flat = R"({"secret":"s","pad":")";
+  flat += std::string(YarnApps::kMaxServiceDataBytes - flat.size() - 2, 'x') + R"("})";
+  hand_over("application_1_0667", flat);
   hand_over("application_1_0001", R"({"secret":"the victim's secret"})");
   options_.spark_yarn.dir = handoff.path();
   options_.spark_auth.yarn = true;
@@ -545,12 +551,11 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   ::getrusage(RUSAGE_SELF, &before);
   const absl::Time start = absl::Now();
   std::vector<std::thread> attackers;
-  for (int t = 0; t < 2; ++t) {
-    attackers.emplace_back([&] {
+  for (const char* named : {"application_1_0666", "application_1_0667"}) {
+    attackers.emplace_back([&, named] {
       for (int i = 0; i < kPerAttacker; ++i) {
         SparkClient client(port());
-        const Reply reply =
-            client.Call(sw::EncodeSaslMessage({"application_1_0666", std::string()}));
+        const Reply reply = client.Call(sw::EncodeSaslMessage({named, std::string()}));
         if (reply.type == sw::MessageType::kRpcResponse ||
             reply.type == sw::MessageType::kRpcFailure) {
           answered++;
@@ -577,7 +582,8 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   std::sort(victim_ms.begin(), victim_ms.end());
   const double per_message_us = (cpu(after) - cpu(before)) * 1e6 / (2 * kPerAttacker);
   std::printf(
-      "%d first SASL messages naming a 60 KB service data nested 30,000 deep in %.2f s: %.0f us "
+      "%d first SASL messages naming a 60 KB service data nested 30,000 deep, or a flat 64 KiB "
+      "one, in %.2f s: %.0f us "
       "of CPU each (server and clients); the victim's AuthEngine handshake meanwhile: median "
       "%.2f ms, max %.2f ms\n",
       2 * kPerAttacker, seconds, per_message_us, victim_ms[victim_ms.size() / 2], victim_ms.back());
@@ -585,6 +591,54 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   // Was 31.8 s of CPU each, and the victim timed out.
   EXPECT_LT(per_message_us, 20000);
   EXPECT_LT(victim_ms.back(), 2000);
+}
+
+// Round five, 4: the registration budget was per address, so every executor of a node
+// shared one: an application re-registering from 128 connections (or registering dirs
+// that are not there) kept another application's new executors on that host from
+// registering at all (0 of 24). Now it is the application's (the authenticated one),
+// an invalid registration costs nothing, and changes never delay new executors.
+TEST_F(SparkAttackTest, OneApplicationsRegistrationsNeverSpendAnothers) {
+  testing::TempDir secrets;
+  std::ofstream(secrets.path() + "/bob") << "bob's secret";
+  std::ofstream(secrets.path() + "/alice") << "alice's secret";
+  options_.spark_auth.secrets_dir = secrets.path();
+  options_.spark.registrations.per_client = {.per_second = 20, .burst = 20};
+  options_.spark.registrations.max_wait = absl::Milliseconds(200);
+  Start();
+  const auto authenticated = [&](const std::string& app, const std::string& secret) {
+    auto client = std::make_unique<SparkClient>(port());
+    EXPECT_TRUE(testing::AuthenticateWithAuthEngine(*client, app, secret, 2).ok());
+    return client;
+  };
+  std::atomic<int> refused{0};
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < 16; ++t) {
+    flooders.emplace_back([&, t] {
+      auto client = authenticated("bob", "bob's secret");
+      for (int i = 0; i < 12; ++i) {
+        // A dir that is not there, then a change to a registered executor.
+        client->Call(Registration("bob", absl::StrCat(t), {roots_.path() + "/missing"}));
+        const Reply reply = client->Call(
+            Registration("bob", absl::StrCat(t), {dirs_[2]}, i % 2 ? "manager-a" : "manager-b"));
+        if (reply.type != sw::MessageType::kRpcResponse) refused++;
+      }
+    });
+  }
+  // alice's new executors, from the same host meanwhile: every one registers.
+  auto alice = authenticated("alice", "alice's secret");
+  int registered = 0;
+  for (int e = 0; e < 16; ++e) {
+    registered += alice->Call(Registration("alice", absl::StrCat(e), {dirs_[0]})).type ==
+                  sw::MessageType::kRpcResponse;
+  }
+  for (std::thread& flooder : flooders) flooder.join();
+  std::printf(
+      "alice registered %d of 16 new executors while bob's 16 connections were refused "
+      "%d of 192 changes\n",
+      registered, refused.load());
+  EXPECT_EQ(registered, 16);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace
