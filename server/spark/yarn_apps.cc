@@ -268,6 +268,8 @@ void YarnApps::OpenSubLocked(Sub& sub) {
       return;  // the same dir as before
     }
   }
+  // A new dir (made, or put in place of the old one): its own watch.
+  if (sub.watch >= 0) ::inotify_rm_watch(inotify_.get(), sub.watch);
   sub.fd = std::move(fd);
   const std::string path = absl::StrCat(options_.dir, "/", sub.name);
   sub.watch = ::inotify_add_watch(inotify_.get(), path.c_str(),
