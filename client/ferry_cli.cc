@@ -1,6 +1,7 @@
 // ferry: the command-line client.
 //
-//   ferry gen   --dir=DIR [--apps=1 --shuffles=1 --maps=16 --first-map=0 --partitions=64
+//   ferry gen   --dir=DIR [--app=APP | --apps=1] [--force] [--shuffles=1 --maps=16 --first-map=0
+//   --partitions=64
 //               --total-bytes=1G --distribution=uniform|exponential --seed=1
 //               --layout=ferry|spark --spark-local-dirs=2 --subdirs=64]
 //   ferry fetch --server=HOST:PORT[,HOST:PORT...] --app=APP [--shuffle=ID]
@@ -64,7 +65,11 @@ ABSL_FLAG(std::string, server, "127.0.0.1:7070",
           "Control-plane address of a ferry_server. fetch takes a comma-separated list: a "
           "reducer fetching from every node at once, each map output from the first server "
           "that lists it, the others that list it its replicas.");
-ABSL_FLAG(std::string, app, "app-0", "App id.");
+ABSL_FLAG(std::string, app, "",
+          "App id (fetch, ls, remove-app: app-0 when not given). gen: the app to write (with "
+          "--apps=1; without it, gen writes app-0 .. app-<apps-1>).");
+ABSL_FLAG(bool, force, false,
+          "gen: write over map outputs that exist already (without it, gen refuses).");
 ABSL_FLAG(bool, json, false, "ls, info, fetch, health: print the result as one line of JSON.");
 ABSL_FLAG(std::string, exec_id, "",
           "remove-app: one executor of the app (empty: all of its executors).");
@@ -129,6 +134,12 @@ void FillRandom(std::string& out, uint64_t& state) {
   for (; i < out.size(); ++i) out[i] = static_cast<char>(state >> (8 * (i % 8)));
 }
 
+// --app, app-0 when not given.
+std::string AppFlag() {
+  const std::string app = absl::GetFlag(FLAGS_app);
+  return app.empty() ? "app-0" : app;
+}
+
 int Gen() {
   const std::string dir = absl::GetFlag(FLAGS_dir);
   const int apps = absl::GetFlag(FLAGS_apps);
@@ -151,6 +162,14 @@ int Gen() {
                  "--distribution and --layout, 1 to 64 local dirs, 1 to 4096 subdirs\n");
     return 2;
   }
+  const std::string named = absl::GetFlag(FLAGS_app);
+  if (!named.empty() && apps != 1) {
+    std::fprintf(stderr,
+                 "ferry gen: --app names one app; with --apps=%d the apps are app-0 .. app-%d\n",
+                 apps, apps - 1);
+    return 2;
+  }
+  const bool force = absl::GetFlag(FLAGS_force);
   const double mean =
       static_cast<double>(*total) / (static_cast<double>(apps) * shuffles * maps * partitions);
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
@@ -169,7 +188,7 @@ int Gen() {
   };
   if (!make_dir(dir)) return 1;
   for (int a = 0; a < apps; ++a) {
-    const std::string app = absl::StrCat("app-", a);
+    const std::string app = named.empty() ? absl::StrCat("app-", a) : named;
     const std::string app_dir = absl::StrCat(dir, "/", app);
     std::vector<std::string> executor_dirs;
     if (layout == "ferry") {
@@ -193,6 +212,18 @@ int Gen() {
         if (!writer.ok()) {
           std::fprintf(stderr, "ferry gen: %s\n", writer.status().ToString().c_str());
           return 1;
+        }
+        // A data set is never changed silently: a map output that is there stays unless
+        // asked (a reader would serve old and new maps as one shuffle).
+        for (const std::string* path : {&writer->data_path(), &writer->index_path()}) {
+          struct stat st;
+          if (!force && ::lstat(path->c_str(), &st) == 0) {
+            std::fprintf(stderr,
+                         "ferry gen: %s exists: map %d of shuffle %d of %s is there already "
+                         "(--force writes over it)\n",
+                         path->c_str(), m, s, app.c_str());
+            return 1;
+          }
         }
         for (int r = 0; r < partitions; ++r) {
           const double factor = distribution == "uniform"       ? uniform(rng)
@@ -326,7 +357,7 @@ google::protobuf::Value JsonBool(bool v) {
 int Fetch(ShuffleClient& client) {
   const std::string server = absl::GetFlag(FLAGS_server);
   const std::vector<std::string> servers = absl::StrSplit(server, ',', absl::SkipEmpty());
-  const std::string app = absl::GetFlag(FLAGS_app);
+  const std::string app = AppFlag();
   const int only_shuffle = absl::GetFlag(FLAGS_shuffle);
   absl::StatusOr<uint64_t> in_flight = ParseBytes(absl::GetFlag(FLAGS_max_in_flight));
   if (!in_flight.ok()) {
@@ -434,7 +465,7 @@ int Fetch(ShuffleClient& client) {
 }
 
 int Ls(ShuffleClient& client) {
-  auto list = client.control().ListShuffles(absl::GetFlag(FLAGS_server), absl::GetFlag(FLAGS_app));
+  auto list = client.control().ListShuffles(absl::GetFlag(FLAGS_server), AppFlag());
   if (!list.ok()) {
     std::fprintf(stderr, "ferry ls: %s\n", list.status().ToString().c_str());
     return 1;
@@ -531,7 +562,7 @@ int Health(ShuffleClient& client) {
 // shuffle service when an application ends), optionally deleting their local dirs.
 int RemoveApp(ShuffleClient& client) {
   ferry::v1::RemoveSparkAppRequest request;
-  request.set_app_id(absl::GetFlag(FLAGS_app));
+  request.set_app_id(AppFlag());
   request.set_exec_id(absl::GetFlag(FLAGS_exec_id));
   request.set_delete_local_dirs(absl::GetFlag(FLAGS_delete_local_dirs));
   auto removed = client.control().RemoveSparkApp(absl::GetFlag(FLAGS_server), request);

@@ -56,6 +56,9 @@ class ShuffleWriter {
   absl::Status Commit(int32_t num_partitions);
 
   uint64_t bytes_written() const { return data_bytes_; }
+  // Where the output's files go once committed.
+  const std::string& data_path() const { return data_path_; }
+  const std::string& index_path() const { return index_path_; }
 
  private:
   ShuffleWriter() = default;

@@ -1,0 +1,72 @@
+// The ferry CLI as an operator runs it: the binary, its output and exit codes, real files.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/testing/command.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+constexpr char kFerry[] = "client/ferry";
+
+testing::CommandResult Ferry(std::vector<std::string> args) {
+  args.insert(args.begin(), kFerry);
+  absl::StatusOr<testing::CommandResult> ran = testing::RunCommand(args, absl::Seconds(60));
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  return ran.ok() ? *ran : testing::CommandResult{};
+}
+
+int64_t ModifiedNanos(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// `ferry gen --app=mine` wrote app-0 over two map outputs of an existing data set, which
+// was then served as one mixed shuffle. It writes the app it is told, and never over a
+// map output that is there without --force.
+TEST(FerryCliTest, GenWritesTheAppItIsToldAndNeverOverwritesSilently) {
+  testing::TempDir dir;
+  const std::vector<std::string> small = {"gen", "--dir=" + dir.path(), "--maps=2",
+                                          "--partitions=4", "--total-bytes=64K"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = small;
+    args.insert(args.end(), more.begin(), more.end());
+    return Ferry(args);
+  };
+  testing::CommandResult made = with({"--app=mine"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string index = dir.path() + "/mine/shuffle_0_1_0.index";
+  EXPECT_TRUE(std::filesystem::exists(index)) << made.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/app-0"));
+  const int64_t before = ModifiedNanos(index);
+
+  testing::CommandResult again = with({"--app=mine", "--seed=7"});
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_TRUE(absl::StrContains(again.output, "mine/shuffle_0_0_0.data exists")) << again.output;
+  EXPECT_TRUE(absl::StrContains(again.output, "--force")) << again.output;
+  EXPECT_EQ(ModifiedNanos(index), before) << "an existing map output was written over";
+
+  // New map ids beside the old ones are no overwrite; --force writes over.
+  EXPECT_EQ(with({"--app=mine", "--first-map=2"}).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/mine/shuffle_0_3_0.index"));
+  testing::CommandResult forced = with({"--app=mine", "--seed=7", "--force"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_NE(ModifiedNanos(index), before);
+
+  // Without --app, app-0 .. app-<apps-1>; --app with more apps is a usage error.
+  EXPECT_EQ(with({"--apps=2"}).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/app-1/shuffle_0_0_0.index"));
+  testing::CommandResult both = with({"--apps=2", "--app=mine"});
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_TRUE(absl::StrContains(both.output, "--app names one app")) << both.output;
+}
+
+}  // namespace
+}  // namespace ferry
