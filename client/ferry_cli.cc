@@ -530,26 +530,41 @@ int Health(ShuffleClient& client) {
     return 1;
   }
   std::vector<std::string> unhealthy;
+  // The health check needs no token; the disks' health does. A probe without the token
+  // (a load balancer's, a monitor's) still learns that the server serves.
+  bool disks_known = *serving;
   if (*serving) {
     auto info = client.control().GetServerInfo(server);
-    if (!info.ok()) {
+    if (!info.ok() && info.status().code() == absl::StatusCode::kUnauthenticated &&
+        absl::GetFlag(FLAGS_auth_token_file).empty()) {
+      disks_known = false;
+    } else if (!info.ok()) {
       std::fprintf(stderr, "ferry health: %s\n", info.status().ToString().c_str());
       return 1;
-    }
-    for (const ferry::v1::DiskHealth& disk : info->disks()) {
-      if (!disk.healthy()) unhealthy.push_back(absl::StrCat(disk.name(), ": ", disk.last_error()));
+    } else {
+      for (const ferry::v1::DiskHealth& disk : info->disks()) {
+        if (!disk.healthy()) {
+          unhealthy.push_back(absl::StrCat(disk.name(), ": ", disk.last_error()));
+        }
+      }
     }
   }
   const char* status = *serving ? "SERVING" : "NOT_SERVING";
   if (absl::GetFlag(FLAGS_json)) {
     google::protobuf::Value disks;
-    disks.mutable_list_value();  // [] when every disk is healthy
+    if (disks_known) {
+      disks.mutable_list_value();  // [] when every disk is healthy
+    } else {
+      disks.set_null_value(google::protobuf::NULL_VALUE);  // not told without the token
+    }
     for (const std::string& disk : unhealthy) {
       *disks.mutable_list_value()->add_values() = JsonString(disk);
     }
     PrintJson(JsonObject({{"server", JsonString(server)},
                           {"status", JsonString(status)},
                           {"unhealthy_disks", disks}}));
+  } else if (*serving && !disks_known) {
+    std::printf("%s (disks not checked: the server requires --auth-token-file for that)\n", status);
   } else if (unhealthy.empty()) {
     std::printf("%s\n", status);
   } else {

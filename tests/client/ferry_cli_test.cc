@@ -2,11 +2,15 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "server/ferry_server.h"
+#include "tests/e2e/test_cluster.h"
 #include "tests/testing/command.h"
 #include "tests/testing/temp_dir.h"
 
@@ -66,6 +70,31 @@ TEST(FerryCliTest, GenWritesTheAppItIsToldAndNeverOverwritesSilently) {
   testing::CommandResult both = with({"--apps=2", "--app=mine"});
   EXPECT_EQ(both.exit_code, 2) << both.output;
   EXPECT_TRUE(absl::StrContains(both.output, "--app names one app")) << both.output;
+}
+
+// Once the control plane requires a token, `ferry health` without it failed
+// UNAUTHENTICATED although the server was healthy: the health check needs no token, and
+// only the disks' health is left out.
+TEST(FerryCliTest, HealthWithoutTheTokenStillSaysServing) {
+  testing::TempDir data, secret;
+  FerryServerOptions options = testing::TestServerOptions(data.path(), {});
+  options.control.auth_token = "s3cret-token";
+  std::unique_ptr<FerryServer> server = testing::StartServer(options);
+  const std::string target = "--server=" + server->control_target();
+  testing::CommandResult bare = Ferry({"health", target});
+  EXPECT_EQ(bare.exit_code, 0) << bare.output;
+  EXPECT_TRUE(absl::StrContains(bare.output, "SERVING (disks not checked")) << bare.output;
+  testing::CommandResult json = Ferry({"health", target, "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_TRUE(absl::StrContains(json.output, R"("unhealthy_disks":null)")) << json.output;
+  std::ofstream(secret.path() + "/token") << "s3cret-token\n";
+  testing::CommandResult with_token =
+      Ferry({"health", target, "--auth-token-file=" + secret.path() + "/token"});
+  EXPECT_EQ(with_token.exit_code, 0) << with_token.output;
+  EXPECT_EQ(with_token.output, "SERVING\n");
+  std::ofstream(secret.path() + "/wrong") << "wrong\n";
+  EXPECT_EQ(Ferry({"health", target, "--auth-token-file=" + secret.path() + "/wrong"}).exit_code,
+            1);
 }
 
 }  // namespace
