@@ -11,6 +11,10 @@ namespace ferry {
 namespace {
 
 absl::Status SetThreads(int threads, DataServerOptions& options) {
+  if (threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be 0 (one per core) or more, not ", threads));
+  }
   options.threads =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return absl::OkStatus();

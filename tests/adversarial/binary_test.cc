@@ -104,7 +104,8 @@ TEST_F(BinaryAttackTest, OutOfRangeLimitsAreRefusedNotClamped) {
   for (const std::string flag :
        {"--ticket-ttl=0s", "--idle-timeout=-1s", "--io-timeout=0s", "--max-open-files=0",
         "--max-connections=-5", "--first-request-timeout=0s", "--max-streams-per-client=0",
-        "--sweep-interval=-5s", "--sweep-interval=0", "--max-request-buffer-bytes=0"}) {
+        "--sweep-interval=-5s", "--sweep-interval=0", "--max-request-buffer-bytes=0",
+        "--threads=-1"}) {
     auto started = ServerProcess::Start(kServerBinary, data_dir_, {flag}, log_path());
     EXPECT_FALSE(started.ok()) << flag << " was accepted";
     EXPECT_NE(Log().find("must be"), std::string::npos) << flag << ": " << Log();
