@@ -58,16 +58,21 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
       std::clamp<uint64_t>(options.store.max_cached_map_outputs, 1, plan.max_data_files));
   plan.max_connections = static_cast<size_t>(std::clamp<uint64_t>(
       options.data.max_connections, 1, (spare - plan.max_data_files) / per_connection));
+  const FerryServerOptions defaults;
   if (options.data.max_pipes > plan.max_pipes) {
+    plan.clamped_a_setting |= options.data.max_pipes != defaults.data.max_pipes;
     absl::StrAppend(&plan.clamped, "--max-pipes lowered from ", options.data.max_pipes, " to ",
                     plan.max_pipes, " to fit ", limit, " descriptors. ");
   }
   if (plan.max_cached_map_outputs < options.store.max_cached_map_outputs) {
+    plan.clamped_a_setting |=
+        options.store.max_cached_map_outputs != defaults.store.max_cached_map_outputs;
     absl::StrAppend(&plan.clamped, "--max-open-files lowered from ",
                     options.store.max_cached_map_outputs, " to ", plan.max_cached_map_outputs,
                     " to fit ", limit, " descriptors. ");
   }
   if (plan.max_connections < options.data.max_connections) {
+    plan.clamped_a_setting |= options.data.max_connections != defaults.data.max_connections;
     absl::StrAppend(&plan.clamped, "--max-connections lowered from ", options.data.max_connections,
                     " to ", plan.max_connections, " to fit ", limit, " descriptors (",
                     per_connection, " per connection). ");

@@ -109,6 +109,9 @@ struct DescriptorPlan {
   size_t max_pipes = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.
   std::string clamped;
+  // Whether a limit lowered is one the operator set (not its default): worth a warning.
+  // Defaults lowered to fit the machine are the plan working, said at INFO.
+  bool clamped_a_setting = false;
 };
 // INVALID_ARGUMENT when `limit` descriptors cannot serve even one connection.
 absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServerOptions& options);

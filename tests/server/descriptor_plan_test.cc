@@ -27,6 +27,12 @@ TEST(DescriptorPlanTest, SmallLimitLowersConnectionsToFit) {
   EXPECT_GT(plan->max_connections, 100u);
   EXPECT_NE(plan->clamped.find("--max-connections lowered from 10000"), std::string::npos);
   EXPECT_NE(plan->clamped.find("--max-open-files lowered from 1024"), std::string::npos);
+  // Defaults lowered to fit: the plan working, not a warning.
+  EXPECT_FALSE(plan->clamped_a_setting);
+  options.data.max_connections = 5000;
+  plan = PlanDescriptors(1024, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->clamped_a_setting);
 }
 
 TEST(DescriptorPlanTest, CopyModeConnectionsTakeOneDescriptorAndNoPipes) {
@@ -47,6 +53,7 @@ TEST(DescriptorPlanTest, PipesAsAskedFitAnEighthOfTheDescriptors) {
   ASSERT_TRUE(plan.ok());
   EXPECT_LE(2 * plan->max_pipes, (4096 - plan->reserve) / 8);
   EXPECT_NE(plan->clamped.find("--max-pipes lowered from 100000"), std::string::npos);
+  EXPECT_TRUE(plan->clamped_a_setting);
   options.data.max_pipes = 10;
   plan = PlanDescriptors(4096, options);
   ASSERT_TRUE(plan.ok());
