@@ -143,8 +143,10 @@ int Main() {
             << " reserved, up to " << fds.max_data_files << " data files ("
             << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
             << options.data.max_connections_per_client << " per client)";
-  if (!fds.clamped.empty()) {
-    LOG(fds.clamped_a_setting ? WARNING : INFO) << "ferry_server: " << fds.clamped;
+  if (fds.clamped_a_setting) {
+    LOG(WARNING) << "ferry_server: " << fds.clamped;
+  } else if (!fds.clamped.empty()) {
+    LOG(INFO) << "ferry_server: " << fds.clamped;
   }
   const ferry::FerryServerOptions& served = (*server)->options();
   LOG(INFO) << "ferry_server: limits: " << served.data.max_connections << " connections ("
