@@ -372,6 +372,8 @@ int Fetch(ShuffleClient& client) {
   // (shuffle, map) -> where its blocks start in `blocks`, for a second server that lists
   // the same map output: a replica.
   std::map<std::pair<int32_t, int64_t>, size_t> first_listed;
+  // Map outputs a server listed as unreadable, with why (the first server's).
+  std::map<std::pair<int32_t, int64_t>, std::string> unreadable;
   uint64_t total = 0;
   // The listings come from the servers: what they say is bounded before it is acted on.
   constexpr int64_t kMaxBlocks = int64_t{1} << 24;
@@ -385,6 +387,12 @@ int Fetch(ShuffleClient& client) {
     for (const auto& shuffle : list->shuffles()) {
       if (only_shuffle >= 0 && shuffle.shuffle_id() != only_shuffle) continue;
       for (const auto& out : shuffle.map_outputs()) {
+        if (!out.error().empty()) {
+          // The server cannot read it: another server's copy, if one lists it, serves.
+          unreadable.try_emplace({shuffle.shuffle_id(), out.map_id()},
+                                 absl::StrCat(at, ": ", out.error().substr(0, 512)));
+          continue;
+        }
         const int32_t count = absl::GetFlag(FLAGS_batch) ? 1 : out.partitions();
         listed += count;
         if (out.partitions() < 0 || listed > kMaxBlocks) {
@@ -415,7 +423,8 @@ int Fetch(ShuffleClient& client) {
       }
     }
   }
-  if (blocks.empty()) {
+  for (const auto& [listed_at, why] : first_listed) unreadable.erase(listed_at);
+  if (blocks.empty() && unreadable.empty()) {
     std::fprintf(stderr, "ferry fetch: app %s has no matching shuffle data on %s\n", app.c_str(),
                  server.c_str());
     return 1;
@@ -437,10 +446,22 @@ int Fetch(ShuffleClient& client) {
   }
   ProgressSink progress(to.empty() ? static_cast<BlockSink&>(discard) : files, total,
                         ::isatty(STDERR_FILENO) != 0);
-  absl::StatusOr<FetchStats> stats = client.Fetch(app, blocks, progress, options);
+  absl::StatusOr<FetchStats> stats = blocks.empty() ? absl::StatusOr<FetchStats>(FetchStats{})
+                                                    : client.Fetch(app, blocks, progress, options);
   progress.Finish();
   if (!stats.ok()) {
     std::fprintf(stderr, "ferry fetch: %s\n", stats.status().ToString().c_str());
+    return 1;
+  }
+  // The rest was fetched; a map output no server could read fails the command.
+  if (!unreadable.empty()) {
+    for (const auto& [key, why] : unreadable) {
+      std::fprintf(stderr, "ferry fetch: map %lld of shuffle %d cannot be read: %s\n",
+                   static_cast<long long>(key.second), key.first, why.c_str());
+    }
+    std::fprintf(stderr,
+                 "ferry fetch: fetched %llu blocks; %zu map output(s) of app %s cannot be read\n",
+                 static_cast<unsigned long long>(stats->blocks), unreadable.size(), app.c_str());
     return 1;
   }
   const double seconds = absl::ToDoubleSeconds(stats->elapsed);
@@ -487,6 +508,13 @@ int Ls(ShuffleClient& client) {
     std::printf("%-8d %-6d %-11lld %-14llu %s\n", s.shuffle_id(), s.map_outputs_size(),
                 static_cast<long long>(partitions), static_cast<unsigned long long>(bytes),
                 checksums.c_str());
+  }
+  for (const auto& s : list->shuffles()) {
+    for (const auto& m : s.map_outputs()) {
+      if (m.error().empty()) continue;
+      std::printf("shuffle %d map %lld cannot be read: %s\n", s.shuffle_id(),
+                  static_cast<long long>(m.map_id()), m.error().substr(0, 512).c_str());
+    }
   }
   return 0;
 }

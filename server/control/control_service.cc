@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <memory>
 
+#include <glog/logging.h>
+
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/net_address.h"
 #include "common/option_check.h"
@@ -127,6 +130,28 @@ grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, C
   return status;
 }
 
+grpc::Status ControlService::ServerSideFailure(const grpc::ServerContext& context, Rpc rpc,
+                                               const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown: {
+      uint64_t held_back = 0;
+      if (failure_log_.Take(absl::Now(), &held_back)) {
+        LOG(WARNING) << RpcName(rpc) << " from " << LogEscaped(context.peer())
+                     << " failed: " << LogEscaped(status.ToString())
+                     << (held_back > 0 ? absl::StrCat(" (", held_back, " more not logged)") : "");
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return ToGrpcStatus(status);
+}
+
 grpc::Status ControlService::OpenStream(grpc::ServerContext* context,
                                         const ferry::v1::OpenStreamRequest* request,
                                         ferry::v1::StreamHandle* response) {
@@ -164,7 +189,7 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   }
   absl::StatusOr<std::vector<ResolvedBlock>> resolved =
       Resolve(request.app_id(), request.spark_exec_id(), keys);
-  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  if (!resolved.ok()) return ServerSideFailure(context, Rpc::kOpenStream, resolved.status());
   auto stream = std::make_shared<Stream>();
   stream->app_id = request.app_id();
   stream->client = ClientOfPeer(context.peer());
@@ -277,7 +302,7 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
       !called.ok()) {
     return called;
   }
-  if (!shuffles.ok()) return ToGrpcStatus(shuffles.status());
+  if (!shuffles.ok()) return ServerSideFailure(*context, Rpc::kListShuffles, shuffles.status());
   for (const ShuffleInfo& s : *shuffles) {
     ferry::v1::ShuffleSummary* summary = response->add_shuffles();
     summary->set_shuffle_id(s.shuffle_id);
@@ -287,6 +312,7 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
       out->set_partitions(m.partitions);
       out->set_data_bytes(m.data_bytes);
       out->set_checksum_algorithm(ToProto(m.checksum_algorithm));
+      out->set_error(m.error);
     }
   }
   return grpc::Status::OK;

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
+#include "common/log_lines.h"
 #include "common/version.h"
 #include "proto/ferry.grpc.pb.h"
 #include "server/ops/metrics.h"
@@ -119,6 +120,10 @@ class ControlService final : public ferry::v1::Ferry::Service {
                                                      const std::vector<BlockId>& keys);
   grpc::Status DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptionRequest& request,
                                 ferry::v1::CorruptionDiagnosis* response);
+  // A client's call failed on something of the server's (a file it cannot read, a
+  // damaged one, a disk): logged within a budget, the client told as it is.
+  grpc::Status ServerSideFailure(const grpc::ServerContext& context, Rpc rpc,
+                                 const absl::Status& status);
 
   ControlServiceOptions options_;
   BlockStore* store_;
@@ -131,6 +136,7 @@ class ControlService final : public ferry::v1::Ferry::Service {
     return heavy_calls_ < options_.max_heavy_calls;
   }
   std::array<std::atomic<uint64_t>, kRpcs> calls_{};
+  LineBudget failure_log_{10};
 };
 
 // "ipv4:10.0.0.7" from gRPC's peer "ipv4:10.0.0.7:51234": a client, whichever port it

@@ -11,6 +11,8 @@
 #include <map>
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -307,11 +309,25 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
   ::closedir(d);
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry,
-                           GetMapOutput(*app, shuffle_id, map_id));
-    const MapOutputIndex& index = entry->index;
+    absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(*app, shuffle_id, map_id);
     MapOutputInfo info;
     info.map_id = map_id;
+    if (!entry.ok()) {
+      // Too many files open is the server's state, not this output's: the call fails
+      // (retryable). A deletion since the listing: not there.
+      if (absl::IsResourceExhausted(entry.status())) return entry.status();
+      if (absl::IsNotFound(entry.status())) continue;
+      info.error = std::string(entry.status().message());
+      uint64_t held_back = 0;
+      if (unreadable_log_.Take(absl::Now(), &held_back)) {
+        LOG(WARNING) << "app " << app_id << ": map output " << map_id << " of shuffle "
+                     << shuffle_id << " cannot be read, listed as such: " << entry.status()
+                     << (held_back > 0 ? absl::StrCat(" (", held_back, " more not logged)") : "");
+      }
+      found[shuffle_id][map_id] = std::move(info);
+      continue;
+    }
+    const MapOutputIndex& index = (*entry)->index;
     info.partitions = static_cast<int32_t>(index.partitions());
     info.data_bytes = index.data_bytes();
     info.checksum_algorithm = index.checksum_algorithm();

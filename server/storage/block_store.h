@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/block_id.h"
+#include "common/log_lines.h"
 #include "common/shuffle_files.h"
 #include "common/spark_layout.h"
 #include "common/unique_fd.h"
@@ -63,6 +64,8 @@ struct MapOutputInfo {
   int32_t partitions = 0;
   uint64_t data_bytes = 0;
   ChecksumAlgorithm checksum_algorithm = ChecksumAlgorithm::kNone;
+  // Why the map output cannot be read (its file named); the fields above are then 0.
+  std::string error;
 };
 
 struct ShuffleInfo {
@@ -119,7 +122,10 @@ class BlockStore {
   // `exec_id` is empty), whose files are about to go.
   void DropSpark(absl::string_view app_id, absl::string_view exec_id);
 
-  // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app.
+  // The shuffles the app has here, by shuffle id. NOT_FOUND for an unknown app;
+  // RESOURCE_EXHAUSTED when max_data_files are open. A map output that cannot be read (a
+  // damaged or unreadable file) is listed with its error, and logged (within a budget):
+  // it spoils itself only.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
 
   // Drops cached map outputs whose data file is deleted or whose app directory is gone.
@@ -164,6 +170,8 @@ class BlockStore {
   CacheCounts counts_ ABSL_GUARDED_BY(mu_);  // but for hits
   // A hit takes no second lock: counted apart from counts_.
   std::atomic<uint64_t> hits_{0};
+  // Map outputs listed as unreadable: a client listing again and again fills no disk.
+  LineBudget unreadable_log_{10};
 };
 
 }  // namespace ferry

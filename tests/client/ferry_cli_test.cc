@@ -12,6 +12,8 @@
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/command.h"
+#include "tests/testing/process_groups.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ferry {
@@ -95,6 +97,35 @@ TEST(FerryCliTest, HealthWithoutTheTokenStillSaysServing) {
   std::ofstream(secret.path() + "/wrong") << "wrong\n";
   EXPECT_EQ(Ferry({"health", target, "--auth-token-file=" + secret.path() + "/wrong"}).exit_code,
             1);
+}
+
+// One map output the server cannot read (a damaged index here; an unreadable file is the
+// same) made the whole application unlistable, and the server logged nothing. It is
+// listed with its error, the others are fetched, the fetch fails naming it, and the
+// server logs it.
+TEST(FerryCliTest, AMapOutputThatCannotBeReadSpoilsItselfOnly) {
+  testing::TempDir data;
+  ASSERT_EQ(
+      Ferry({"gen", "--dir=" + data.path(), "--maps=4", "--partitions=8", "--total-bytes=256K"})
+          .exit_code,
+      0);
+  std::ofstream(data.path() + "/app-0/shuffle_0_2_0.index", std::ios::trunc) << "12345";
+  const std::string log = data.path() + "/../server.log";
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start("server/ferry_server", data.path(), {}, log);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = "--server=" + (*server)->control_target();
+
+  testing::CommandResult ls = Ferry({"ls", target});
+  EXPECT_EQ(ls.exit_code, 0) << ls.output;
+  EXPECT_TRUE(absl::StrContains(ls.output, "shuffle 0 map 2 cannot be read: ")) << ls.output;
+  EXPECT_TRUE(absl::StrContains(ls.output, "shuffle_0_2_0.index")) << ls.output;
+  testing::CommandResult fetch = Ferry({"fetch", target});
+  EXPECT_EQ(fetch.exit_code, 1) << fetch.output;
+  EXPECT_TRUE(absl::StrContains(fetch.output, "map 2 of shuffle 0 cannot be read")) << fetch.output;
+  EXPECT_TRUE(absl::StrContains(fetch.output, "fetched 24 blocks; 1 map output(s)"))
+      << fetch.output;
+  EXPECT_TRUE(absl::StrContains(testing::ReadTextFile(log), "cannot be read, listed as such"));
 }
 
 }  // namespace
