@@ -4,33 +4,83 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <string>
+#include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/version.h"
 
 namespace ferry {
 
 namespace {
 
-// The lines of a flag file: one flag per line; blank lines and lines starting with '#'
-// are skipped, as absl does. Exits with a message when the file cannot be read.
+// Where each flag set by a flag file was set ("FILE:LINE"), by its name as absl spells
+// it. Written once, while the arguments are read, before any thread starts.
+std::map<std::string, std::string>& Origins() {
+  static auto* origins = new std::map<std::string, std::string>();
+  return *origins;
+}
+
+// "--a-b=c" -> "--a_b=c": the name part only.
+void Underscore(std::string& arg) {
+  const size_t end = std::min(arg.find('='), arg.size());
+  std::replace(arg.begin() + 2, arg.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+}
+
+// "max_pipes" -> "max-pipes", as users write it.
+std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
+
+[[noreturn]] void FlagFileError(const std::string& where, absl::string_view what) {
+  std::fprintf(stderr, "%s: %s\n", where.c_str(), std::string(what).c_str());
+  std::exit(2);
+}
+
+// The flags of a flag file, their names spelled as absl spells them: one flag per line;
+// blank lines and lines starting with '#' are skipped, as absl does. Each line is
+// checked here, so that an error names the file and the line: a line that is no flag,
+// a flag no one defines, a value its flag does not take. Exits 2 with that message
+// (or when the file cannot be read).
 std::vector<std::string> FlagFileLines(const std::string& path) {
   std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "cannot read --flagfile %s\n", path.c_str());
-    std::exit(2);
-  }
+  if (!in) FlagFileError(path, "cannot read this --flagfile");
   std::vector<std::string> lines;
   std::string line;
   // Bounded by the file's length.
-  while (std::getline(in, line)) {
-    const absl::string_view flag = absl::StripAsciiWhitespace(line);
-    if (flag.empty() || flag[0] == '#') continue;
-    lines.emplace_back(flag);
+  for (int number = 1; std::getline(in, line); ++number) {
+    const absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || text[0] == '#') continue;
+    const std::string where = absl::StrCat(path, ":", number);
+    std::string flag(text);
+    if (flag.size() < 3 || flag[0] != '-' || flag[1] != '-') {
+      FlagFileError(where, absl::StrCat("'", text.substr(0, 80), "' is not a flag (--name=value)"));
+    }
+    Underscore(flag);
+    const size_t equals = flag.find('=');
+    const std::string name = flag.substr(2, equals == std::string::npos ? flag.npos : equals - 2);
+    absl::CommandLineFlag* defined = absl::FindCommandLineFlag(name);
+    if (defined == nullptr) {
+      FlagFileError(where, absl::StrCat("unknown flag --", Dashed(name)));
+    }
+    if (name != "flagfile") {
+      // absl takes a bool flag without a value; everything else needs one.
+      const std::string value = equals != std::string::npos ? flag.substr(equals + 1)
+                                : defined->IsOfType<bool>() ? "true"
+                                                            : "";
+      std::string error;
+      if (!defined->ParseFrom(value, &error)) {
+        FlagFileError(where, absl::StrCat("--", Dashed(name), ": ", error));
+      }
+    }
+    Origins()[name] = where;
+    lines.push_back(std::move(flag));
   }
   return lines;
 }
@@ -54,14 +104,24 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& a = args[i];
     if (a == "--") flags_done = true;
-    if (flags_done || a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+    if (flags_done) continue;
+    // The short spellings people type first.
+    if (a == "-h") a = "--help";
+    if (a == "-t") a = "--check_config";
+    if (a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
+    Underscore(a);
   }
   pointers->clear();
   for (std::string& a : args) pointers->push_back(a.data());
   pointers->push_back(nullptr);
   return args;
+}
+
+std::string FlagOrigin(absl::string_view name) {
+  std::string underscored(name);
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  auto it = Origins().find(underscored);
+  return it == Origins().end() ? "" : it->second;
 }
 
 std::vector<std::string> ParseFlags(int argc, char** argv) {

@@ -7,14 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace ferry {
 
 // Returns argv with "--a-b=c" rewritten to "--a_b=c" (up to "=" or the end; a bare
-// "--" ends flag parsing and everything after it is kept as is), and each
-// "--flagfile=F" replaced by F's flags (one per line; blank lines and '#' comments
-// skipped), which are rewritten the same way. The returned strings own the storage
+// "--" ends flag parsing and everything after it is kept as is), "-h" as "--help" and
+// "-t" as "--check_config", and each "--flagfile=F" replaced by F's flags (one per line;
+// blank lines and '#' comments skipped), which are rewritten the same way. A flag file's
+// line that is no flag, names a flag no one defines or gives a value its flag does not
+// take exits 2 with "FILE:LINE: what is wrong". The returned strings own the storage
 // `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
+
+// Where flag `name` (either spelling) was set when a flag file set it: "FILE:LINE";
+// empty otherwise.
+std::string FlagOrigin(absl::string_view name);
 
 // absl::ParseCommandLine over the normalized arguments (exits on a bad flag, or after
 // --help, or after --version, which prints the program's name and Ferry's version).

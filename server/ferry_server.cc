@@ -1,6 +1,8 @@
 #include "server/ferry_server.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/net_address.h"
 #include "common/option_check.h"
@@ -123,6 +126,76 @@ absl::Status FerryServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(spark.Validate());
   FERRY_RETURN_IF_ERROR(blocking.Validate());
   return CheckRange("max-open-files", store.max_cached_map_outputs, 1, kMaxLimit);
+}
+
+absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& options) {
+  FERRY_RETURN_IF_ERROR(options.Validate());
+  std::string out;
+  for (const auto& [flag, address] : std::vector<std::pair<const char*, std::string>>{
+           {"control-address", options.control_address},
+           {"data-address", options.data_address},
+           {"spark-address", options.spark_address},
+           {"metrics-address", options.metrics_address}}) {
+    if (address.empty()) continue;
+    if (absl::StatusOr<HostPort> parsed = ParseHostPort(address); !parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", parsed.status().message()));
+    }
+    absl::StrAppend(&out, flag, ": ", address, "\n");
+  }
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+    return absl::ErrnoToStatus(errno, "getrlimit RLIMIT_NOFILE");
+  }
+  // The hard limit: the server raises its soft limit to it at start.
+  FERRY_ASSIGN_OR_RETURN(DescriptorPlan plan, PlanDescriptors(nofile.rlim_max, options));
+  absl::StrAppend(&out, "descriptors: ", plan.limit, ", up to ", plan.max_connections,
+                  " data-plane connections\n");
+  if (!plan.clamped.empty()) absl::StrAppend(&out, "lowered: ", plan.clamped, "\n");
+  BlockStore::Options store = options.store;
+  store.data_dir = options.data_dir;
+  FERRY_RETURN_IF_ERROR(BlockStore::Open(store).status());
+  absl::StrAppend(&out, "data dir: ", options.data_dir, " (mode ",
+                  AbslUnparseFlag(options.connection.mode), ", ", options.data.threads,
+                  " threads)\n");
+  absl::StrAppend(&out, "control plane: ", options.tls_cert_chain.empty() ? "plain" : "TLS", ", ",
+                  options.control.auth_token.empty() ? "no token" : "token required", "\n");
+  if (options.spark_address.empty()) return out;
+  ExecutorRegistry::Options executors = options.spark_executors;
+  std::unique_ptr<YarnApps> yarn;
+  if (!options.spark_yarn.dir.empty()) {
+    FERRY_ASSIGN_OR_RETURN(yarn, YarnApps::Open(options.spark_yarn));
+    absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
+    if (dirs.ok()) {
+      for (std::string& dir : *dirs) executors.dir_roots.push_back(std::move(dir));
+    } else if (executors.dir_roots.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no --spark-dir-roots, and the NodeManager's local dirs are not known: ",
+                       dirs.status().message()));
+    }
+    absl::StrAppend(&out, "YARN hand-off dir: ", options.spark_yarn.dir, "\n");
+  }
+  // The state file is the running server's: only its dir is looked at.
+  const std::string state_dir = executors.state_dir;
+  executors.state_dir.clear();
+  FERRY_RETURN_IF_ERROR(ExecutorRegistry::Open(executors).status());
+  absl::StrAppend(&out, "Spark dir roots: ", absl::StrJoin(executors.dir_roots, ","), "\n");
+  if (!state_dir.empty()) {
+    struct stat st {};
+    if (::stat(state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        ::access(state_dir.c_str(), W_OK | X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--state-dir ", state_dir, " is not a directory this user can write"));
+    }
+    absl::StrAppend(&out, "state dir: ", state_dir, "\n");
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
+                         SparkSecrets::Load(options.spark_auth, yarn.get()));
+  absl::StrAppend(&out, "spark.authenticate: ", secrets->required() ? "required" : "off", "\n");
+  if (options.spark_tls.enabled()) {
+    FERRY_RETURN_IF_ERROR(SparkTls::Load(options.spark_tls).status());
+    absl::StrAppend(&out, "Spark TLS: on\n");
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {

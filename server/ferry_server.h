@@ -119,6 +119,12 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
 class FerryServer {
  public:
   static absl::StatusOr<std::unique_ptr<FerryServer>> Start(const FerryServerOptions& options);
+  // What Start() would check, without listening or writing anything (ferry_server
+  // --check-config, while another server may run with the same files): the options, the
+  // addresses, the descriptor plan, the data dir, the Spark roots, state dir, secrets,
+  // TLS files and YARN hand-off dir. What would be served, a line each; or the first
+  // error, naming what is wrong.
+  static absl::StatusOr<std::string> CheckConfig(const FerryServerOptions& options);
   FerryServer(const FerryServer&) = delete;
   FerryServer& operator=(const FerryServer&) = delete;
   ~FerryServer();

@@ -21,6 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -38,6 +39,11 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, log_level, "info", "Least severe log lines kept: info, warning or error.");
 ABSL_FLAG(std::string, log_file, "",
           "Append log lines to this file instead of stderr; SIGHUP reopens it (logrotate).");
+ABSL_FLAG(bool, check_config, false,
+          "Check the configuration (flags and --flagfile, and the files and dirs they name) "
+          "without serving: print what would be served and exit 0, or the first error, "
+          "naming the flag file's line where there is one, and exit 2 (bad flags) or 1. "
+          "Also -t.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
@@ -72,6 +78,14 @@ bool OpenLogFile() {
   return true;
 }
 
+// `message` with "FILE:LINE: " first when it starts with a flag a flag file set.
+std::string WithOrigin(absl::string_view message) {
+  if (!absl::StartsWith(message, "--")) return std::string(message);
+  const size_t end = message.find_first_of(" =:", 2);
+  const std::string origin = ferry::FlagOrigin(message.substr(2, end - 2));
+  return origin.empty() ? std::string(message) : absl::StrCat(origin, ": ", message);
+}
+
 int Main() {
   ferry::FerryServerOptions options;
   // Every limit follows one rule: a value outside its range is refused with an error
@@ -79,8 +93,17 @@ int Main() {
   absl::Status valid = ferry::ApplyServerFlags(&options);
   if (valid.ok()) valid = options.Validate();
   if (!valid.ok()) {
-    LOG(ERROR) << "ferry_server: " << valid.message();
+    LOG(ERROR) << "ferry_server: " << WithOrigin(valid.message());
     return 2;
+  }
+  if (absl::GetFlag(FLAGS_check_config)) {
+    absl::StatusOr<std::string> checked = ferry::FerryServer::CheckConfig(options);
+    if (!checked.ok()) {
+      std::fprintf(stderr, "ferry_server: %s\n", WithOrigin(checked.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%sferry_server: the configuration is good\n", checked->c_str());
+    return 0;
   }
 
   // Block the shutdown signals before any thread starts, so every thread inherits the

@@ -4,8 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
+
+// The flags a flag file below sets (a flag file's lines are checked against the flags
+// the binary defines).
+ABSL_FLAG(std::string, data_dir, "", "for the test");
+ABSL_FLAG(std::string, spark_dir_roots, "", "for the test");
+ABSL_FLAG(int, threads, 0, "for the test");
 
 namespace ferry {
 namespace {
@@ -30,6 +37,35 @@ TEST(FlagNamesTest, AFlagFileIsExpandedAndNormalizedToo) {
   EXPECT_EQ(Normalize({"prog", "--threads=2", "--flagfile=" + path, "ls"}),
             (std::vector<std::string>{"prog", "--threads=2", "--data_dir=/srv/a-b",
                                       "--spark_dir_roots=/x,/y", "ls"}));
+}
+
+TEST(FlagNamesTest, ShortSpellings) {
+  EXPECT_EQ(Normalize({"prog", "-h", "-t", "--", "-h"}),
+            (std::vector<std::string>{"prog", "--help", "--check_config", "--", "-h"}));
+}
+
+// An error in a flag file names the file and the line; where a flag was set is kept for
+// the errors found later (its range, by Validate()).
+TEST(FlagNamesTest, AFlagFilesLinesAreCheckedAndRemembered) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/flags";
+  std::ofstream(path) << "# a comment\n\n--threads=3\n--data-dir=/d\n";
+  Normalize({"prog", "--flagfile=" + path});
+  EXPECT_EQ(FlagOrigin("threads"), path + ":3");
+  EXPECT_EQ(FlagOrigin("data-dir"), path + ":4");
+  EXPECT_EQ(FlagOrigin("never-set"), "");
+  const auto file_of = [&](const std::string& contents) {
+    std::ofstream(path, std::ios::trunc) << contents;
+    return std::vector<std::string>{"prog", "--flagfile=" + path};
+  };
+  EXPECT_EXIT(Normalize(file_of("--threads=1\n--nope=2\n")), ::testing::ExitedWithCode(2),
+              "flags:2: unknown flag --nope");
+  EXPECT_EXIT(Normalize(file_of("\n--threads=many\n")), ::testing::ExitedWithCode(2),
+              "flags:2: --threads: Illegal value 'many'");
+  EXPECT_EXIT(Normalize(file_of("threads=1\n")), ::testing::ExitedWithCode(2),
+              "flags:1: 'threads=1' is not a flag");
+  EXPECT_EXIT(Normalize({"prog", "--flagfile=" + dir.path() + "/none"}),
+              ::testing::ExitedWithCode(2), "none: cannot read this --flagfile");
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// ferry_server as an operator starts it: the binary, its output and exit codes.
+#include <string>
+#include <vector>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/testing/command.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+constexpr char kServer[] = "server/ferry_server";
+
+testing::CommandResult Server(std::vector<std::string> args) {
+  args.insert(args.begin(), kServer);
+  absl::StatusOr<testing::CommandResult> ran = testing::RunCommand(args, absl::Seconds(60));
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  return ran.ok() ? *ran : testing::CommandResult{};
+}
+
+class CheckConfigTest : public ::testing::Test {
+ protected:
+  // A flag file of these lines, after a comment and a blank line (so line numbers count).
+  std::string FlagFile(const std::string& name, const std::vector<std::string>& lines) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream out(path);
+    out << "# ferry_server's flags\n\n";
+    for (const std::string& line : lines) out << line << "\n";
+    return path;
+  }
+  testing::TempDir dir_;
+};
+
+// `ferry_server --check-config` (or -t), as nginx -t: the flags and the flag file parsed,
+// the files and dirs they name opened, what would be served printed, nothing served.
+TEST_F(CheckConfigTest, AGoodConfigurationIsPrintedAndNothingServed) {
+  const std::string flags = FlagFile(
+      "good.flags", {"--data-dir=" + dir_.path(), "--spark-address=127.0.0.1:7337",
+                     "--spark-dir-roots=" + dir_.path(), "--state-dir=" + dir_.path(),
+                     "--control-address=127.0.0.1:1", "--data-address=127.0.0.1:2"});
+  for (const char* check : {"--check-config", "-t"}) {
+    testing::CommandResult ran = Server({"--flagfile=" + flags, check});
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    EXPECT_TRUE(absl::StrContains(ran.output, "ferry_server: the configuration is good"))
+        << ran.output;
+    EXPECT_TRUE(absl::StrContains(ran.output, "spark-address: 127.0.0.1:7337")) << ran.output;
+    EXPECT_TRUE(absl::StrContains(ran.output, "spark.authenticate: off")) << ran.output;
+  }
+}
+
+TEST_F(CheckConfigTest, AWrongLineIsNamedByFileAndLine) {
+  struct Case {
+    std::string line;
+    int exit_code;
+    std::string said;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--no-such-flag=3", 2, ":4: unknown flag --no-such-flag"},
+           {"data-dir=/x", 2, ":4: 'data-dir=/x' is not a flag"},
+           {"--threads=abc", 2, ":4: --threads: Illegal value 'abc'"},
+           {"--max-connections=0", 2, ":4: --max-connections must be between 1 and"},
+           {"--spark-address=127.0.0.1:7337", 2, "the Spark front door needs the roots"},
+       }) {
+    const std::string flags = FlagFile("bad.flags", {"--data-dir=" + dir_.path(), c.line});
+    testing::CommandResult ran = Server({"--flagfile=" + flags, "--check-config"});
+    EXPECT_EQ(ran.exit_code, c.exit_code) << c.line << ": " << ran.output;
+    EXPECT_TRUE(absl::StrContains(ran.output, c.said)) << c.line << ": " << ran.output;
+    if (c.exit_code == 2 && c.said[0] == ':') {
+      EXPECT_TRUE(absl::StrContains(ran.output, flags + c.said)) << ran.output;
+    }
+  }
+  // What the flags name is opened: a data dir that is not there.
+  testing::CommandResult missing =
+      Server({"--data-dir=" + dir_.path() + "/none", "--check-config"});
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_TRUE(absl::StrContains(missing.output, dir_.path() + "/none")) << missing.output;
+}
+
+}  // namespace
+}  // namespace ferry
