@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -33,6 +34,12 @@ std::map<std::string, std::string>& Origins() {
 void Underscore(std::string& arg) {
   const size_t end = std::min(arg.find('='), arg.size());
   std::replace(arg.begin() + 2, arg.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+}
+
+// The program's name, for messages.
+std::string Program(const char* argv0) {
+  const std::string path = argv0 != nullptr ? argv0 : "ferry";
+  return path.substr(path.rfind('/') + 1);
 }
 
 // "max_pipes" -> "max-pipes", as users write it.
@@ -110,6 +117,42 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
     if (a == "-t") a = "--check_config";
     if (a.size() < 3 || a[0] != '-' || a[1] != '-') continue;
     Underscore(a);
+    // A flag no one defines, or a value its flag does not take: a usage error, one line,
+    // exit 2 (absl's own parse would exit 1).
+    const size_t equals = a.find('=');
+    const std::string name = a.substr(2, equals == std::string::npos ? a.npos : equals - 2);
+    // absl's own: handled by its parse, not in its registry.
+    static const auto* const kAbslFlags = new absl::flat_hash_set<std::string>(
+        {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
+         "only_check_args", "flagfile", "fromenv", "tryfromenv", "undefok"});
+    if (kAbslFlags->contains(name)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && equals == std::string::npos) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;  // --noflag
+    }
+    const std::string program = Program(argv[0]);
+    if (flag == nullptr) {
+      std::fprintf(stderr, "%s: unknown flag --%s (%s --help lists them)\n", program.c_str(),
+                   Dashed(name).c_str(), program.c_str());
+      std::exit(2);
+    }
+    std::string value;
+    if (equals != std::string::npos) {
+      value = a.substr(equals + 1);
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < args.size()) {
+      value = args[i + 1];  // --flag value
+    } else {
+      std::fprintf(stderr, "%s: --%s needs a value\n", program.c_str(), Dashed(name).c_str());
+      std::exit(2);
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::fprintf(stderr, "%s: --%s: %s\n", program.c_str(), Dashed(name).c_str(), error.c_str());
+      std::exit(2);
+    }
   }
   pointers->clear();
   for (std::string& a : args) pointers->push_back(a.data());

@@ -13,6 +13,8 @@
 ABSL_FLAG(std::string, data_dir, "", "for the test");
 ABSL_FLAG(std::string, spark_dir_roots, "", "for the test");
 ABSL_FLAG(int, threads, 0, "for the test");
+ABSL_FLAG(std::string, mode, "", "for the test");
+ABSL_FLAG(bool, check_config, false, "for the test");
 
 namespace ferry {
 namespace {
@@ -37,6 +39,19 @@ TEST(FlagNamesTest, AFlagFileIsExpandedAndNormalizedToo) {
   EXPECT_EQ(Normalize({"prog", "--threads=2", "--flagfile=" + path, "ls"}),
             (std::vector<std::string>{"prog", "--threads=2", "--data_dir=/srv/a-b",
                                       "--spark_dir_roots=/x,/y", "ls"}));
+}
+
+// Usage errors on the command line are one line and exit 2, as the README promises
+// (absl's parse exits 1).
+TEST(FlagNamesTest, AnUnknownFlagOrABadValueIsAUsageError) {
+  EXPECT_EXIT(Normalize({"prog", "--threads=2", "--nope=1"}), ::testing::ExitedWithCode(2),
+              "prog: unknown flag --nope \\(prog --help lists them\\)");
+  EXPECT_EXIT(Normalize({"prog", "--threads=many"}), ::testing::ExitedWithCode(2),
+              "prog: --threads: Illegal value 'many'");
+  EXPECT_EXIT(Normalize({"prog", "--data-dir"}), ::testing::ExitedWithCode(2),
+              "prog: --data-dir needs a value");
+  // absl's own flags, "--flag value" and what follows "--" are absl's to read.
+  EXPECT_EQ(Normalize({"prog", "--threads", "4", "--helpfull", "--", "--nope"}).size(), 6u);
 }
 
 TEST(FlagNamesTest, ShortSpellings) {

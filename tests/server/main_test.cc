@@ -1,4 +1,5 @@
 // ferry_server as an operator starts it: the binary, its output and exit codes.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,10 @@ class CheckConfigTest : public ::testing::Test {
 // `ferry_server --check-config` (or -t), as nginx -t: the flags and the flag file parsed,
 // the files and dirs they name opened, what would be served printed, nothing served.
 TEST_F(CheckConfigTest, AGoodConfigurationIsPrintedAndNothingServed) {
-  const std::string flags = FlagFile(
-      "good.flags", {"--data-dir=" + dir_.path(), "--spark-address=127.0.0.1:7337",
-                     "--spark-dir-roots=" + dir_.path(), "--state-dir=" + dir_.path(),
-                     "--control-address=127.0.0.1:1", "--data-address=127.0.0.1:2"});
+  const std::string flags =
+      FlagFile("good.flags", {"--data-dir=" + dir_.path(), "--spark-address=127.0.0.1:7337",
+                              "--spark-dir-roots=" + dir_.path(), "--state-dir=" + dir_.path(),
+                              "--control-address=127.0.0.1:1", "--data-address=127.0.0.1:2"});
   for (const char* check : {"--check-config", "-t"}) {
     testing::CommandResult ran = Server({"--flagfile=" + flags, check});
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
@@ -77,6 +78,21 @@ TEST_F(CheckConfigTest, AWrongLineIsNamedByFileAndLine) {
       Server({"--data-dir=" + dir_.path() + "/none", "--check-config"});
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_TRUE(absl::StrContains(missing.output, dir_.path() + "/none")) << missing.output;
+}
+
+// Every usage error: one line naming the flag, exit 2.
+TEST(MainTest, UsageErrorsAreOneLineAndExitTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--no-such-flag=1"}, {"--threads=abc"}, {"--threads=-1"}, {"--max-connections=0"}}) {
+    std::vector<std::string> with_dir = args;
+    with_dir.push_back("--data-dir=/tmp");
+    testing::CommandResult ran = Server(with_dir);
+    EXPECT_EQ(ran.exit_code, 2) << args[0] << ": " << ran.output;
+    const std::string name = args[0].substr(0, args[0].find('='));
+    EXPECT_TRUE(absl::StrContains(ran.output, name)) << ran.output;
+    EXPECT_EQ(std::count(ran.output.begin(), ran.output.end(), '\n'), 1) << ran.output;
+  }
+  EXPECT_EQ(Server({"--version"}).exit_code, 0);
 }
 
 }  // namespace
