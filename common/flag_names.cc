@@ -12,11 +12,13 @@
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/version.h"
 
 namespace ferry {
@@ -94,6 +96,92 @@ std::vector<std::string> FlagFileLines(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string>& Essentials() {
+  static auto* essentials = new std::vector<std::string>();
+  return *essentials;
+}
+
+// A heading for the flags of each file that declares some, in the order --help shows
+// them.
+std::pair<int, std::string> GroupOf(absl::string_view file) {
+  static const auto* const kGroups = new std::vector<std::pair<std::string, std::string>>{
+      {"server/flags.cc", "The server: data, addresses, TLS, tokens, metrics"},
+      {"server/dataplane/flags.cc", "Data plane"},
+      {"common/io/flags.cc", "Data plane's I/O engine"},
+      {"server/control/flags.cc", "Control plane"},
+      {"server/storage/flags.cc", "Storage and disks"},
+      {"server/tickets/flags.cc", "Streams"},
+      {"server/spark/flags.cc", "Spark's front door"},
+      {"server/main.cc", "The process"},
+      {"client/ferry_cli.cc", "Commands"},
+  };
+  for (size_t i = 0; i < kGroups->size(); ++i) {
+    if (absl::EndsWith(file, (*kGroups)[i].first)) {
+      return {static_cast<int>(i), (*kGroups)[i].second};
+    }
+  }
+  return {static_cast<int>(kGroups->size()), std::string(file)};
+}
+
+// `text` wrapped at 92 columns, each line indented by `indent`.
+std::string Wrapped(absl::string_view text, size_t indent) {
+  std::string out(indent, ' ');
+  size_t column = indent;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (column > indent && column + 1 + word.size() > 92) {
+      absl::StrAppend(&out, "\n", std::string(indent, ' '));
+      column = indent;
+    } else if (column > indent) {
+      out += ' ';
+      ++column;
+    }
+    absl::StrAppend(&out, word);
+    column += word.size();
+  }
+  return out;
+}
+
+// The program's flags for people: by group, dashed, with defaults; the essential ones
+// only, unless `all` (or none were named). Exits 0.
+[[noreturn]] void PrintHelp(const std::string& program, bool all) {
+  const bool essentials_only = !all && !Essentials().empty();
+  std::map<std::pair<int, std::string>, std::map<std::string, const absl::CommandLineFlag*>> groups;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    if (essentials_only &&
+        std::find(Essentials().begin(), Essentials().end(), name) == Essentials().end()) {
+      continue;
+    }
+    groups[GroupOf(flag->Filename())][Dashed(name)] = flag;
+  }
+  std::string out =
+      absl::StrCat(program, " ", kFerryVersion, ": ", absl::ProgramUsageMessage(), "\n");
+  for (const auto& [group, flags] : groups) {
+    absl::StrAppend(&out, "\n", group.second, ":\n");
+    for (const auto& [name, flag] : flags) {
+      const std::string value = flag->DefaultValue();
+      absl::StrAppend(&out, "  --", name, value.empty() ? "" : absl::StrCat(" (", value, ")"), "\n",
+                      Wrapped(flag->Help(), 6), "\n");
+    }
+  }
+  absl::StrAppend(
+      &out, "\n",
+      essentials_only
+          ? absl::StrCat("These are the essentials: ", program, " --helpfull lists every flag.\n")
+          : "",
+      "Flags may be spelled with dashes or underscores, and read from a file, one "
+      "per line, with --flagfile=FILE; --version prints the version; -h is --help.\n",
+      program == "ferry_server" ? "--check-config (-t) checks the flags without serving. "
+                                  "docs/operations.md explains each flag.\n"
+                                : "");
+  std::fputs(out.c_str(), stdout);
+  std::exit(0);
+}
+
+}  // namespace
+
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers) {
   std::vector<std::string> args;
   // --flagfile=F is replaced by F's lines, so that they are spelled either way too.
@@ -121,6 +209,8 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
     // exit 2 (absl's own parse would exit 1).
     const size_t equals = a.find('=');
     const std::string name = a.substr(2, equals == std::string::npos ? a.npos : equals - 2);
+    if (name == "help" || name == "helpshort") PrintHelp(Program(argv[0]), /*all=*/false);
+    if (name == "helpfull") PrintHelp(Program(argv[0]), /*all=*/true);
     // absl's own: handled by its parse, not in its registry.
     static const auto* const kAbslFlags = new absl::flat_hash_set<std::string>(
         {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
@@ -158,6 +248,11 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
   for (std::string& a : args) pointers->push_back(a.data());
   pointers->push_back(nullptr);
   return args;
+}
+
+void SetEssentialFlags(std::vector<std::string> names) {
+  for (std::string& name : names) std::replace(name.begin(), name.end(), '-', '_');
+  Essentials() = std::move(names);
 }
 
 std::string FlagOrigin(absl::string_view name) {

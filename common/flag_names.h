@@ -20,6 +20,10 @@ namespace ferry {
 // `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 
+// The flags --help shows (either spelling); --helpfull shows every flag, grouped, and so
+// does --help when none are named. Both print to stdout and exit 0.
+void SetEssentialFlags(std::vector<std::string> names);
+
 // Where flag `name` (either spelling) was set when a flag file set it: "FILE:LINE";
 // empty otherwise.
 std::string FlagOrigin(absl::string_view name);

@@ -218,6 +218,11 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves shuffle blocks over a gRPC control plane and a "
       "zero-copy data plane.");
+  ferry::SetEssentialFlags({"data-dir", "control-address", "data-address", "mode", "threads",
+                            "metrics-address", "auth-token-file", "tls-cert-file", "tls-key-file",
+                            "spark-address", "spark-dir-roots", "state-dir", "spark-yarn-dir",
+                            "spark-auth-yarn", "spark-auth-secret-file", "log-level", "log-file",
+                            "check-config"});
   ferry::ParseFlags(argc, argv);
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (level != "info" && level != "warning" && level != "error") {

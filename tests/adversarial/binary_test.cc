@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -113,16 +114,35 @@ TEST_F(BinaryAttackTest, OutOfRangeLimitsAreRefusedNotClamped) {
 }
 
 TEST_F(BinaryAttackTest, HelpListsTheServersFlags) {
-  FILE* help = ::popen(absl::StrCat(kServerBinary, " --help 2>&1").c_str(), "r");
-  ASSERT_NE(help, nullptr);
-  std::string text;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), help)) > 0;) text.append(buffer, n);
-  ::pclose(help);
-  for (const char* flag : {"--data_dir", "--max_connections_per_client", "--first_request_timeout",
-                           "--max_stream_blocks"}) {
-    EXPECT_NE(text.find(flag), std::string::npos) << flag << " missing from:\n" << text;
+  const auto output_of = [](const std::string& command, int* status) {
+    FILE* pipe = ::popen(command.c_str(), "r");
+    EXPECT_NE(pipe, nullptr);
+    std::string text;
+    char buffer[4096];
+    for (size_t n; pipe != nullptr && (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
+      text.append(buffer, n);
+    }
+    *status = pipe != nullptr ? ::pclose(pipe) : -1;
+    return text;
+  };
+  // --help: the essentials, for people, exit 0; --helpfull: every flag, grouped.
+  int status = -1;
+  const std::string help = output_of(absl::StrCat(kServerBinary, " --help 2>&1"), &status);
+  EXPECT_EQ(status, 0) << help;
+  EXPECT_LT(std::count(help.begin(), help.end(), '\n'), 100) << help;
+  for (const char* wanted : {"--data-dir", "--spark-address", "--check-config", "--helpfull",
+                             "--flagfile", "Spark's front door:"}) {
+    EXPECT_NE(help.find(wanted), std::string::npos) << wanted << " missing from:\n" << help;
   }
+  EXPECT_EQ(help.find("--max-stream-blocks"), std::string::npos) << help;
+  EXPECT_EQ(output_of(absl::StrCat(kServerBinary, " -h 2>&1"), &status), help);
+  const std::string full = output_of(absl::StrCat(kServerBinary, " --helpfull 2>&1"), &status);
+  EXPECT_EQ(status, 0);
+  for (const char* flag : {"--data-dir", "--max-connections-per-client", "--first-request-timeout",
+                           "--max-stream-blocks", "Streams:"}) {
+    EXPECT_NE(full.find(flag), std::string::npos) << flag << " missing from:\n" << full;
+  }
+  EXPECT_EQ(full.find("--data_dir"), std::string::npos) << "spelled as absl spells it";
 }
 
 // Issue 31.7: an unauthenticated peer's app id holding a newline and a glog-looking line
