@@ -94,10 +94,6 @@ std::vector<std::string> FlagFileLines(const std::string& path) {
   return lines;
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<std::string>& Essentials() {
   static auto* essentials = new std::vector<std::string>();
   return *essentials;

@@ -16,7 +16,9 @@ namespace ferry {
 // "-t" as "--check_config", and each "--flagfile=F" replaced by F's flags (one per line;
 // blank lines and '#' comments skipped), which are rewritten the same way. A flag file's
 // line that is no flag, names a flag no one defines or gives a value its flag does not
-// take exits 2 with "FILE:LINE: what is wrong". The returned strings own the storage
+// take exits 2 with "FILE:LINE: what is wrong"; on the command line the same, and a flag
+// with no value, exit 2 with one line naming it. --help, -h and --helpfull print the
+// program's flags for people and exit 0. The returned strings own the storage
 // `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 

@@ -128,6 +128,35 @@ absl::Status FerryServerOptions::Validate() const {
   return CheckRange("max-open-files", store.max_cached_map_outputs, 1, kMaxLimit);
 }
 
+namespace {
+
+// The Spark front door's roots: --spark-dir-roots, and on YARN (`yarn`) the NodeManager's
+// local dirs as it names them (so as its executors name their dirs).
+// FAILED_PRECONDITION when there are none.
+absl::StatusOr<std::vector<std::string>> SparkRoots(const FerryServerOptions& options,
+                                                    const YarnApps* yarn) {
+  std::vector<std::string> roots = options.spark_executors.dir_roots;
+  if (yarn == nullptr) return roots;
+  absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
+  if (!dirs.ok()) {
+    if (roots.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
+          "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
+          dirs.status().message()));
+    }
+    LOG(WARNING) << "the NodeManager's local dirs are not known; serving --spark-dir-roots "
+                 << "alone: " << dirs.status();
+    return roots;
+  }
+  for (std::string& dir : *dirs) {
+    if (std::find(roots.begin(), roots.end(), dir) == roots.end()) roots.push_back(std::move(dir));
+  }
+  return roots;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& options) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   std::string out;
@@ -164,16 +193,9 @@ absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& o
   std::unique_ptr<YarnApps> yarn;
   if (!options.spark_yarn.dir.empty()) {
     FERRY_ASSIGN_OR_RETURN(yarn, YarnApps::Open(options.spark_yarn));
-    absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
-    if (dirs.ok()) {
-      for (std::string& dir : *dirs) executors.dir_roots.push_back(std::move(dir));
-    } else if (executors.dir_roots.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("no --spark-dir-roots, and the NodeManager's local dirs are not known: ",
-                       dirs.status().message()));
-    }
     absl::StrAppend(&out, "YARN hand-off dir: ", options.spark_yarn.dir, "\n");
   }
+  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, SparkRoots(options, yarn.get()));
   // The state file is the running server's: only its dir is looked at.
   const std::string state_dir = executors.state_dir;
   executors.state_dir.clear();
@@ -234,25 +256,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     ExecutorRegistry::Options executors = options.spark_executors;
     if (!options.spark_yarn.dir.empty()) {
       FERRY_ASSIGN_OR_RETURN(server->yarn_, YarnApps::Open(options.spark_yarn, clock));
-      // The roots are the NodeManager's local dirs as it names them (so as its executors
-      // name their dirs), and whatever --spark-dir-roots adds.
-      absl::StatusOr<std::vector<std::string>> dirs = server->yarn_->NodeManagerLocalDirs();
-      if (dirs.ok()) {
-        for (std::string& dir : *dirs) {
-          if (std::find(executors.dir_roots.begin(), executors.dir_roots.end(), dir) ==
-              executors.dir_roots.end()) {
-            executors.dir_roots.push_back(std::move(dir));
-          }
-        }
-      } else if (executors.dir_roots.empty()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
-            "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
-            dirs.status().message()));
-      } else {
-        LOG(WARNING) << "the NodeManager's local dirs are not known; serving --spark-dir-roots "
-                     << "alone: " << dirs.status();
-      }
+      FERRY_ASSIGN_OR_RETURN(executors.dir_roots, SparkRoots(options, server->yarn_.get()));
       // An application that asked for no recovery is kept out of the state file, as
       // Spark's service keeps it out of its recovery DB; one that ended registers no
       // executor; and an application's dirs are those YARN made for it. Each reads what
