@@ -44,9 +44,6 @@ std::string Program(const char* argv0) {
   return path.substr(path.rfind('/') + 1);
 }
 
-// "max_pipes" -> "max-pipes", as users write it.
-std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
-
 [[noreturn]] void FlagFileError(const std::string& where, absl::string_view what) {
   std::fprintf(stderr, "%s: %s\n", where.c_str(), std::string(what).c_str());
   std::exit(2);
@@ -245,6 +242,8 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
   pointers->push_back(nullptr);
   return args;
 }
+
+std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
 void SetEssentialFlags(std::vector<std::string> names) {
   for (std::string& name : names) std::replace(name.begin(), name.end(), '-', '_');

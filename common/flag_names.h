@@ -22,6 +22,9 @@ namespace ferry {
 // `pointers` points into.
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<char*>* pointers);
 
+// "max_pipes" -> "max-pipes": a flag's name as users write it.
+std::string Dashed(absl::string_view name);
+
 // The flags --help shows (either spelling); --helpfull shows every flag, grouped, and so
 // does --help when none are named. Both print to stdout and exit 0.
 void SetEssentialFlags(std::vector<std::string> names);

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/flag_names.h"
 
 namespace ferry {
 
@@ -39,9 +40,6 @@ inline constexpr bool kIsCount = std::is_integral_v<Field> && !std::is_same_v<Fi
 // The flag's type for a field of type Field: int64_t for counts, Field otherwise.
 template <typename Field>
 using FlagType = std::conditional_t<kIsCount<Field>, int64_t, Field>;
-
-// "max_pipes" -> "max-pipes", as users write it (common/flag_names.h).
-std::string Dashed(absl::string_view name);
 
 template <typename Field>
 FlagType<Field> ToFlag(const Field& value) {

@@ -94,7 +94,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
   // behind changes to registered ones (a new shuffle manager).
   const std::string key =
       authenticated ? shared->app_id : absl::StrCat(peer_host, " ", shared->app_id);
-  RateLimiter& rate = executors_->Find(shared->app_id, shared->exec_id).ok()
+  RateLimiter& rate = executors_->FindDirs(shared->app_id, shared->exec_id).ok()
                           ? registration_changes_rate_
                           : registration_rate_;
   FERRY_ASSIGN_OR_RETURN(const absl::Duration wait, rate.Admit(key, clock_.Now()));

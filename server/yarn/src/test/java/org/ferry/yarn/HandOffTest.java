@@ -19,10 +19,7 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.junit.rules.TemporaryFolder;
 
-/**
- * The hand-off dir as the aux service writes it, on real files. Failures are made the way a
- * disk makes them here: a path that cannot be written (a file where a dir must be).
- */
+/** The hand-off dir as the aux service writes it, on real files (failures: block()). */
 public class HandOffTest {
   @Rule public TemporaryFolder tmp = new TemporaryFolder();
 
@@ -44,6 +41,16 @@ public class HandOffTest {
     handOff = new HandOff(root, 3_600_000, 600_000, maxPending, retentionMs);
     handOff.start();
     return handOff;
+  }
+
+  /**
+   * Makes apps/&lt;appId&gt; unwritable as a failing disk would: a directory with something in
+   * it stands where the file goes, so the rename fails. Returns that directory.
+   */
+  private Path block(String appId) throws IOException {
+    Path blocker = root.resolve("apps").resolve(appId);
+    Files.createDirectories(blocker.resolve("x"));
+    return blocker;
   }
 
   private static String mode(Path p) throws IOException {
@@ -88,10 +95,7 @@ public class HandOffTest {
   @Test
   public void aFailedWriteNeverDelaysANewOneAndIsRetried() throws Exception {
     open(3_600_000, 10);
-    // apps/application_1_0001 cannot be written: a directory with something in it stands where
-    // the file goes (as a failing disk, the rename fails).
-    Path blocker = root.resolve("apps/application_1_0001");
-    Files.createDirectories(blocker.resolve("x"));
+    Path blocker = block("application_1_0001");
     handOff.started("application_1_0001", new byte[] {1});
     assertEquals(1, handOff.pending());
     // Eleven more applications start: each is written at once.
@@ -113,8 +117,7 @@ public class HandOffTest {
   @Test
   public void anApplicationsEndReplacesItsStartThatWaits() throws Exception {
     open(3_600_000, 10);
-    Path blocker = root.resolve("apps/application_1_0001");
-    Files.createDirectories(blocker.resolve("x"));
+    Path blocker = block("application_1_0001");
     handOff.started("application_1_0001", new byte[] {1});
     handOff.stopped("application_1_0001");  // its marker is written; the delete fails
     assertTrue(Files.exists(root.resolve("stopped/application_1_0001")));
@@ -129,7 +132,7 @@ public class HandOffTest {
   public void aFullQueueDropsOnlyWritesThatFail() throws Exception {
     open(3_600_000, 2);
     for (int i = 1; i <= 3; ++i) {
-      Files.createDirectories(root.resolve(String.format("apps/application_1_%04d/x", i)));
+      block(String.format("application_1_%04d", i));
       handOff.started(String.format("application_1_%04d", i), new byte[] {1});
     }
     assertEquals(2, handOff.pending());
