@@ -1,20 +1,8 @@
-// ferry: the command-line client.
-//
-//   ferry gen   --dir=DIR [--app=APP | --apps=1] [--force] [--shuffles=1 --maps=16 --first-map=0
-//   --partitions=64
-//               --total-bytes=1G --distribution=uniform|exponential --seed=1
-//               --layout=ferry|spark --spark-local-dirs=2 --subdirs=64]
-//   ferry fetch --server=HOST:PORT[,HOST:PORT...] --app=APP [--shuffle=ID]
-//               [--to=DIR | (discard)]
-//               [--verify=true] [--batch] [--max-in-flight=64M]
-//   ferry ls    --server=HOST:PORT --app=APP
-//   ferry info  --server=HOST:PORT
-//   ferry remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]
-//   ferry health --server=HOST:PORT     exit 0 when SERVING (unhealthy disks listed)
-//
-// ls, info, fetch and health take --json (one line of JSON on stdout). `fetch` draws a
-// progress line on stderr when it is a terminal. Exit codes: 0 done, 1 the command
-// failed (the error is one line on stderr naming what failed), 2 bad usage.
+// ferry: the command-line client. Its commands, their usage lines and the flags each
+// reads are in main's table, which `ferry help [COMMAND]` prints. ls, info, fetch and
+// health take --json (one line of JSON on stdout). `fetch` draws a progress line on
+// stderr when it is a terminal. Exit codes: 0 done, 1 the command failed (the error is
+// one line on stderr naming what failed), 2 bad usage.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,53 +30,51 @@
 #include "common/shuffle_writer.h"
 #include "common/version.h"
 
-ABSL_FLAG(std::string, dir, "", "gen: directory to write <app>/ shuffle files into.");
-ABSL_FLAG(int, apps, 1, "gen: number of apps (app-0, app-1, ...).");
-ABSL_FLAG(int, shuffles, 1, "gen: shuffles per app.");
-ABSL_FLAG(int, maps, 16, "gen: map outputs per shuffle.");
+ABSL_FLAG(std::string, dir, "", "Directory to write <app>/ shuffle files into.");
+ABSL_FLAG(int, apps, 1, "Number of apps (app-0, app-1, ...).");
+ABSL_FLAG(int, shuffles, 1, "Shuffles per app.");
+ABSL_FLAG(int, maps, 16, "Map outputs per shuffle.");
 ABSL_FLAG(int, first_map, 0,
-          "gen: the first map id (map outputs first-map .. first-map + maps - 1), so that "
+          "The first map id (map outputs first-map .. first-map + maps - 1), so that "
           "several nodes' data sets make up one shuffle.");
-ABSL_FLAG(int, partitions, 64, "gen: reduce partitions per map output.");
-ABSL_FLAG(std::string, total_bytes, "1G",
-          "gen: total data size (K, M, G suffixes: powers of 1024).");
+ABSL_FLAG(int, partitions, 64, "Reduce partitions per map output.");
+ABSL_FLAG(std::string, total_bytes, "1G", "Total data size (K, M, G suffixes: powers of 1024).");
 ABSL_FLAG(std::string, distribution, "uniform",
-          "gen: partition sizes: uniform (0.5x to 1.5x the mean), exponential (skewed, with "
+          "Partition sizes: uniform (0.5x to 1.5x the mean), exponential (skewed, with "
           "empty and tiny partitions) or fixed (every partition the mean).");
 ABSL_FLAG(std::string, layout, "ferry",
-          "gen: ferry (DIR/<app>/shuffle_*) or spark (executor 0 of each app: its files hashed "
+          "ferry (DIR/<app>/shuffle_*) or spark (executor 0 of each app: its files hashed "
           "over DIR/local<k>/blockmgr-<app>/<%02x>/ as Spark's ExecutorDiskUtils places them)");
-ABSL_FLAG(int, spark_local_dirs, 2, "gen --layout=spark: local dirs per executor.");
-ABSL_FLAG(int, subdirs, 64, "gen --layout=spark: subdirectories per local dir.");
-ABSL_FLAG(uint64_t, seed, 1, "gen: random seed; the same flags and seed give the same files.");
+ABSL_FLAG(int, spark_local_dirs, 2, "Local dirs per executor.");
+ABSL_FLAG(int, subdirs, 64, "Subdirectories per local dir.");
+ABSL_FLAG(uint64_t, seed, 1, "Random seed; the same flags and seed give the same files.");
 ABSL_FLAG(std::string, server, "127.0.0.1:7070",
           "Control-plane address of a ferry_server. fetch takes a comma-separated list: a "
           "reducer fetching from every node at once, each map output from the first server "
           "that lists it, the others that list it its replicas.");
 ABSL_FLAG(std::string, app, "",
-          "App id (fetch, ls, remove-app: app-0 when not given). gen: the app to write (with "
-          "--apps=1; without it, gen writes app-0 .. app-<apps-1>).");
+          "The app: app-0 when not given. gen writes this one app (with --apps=1); without it, "
+          "gen writes app-0 .. app-<apps-1>.");
 ABSL_FLAG(bool, force, false,
-          "gen: write over map outputs that exist already (without it, gen refuses).");
-ABSL_FLAG(bool, json, false, "ls, info, fetch, health: print the result as one line of JSON.");
-ABSL_FLAG(std::string, exec_id, "",
-          "remove-app: one executor of the app (empty: all of its executors).");
+          "Write over map outputs that exist already (without it, gen refuses to).");
+ABSL_FLAG(bool, json, false, "Print the result as one line of JSON.");
+ABSL_FLAG(std::string, exec_id, "", "One executor of the app (empty: all of its executors).");
 ABSL_FLAG(bool, delete_local_dirs, false,
-          "remove-app: also delete the executors' local dirs and everything in them.");
-ABSL_FLAG(int, shuffle, -1, "fetch: only this shuffle id (-1: every shuffle of the app).");
+          "Also delete the executors' local dirs and everything in them.");
+ABSL_FLAG(int, shuffle, -1, "Only this shuffle id (-1: every shuffle of the app).");
 ABSL_FLAG(std::string, to, "",
-          "fetch: write each block to a file under this directory (with "
+          "Write each block to a file under this directory (with "
           "splice); empty discards the bytes after verifying them.");
-ABSL_FLAG(bool, verify, true, "fetch: verify stored checksums.");
+ABSL_FLAG(bool, verify, true, "Verify stored checksums.");
 ABSL_FLAG(bool, batch, false,
-          "fetch: ask for each map output's partitions as one contiguous segment (Spark's "
+          "Ask for each map output's partitions as one contiguous segment (Spark's "
           "batch fetch) instead of one block per partition.");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM CA certificates: reach the control plane over TLS and check the server's "
           "certificate against them.");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding the server's shared secret, when it requires one.");
-ABSL_FLAG(std::string, max_in_flight, "64M", "fetch: bound on bytes requested but not received.");
+ABSL_FLAG(std::string, max_in_flight, "64M", "Bound on bytes requested but not received.");
 
 namespace ferry {
 namespace {
@@ -633,14 +619,45 @@ int RemoveApp(ShuffleClient& client) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ferry <gen|fetch|ls|info|health|remove-app> [flags]: generate shuffle data, fetch it "
-      "from a ferry_server, list an app's shuffles, show a server's settings, check its "
-      "health, forget a Spark application's executors.");
+      "the command-line client of ferry_server: ferry COMMAND [flags]. Exit codes: 0 done, "
+      "1 the command failed (one line on stderr says what), 2 bad usage.");
+  // The flags every command that reaches a server reads.
+  const std::vector<std::string> reach = {"server", "auth-token-file", "tls-ca-file"};
+  auto with_reach = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), reach.begin(), reach.end());
+    return flags;
+  };
+  ferry::SetCommands({
+      {"gen",
+       "write synthetic shuffle data, as Spark's sort shuffle lays it out.",
+       "gen --dir=DIR [--app=APP | --apps=N] [--force] [--maps=16 --partitions=64 "
+       "--total-bytes=1G ...]",
+       {"dir", "app", "apps", "force", "shuffles", "maps", "first-map", "partitions", "total-bytes",
+        "distribution", "seed", "layout", "spark-local-dirs", "subdirs"}},
+      {"fetch", "fetch every block of an app from one or more servers, verifying checksums.",
+       "fetch --server=HOST:PORT[,HOST:PORT...] --app=APP [--shuffle=ID] [--to=DIR] [--json]",
+       with_reach({"app", "shuffle", "to", "verify", "batch", "max-in-flight", "json"})},
+      {"ls", "list an app's shuffles and map outputs on a server.",
+       "ls --server=HOST:PORT --app=APP [--json]", with_reach({"app", "json"})},
+      {"info", "show a server's version, addresses, settings and disks.",
+       "info --server=HOST:PORT [--json]", with_reach({"json"})},
+      {"health",
+       "exit 0 when the server is SERVING (unhealthy disks listed when the token is given).",
+       "health --server=HOST:PORT [--json]", with_reach({"json"})},
+      {"remove-app",
+       "forget a Spark application's executors on a server (what Spark's worker tells its "
+       "shuffle service when an application ends), optionally deleting their local dirs.",
+       "remove-app --server=HOST:PORT --app=APP [--exec-id=E] [--delete-local-dirs]",
+       with_reach({"app", "exec-id", "delete-local-dirs"})},
+  });
   const std::vector<std::string> positional = ferry::ParseFlags(argc, argv);
+  if (positional.size() >= 2 && positional[1] == "help" && positional.size() <= 3) {
+    ferry::PrintCommandHelp(argv[0], positional.size() == 3 ? positional[2] : "");
+  }
   if (positional.size() != 2) {
     std::fprintf(stderr,
-                 "usage: ferry <gen|fetch|ls|info|health|remove-app> [flags]; ferry --help for "
-                 "flags\n");
+                 "usage: ferry COMMAND [flags] (ferry help lists the commands, ferry help "
+                 "COMMAND a command's flags)\n");
     return 2;
   }
   const std::string command = positional[1];
@@ -668,7 +685,5 @@ int main(int argc, char** argv) {
   if (command == "info") return ferry::Info(client);
   if (command == "remove-app") return ferry::RemoveApp(client);
   if (command == "health") return ferry::Health(client);
-  std::fprintf(stderr, "ferry: unknown command '%s' (gen, fetch, ls, info, health, remove-app)\n",
-               command.c_str());
-  return 2;
+  ferry::PrintCommandHelp(argv[0], command);  // an unknown command: exit 2, naming it
 }

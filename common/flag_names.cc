@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/version.h"
@@ -96,6 +97,18 @@ std::vector<std::string>& Essentials() {
   return *essentials;
 }
 
+std::vector<CommandHelp>& Commands() {
+  static auto* commands = new std::vector<CommandHelp>();
+  return *commands;
+}
+
+const CommandHelp* FindCommand(absl::string_view name) {
+  for (const CommandHelp& command : Commands()) {
+    if (command.name == name) return &command;
+  }
+  return nullptr;
+}
+
 // A heading for the flags of each file that declares some, in the order --help shows
 // them.
 std::pair<int, std::string> GroupOf(absl::string_view file) {
@@ -108,7 +121,6 @@ std::pair<int, std::string> GroupOf(absl::string_view file) {
       {"server/tickets/flags.cc", "Streams"},
       {"server/spark/flags.cc", "Spark's front door"},
       {"server/main.cc", "The process"},
-      {"client/ferry_cli.cc", "Commands"},
   };
   for (size_t i = 0; i < kGroups->size(); ++i) {
     if (absl::EndsWith(file, (*kGroups)[i].first)) {
@@ -136,41 +148,133 @@ std::string Wrapped(absl::string_view text, size_t indent) {
   return out;
 }
 
+// One flag for people: "  --name (default)" and its help, wrapped.
+std::string FlagText(absl::string_view name, const absl::CommandLineFlag& flag) {
+  const std::string value = flag.DefaultValue();
+  return absl::StrCat("  --", Dashed(name), value.empty() ? "" : absl::StrCat(" (", value, ")"),
+                      "\n", Wrapped(flag.Help(), 6), "\n");
+}
+
+// The flags a program defines (absl's own left out), by name as absl spells it.
+std::map<std::string, const absl::CommandLineFlag*> ProgramFlags() {
+  std::map<std::string, const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::StrContains(flag->Filename(), "absl/")) flags[std::string(name)] = flag;
+  }
+  return flags;
+}
+
+// Ways to read flags, for the end of every help text.
+std::string Spelling(const std::string& program) {
+  return absl::StrCat(
+      Wrapped("Flags may be spelled with dashes or underscores, and read from a file, one per "
+              "line, with --flagfile=FILE; --version prints the version; -h is --help.",
+              0),
+      "\n",
+      program == "ferry_server" ? "--check-config (-t) checks the flags without serving. "
+                                  "docs/operations.md explains each flag.\n"
+                                : "");
+}
+
+// A program's commands for people (SetCommands): the list of them, or one command's
+// usage and flags, or, with `all`, every command's. Exits 0, or 2 for an unknown command.
+[[noreturn]] void PrintCommands(const std::string& program, bool all, absl::string_view name) {
+  const std::map<std::string, const absl::CommandLineFlag*> flags = ProgramFlags();
+  // A command's usage and flags, in the order the command lists them.
+  auto command_text = [&](const CommandHelp& command) {
+    std::string out =
+        absl::StrCat(Wrapped(absl::StrCat(program, " ", command.name, ": ", command.summary), 0),
+                     "\n\nusage: ", program, " ", command.usage, "\n\nFlags:\n");
+    for (const std::string& flag : command.flags) {
+      auto it = flags.find(flag);
+      if (it != flags.end()) absl::StrAppend(&out, FlagText(flag, *it->second));
+    }
+    return out;
+  };
+  std::string out;
+  if (!name.empty()) {
+    const CommandHelp* command = FindCommand(name);
+    if (command == nullptr) {
+      std::fprintf(stderr, "%s: unknown command '%s' (%s help lists them)\n", program.c_str(),
+                   std::string(name).c_str(), program.c_str());
+      std::exit(2);
+    }
+    out = absl::StrCat(command_text(*command), "\n", program, " help lists the commands.\n",
+                       Spelling(program));
+  } else {
+    out = absl::StrCat(
+        Wrapped(absl::StrCat(program, " ", kFerryVersion, ": ", absl::ProgramUsageMessage()), 0),
+        "\n\nCommands:\n");
+    for (const CommandHelp& command : Commands()) {
+      absl::StrAppend(&out, absl::StrFormat("  %-11s ", command.name),
+                      Wrapped(command.summary, 14).substr(14), "\n");
+    }
+    if (all) {
+      absl::flat_hash_set<std::string> listed;
+      for (const CommandHelp& command : Commands()) {
+        absl::StrAppend(&out, "\n", command_text(command));
+        listed.insert(command.flags.begin(), command.flags.end());
+      }
+      std::string others;
+      for (const auto& [flag_name, flag] : flags) {
+        if (!listed.contains(flag_name)) absl::StrAppend(&others, FlagText(flag_name, *flag));
+      }
+      if (!others.empty()) absl::StrAppend(&out, "\nOther flags:\n", others);
+    }
+    absl::StrAppend(&out, "\n",
+                    Wrapped(absl::StrCat(program, " help CMD (or ", program,
+                                         " CMD --help) shows a command's usage and flags; ",
+                                         program, " --helpfull every command's."),
+                            0),
+                    "\n", Spelling(program));
+  }
+  std::fputs(out.c_str(), stdout);
+  std::exit(0);
+}
+
 // The program's flags for people: by group, dashed, with defaults; the essential ones
-// only, unless `all` (or none were named). Exits 0.
-[[noreturn]] void PrintHelp(const std::string& program, bool all) {
+// only, unless `all` (or none were named). For a program with commands, PrintCommands
+// with the command named among `args`. Exits 0.
+[[noreturn]] void PrintHelp(const std::string& program, bool all, absl::string_view command) {
+  if (!Commands().empty()) PrintCommands(program, all, command);
   const bool essentials_only = !all && !Essentials().empty();
   std::map<std::pair<int, std::string>, std::map<std::string, const absl::CommandLineFlag*>> groups;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+  for (const auto& [name, flag] : ProgramFlags()) {
     if (essentials_only &&
         std::find(Essentials().begin(), Essentials().end(), name) == Essentials().end()) {
       continue;
     }
-    groups[GroupOf(flag->Filename())][Dashed(name)] = flag;
+    groups[GroupOf(flag->Filename())][name] = flag;
   }
   std::string out =
       absl::StrCat(program, " ", kFerryVersion, ": ", absl::ProgramUsageMessage(), "\n");
-  for (const auto& [group, flags] : groups) {
+  for (const auto& [group, group_flags] : groups) {
     absl::StrAppend(&out, "\n", group.second, ":\n");
-    for (const auto& [name, flag] : flags) {
-      const std::string value = flag->DefaultValue();
-      absl::StrAppend(&out, "  --", name, value.empty() ? "" : absl::StrCat(" (", value, ")"), "\n",
-                      Wrapped(flag->Help(), 6), "\n");
-    }
+    for (const auto& [name, flag] : group_flags) absl::StrAppend(&out, FlagText(name, *flag));
   }
-  absl::StrAppend(
-      &out, "\n",
-      essentials_only
-          ? absl::StrCat("These are the essentials: ", program, " --helpfull lists every flag.\n")
-          : "",
-      "Flags may be spelled with dashes or underscores, and read from a file, one "
-      "per line, with --flagfile=FILE; --version prints the version; -h is --help.\n",
-      program == "ferry_server" ? "--check-config (-t) checks the flags without serving. "
-                                  "docs/operations.md explains each flag.\n"
-                                : "");
+  absl::StrAppend(&out, "\n",
+                  essentials_only ? absl::StrCat("These are the essentials: ", program,
+                                                 " --helpfull lists every flag.\n")
+                                  : "",
+                  Spelling(program));
   std::fputs(out.c_str(), stdout);
   std::exit(0);
+}
+
+// The first argument after argv[0] that is neither a flag nor a flag's value given
+// apart (--server HOST): the command, for programs that have commands.
+std::string FirstPositional(const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return i + 1 < args.size() ? args[i + 1] : "";
+    if (a.empty() || a[0] != '-') return a;
+    if (a.size() < 3 || a[1] != '-' || absl::StrContains(a, '=')) continue;
+    std::string name = a.substr(2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && !flag->IsOfType<bool>()) ++i;  // its value
+  }
+  return "";
 }
 
 }  // namespace
@@ -202,8 +306,9 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
     // exit 2 (absl's own parse would exit 1).
     const size_t equals = a.find('=');
     const std::string name = a.substr(2, equals == std::string::npos ? a.npos : equals - 2);
-    if (name == "help" || name == "helpshort") PrintHelp(Program(argv[0]), /*all=*/false);
-    if (name == "helpfull") PrintHelp(Program(argv[0]), /*all=*/true);
+    if (name == "help" || name == "helpshort" || name == "helpfull") {
+      PrintHelp(Program(argv[0]), /*all=*/name == "helpfull", FirstPositional(args));
+    }
     // absl's own: handled by its parse, not in its registry.
     static const auto* const kAbslFlags = new absl::flat_hash_set<std::string>(
         {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
@@ -248,6 +353,17 @@ std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{
 void SetEssentialFlags(std::vector<std::string> names) {
   for (std::string& name : names) std::replace(name.begin(), name.end(), '-', '_');
   Essentials() = std::move(names);
+}
+
+void SetCommands(std::vector<CommandHelp> commands) {
+  for (CommandHelp& command : commands) {
+    for (std::string& flag : command.flags) std::replace(flag.begin(), flag.end(), '-', '_');
+  }
+  Commands() = std::move(commands);
+}
+
+void PrintCommandHelp(const char* argv0, absl::string_view command) {
+  PrintCommands(Program(argv0), /*all=*/false, command);
 }
 
 std::string FlagOrigin(absl::string_view name) {

@@ -29,6 +29,23 @@ std::string Dashed(absl::string_view name);
 // does --help when none are named. Both print to stdout and exit 0.
 void SetEssentialFlags(std::vector<std::string> names);
 
+// A command of a program that has several (ferry gen, ferry fetch, ...): its name, what it
+// does in one line, its usage line and the flags it reads.
+struct CommandHelp {
+  std::string name;
+  std::string summary;
+  std::string usage;
+  std::vector<std::string> flags;
+};
+
+// Makes --help list the commands, and `PROGRAM CMD --help` (or --help CMD) show that
+// command's usage and flags only; --helpfull shows every command's.
+void SetCommands(std::vector<CommandHelp> commands);
+
+// `PROGRAM help [CMD]`: the help above for CMD (or the list of commands when empty),
+// exit 0; an unknown CMD is a usage error, one line, exit 2.
+[[noreturn]] void PrintCommandHelp(const char* argv0, absl::string_view command);
+
 // Where flag `name` (either spelling) was set when a flag file set it: "FILE:LINE";
 // empty otherwise.
 std::string FlagOrigin(absl::string_view name);

@@ -1,6 +1,7 @@
 // The ferry CLI as an operator runs it: the binary, its output and exit codes, real files.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
@@ -126,6 +128,39 @@ TEST(FerryCliTest, AMapOutputThatCannotBeReadSpoilsItselfOnly) {
   EXPECT_TRUE(absl::StrContains(fetch.output, "fetched 24 blocks; 1 map output(s)"))
       << fetch.output;
   EXPECT_TRUE(absl::StrContains(testing::ReadTextFile(log), "cannot be read, listed as such"));
+}
+
+// `ferry fetch --help` printed all 26 flags of every command and `ferry help fetch` was a
+// usage error. Each command's help shows its usage and its flags only; --helpfull lists
+// every flag under some command.
+TEST(FerryCliTest, HelpIsPerCommand) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"help", "fetch"}, {"fetch", "--help"}, {"--server=x:1", "fetch", "-h"}}) {
+    testing::CommandResult help = Ferry(args);
+    EXPECT_EQ(help.exit_code, 0) << help.output;
+    EXPECT_TRUE(absl::StrContains(help.output, "usage: ferry fetch --server=")) << help.output;
+    EXPECT_TRUE(absl::StrContains(help.output, "--max-in-flight (64M)")) << help.output;
+    EXPECT_FALSE(absl::StrContains(help.output, "--total-bytes")) << help.output;
+  }
+  testing::CommandResult gen = Ferry({"gen", "--help"});
+  EXPECT_TRUE(absl::StrContains(gen.output, "--total-bytes (1G)")) << gen.output;
+  EXPECT_FALSE(absl::StrContains(gen.output, "--max-in-flight")) << gen.output;
+
+  testing::CommandResult list = Ferry({"help"});
+  EXPECT_EQ(list.exit_code, 0);
+  for (const char* command : {"gen", "fetch", "ls", "info", "health", "remove-app"}) {
+    EXPECT_TRUE(absl::StrContains(list.output, absl::StrCat("\n  ", command, " "))) << command;
+  }
+  testing::CommandResult full = Ferry({"--helpfull"});
+  EXPECT_EQ(full.exit_code, 0);
+  EXPECT_FALSE(absl::StrContains(full.output, "Other flags")) << full.output;
+
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{}, {"fetch", "ls"}, {"walk"}, {"help", "walk"}}) {
+    testing::CommandResult wrong = Ferry(args);
+    EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+    EXPECT_EQ(std::count(wrong.output.begin(), wrong.output.end(), '\n'), 1) << wrong.output;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "common/flag_names.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -81,6 +83,33 @@ TEST(FlagNamesTest, AFlagFilesLinesAreCheckedAndRemembered) {
               "flags:1: 'threads=1' is not a flag");
   EXPECT_EXIT(Normalize({"prog", "--flagfile=" + dir.path() + "/none"}),
               ::testing::ExitedWithCode(2), "none: cannot read this --flagfile");
+}
+
+// A program with commands: --help lists them; `prog CMD --help` (wherever the flags
+// and their values stand) and `prog help CMD` show that command's usage and flags only.
+TEST(FlagNamesTest, HelpIsPerCommand) {
+  // Help goes to stdout; the death test reads stderr.
+  const auto help = [](std::vector<std::string> args) {
+    ::dup2(2, 1);
+    SetCommands({{"ls", "list things.", "ls --data-dir=D", {"data-dir"}},
+                 {"run", "run things.", "run --threads=N", {"threads", "mode"}}});
+    if (args.size() == 3 && args[1] == "help") PrintCommandHelp("prog", args[2]);
+    Normalize(std::move(args));
+  };
+  EXPECT_EXIT(help({"prog", "--help"}), ::testing::ExitedWithCode(0),
+              "Commands:\n  ls +list things.\n  run +run things.");
+  EXPECT_EXIT(help({"prog", "--threads", "4", "run", "-h"}), ::testing::ExitedWithCode(0),
+              "prog run: run things.\n\nusage: prog run --threads=N\n\nFlags:\n  --threads "
+              "\\(0\\)\n      for the test\n  --mode\n      for the test\n\n");
+  EXPECT_EXIT(help({"prog", "--help", "ls"}), ::testing::ExitedWithCode(0),
+              "Flags:\n  --data-dir\n      for the test\n\nprog help lists");
+  EXPECT_EXIT(help({"prog", "help", "run"}), ::testing::ExitedWithCode(0), "prog run: run things");
+  EXPECT_EXIT(help({"prog", "help", "walk"}), ::testing::ExitedWithCode(2),
+              "prog: unknown command 'walk' \\(prog help lists them\\)");
+  // --helpfull: every command's flags; a flag no command lists is not left out.
+  EXPECT_EXIT(help({"prog", "--helpfull"}), ::testing::ExitedWithCode(0),
+              "prog ls: list things.(.|\n)*prog run: run things.(.|\n)*Other "
+              "flags:\n  --check-config \\(false\\)(.|\n)*--spark-dir-roots");
 }
 
 }  // namespace
