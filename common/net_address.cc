@@ -115,4 +115,59 @@ std::string SocketAddress::host() const {
   return text;
 }
 
+namespace {
+
+// What a failed bind or listen means here, after the system's own words.
+std::string ListenHint(int err) {
+  switch (err) {
+    case EADDRINUSE:
+      return " (another process listens on this port)";
+    case EADDRNOTAVAIL:
+      return " (no interface of this host has this address)";
+    case EACCES:
+      return " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)";
+    default:
+      return "";
+  }
+}
+
+absl::Status ListenError(int err, const SocketAddress& address) {
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat("cannot listen on ", address.ToString(), ": ",
+                                   std::strerror(err), ListenHint(err)));
+}
+
+// A socket bound to `address`, not yet listening.
+absl::StatusOr<UniqueFd> Bound(const SocketAddress& address) {
+  UniqueFd fd(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ListenError(errno, address);
+  const int one = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      ::bind(fd.get(), address.get(), address.size()) != 0) {
+    return ListenError(errno, address);
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> Listen(const SocketAddress& address, int backlog) {
+  absl::StatusOr<UniqueFd> fd = Bound(address);
+  if (!fd.ok()) return fd.status();
+  if (::listen(fd->get(), backlog) != 0) return ListenError(errno, address);
+  return fd;
+}
+
+absl::Status CheckCanListen(absl::string_view address) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<SocketAddress> resolved = SocketAddress::Resolve(parsed->host, parsed->port);
+  if (!resolved.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", address,
+                                                   ": its host does not resolve (",
+                                                   resolved.status().message(), ")"));
+  }
+  return Bound(*resolved).status();
+}
+
 }  // namespace ferry

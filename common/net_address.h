@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/unique_fd.h"
 
 namespace ferry {
 
@@ -57,6 +58,18 @@ class SocketAddress {
   sockaddr_storage storage_{};
   socklen_t size_ = 0;
 };
+
+// A TCP socket bound to `address` and listening. With SO_REUSEADDR, so that a restarted
+// server binds while old connections sit in TIME_WAIT; not SO_REUSEPORT, which would also
+// let a second server bind the same port and take a share of its connections. An error
+// says why in words an operator acts on: "cannot listen on 127.0.0.1:7070: Address
+// already in use (another process listens on this port)".
+absl::StatusOr<UniqueFd> Listen(const SocketAddress& address, int backlog);
+
+// Whether this process can listen on "host:port" (a name or a numeric host; port 0 any):
+// binds a socket there, as Listen() does, and closes it. For the servers that bind for
+// themselves and say less about why they cannot (gRPC's, civetweb's).
+absl::Status CheckCanListen(absl::string_view address);
 
 }  // namespace ferry
 

@@ -244,6 +244,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
   ferry_door.host = data_address.host;
   ferry_door.port = data_address.port;
+  ferry_door.origin = "--data-address";
   ferry_door.handler = [tickets = server->tickets_.get(),
                         connection = &server->options_.connection](UniqueFd socket,
                                                                    ConnectionControl& control) {
@@ -286,6 +287,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     FERRY_ASSIGN_OR_RETURN(HostPort spark_address, ParseHostPort(options.spark_address));
     spark_door.host = spark_address.host;
     spark_door.port = spark_address.port;
+    spark_door.origin = "--spark-address";
     // A connection over the limits is closed untold: Spark's client retries that.
     spark_door.handler = [spark = server->spark_.get(), secrets = server->spark_secrets_.get(),
                           tls = server->spark_tls_.get(),
@@ -334,6 +336,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
     tls.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_cert_chain});
     credentials = grpc::SslServerCredentials(tls);
   }
+  // gRPC says only that it could not bind, after a log line of its internals.
+  if (absl::Status can = CheckCanListen(options.control_address); !can.ok()) {
+    return absl::Status(can.code(), absl::StrCat("--control-address: ", can.message()));
+  }
   builder.AddListeningPort(options.control_address, credentials, &selected_port);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port
   // and answer a share of the calls; with it off, the second one fails to start.
@@ -346,12 +352,15 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   builder.RegisterService(server->service_.get());
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || selected_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot serve the control plane on ",
-                                               options.control_address,
-                                               " (is another server on this port?)"));
+    return absl::UnavailableError(absl::StrCat(
+        "--control-address: cannot serve the control plane on ", options.control_address));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
   if (!options.metrics_address.empty()) {
+    // civetweb says "null context when constructing CivetServer" for every reason.
+    if (absl::Status can = CheckCanListen(options.metrics_address); !can.ok()) {
+      return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
+    }
     FERRY_ASSIGN_OR_RETURN(server->metrics_,
                            MetricsExporter::Start(options.metrics_address, [s = server.get()] {
                              return s->CollectMetrics();

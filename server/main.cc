@@ -18,14 +18,17 @@
 #include <vector>
 
 #include <glog/logging.h>
+#include <grpc/support/log.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
+#include "common/log_lines.h"
 #include "common/replace_file.h"
 #include "common/version.h"
 #include "server/ferry_server.h"
@@ -78,6 +81,23 @@ bool OpenLogFile() {
   return true;
 }
 
+// gRPC's own log lines (a TLS handshake a peer failed, say), kept within what glog
+// keeps: on one line, escaped, cut at 300 characters, and at most 10 a second, since a
+// peer can cause them.
+void LogGrpcLine(gpr_log_func_args* args) {
+  static auto* budget = new ferry::LineBudget(10);
+  uint64_t held_back = 0;
+  if (!budget->Take(absl::Now(), &held_back)) return;
+  const std::string line =
+      absl::StrCat("grpc: ", ferry::LogEscaped(absl::string_view(args->message).substr(0, 300)),
+                   held_back > 0 ? absl::StrCat(" (", held_back, " such lines held back)") : "");
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) {
+    LOG(ERROR) << line;
+  } else {
+    LOG(INFO) << line;
+  }
+}
+
 // `message` with "FILE:LINE: " first when it starts with a flag a flag file set.
 std::string WithOrigin(absl::string_view message) {
   if (!absl::StartsWith(message, "--")) return std::string(message);
@@ -118,7 +138,7 @@ int Main() {
   RaiseFileLimit();
   absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server = ferry::FerryServer::Start(options);
   if (!server.ok()) {
-    LOG(ERROR) << "ferry_server: " << server.status();
+    LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;
   }
   LOG(INFO) << "ferry_server " << ferry::kFerryVersion << " serving " << options.data_dir
@@ -236,5 +256,6 @@ int main(int argc, char** argv) {
   FLAGS_minloglevel = level == "info"      ? google::GLOG_INFO
                       : level == "warning" ? google::GLOG_WARNING
                                            : google::GLOG_ERROR;
+  gpr_set_log_function(LogGrpcLine);
   return Main();
 }

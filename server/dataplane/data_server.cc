@@ -22,28 +22,12 @@ namespace ferry {
 
 namespace {
 
-absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
-  absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(host, port);
-  if (!addr.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("data-plane host: ", addr.status().message()));
-  }
-  UniqueFd fd(::socket(addr->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket for the data plane");
-  // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT.
-  // Not SO_REUSEPORT: that would also let a second server bind the same port and take
-  // a share of the connections, whose tickets it has never issued.
-  const int one = 1;
-  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-    return absl::ErrnoToStatus(errno, "setsockopt SO_REUSEADDR on the data plane");
-  }
-  if (::bind(fd.get(), addr->get(), addr->size()) != 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(
-        err, absl::StrCat("bind data plane to ", addr->ToString(),
-                          err == EADDRINUSE ? " (is another server on this port?)" : ""));
-  }
-  if (::listen(fd.get(), 4096) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("listen on ", addr->ToString()));
+absl::StatusOr<UniqueFd> BindListener(const DataServer::Listener& l) {
+  absl::StatusOr<SocketAddress> addr = SocketAddress::Numeric(l.host, l.port);
+  absl::StatusOr<UniqueFd> fd = addr.ok() ? Listen(*addr, 4096) : addr.status();
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(), absl::StrCat(l.origin.empty() ? "data plane" : l.origin,
+                                                         ": ", fd.status().message()));
   }
   return fd;
 }
@@ -84,7 +68,7 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   scheduler_options.idle_poll = options.idle_poll;
   std::unique_ptr<DataServer> server(new DataServer(options));
   for (Listener& l : listeners) {
-    FERRY_ASSIGN_OR_RETURN(UniqueFd fd, BindListener(l.host, l.port));
+    FERRY_ASSIGN_OR_RETURN(UniqueFd fd, BindListener(l));
     const uint16_t port = LocalPort(fd.get());
     server->listeners_.push_back(Bound{std::move(l), std::move(fd), port});
   }

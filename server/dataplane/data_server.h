@@ -73,6 +73,8 @@ class DataServer {
     // port()).
     std::string host = "127.0.0.1";
     uint16_t port = 0;
+    // What set the address, first in an error about it ("--data-address").
+    std::string origin;
     // Serves the listener's connections; must outlive the server's threads.
     Handler handler;
     // The bytes that tell a connection over the limits why it is closed (the

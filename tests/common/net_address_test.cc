@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loopback.h"
 
@@ -63,6 +64,30 @@ TEST(NetAddressTest, ASocketsPeerAndLocalAddresses) {
   EXPECT_TRUE(absl::IsNotFound(SocketAddress::PeerOf(pipe_fds[0]).status()));
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
+}
+
+// A port in use, an address no interface has, a host that does not resolve: each error
+// says which in words an operator acts on.
+TEST(NetAddressTest, WhyAnAddressCannotBeListenedOn) {
+  absl::StatusOr<SocketAddress> any = SocketAddress::Numeric("127.0.0.1", 0);
+  ASSERT_TRUE(any.ok());
+  absl::StatusOr<UniqueFd> taken = Listen(*any, 16);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(taken->get());
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(CheckCanListen(local->ToString()).message(),
+            "cannot listen on " + local->ToString() +
+                ": Address already in use (another process listens on this port)");
+  EXPECT_EQ(Listen(*local, 16).status().message(), CheckCanListen(local->ToString()).message());
+  // 192.0.2.0/24 is TEST-NET-1: no interface here has it.
+  EXPECT_EQ(CheckCanListen("192.0.2.1:7070").message(),
+            "cannot listen on 192.0.2.1:7070: Cannot assign requested address (no interface of "
+            "this host has this address)");
+  EXPECT_TRUE(absl::StartsWith(CheckCanListen("no-such-host.invalid:7070").message(),
+                               "cannot listen on no-such-host.invalid:7070: its host does not "
+                               "resolve"));
+  EXPECT_EQ(CheckCanListen("7070").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckCanListen("127.0.0.1:0").ok());
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/net_address.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
 #include "tests/testing/temp_dir.h"
@@ -93,6 +96,34 @@ TEST(MainTest, UsageErrorsAreOneLineAndExitTwo) {
     EXPECT_EQ(std::count(ran.output.begin(), ran.output.end(), '\n'), 1) << ran.output;
   }
   EXPECT_EQ(Server({"--version"}).exit_code, 0);
+}
+
+// A port in use printed gRPC's internal error blob before the line that said so, a bad
+// address added a wrong hint, and civetweb said "null context when constructing
+// CivetServer". Each is one line naming the flag, the address and why.
+TEST(MainTest, AnAddressThatCannotBeListenedOnIsOneLine) {
+  testing::TempDir dir;
+  absl::StatusOr<SocketAddress> any = SocketAddress::Numeric("127.0.0.1", 0);
+  ASSERT_TRUE(any.ok());
+  absl::StatusOr<UniqueFd> taken = Listen(*any, 16);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  const std::string address = SocketAddress::LocalOf(taken->get())->ToString();
+  for (const char* flag : {"control-address", "data-address", "metrics-address"}) {
+    testing::CommandResult ran =
+        Server({"--data-dir=" + dir.path(), "--threads=1", absl::StrCat("--", flag, "=", address)});
+    EXPECT_EQ(ran.exit_code, 1) << ran.output;
+    EXPECT_TRUE(absl::StrContains(
+        ran.output, absl::StrCat("ferry_server: --", flag, ": cannot listen on ", address,
+                                 ": Address already in use (another process listens on this "
+                                 "port)\n")))
+        << ran.output;
+    EXPECT_EQ(std::count(ran.output.begin(), ran.output.end(), '\n'), 1) << ran.output;
+  }
+  testing::CommandResult nowhere =
+      Server({"--data-dir=" + dir.path(), "--threads=1", "--control-address=192.0.2.1:7070"});
+  EXPECT_TRUE(absl::StrContains(nowhere.output, "no interface of this host has this address"))
+      << nowhere.output;
+  EXPECT_EQ(std::count(nowhere.output.begin(), nowhere.output.end(), '\n'), 1) << nowhere.output;
 }
 
 }  // namespace
