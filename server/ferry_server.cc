@@ -14,6 +14,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -80,6 +81,7 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
                     " to ", plan.max_connections, " to fit ", limit, " descriptors (",
                     per_connection, " per connection). ");
   }
+  plan.clamped = std::string(absl::StripTrailingAsciiWhitespace(plan.clamped));
   return plan;
 }
 
@@ -445,8 +447,8 @@ void FerryServer::ForgetEndedYarnApps() {
   }
 }
 
-size_t FerryServer::Shutdown(absl::Duration drain) {
-  if (shut_down_) return 0;
+DataServer::DrainReport FerryServer::Shutdown(absl::Duration drain) {
+  if (shut_down_) return {};
   shut_down_ = true;
   if (sweeper_.joinable()) {
     {
@@ -463,12 +465,12 @@ size_t FerryServer::Shutdown(absl::Duration drain) {
     // Start() failed part way (a port in use, say): stop whatever did start.
     if (grpc_ != nullptr) grpc_->Shutdown(control_deadline);
     if (data_ != nullptr) data_->Stop();
-    return 0;
+    return {};
   }
   if (drain <= absl::ZeroDuration()) {
     grpc_->Shutdown(control_deadline);
     data_->Stop();
-    return 0;
+    return {};
   }
   // Health checks say NOT_SERVING from the start of a drain, until the control plane
   // stops answering.
@@ -477,9 +479,9 @@ size_t FerryServer::Shutdown(absl::Duration drain) {
   }
   // Both planes stop accepting at once; the data plane's drain does not wait for gRPC.
   std::thread control([this, control_deadline] { grpc_->Shutdown(control_deadline); });
-  const size_t cut = data_->Drain(drain);
+  const DataServer::DrainReport report = data_->Drain(drain);
   control.join();
-  return cut;
+  return report;
 }
 
 FerryServer::~FerryServer() { Shutdown(); }

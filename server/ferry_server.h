@@ -131,8 +131,9 @@ class FerryServer {
 
   // Stops the control plane (in-flight RPCs finish), then the data plane: at once with
   // no `drain`, else gracefully (DataServer::Drain), cutting what is still busy when
-  // `drain` runs out. Returns the number of data-plane connections cut. Idempotent.
-  size_t Shutdown(absl::Duration drain = absl::ZeroDuration());
+  // `drain` runs out. Returns what the drain did (all zero without one, or on a second
+  // call): the data-plane connections it closed, let finish or cut. Idempotent.
+  DataServer::DrainReport Shutdown(absl::Duration drain = absl::ZeroDuration());
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const { return data_->port(); }

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/flag_names.h"
 #include "common/log_lines.h"
+#include "common/net_address.h"
 #include "common/replace_file.h"
 #include "common/version.h"
 #include "server/ferry_server.h"
@@ -81,6 +82,30 @@ bool OpenLogFile() {
   return true;
 }
 
+// Lines an operator needs at every --log-level: that the server serves (where, with
+// which auth), and how it stopped. glog writes to stderr the lines at --log-level and
+// above; Announce()'s lines below it go through this sink, formatted as glog formats.
+bool announcing = false;  // main's thread only
+
+class AnnounceSink : public google::LogSink {
+ public:
+  void send(google::LogSeverity severity, const char* /*full_filename*/, const char* base_filename,
+            int line, const google::LogMessageTime& time, const char* message,
+            size_t message_len) override {
+    if (!announcing || severity >= FLAGS_stderrthreshold) return;
+    const std::string text =
+        ToString(severity, base_filename, line, time, message, message_len) + "\n";
+    // One write: the line stays whole beside other threads' lines.
+    if (::write(STDERR_FILENO, text.data(), text.size()) < 0) return;
+  }
+};
+
+void Announce(const std::string& line) {
+  announcing = true;
+  LOG(INFO) << line;
+  announcing = false;
+}
+
 // gRPC's own log lines (a TLS handshake a peer failed, say), kept within what glog
 // keeps: on one line, escaped, cut at 300 characters, and at most 10 a second, since a
 // peer can cause them.
@@ -96,6 +121,12 @@ void LogGrpcLine(gpr_log_func_args* args) {
   } else {
     LOG(INFO) << line;
   }
+}
+
+// An address as configured, with the port the server listens on (for port 0).
+std::string Where(const std::string& address, uint16_t port) {
+  absl::StatusOr<ferry::HostPort> parsed = ferry::ParseHostPort(address);
+  return parsed.ok() ? ferry::FormatHostPort(parsed->host, port) : address;
 }
 
 // `message` with "FILE:LINE: " first when it starts with a flag a flag file set.
@@ -141,26 +172,38 @@ int Main() {
     LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;
   }
-  LOG(INFO) << "ferry_server " << ferry::kFerryVersion << " serving " << options.data_dir
-            << ": control plane on port " << (*server)->control_port() << " ("
-            << options.control_address << "), data plane on port " << (*server)->data_port() << " ("
-            << options.data_address << "), " << options.data.threads << " threads, mode "
+  // Where Spark applications' secrets are looked up, in order.
+  std::vector<std::string> secrets;
+  if (options.spark_auth.yarn) {
+    secrets.push_back(absl::StrCat("YARN's, ", options.spark_yarn.dir, "/apps/<app>"));
+  }
+  if (!options.spark_auth.secrets_dir.empty()) {
+    secrets.push_back(absl::StrCat(options.spark_auth.secrets_dir, "/<app>"));
+  }
+  if (!options.spark_auth.secret_file.empty()) secrets.push_back(options.spark_auth.secret_file);
+  // At every --log-level: that it serves, where, and who may ask.
+  std::string serving =
+      absl::StrCat("ferry_server ", ferry::kFerryVersion, " serving ", options.data_dir,
+                   ": control plane on ", Where(options.control_address, (*server)->control_port()),
+                   options.tls_cert_chain.empty() ? " (plaintext, " : " (TLS, ",
+                   options.control.auth_token.empty() ? "no auth token)" : "auth token required)",
+                   ", data plane on ", Where(options.data_address, (*server)->data_port()));
+  if ((*server)->spark_port() != 0) {
+    absl::StrAppend(&serving, ", Spark on ", Where(options.spark_address, (*server)->spark_port()),
+                    " (spark.authenticate ", secrets.empty() ? "off" : "required",
+                    options.spark_tls.enabled() ? ", TLS)" : ")");
+  }
+  if ((*server)->metrics_port() != 0) {
+    absl::StrAppend(&serving, ", metrics on ",
+                    Where(options.metrics_address, (*server)->metrics_port()), "/metrics");
+  }
+  Announce(serving);
+  LOG(INFO) << "ferry_server: data plane: " << options.data.threads << " threads, mode "
             << AbslUnparseFlag(options.connection.mode) << ", io engine "
-            << AbslUnparseFlag(options.connection.engine)
-            << (options.tls_cert_chain.empty() ? "" : ", control plane over TLS");
+            << AbslUnparseFlag(options.connection.engine);
   if ((*server)->spark_port() != 0) {
     const ferry::FerryServerOptions& served = (*server)->options();
-    // Where secrets are looked up, in order.
-    std::vector<std::string> secrets;
-    if (options.spark_auth.yarn) {
-      secrets.push_back(absl::StrCat("YARN's, ", options.spark_yarn.dir, "/apps/<app>"));
-    }
-    if (!options.spark_auth.secrets_dir.empty()) {
-      secrets.push_back(absl::StrCat(options.spark_auth.secrets_dir, "/<app>"));
-    }
-    if (!options.spark_auth.secret_file.empty()) secrets.push_back(options.spark_auth.secret_file);
-    LOG(INFO) << "ferry_server: Spark front door on port " << (*server)->spark_port() << " ("
-              << options.spark_address << "), executors' local dirs beneath "
+    LOG(INFO) << "ferry_server: Spark front door: executors' local dirs beneath "
               << absl::StrJoin(served.spark_executors.dir_roots, ",")
               << (options.spark_yarn.dir.empty()
                       ? ""
@@ -176,10 +219,6 @@ int Main() {
                                      options.spark_auth.auth_engine_v1 ? "1/2" : "2",
                                      " with AES-CTR; secrets from ",
                                      absl::StrJoin(secrets, ", else "), ")"));
-  }
-  if ((*server)->metrics_port() != 0) {
-    LOG(INFO) << "ferry_server: metrics on port " << (*server)->metrics_port() << " ("
-              << options.metrics_address << "), /metrics";
   }
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
@@ -223,12 +262,21 @@ int Main() {
   }
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
-  const size_t cut = (*server)->Shutdown(drain);
-  if (cut > 0) {
-    LOG(WARNING) << "ferry_server: " << cut << " connections were still sending after "
-                 << absl::FormatDuration(drain) << " and were cut";
+  const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
+  // Streams a reducer had opened and not read to the end: it fetches them again
+  // elsewhere (or here, after a restart).
+  const size_t streams = (*server)->tickets().size();
+  const std::string summary = absl::StrCat(
+      "drained in ", absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1))), ": ",
+      drained.idle, " idle connections closed, ", drained.finished,
+      " finished the requests they had received, ", drained.cut,
+      " cut at --drain-timeout=", absl::FormatDuration(drain), "; ", streams,
+      " streams left unread");
+  if (drained.cut > 0) {
+    LOG(WARNING) << "ferry_server: stopped, " << summary;
+  } else {
+    Announce(absl::StrCat("ferry_server: stopped, ", summary));
   }
-  LOG(INFO) << "ferry_server: stopped";
   return 0;
 }
 
@@ -252,10 +300,18 @@ int main(int argc, char** argv) {
   }
   if (!OpenLogFile()) return 2;
   google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  FLAGS_minloglevel = level == "info"      ? google::GLOG_INFO
-                      : level == "warning" ? google::GLOG_WARNING
-                                           : google::GLOG_ERROR;
+  // Every line reaches the sinks (Announce's among them); those at --log-level and up
+  // go to stderr, none to glog's own files.
+  FLAGS_minloglevel = google::GLOG_INFO;
+  FLAGS_logtostderr = false;
+  FLAGS_stderrthreshold = level == "info"      ? google::GLOG_INFO
+                          : level == "warning" ? google::GLOG_WARNING
+                                               : google::GLOG_ERROR;
+  for (int severity = google::GLOG_INFO; severity < google::NUM_SEVERITIES; ++severity) {
+    google::SetLogDestination(severity, "");
+  }
+  static AnnounceSink announce;
+  google::AddLogSink(&announce);
   gpr_set_log_function(LogGrpcLine);
   return Main();
 }

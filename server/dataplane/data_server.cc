@@ -248,29 +248,47 @@ void DataServer::AppendMetrics(const std::string& mode,
                            MetricKind::kGauge, draining() ? 1 : 0));
 }
 
-size_t DataServer::Drain(absl::Duration grace) {
-  const absl::Time deadline = absl::Now() + grace;
+DataServer::DrainReport DataServer::Drain(absl::Duration grace) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + grace;
   draining_.store(true, std::memory_order_relaxed);
   // shutdown() on a listening socket takes it out of the port (connections still in its
   // backlog are reset) and wakes every thread's pending accept with EINVAL.
   for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
+  std::atomic<size_t> idle{0};
+  std::atomic<size_t> busy{0};
+  std::atomic<size_t> counted{0};
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    schedulers_[i]->Post([this, i] {
+    schedulers_[i]->Post([this, i, &idle, &busy, &counted] {
       // Idle connections wait for a request that must not be served now: end the wait
       // with EOF. Busy ones see draining_ when their request is done.
       for (ConnectionControl* c : live_[i]) {
-        if (!c->serving) ::shutdown(c->fd, SHUT_RD);
+        if (!c->serving) {
+          ::shutdown(c->fd, SHUT_RD);
+          idle.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          busy.fetch_add(1, std::memory_order_relaxed);
+        }
       }
+      counted.fetch_add(1, std::memory_order_release);
     });
   }
   // Bounded by `grace`: polling the counter keeps the connections' path free of any
   // wake-up bookkeeping for a once-per-process event.
-  while (open_.load(std::memory_order_relaxed) > 0 && absl::Now() < deadline) {
+  while ((open_.load(std::memory_order_relaxed) > 0 ||
+          counted.load(std::memory_order_acquire) < schedulers_.size()) &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  const size_t cut = open_.load(std::memory_order_relaxed);
-  Stop();
-  return cut;
+  DrainReport report;
+  report.cut = open_.load(std::memory_order_relaxed);
+  Stop();  // runs what was posted, if a thread had not yet
+  report.idle = idle.load(std::memory_order_relaxed);
+  report.finished = busy.load(std::memory_order_relaxed) > report.cut
+                        ? busy.load(std::memory_order_relaxed) - report.cut
+                        : 0;
+  report.took = absl::Now() - start;
+  return report;
 }
 
 void DataServer::Stop() {

@@ -106,11 +106,18 @@ class DataServer {
   // splice pipes and io-wq workers, and whether it drains.
   void AppendMetrics(const std::string& mode, std::vector<MetricFamilySamples>* out) const;
 
+  // What a drain did, for the log line that ends a process.
+  struct DrainReport {
+    size_t idle = 0;      // connections waiting for a request, closed at once
+    size_t finished = 0;  // busy ones that finished what they had received
+    size_t cut = 0;       // busy ones still sending at the deadline, cut
+    absl::Duration took;
+  };
   // A graceful stop: stops accepting (the listeners leave the port, so new connections
   // are refused), closes idle connections, and lets each busy one finish the requests
   // it has already received, then Stop()s. Connections still busy after `grace` are cut.
-  // Returns how many were cut. Call from outside the server's threads, once.
-  size_t Drain(absl::Duration grace);
+  // Call from outside the server's threads, once.
+  DrainReport Drain(absl::Duration grace);
 
   // Stops accepting, cancels every connection's pending I/O, waits for the threads.
   // Idempotent.

@@ -8,13 +8,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/control_client.h"
+#include "common/version.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
@@ -58,10 +61,12 @@ class ShutdownTest : public ::testing::Test {
     log_ = dir_.path() + "/server.log";
   }
 
-  void StartServer(absl::Duration drain) {
+  void StartServer(absl::Duration drain, const std::string& log_level = "info") {
     auto started = ServerProcess::Start(
         kServerBinary, data_dir_,
-        {"--threads=2", absl::StrCat("--drain-timeout=", absl::FormatDuration(drain))}, log_);
+        {"--threads=2", absl::StrCat("--drain-timeout=", absl::FormatDuration(drain)),
+         "--log-level=" + log_level},
+        log_);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
   }
@@ -80,8 +85,10 @@ class ShutdownTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
 };
 
+// At --log-level=warning too, the log says that the server served, where, and what its
+// drain did.
 TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Seconds(60)));
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Seconds(60), "warning"));
   const Ticket ticket = OpenTicket();
   UniqueFd busy = testing::Dial(server_->data_port());
   UniqueFd idle = testing::Dial(server_->data_port());
@@ -133,7 +140,17 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(WIFEXITED(*status)) << *status;
   EXPECT_EQ(WEXITSTATUS(*status), 0) << ReadFile(log_);
-  EXPECT_EQ(ReadFile(log_).find("were cut"), std::string::npos) << ReadFile(log_);
+  const std::string log = ReadFile(log_);
+  EXPECT_TRUE(absl::StrContains(
+      log,
+      absl::StrCat("] ferry_server ", kFerryVersion, " serving ", data_dir_, ": control plane on ",
+                   server_->control_target(), " (plaintext, no auth token)")))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log,
+                                ": 1 idle connections closed, 1 finished the requests they "
+                                "had received, 0 cut at --drain-timeout=1m;"))
+      << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
 }
 
 TEST_F(ShutdownTest, APeerThatStopsReadingIsCutAtTheDrainTimeout) {
@@ -151,7 +168,12 @@ TEST_F(ShutdownTest, APeerThatStopsReadingIsCutAtTheDrainTimeout) {
   EXPECT_EQ(WEXITSTATUS(*status), 0) << ReadFile(log_);
   EXPECT_GE(took, absl::Milliseconds(900));
   EXPECT_LT(took, absl::Seconds(15));
-  EXPECT_NE(ReadFile(log_).find("1 connections were still sending"), std::string::npos)
+  EXPECT_TRUE(absl::StrContains(ReadFile(log_), "] ferry_server: stopped, drained in "))
+      << ReadFile(log_);
+  EXPECT_TRUE(absl::StrContains(ReadFile(log_),
+                                ": 0 idle connections closed, 0 finished the "
+                                "requests they had received, 1 cut at "
+                                "--drain-timeout=1s; 1 streams left unread"))
       << ReadFile(log_);
   // The client sees the block end early: it can tell, and retry elsewhere.
   EXPECT_LT(testing::ReadUntilClose(stalled.get()).size(), kBlockBytes);
