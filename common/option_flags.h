@@ -26,6 +26,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/flag_names.h"
@@ -46,12 +47,14 @@ FlagType<Field> ToFlag(const Field& value) {
   return static_cast<FlagType<Field>>(value);
 }
 
+// A negative count: the field is set to 0 and OUT_OF_RANGE carries the value, for
+// OptionFlags::Apply to report against the component's own rule.
 template <typename Field>
 absl::Status SetField(absl::string_view name, const FlagType<Field>& value, Field* field) {
   if constexpr (kIsCount<Field>) {
     if (value < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", Dashed(name), " must be zero or more, not ", value));
+      *field = 0;
+      return absl::OutOfRangeError(absl::StrCat(value));
     }
     if (static_cast<uint64_t>(value) > static_cast<uint64_t>(std::numeric_limits<Field>::max())) {
       return absl::InvalidArgumentError(absl::StrCat("--", Dashed(name), " must be at most ",
@@ -80,15 +83,34 @@ class OptionFlags {
   }
 
   // Registers a flag's setter (the macros below call it at static initialization).
-  static bool Bind(Setter setter) {
+  static bool Bind(absl::string_view name, Setter setter) {
+    Names().emplace_back(name);
     Setters().push_back(std::move(setter));
     return true;
   }
 
-  // Sets every bound field from its flag; the first error names its flag.
+  // Sets every bound field from its flag; the first error names its flag. A negative
+  // count is refused with the rule the component's Validate() states for its flag (as
+  // it would for 0: "--threads must be between 1 and 4096, not -1"), so that each flag
+  // has one rule; "zero or more" where 0 passes.
   static absl::Status Apply(Options& options) {
-    for (const Setter& set : Setters()) {
-      if (absl::Status status = set(options); !status.ok()) return status;
+    for (size_t i = 0; i < Setters().size(); ++i) {
+      absl::Status status = Setters()[i](options);
+      if (status.ok()) continue;
+      if (status.code() != absl::StatusCode::kOutOfRange) return status;
+      const std::string name = Dashed(Names()[i]);
+      const std::string value(status.message());
+      if constexpr (requires { options.Validate(); }) {
+        const absl::Status rule = options.Validate();
+        const std::string zero = ", not 0";
+        if (absl::StartsWith(rule.message(), absl::StrCat("--", name, " ")) &&
+            absl::EndsWith(rule.message(), zero)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              rule.message().substr(0, rule.message().size() - zero.size()), ", not ", value));
+        }
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be zero or more, not ", value));
     }
     return absl::OkStatus();
   }
@@ -99,6 +121,11 @@ class OptionFlags {
   static std::vector<Setter>& Setters() {
     static std::vector<Setter>* const setters = new std::vector<Setter>();
     return *setters;
+  }
+  // Each setter's flag, by index.
+  static std::vector<std::string>& Names() {
+    static std::vector<std::string>* const names = new std::vector<std::string>();
+    return *names;
   }
 };
 
@@ -121,7 +148,7 @@ absl::Status ApplyOptionFlags(Options* options) {
   ABSL_FLAG(::ferry::option_flags_internal::FlagType<decltype(Options::field)>, name,       \
             default_value, help);                                                           \
   [[maybe_unused]] static const bool ferry_option_flag_##name =                             \
-      ::ferry::OptionFlags<Options>::Bind([](Options& options) {                            \
+      ::ferry::OptionFlags<Options>::Bind(#name, [](Options& options) {                     \
         return ::ferry::option_flags_internal::SetField(#name, absl::GetFlag(FLAGS_##name), \
                                                         &options.field);                    \
       })
@@ -131,6 +158,6 @@ absl::Status ApplyOptionFlags(Options* options) {
   ABSL_FLAG(Type, name, default_value, help);                               \
   [[maybe_unused]] static const bool ferry_option_flag_##name =             \
       ::ferry::OptionFlags<Options>::Bind(                                  \
-          [](Options& options) { return set(absl::GetFlag(FLAGS_##name), options); })
+          #name, [](Options& options) { return set(absl::GetFlag(FLAGS_##name), options); })
 
 #endif  // FERRY_COMMON_OPTION_FLAGS_H_

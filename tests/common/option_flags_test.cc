@@ -6,6 +6,8 @@
 
 #include "absl/flags/reflection.h"
 #include "absl/time/time.h"
+#include "common/option_check.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -18,6 +20,16 @@ struct WidgetOptions {
   bool loud = false;
   std::string name = "w";
   std::string secret;
+};
+
+// Options with a Validate(): its rule is the one a negative count is refused with.
+struct GadgetOptions {
+  size_t gadgets = 2;
+  size_t spares = 0;
+  absl::Status Validate() const {
+    FERRY_RETURN_IF_ERROR(CheckRange("gadgets", gadgets, 1, 8));
+    return CheckRange("spares", spares, 0, 4);
+  }
 };
 
 absl::Status SetSecret(const std::string& value, WidgetOptions& options) {
@@ -34,6 +46,8 @@ FERRY_OPTION_FLAG(ferry::WidgetOptions, widget_port, port, "A 16-bit count.");
 FERRY_OPTION_FLAG(ferry::WidgetOptions, widget_timeout, timeout, "A duration.");
 FERRY_OPTION_FLAG(ferry::WidgetOptions, widget_loud, loud, "A bool.");
 FERRY_OPTION_FLAG_DEFAULT(ferry::WidgetOptions, widget_name, name, "cli", "Its own default.");
+FERRY_OPTION_FLAG(ferry::GadgetOptions, gadgets, gadgets, "Between 1 and 8.");
+FERRY_OPTION_FLAG(ferry::GadgetOptions, spares, spares, "Between 0 and 4.");
 FERRY_OPTION_FLAG_FN(ferry::WidgetOptions, std::string, widget_secret, "", "A function's.",
                      ferry::SetSecret);
 
@@ -80,6 +94,21 @@ TEST(OptionFlagsTest, ACountBelowZeroOrPastItsTypeIsRefusedByName) {
   absl::SetFlag(&FLAGS_widget_port, 1);
   absl::SetFlag(&FLAGS_widget_secret, "bad");
   EXPECT_EQ(ApplyOptionFlags(&options).message(), "--widget-secret: bad");
+}
+
+// --max-connections=-5 said "zero or more" and =0 "between 1 and ...": one flag, two
+// rules. A negative count is refused with the component's own rule.
+TEST(OptionFlagsTest, ANegativeCountIsRefusedWithTheComponentsRule) {
+  absl::FlagSaver restore;
+  GadgetOptions options;
+  absl::SetFlag(&FLAGS_gadgets, -3);
+  EXPECT_EQ(ApplyOptionFlags(&options).message(), "--gadgets must be between 1 and 8, not -3");
+  absl::SetFlag(&FLAGS_gadgets, 0);
+  EXPECT_EQ(ApplyOptionFlags(&options).ok() ? options.Validate().message() : "",
+            "--gadgets must be between 1 and 8, not 0");
+  absl::SetFlag(&FLAGS_gadgets, 1);
+  absl::SetFlag(&FLAGS_spares, -1);
+  EXPECT_EQ(ApplyOptionFlags(&options).message(), "--spares must be zero or more, not -1");
 }
 
 }  // namespace

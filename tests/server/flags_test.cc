@@ -135,7 +135,7 @@ TEST(FlagsTest, EachFlagSetsItsFieldAndABadValueNamesTheFlag) {
   absl::SetFlag(&FLAGS_disk_workers, -1);
   absl::Status status = ApplyServerFlags(&options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "--disk-workers must be zero or more, not -1");
+  EXPECT_EQ(status.message(), "--disk-workers must be between 1 and 256, not -1");
   // In the field's type but past its range: Validate's, naming the flag too.
   absl::SetFlag(&FLAGS_disk_workers, 1000);
   ASSERT_TRUE(ApplyServerFlags(&options).ok());
