@@ -19,6 +19,7 @@
 
 #include <glog/logging.h>
 #include <grpc/support/log.h>
+#include <systemd/sd-daemon.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -252,6 +253,10 @@ int Main() {
       return 1;
     }
   }
+  // systemd's Type=notify: ready once both planes (and Spark's, and the metrics) listen.
+  if (const int told = sd_notify(0, absl::StrCat("READY=1\nSTATUS=", serving).c_str()); told < 0) {
+    LOG(WARNING) << "ferry_server: cannot tell systemd it is ready: " << std::strerror(-told);
+  }
   int signal = 0;
   for (;;) {
     sigwait(&signals, &signal);
@@ -261,6 +266,7 @@ int Main() {
     LOG(INFO) << "ferry_server: SIGHUP, log file reopened";
   }
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
   // Streams a reducer had opened and not read to the end: it fetches them again

@@ -1,5 +1,12 @@
 // ferry_server as an operator starts it: the binary, its output and exit codes.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace ferry {
@@ -124,6 +132,40 @@ TEST(MainTest, AnAddressThatCannotBeListenedOnIsOneLine) {
   EXPECT_TRUE(absl::StrContains(nowhere.output, "no interface of this host has this address"))
       << nowhere.output;
   EXPECT_EQ(std::count(nowhere.output.begin(), nowhere.output.end(), '\n'), 1) << nowhere.output;
+}
+
+// systemd's Type=notify: READY=1 (with the serving line as STATUS) once every plane
+// listens, STOPPING=1 when a drain begins; sent to the datagram socket $NOTIFY_SOCKET
+// names, as systemd passes it.
+TEST(MainTest, TellsSystemdWhenItIsReadyAndWhenItStops) {
+  testing::TempDir dir;
+  // An abstract socket ('@' in $NOTIFY_SOCKET): no path, and nothing left behind.
+  const std::string name = absl::StrCat("ferry-notify-", ::getpid());
+  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::copy(name.begin(), name.end(), addr.sun_path + 1);
+  ASSERT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(&addr),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
+  const timeval wait{.tv_sec = 30, .tv_usec = 0};
+  ASSERT_EQ(::setsockopt(notify.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
+  const auto next = [&] {
+    char buffer[4096];
+    const ssize_t n = ::recv(notify.get(), buffer, sizeof(buffer), 0);
+    return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+  };
+
+  ::setenv("NOTIFY_SOCKET", ("@" + name).c_str(), 1);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start("server/ferry_server", dir.path(), {"--threads=1"});
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string ready = next();
+  EXPECT_TRUE(absl::StartsWith(ready, "READY=1\nSTATUS=ferry_server ")) << ready;
+  EXPECT_TRUE(absl::StrContains(ready, "control plane on " + (*server)->control_target())) << ready;
+  ASSERT_TRUE((*server)->SignalAndWait(SIGTERM, absl::Seconds(30)).ok());
+  EXPECT_EQ(next(), "STOPPING=1\nSTATUS=draining");
 }
 
 }  // namespace
