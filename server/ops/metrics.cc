@@ -1,11 +1,18 @@
 #include "server/ops/metrics.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ferry {
 
@@ -130,6 +137,65 @@ size_t IoWorkerThreads() {
   }
   ::closedir(tasks);
   return count;
+}
+
+void AppendProcessMetrics(std::vector<MetricFamilySamples>* out) {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0) {
+    const auto seconds = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
+    out->push_back(OneSample("process_cpu_seconds_total",
+                             "User and system CPU time spent, in seconds.", MetricKind::kCounter,
+                             seconds(usage.ru_utime) + seconds(usage.ru_stime)));
+  }
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  std::ifstream statm("/proc/self/statm");
+  double virtual_pages = 0;
+  double resident_pages = 0;
+  if (statm >> virtual_pages >> resident_pages) {
+    out->push_back(OneSample("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                             MetricKind::kGauge, virtual_pages * page));
+    out->push_back(OneSample("process_resident_memory_bytes", "Resident memory size in bytes.",
+                             MetricKind::kGauge, resident_pages * page));
+  }
+  if (DIR* fds = ::opendir("/proc/self/fd")) {
+    // Bounded by the descriptor limit; the directory's own descriptor is not counted.
+    size_t open = 0;
+    while (dirent* entry = ::readdir(fds)) {
+      if (entry->d_name[0] != '.') ++open;
+    }
+    ::closedir(fds);
+    out->push_back(OneSample("process_open_fds", "Number of open file descriptors.",
+                             MetricKind::kGauge, static_cast<double>(open > 0 ? open - 1 : 0)));
+  }
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    out->push_back(OneSample("process_max_fds", "Maximum number of open file descriptors.",
+                             MetricKind::kGauge, static_cast<double>(nofile.rlim_cur)));
+  }
+  // Start time: field 22 of /proc/self/stat (clock ticks after boot), after the
+  // command's name, which may hold spaces and parentheses; boot time from /proc/stat.
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t name_end = stat.rfind(')');
+  std::ifstream proc_stat("/proc/stat");
+  std::string line;
+  double boot = 0;
+  while (boot == 0 && std::getline(proc_stat, line)) {
+    if (absl::StartsWith(line, "btime ") && !absl::SimpleAtod(line.substr(6), &boot)) boot = 0;
+  }
+  if (name_end != std::string::npos && boot > 0) {
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(absl::string_view(stat).substr(name_end + 2), ' ');
+    double ticks = 0;
+    // Fields 3.. follow the name: field 22 is the 20th of them.
+    if (fields.size() > 19 && absl::SimpleAtod(fields[19], &ticks)) {
+      out->push_back(OneSample(
+          "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+          MetricKind::kGauge, boot + ticks / static_cast<double>(::sysconf(_SC_CLK_TCK))));
+    }
+  }
 }
 
 }  // namespace ferry

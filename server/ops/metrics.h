@@ -120,6 +120,13 @@ void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads, const
 // io_uring worker threads (io-wq) of this process now.
 size_t IoWorkerThreads();
 
+// The process's own, named as Prometheus's client libraries name them (so dashboards
+// made for any exporter work): process_cpu_seconds_total, process_resident_memory_bytes,
+// process_virtual_memory_bytes, process_open_fds, process_max_fds,
+// process_start_time_seconds. From getrusage, getrlimit and /proc/self; a value that
+// cannot be read is left out.
+void AppendProcessMetrics(std::vector<MetricFamilySamples>* out);
+
 }  // namespace ferry
 
 #endif  // FERRY_SERVER_OPS_METRICS_H_

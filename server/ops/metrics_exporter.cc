@@ -3,11 +3,13 @@
 #include <atomic>
 #include <exception>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include <civetweb.h>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -21,6 +23,7 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     const absl::Time start = absl::Now();
     std::vector<MetricFamilySamples> families = collect_();
+    AppendProcessMetrics(&families);
     families.emplace_back("ferry_metrics_scrapes_total", "Scrapes of this endpoint.",
                           MetricKind::kCounter,
                           std::vector<MetricSample>{MetricSample(
@@ -73,6 +76,28 @@ class MetricsExporter::Collector final : public prometheus::Collectable {
   mutable std::atomic<uint64_t> scrape_ns_{0};
 };
 
+namespace {
+
+// GET /metrics: the families in Prometheus's text format. Anything else is civetweb's
+// 404 (no handler, no document root).
+int ServeMetrics(mg_connection* connection, void* collector) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  if (std::string_view(request->request_method) != "GET") {
+    mg_send_http_error(connection, 405, "%s", "only GET");
+    return 405;
+  }
+  const std::string body = prometheus::TextSerializer().Serialize(
+      static_cast<const prometheus::Collectable*>(collector)->Collect());
+  mg_printf(connection,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+            "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+            body.size());
+  mg_write(connection, body.data(), body.size());
+  return 200;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const std::string& address,
                                                                         CollectFn collect) {
   // civetweb's feature 8 is IPv6; Debian builds it without.
@@ -84,28 +109,31 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const st
   }
   std::unique_ptr<MetricsExporter> exporter(new MetricsExporter);
   exporter->collector_ = std::make_shared<Collector>(std::move(collect));
-  // civetweb reports a port it cannot bind by throwing; nothing else here throws.
-  try {
-    // civetweb gives each connection a worker until its request is read, and by default
-    // waits 30 s for a request's headers: one idle socket would hold the only worker and
-    // every scrape behind it. Several workers, each held at most kHeaderTimeout by a
-    // peer that never finishes its request.
-    exporter->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", address, "num_threads", std::to_string(kMetricsThreads),
-        "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kHeaderTimeout))});
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
-  }
-  exporter->exposer_->RegisterCollectable(exporter->collector_);
-  const std::vector<int> ports = exporter->exposer_->GetListeningPorts();
-  if (ports.empty()) {
+  // civetweb gives each connection a worker until its request is read, and by default
+  // waits 30 s for a request's headers: one idle socket would hold the only worker and
+  // every scrape behind it. Several workers, each held at most kHeaderTimeout by a
+  // peer that never finishes its request.
+  const std::string threads = std::to_string(kMetricsThreads);
+  const std::string timeout = std::to_string(absl::ToInt64Milliseconds(kHeaderTimeout));
+  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", threads.c_str(),
+                           "request_timeout_ms", timeout.c_str(), nullptr};
+  mg_callbacks callbacks{};
+  // civetweb's own messages stay out of the log; the error below names the address.
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+  exporter->context_ = mg_start(&callbacks, nullptr, options);
+  if (exporter->context_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
   }
-  exporter->port_ = static_cast<uint16_t>(ports.front());
+  mg_set_request_handler(exporter->context_, "/metrics$", ServeMetrics, exporter->collector_.get());
+  mg_server_port ports[4] = {};
+  const int n = mg_get_server_ports(exporter->context_, 4, ports);
+  if (n <= 0) return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
+  exporter->port_ = static_cast<uint16_t>(ports[0].port);
   return exporter;
 }
 
-MetricsExporter::~MetricsExporter() = default;
+MetricsExporter::~MetricsExporter() {
+  if (context_ != nullptr) mg_stop(context_);
+}
 
 }  // namespace ferry

@@ -1,7 +1,8 @@
 // MetricsExporter: serves the server's metrics at http://<address>/metrics in
-// Prometheus's text format (Debian's prometheus-cpp pull exposer). Each scrape calls
-// the collect function the exporter was started with; the exporter adds what scrapes
-// themselves cost (ferry_metrics_scrapes_total, ferry_metrics_scrape_seconds_total).
+// Prometheus's text format (prometheus-cpp's serializer, over civetweb as Debian builds
+// it). Each scrape calls the collect function the exporter was started with; the
+// exporter adds the process's own metrics (process_*) and what scrapes themselves cost
+// (ferry_metrics_scrapes_total, ferry_metrics_scrape_seconds_total).
 #ifndef FERRY_SERVER_OPS_METRICS_EXPORTER_H_
 #define FERRY_SERVER_OPS_METRICS_EXPORTER_H_
 
@@ -15,9 +16,7 @@
 #include "absl/time/time.h"
 #include "server/ops/metrics.h"
 
-namespace prometheus {
-class Exposer;
-}
+struct mg_context;
 
 namespace ferry {
 
@@ -44,7 +43,7 @@ class MetricsExporter {
   class Collector;
   MetricsExporter() = default;
   std::shared_ptr<Collector> collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  mg_context* context_ = nullptr;
   uint16_t port_ = 0;
 };
 

@@ -122,6 +122,18 @@ TEST_F(MetricsTest, AFetchShowsInTheExposition) {
   EXPECT_EQ(Sample(*text, "ferry_draining"), 0);
   EXPECT_NE(text->find("ferry_build_info{"), std::string::npos);
   EXPECT_GE(Sample(*text, "ferry_metrics_scrapes_total"), 0);
+  // The process's own, as Prometheus's client libraries name them; no prometheus-cpp
+  // series of its own (exposer_*, a summary in microseconds).
+  EXPECT_GT(Sample(*text, "process_cpu_seconds_total"), 0);
+  EXPECT_GT(Sample(*text, "process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GT(Sample(*text, "process_open_fds"), 3);
+  EXPECT_GE(Sample(*text, "process_max_fds"), Sample(*text, "process_open_fds"));
+  const double started = Sample(*text, "process_start_time_seconds");
+  EXPECT_LE(started, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) + 1);
+  EXPECT_GT(started, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) - 3600);
+  EXPECT_EQ(text->find("exposer_"), std::string::npos);
+  // /metrics only, and only GET.
+  EXPECT_FALSE(testing::HttpGet(server_->metrics_port(), "/other").ok());
 }
 
 // The metric families in docs/operations.md's metrics table: the names in backticks of
