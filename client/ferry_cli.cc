@@ -8,13 +8,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -304,40 +306,68 @@ class ProgressSink final : public BlockSink {
   absl::Time next_print_ = absl::InfinitePast();
 };
 
-// Prints `message` as one line of JSON (protobuf's own printer), for --json.
-int PrintJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
-    std::fprintf(stderr, "ferry: cannot print JSON\n");
-    return 1;
+// A protobuf message as JSON in the style of every command's --json: field names as
+// the .proto spells them (snake_case), 64-bit integers as numbers, enums by name, every
+// field present.
+nlohmann::ordered_json ToJson(const google::protobuf::Message& message) {
+  namespace pb = google::protobuf;
+  const pb::Reflection& reflection = *message.GetReflection();
+  const pb::Descriptor& descriptor = *message.GetDescriptor();
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const pb::FieldDescriptor& field = *descriptor.field(i);
+    const bool repeated = field.is_repeated();
+    const int count = repeated ? reflection.FieldSize(message, &field) : 1;
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    for (int k = 0; k < count; ++k) {
+      switch (field.cpp_type()) {
+#define FERRY_JSON_SCALAR(CPPTYPE, Getter)                                         \
+  case pb::FieldDescriptor::CPPTYPE:                                               \
+    values.push_back(repeated ? reflection.GetRepeated##Getter(message, &field, k) \
+                              : reflection.Get##Getter(message, &field));          \
+    break;
+        FERRY_JSON_SCALAR(CPPTYPE_INT32, Int32)
+        FERRY_JSON_SCALAR(CPPTYPE_INT64, Int64)
+        FERRY_JSON_SCALAR(CPPTYPE_UINT32, UInt32)
+        FERRY_JSON_SCALAR(CPPTYPE_UINT64, UInt64)
+        FERRY_JSON_SCALAR(CPPTYPE_DOUBLE, Double)
+        FERRY_JSON_SCALAR(CPPTYPE_FLOAT, Float)
+        FERRY_JSON_SCALAR(CPPTYPE_BOOL, Bool)
+        FERRY_JSON_SCALAR(CPPTYPE_STRING, String)
+#undef FERRY_JSON_SCALAR
+        case pb::FieldDescriptor::CPPTYPE_ENUM:
+          values.push_back(repeated ? reflection.GetRepeatedEnum(message, &field, k)->name()
+                                    : reflection.GetEnum(message, &field)->name());
+          break;
+        case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+          values.push_back(ToJson(repeated ? reflection.GetRepeatedMessage(message, &field, k)
+                                           : reflection.GetMessage(message, &field)));
+          break;
+      }
+    }
+    out[field.name()] = repeated ? std::move(values) : std::move(values[0]);
   }
-  std::printf("%s\n", json.c_str());
+  return out;
+}
+
+// One line of JSON on stdout, for --json.
+int PrintJson(const nlohmann::ordered_json& json) {
+  // Text from servers and files is printed as it is; invalid UTF-8 is replaced.
+  std::printf("%s\n",
+              json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   return 0;
 }
 
-// A JSON object of the given fields, for --json output of what has no message type.
-google::protobuf::Struct JsonObject(
-    std::initializer_list<std::pair<const char*, google::protobuf::Value>> fields) {
-  google::protobuf::Struct object;
-  for (const auto& [name, value] : fields) (*object.mutable_fields())[name] = value;
-  return object;
-}
-google::protobuf::Value JsonNumber(double v) {
-  google::protobuf::Value value;
-  value.set_number_value(v);
-  return value;
-}
-google::protobuf::Value JsonString(const std::string& v) {
-  google::protobuf::Value value;
-  value.set_string_value(v);
-  return value;
-}
-google::protobuf::Value JsonBool(bool v) {
-  google::protobuf::Value value;
-  value.set_bool_value(v);
-  return value;
+// "1.5 GiB": bytes for people (powers of 1024, as --total-bytes reads them).
+std::string Readable(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", value, kUnits[unit]);
 }
 
 int Fetch(ShuffleClient& client) {
@@ -452,15 +482,14 @@ int Fetch(ShuffleClient& client) {
   }
   const double seconds = absl::ToDoubleSeconds(stats->elapsed);
   if (absl::GetFlag(FLAGS_json)) {
-    return PrintJson(JsonObject(
-        {{"app", JsonString(app)},
-         {"server", JsonString(server)},
-         {"blocks", JsonNumber(static_cast<double>(stats->blocks))},
-         {"bytes", JsonNumber(static_cast<double>(stats->bytes))},
-         {"seconds", JsonNumber(seconds)},
-         {"gbps", JsonNumber(seconds > 0 ? static_cast<double>(stats->bytes) / seconds / 1e9 : 0)},
-         {"verified", JsonBool(options.verify_checksums)},
-         {"written_to", JsonString(to)}}));
+    return PrintJson({{"app", app},
+                      {"server", server},
+                      {"blocks", stats->blocks},
+                      {"bytes", stats->bytes},
+                      {"seconds", seconds},
+                      {"gbps", seconds > 0 ? static_cast<double>(stats->bytes) / seconds / 1e9 : 0},
+                      {"verified", options.verify_checksums},
+                      {"written_to", to}});
   }
   std::printf("fetched %llu blocks, %llu bytes in %.3f s: %.3f GB/s (%s, %s)\n",
               static_cast<unsigned long long>(stats->blocks),
@@ -477,8 +506,8 @@ int Ls(ShuffleClient& client) {
     std::fprintf(stderr, "ferry ls: %s\n", list.status().ToString().c_str());
     return 1;
   }
-  if (absl::GetFlag(FLAGS_json)) return PrintJson(*list);
-  std::printf("%-8s %-6s %-11s %-14s %s\n", "shuffle", "maps", "partitions", "bytes", "checksums");
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(ToJson(*list));
+  std::printf("%-8s %-6s %-11s %-10s %s\n", "shuffle", "maps", "partitions", "size", "checksums");
   for (const auto& s : list->shuffles()) {
     uint64_t bytes = 0;
     int64_t partitions = 0;
@@ -491,9 +520,8 @@ int Ls(ShuffleClient& client) {
         checksums += checksums.empty() ? name : "," + name;
       }
     }
-    std::printf("%-8d %-6d %-11lld %-14llu %s\n", s.shuffle_id(), s.map_outputs_size(),
-                static_cast<long long>(partitions), static_cast<unsigned long long>(bytes),
-                checksums.c_str());
+    std::printf("%-8d %-6d %-11lld %-10s %s\n", s.shuffle_id(), s.map_outputs_size(),
+                static_cast<long long>(partitions), Readable(bytes).c_str(), checksums.c_str());
   }
   for (const auto& s : list->shuffles()) {
     for (const auto& m : s.map_outputs()) {
@@ -511,7 +539,7 @@ int Info(ShuffleClient& client) {
     std::fprintf(stderr, "ferry info: %s\n", info.status().ToString().c_str());
     return 1;
   }
-  if (absl::GetFlag(FLAGS_json)) return PrintJson(*info);
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(ToJson(*info));
   std::printf(
       "version       %s\ndata plane    %s:%u\nmode          %s\nio engine     %s\n"
       "threads       %u\npipe bytes    %llu\ncopy buffer   %llu\nticket ttl    %lld ms\n",
@@ -521,6 +549,9 @@ int Info(ShuffleClient& client) {
       info->data_threads(), static_cast<unsigned long long>(info->pipe_bytes()),
       static_cast<unsigned long long>(info->copy_buffer_bytes()),
       static_cast<long long>(info->ticket_ttl_ms()));
+  const auto port_or_off = [](uint32_t port) { return port == 0 ? "off" : absl::StrCat(port); };
+  std::printf("spark port    %s\nmetrics port  %s\n", port_or_off(info->spark_port()).c_str(),
+              port_or_off(info->metrics_port()).c_str());
   for (const ferry::v1::DiskHealth& disk : info->disks()) {
     std::printf("disk          %s %s: %llu reads, %llu bytes, %llu errors, %llu queued%s%s\n",
                 disk.name().c_str(), disk.healthy() ? "healthy" : "UNHEALTHY",
@@ -565,18 +596,11 @@ int Health(ShuffleClient& client) {
   }
   const char* status = *serving ? "SERVING" : "NOT_SERVING";
   if (absl::GetFlag(FLAGS_json)) {
-    google::protobuf::Value disks;
-    if (disks_known) {
-      disks.mutable_list_value();  // [] when every disk is healthy
-    } else {
-      disks.set_null_value(google::protobuf::NULL_VALUE);  // not told without the token
-    }
-    for (const std::string& disk : unhealthy) {
-      *disks.mutable_list_value()->add_values() = JsonString(disk);
-    }
-    PrintJson(JsonObject({{"server", JsonString(server)},
-                          {"status", JsonString(status)},
-                          {"unhealthy_disks", disks}}));
+    // [] when every disk is healthy; null when not told (without the token).
+    PrintJson({{"server", server},
+               {"status", status},
+               {"unhealthy_disks",
+                disks_known ? nlohmann::ordered_json(unhealthy) : nlohmann::ordered_json()}});
   } else if (*serving && !disks_known) {
     std::printf("%s (disks not checked: the server requires --auth-token-file for that)\n", status);
   } else if (unhealthy.empty()) {

@@ -321,10 +321,23 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.copy_buffer_bytes = options.connection.copy_buffer_bytes;
   control.io_engine = AbslUnparseFlag(options.connection.engine);
   control.pipe_bytes = options.data.pipe_bytes;
+  control.spark_port = server->spark_ != nullptr ? server->data_->port(1) : 0;
   server->options_.control = control;
   server->service_ =
       std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get(),
                                        server->executors_.get(), server->disks_.get());
+
+  if (!options.metrics_address.empty()) {
+    // civetweb does not say why it cannot listen.
+    if (absl::Status can = CheckCanListen(options.metrics_address); !can.ok()) {
+      return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
+    }
+    FERRY_ASSIGN_OR_RETURN(server->metrics_,
+                           MetricsExporter::Start(options.metrics_address, [s = server.get()] {
+                             return s->CollectMetrics();
+                           }));
+    server->service_->set_metrics_port(server->metrics_->port());
+  }
 
   // gRPC's standard health service (SERVING until a drain begins) and server reflection,
   // so standard gRPC tooling works against the control plane.
@@ -358,16 +371,6 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
         "--control-address: cannot serve the control plane on ", options.control_address));
   }
   server->control_port_ = static_cast<uint16_t>(selected_port);
-  if (!options.metrics_address.empty()) {
-    // civetweb says "null context when constructing CivetServer" for every reason.
-    if (absl::Status can = CheckCanListen(options.metrics_address); !can.ok()) {
-      return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
-    }
-    FERRY_ASSIGN_OR_RETURN(server->metrics_,
-                           MetricsExporter::Start(options.metrics_address, [s = server.get()] {
-                             return s->CollectMetrics();
-                           }));
-  }
   server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
   return server;
 }

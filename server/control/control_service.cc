@@ -334,6 +334,8 @@ grpc::Status ControlService::ServerInfo(ferry::v1::ServerInfo* response) const {
   response->set_copy_buffer_bytes(options_.copy_buffer_bytes);
   response->set_ticket_ttl_ms(absl::ToInt64Milliseconds(options_.ticket_ttl));
   response->set_io_engine(options_.io_engine);
+  response->set_spark_port(options_.spark_port);
+  response->set_metrics_port(options_.metrics_port);
   if (disks_ != nullptr) {
     for (const DiskReader::DiskStats& d : disks_->Stats()) {
       ferry::v1::DiskHealth* disk = response->add_disks();

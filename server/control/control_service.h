@@ -38,6 +38,9 @@ struct ControlServiceOptions {
   size_t copy_buffer_bytes = 0;
   std::string io_engine;
   size_t pipe_bytes = 0;
+  // The Spark front door's and the metrics' ports, as ServerInfo tells them; 0: off.
+  uint16_t spark_port = 0;
+  uint16_t metrics_port = 0;
   absl::Duration ticket_ttl = absl::Minutes(10);
   // Most blocks one OpenStream may name, and most partitions they may cover together.
   size_t max_blocks_per_stream = kMaxBlocksPerStream;
@@ -61,6 +64,10 @@ class ControlService final : public ferry::v1::Ferry::Service {
   // null when the Spark front door is off, `disks` when no disk health is to be told.
   ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets,
                  ExecutorRegistry* executors = nullptr, const DiskReader* disks = nullptr);
+
+  // The metrics' port, once they listen: before the control plane serves (the
+  // metrics, which read this service's counters, start after it is made).
+  void set_metrics_port(uint16_t port) { options_.metrics_port = port; }
 
   grpc::Status OpenStream(grpc::ServerContext* context, const ferry::v1::OpenStreamRequest* request,
                           ferry::v1::StreamHandle* response) override;

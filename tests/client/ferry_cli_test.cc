@@ -2,11 +2,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -128,6 +132,62 @@ TEST(FerryCliTest, AMapOutputThatCannotBeReadSpoilsItselfOnly) {
   EXPECT_TRUE(absl::StrContains(fetch.output, "fetched 24 blocks; 1 map output(s)"))
       << fetch.output;
   EXPECT_TRUE(absl::StrContains(testing::ReadTextFile(log), "cannot be read, listed as such"));
+}
+
+// Every key of `json` and of what it holds, recursively.
+void CollectKeys(const nlohmann::json& json, std::vector<std::string>* keys) {
+  if (json.is_object()) {
+    for (const auto& [key, value] : json.items()) {
+      keys->push_back(key);
+      CollectKeys(value, keys);
+    }
+  } else if (json.is_array()) {
+    for (const nlohmann::json& value : json) CollectKeys(value, keys);
+  }
+}
+
+// ls and info printed protobuf's JSON (camelCase, 64-bit integers as strings), fetch and
+// health snake_case with numbers. One style now; ls's sizes are for people; info names
+// the Spark and metrics ports.
+TEST(FerryCliTest, EveryCommandsJsonIsOneStyle) {
+  testing::TempDir data;
+  ASSERT_EQ(Ferry({"gen", "--dir=" + data.path(), "--maps=2", "--partitions=4", "--total-bytes=3M",
+                   "--distribution=fixed"})
+                .exit_code,
+            0);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(
+      "server/ferry_server", data.path(), {"--metrics-address=127.0.0.1:0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = "--server=" + (*server)->control_target();
+  std::map<std::string, nlohmann::json> printed;
+  for (const char* command : {"ls", "info", "fetch", "health"}) {
+    testing::CommandResult ran = Ferry({command, target, "--json"});
+    ASSERT_EQ(ran.exit_code, 0) << command << ": " << ran.output;
+    printed[command] = nlohmann::json::parse(ran.output, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(printed[command].is_discarded()) << command << ": " << ran.output;
+    std::vector<std::string> keys;
+    CollectKeys(printed[command], &keys);
+    for (const std::string& key : keys) {
+      EXPECT_TRUE(std::none_of(key.begin(), key.end(), [](char c) { return std::isupper(c); }))
+          << command << " prints key " << key;
+    }
+  }
+  const nlohmann::json& map_output = printed["ls"]["shuffles"][0]["map_outputs"][0];
+  EXPECT_TRUE(map_output["data_bytes"].is_number_unsigned()) << map_output;
+  EXPECT_TRUE(map_output["map_id"].is_number_integer()) << map_output;
+  EXPECT_EQ(printed["info"]["metrics_port"], (*server)->metrics_port());
+  EXPECT_EQ(printed["info"]["spark_port"], 0);
+  EXPECT_TRUE(printed["info"]["ticket_ttl_ms"].is_number_integer());
+  EXPECT_EQ(printed["fetch"]["bytes"], 3u << 20);
+  EXPECT_EQ(printed["health"]["status"], "SERVING");
+
+  testing::CommandResult ls = Ferry({"ls", target});
+  EXPECT_TRUE(absl::StrContains(ls.output, " 3.0 MiB ")) << ls.output;
+  testing::CommandResult info = Ferry({"info", target});
+  EXPECT_TRUE(absl::StrContains(info.output,
+                                absl::StrCat("metrics port  ", (*server)->metrics_port(), "\n")))
+      << info.output;
+  EXPECT_TRUE(absl::StrContains(info.output, "spark port    off\n")) << info.output;
 }
 
 // `ferry fetch --help` printed all 26 flags of every command and `ferry help fetch` was a
