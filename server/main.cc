@@ -86,7 +86,7 @@ bool OpenLogFile() {
 // Lines an operator needs at every --log-level: that the server serves (where, with
 // which auth), and how it stopped. glog writes to stderr the lines at --log-level and
 // above; Announce()'s lines below it go through this sink, formatted as glog formats.
-bool announcing = false;  // main's thread only
+thread_local bool announcing = false;
 
 class AnnounceSink : public google::LogSink {
  public:
@@ -269,15 +269,19 @@ int Main() {
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
-  // Streams a reducer had opened and not read to the end: it fetches them again
-  // elsewhere (or here, after a restart).
+  // Streams reducers opened and have not closed: they fetch what is left elsewhere (or
+  // here, after a restart).
   const size_t streams = (*server)->tickets().size();
-  const std::string summary = absl::StrCat(
-      "drained in ", absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1))), ": ",
-      drained.idle, " idle connections closed, ", drained.finished,
-      " finished the requests they had received, ", drained.cut,
-      " cut at --drain-timeout=", absl::FormatDuration(drain), "; ", streams,
-      " streams left unread");
+  const std::string summary =
+      drain <= absl::ZeroDuration()
+          ? absl::StrCat("without a drain (--drain-timeout=0): every connection cut at once; ",
+                         streams, " streams open")
+          : absl::StrCat("drained in ",
+                         absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1))),
+                         ": ", drained.idle, " idle connections closed, ", drained.finished,
+                         " finished the requests they had received, ", drained.cut,
+                         " cut at --drain-timeout=", absl::FormatDuration(drain), "; ", streams,
+                         " streams open");
   if (drained.cut > 0) {
     LOG(WARNING) << "ferry_server: stopped, " << summary;
   } else {

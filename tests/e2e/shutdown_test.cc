@@ -173,7 +173,7 @@ TEST_F(ShutdownTest, APeerThatStopsReadingIsCutAtTheDrainTimeout) {
   EXPECT_TRUE(absl::StrContains(ReadFile(log_),
                                 ": 0 idle connections closed, 0 finished the "
                                 "requests they had received, 1 cut at "
-                                "--drain-timeout=1s; 1 streams left unread"))
+                                "--drain-timeout=1s; 1 streams open"))
       << ReadFile(log_);
   // The client sees the block end early: it can tell, and retry elsewhere.
   EXPECT_LT(testing::ReadUntilClose(stalled.get()).size(), kBlockBytes);
