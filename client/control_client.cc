@@ -275,6 +275,15 @@ absl::StatusOr<ferry::v1::ListShufflesResponse> ControlClient::ListShuffles(
   return response;
 }
 
+absl::StatusOr<ferry::v1::ListAppsResponse> ControlClient::ListApps(const std::string& server) {
+  grpc::ClientContext context;
+  Prepare(context);
+  ferry::v1::ListAppsResponse response;
+  grpc::Status status = Stub(server)->ListApps(&context, ferry::v1::ListAppsRequest(), &response);
+  if (!status.ok()) return Annotate(status, "ListApps", server);
+  return response;
+}
+
 absl::StatusOr<ferry::v1::ServerInfo> ControlClient::GetServerInfo(const std::string& server) {
   grpc::ClientContext context;
   Prepare(context);

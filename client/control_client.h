@@ -65,6 +65,7 @@ class ControlClient {
                               absl::AnyInvocable<void(absl::Status)> done);
   absl::StatusOr<ferry::v1::ListShufflesResponse> ListShuffles(const std::string& server,
                                                                const std::string& app_id);
+  absl::StatusOr<ferry::v1::ListAppsResponse> ListApps(const std::string& server);
   absl::StatusOr<ferry::v1::ServerInfo> GetServerInfo(const std::string& server);
   // `partition`: one reduce partition; `received_checksum`: over the bytes received.
   absl::StatusOr<ferry::v1::CorruptionDiagnosis> DiagnoseCorruption(

@@ -55,8 +55,8 @@ ABSL_FLAG(std::string, server, "127.0.0.1:7070",
           "reducer fetching from every node at once, each map output from the first server "
           "that lists it, the others that list it its replicas.");
 ABSL_FLAG(std::string, app, "",
-          "The app: app-0 when not given. gen writes this one app (with --apps=1); without it, "
-          "gen writes app-0 .. app-<apps-1>.");
+          "The app: app-0 when not given (ls without it lists the apps). gen writes this one "
+          "app (with --apps=1); without it, gen writes app-0 .. app-<apps-1>.");
 ABSL_FLAG(bool, force, false,
           "Write over map outputs that exist already (without it, gen refuses to).");
 ABSL_FLAG(bool, json, false, "Print the result as one line of JSON.");
@@ -500,7 +500,27 @@ int Fetch(ShuffleClient& client) {
   return 0;
 }
 
+// The apps a server has shuffle data for, with their sizes: `ferry ls` without --app.
+int LsApps(ShuffleClient& client) {
+  auto apps = client.control().ListApps(absl::GetFlag(FLAGS_server));
+  if (!apps.ok()) {
+    std::fprintf(stderr, "ferry ls: %s\n", apps.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(ToJson(*apps));
+  std::printf("%-40s %-9s %-12s %s\n", "app", "shuffles", "map outputs", "size");
+  for (const ferry::v1::AppSummary& app : apps->apps()) {
+    std::printf("%-40s %-9u %-12u %s\n", app.app_id().c_str(), app.shuffles(), app.map_outputs(),
+                Readable(app.data_bytes()).c_str());
+  }
+  if (apps->truncated()) {
+    std::printf("(the first %d apps by name; the server has more)\n", apps->apps_size());
+  }
+  return 0;
+}
+
 int Ls(ShuffleClient& client) {
+  if (absl::GetFlag(FLAGS_app).empty()) return LsApps(client);
   auto list = client.control().ListShuffles(absl::GetFlag(FLAGS_server), AppFlag());
   if (!list.ok()) {
     std::fprintf(stderr, "ferry ls: %s\n", list.status().ToString().c_str());
@@ -661,8 +681,8 @@ int main(int argc, char** argv) {
       {"fetch", "fetch every block of an app from one or more servers, verifying checksums.",
        "fetch --server=HOST:PORT[,HOST:PORT...] --app=APP [--shuffle=ID] [--to=DIR] [--json]",
        with_reach({"app", "shuffle", "to", "verify", "batch", "max-in-flight", "json"})},
-      {"ls", "list an app's shuffles and map outputs on a server.",
-       "ls --server=HOST:PORT --app=APP [--json]", with_reach({"app", "json"})},
+      {"ls", "list the apps a server has shuffle data for, or one app's shuffles (--app).",
+       "ls --server=HOST:PORT [--app=APP] [--json]", with_reach({"app", "json"})},
       {"info", "show a server's version, addresses, settings and disks.",
        "info --server=HOST:PORT [--json]", with_reach({"json"})},
       {"health",

@@ -12,6 +12,9 @@ namespace ferry {
 inline constexpr size_t kMaxBlocksPerStream = size_t{1} << 20;
 inline constexpr size_t kMaxPartitionsPerStream = size_t{1} << 20;
 
+// Most apps one ListApps answer lists (by name; it says when there were more).
+inline constexpr size_t kMaxListedApps = 10000;
+
 // Largest control-plane message either side sends or accepts: a handle at both limits
 // above takes under 48 MiB.
 inline constexpr int kMaxControlMessageBytes = 64 << 20;

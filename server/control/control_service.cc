@@ -102,6 +102,8 @@ const char* ControlService::RpcName(Rpc rpc) {
       return "DiagnoseCorruption";
     case Rpc::kRemoveSparkApp:
       return "RemoveSparkApp";
+    case Rpc::kListApps:
+      return "ListApps";
   }
   return "unknown";
 }
@@ -117,7 +119,8 @@ grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, C
                                     options_.heavy_call_wait)) {
       return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
           "server busy: ", options_.max_heavy_calls,
-          " OpenStream, ListShuffles, DiagnoseCorruption and RemoveSparkApp calls running; "
+          " OpenStream, ListShuffles, ListApps, DiagnoseCorruption and RemoveSparkApp calls "
+          "running; "
           "retry later")));
     }
     ++heavy_calls_;
@@ -315,6 +318,31 @@ grpc::Status ControlService::ListShuffles(grpc::ServerContext* context,
       out->set_error(m.error);
     }
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ListApps(grpc::ServerContext* context,
+                                      const ferry::v1::ListAppsRequest*,
+                                      ferry::v1::ListAppsResponse* response) {
+  absl::StatusOr<std::vector<AppInfo>> apps;
+  bool truncated = false;
+  if (grpc::Status called = Call(context, Rpc::kListApps, Cost::kHeavy,
+                                 [&] {
+                                   apps = store_->ListApps(kMaxListedApps, &truncated);
+                                   return grpc::Status::OK;
+                                 });
+      !called.ok()) {
+    return called;
+  }
+  if (!apps.ok()) return ServerSideFailure(*context, Rpc::kListApps, apps.status());
+  for (const AppInfo& app : *apps) {
+    ferry::v1::AppSummary* summary = response->add_apps();
+    summary->set_app_id(app.app_id);
+    summary->set_shuffles(app.shuffles);
+    summary->set_map_outputs(app.map_outputs);
+    summary->set_data_bytes(app.data_bytes);
+  }
+  response->set_truncated(truncated);
   return grpc::Status::OK;
 }
 

@@ -80,6 +80,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const ferry::v1::ServerInfoRequest* request,
                              ferry::v1::ServerInfo* response) override;
+  // At most kMaxListedApps apps.
+  grpc::Status ListApps(grpc::ServerContext* context, const ferry::v1::ListAppsRequest* request,
+                        ferry::v1::ListAppsResponse* response) override;
   grpc::Status DiagnoseCorruption(grpc::ServerContext* context,
                                   const ferry::v1::DiagnoseCorruptionRequest* request,
                                   ferry::v1::CorruptionDiagnosis* response) override;
@@ -94,8 +97,9 @@ class ControlService final : public ferry::v1::Ferry::Service {
     kGetServerInfo,
     kDiagnoseCorruption,
     kRemoveSparkApp,
+    kListApps,
   };
-  static constexpr size_t kRpcs = 6;
+  static constexpr size_t kRpcs = 7;
   static const char* RpcName(Rpc rpc);
   // Calls of `rpc` received, answered or refused (unauthenticated, busy, bad): what a
   // client's retries cost the server.

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/option_check.h"
+#include "common/shuffle_files.h"
 #include "common/status_macros.h"
 #include "server/storage/ids.h"
 
@@ -341,6 +342,71 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
     shuffles.push_back(std::move(s));
   }
   return shuffles;
+}
+
+namespace {
+
+// The names in the directory `dir_fd` (O_PATH will do) refers to, but "." and "..".
+absl::StatusOr<std::vector<std::string>> Names(int dir_fd, absl::string_view what) {
+  const int listing = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (d == nullptr) {
+    const int err = errno;
+    if (listing >= 0) ::close(listing);
+    return absl::ErrnoToStatus(err, absl::StrCat("list ", what));
+  }
+  std::vector<std::string> names;
+  while (dirent* entry = ::readdir(d)) {
+    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
+      names.emplace_back(entry->d_name);
+    }
+  }
+  ::closedir(d);
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<AppInfo>> BlockStore::ListApps(size_t max_apps, bool* truncated) {
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::string> names, Names(data_dir_.get(), "the data dir"));
+  std::sort(names.begin(), names.end());
+  std::vector<AppInfo> apps;
+  *truncated = false;
+  for (const std::string& name : names) {
+    if (!IsValidAppId(name)) continue;
+    // One path component, no symlink followed; not a directory: not an app.
+    UniqueFd app(
+        ::openat(data_dir_.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!app.valid()) continue;
+    absl::StatusOr<std::vector<std::string>> files = Names(app.get(), absl::StrCat("app ", name));
+    if (!files.ok()) continue;  // gone since, or unreadable: listed by ListShuffles' errors
+    AppInfo info;
+    info.app_id = name;
+    std::vector<int32_t> shuffles;
+    for (const std::string& file : *files) {
+      int32_t shuffle_id = 0;
+      int64_t map_id = 0;
+      if (!ParseIndexFileName(file, &shuffle_id, &map_id)) continue;
+      ++info.map_outputs;
+      shuffles.push_back(shuffle_id);
+      struct stat st {};
+      if (::fstatat(app.get(), DataFileName(shuffle_id, map_id).c_str(), &st,
+                    AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(st.st_mode)) {
+        info.data_bytes += static_cast<uint64_t>(st.st_size);
+      }
+    }
+    if (info.map_outputs == 0) continue;
+    std::sort(shuffles.begin(), shuffles.end());
+    info.shuffles =
+        static_cast<uint32_t>(std::unique(shuffles.begin(), shuffles.end()) - shuffles.begin());
+    if (apps.size() == max_apps) {
+      *truncated = true;
+      break;
+    }
+    apps.push_back(std::move(info));
+  }
+  return apps;
 }
 
 void BlockStore::AppendMetrics(std::vector<MetricFamilySamples>* out) const {

@@ -73,6 +73,14 @@ struct ShuffleInfo {
   std::vector<MapOutputInfo> map_outputs;  // by map id
 };
 
+// An app of the data dir, as ListApps() counts it.
+struct AppInfo {
+  std::string app_id;
+  uint32_t shuffles = 0;
+  uint32_t map_outputs = 0;  // index files
+  uint64_t data_bytes = 0;   // of their data files, as stat() says
+};
+
 // All of `resolved`, or its first error.
 absl::StatusOr<std::vector<ResolvedBlock>> AllResolved(
     std::vector<absl::StatusOr<ResolvedBlock>> resolved);
@@ -127,6 +135,10 @@ class BlockStore {
   // damaged or unreadable file) is listed with its error, and logged (within a budget):
   // it spoils itself only.
   absl::StatusOr<std::vector<ShuffleInfo>> ListShuffles(absl::string_view app_id);
+  // The apps of the data dir (directories with a valid app id, no symlink followed), by
+  // id, at most `max_apps` (`truncated` says when there were more). Counts file names
+  // and stat()s data files; reads no index.
+  absl::StatusOr<std::vector<AppInfo>> ListApps(size_t max_apps, bool* truncated);
 
   // Drops cached map outputs whose data file is deleted or whose app directory is gone.
   // Returns how many.

@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "tests/e2e/test_cluster.h"
@@ -122,7 +123,7 @@ TEST(FerryCliTest, AMapOutputThatCannotBeReadSpoilsItselfOnly) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = "--server=" + (*server)->control_target();
 
-  testing::CommandResult ls = Ferry({"ls", target});
+  testing::CommandResult ls = Ferry({"ls", target, "--app=app-0"});
   EXPECT_EQ(ls.exit_code, 0) << ls.output;
   EXPECT_TRUE(absl::StrContains(ls.output, "shuffle 0 map 2 cannot be read: ")) << ls.output;
   EXPECT_TRUE(absl::StrContains(ls.output, "shuffle_0_2_0.index")) << ls.output;
@@ -160,8 +161,11 @@ TEST(FerryCliTest, EveryCommandsJsonIsOneStyle) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = "--server=" + (*server)->control_target();
   std::map<std::string, nlohmann::json> printed;
-  for (const char* command : {"ls", "info", "fetch", "health"}) {
-    testing::CommandResult ran = Ferry({command, target, "--json"});
+  for (const std::string command : {"ls", "ls --app=app-0", "info", "fetch", "health"}) {
+    std::vector<std::string> args = absl::StrSplit(command, ' ');
+    args.push_back(target);
+    args.push_back("--json");
+    testing::CommandResult ran = Ferry(args);
     ASSERT_EQ(ran.exit_code, 0) << command << ": " << ran.output;
     printed[command] = nlohmann::json::parse(ran.output, nullptr, /*allow_exceptions=*/false);
     ASSERT_FALSE(printed[command].is_discarded()) << command << ": " << ran.output;
@@ -172,7 +176,12 @@ TEST(FerryCliTest, EveryCommandsJsonIsOneStyle) {
           << command << " prints key " << key;
     }
   }
-  const nlohmann::json& map_output = printed["ls"]["shuffles"][0]["map_outputs"][0];
+  const nlohmann::json& app = printed["ls"]["apps"][0];
+  EXPECT_EQ(app["app_id"], "app-0");
+  EXPECT_EQ(app["data_bytes"], 3u << 20);
+  EXPECT_EQ(app["map_outputs"], 2);
+  EXPECT_EQ(printed["ls"]["truncated"], false);
+  const nlohmann::json& map_output = printed["ls --app=app-0"]["shuffles"][0]["map_outputs"][0];
   EXPECT_TRUE(map_output["data_bytes"].is_number_unsigned()) << map_output;
   EXPECT_TRUE(map_output["map_id"].is_number_integer()) << map_output;
   EXPECT_EQ(printed["info"]["metrics_port"], (*server)->metrics_port());
@@ -181,8 +190,11 @@ TEST(FerryCliTest, EveryCommandsJsonIsOneStyle) {
   EXPECT_EQ(printed["fetch"]["bytes"], 3u << 20);
   EXPECT_EQ(printed["health"]["status"], "SERVING");
 
-  testing::CommandResult ls = Ferry({"ls", target});
+  testing::CommandResult ls = Ferry({"ls", target, "--app=app-0"});
   EXPECT_TRUE(absl::StrContains(ls.output, " 3.0 MiB ")) << ls.output;
+  testing::CommandResult apps = Ferry({"ls", target});
+  EXPECT_TRUE(absl::StrContains(apps.output, "\napp-0 ")) << apps.output;
+  EXPECT_TRUE(absl::StrContains(apps.output, " 3.0 MiB\n")) << apps.output;
   testing::CommandResult info = Ferry({"info", target});
   EXPECT_TRUE(absl::StrContains(info.output,
                                 absl::StrCat("metrics port  ", (*server)->metrics_port(), "\n")))

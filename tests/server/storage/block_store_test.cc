@@ -67,6 +67,41 @@ TEST_F(BlockStoreTest, ReplacedMapOutputIsReloaded) {
   EXPECT_EQ(again->block.length, 9u);
 }
 
+// `ferry ls` without --app: the data dir's apps, by id, with their shuffles, map outputs
+// and data bytes; what is no app (a symlink, a file, an invalid id, a dir without an
+// index) is left out, and the answer is bounded.
+TEST_F(BlockStoreTest, ListsTheAppsOfTheDataDir) {
+  Write(0, {"aaa", "bbbbb"});
+  Write(1, {"cc"});
+  ASSERT_EQ(::mkdir((dir_.path() + "/b-app").c_str(), 0755), 0);
+  auto other = ShuffleWriter::Create(dir_.path() + "/b-app", 3, 0, ChecksumAlgorithm::kNone);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(other->Write(0, "0123456789").ok());
+  ASSERT_TRUE(other->Commit(1).ok());
+  ASSERT_EQ(::symlink(app_dir_.c_str(), (dir_.path() + "/linked").c_str()), 0);
+  for (const char* not_an_app : {"/empty", "/.hidden"}) {
+    ASSERT_EQ(::mkdir((dir_.path() + not_an_app).c_str(), 0755), 0);
+  }
+  auto store = Open();
+  bool truncated = true;
+  absl::StatusOr<std::vector<AppInfo>> apps = store->ListApps(10, &truncated);
+  ASSERT_TRUE(apps.ok()) << apps.status();
+  EXPECT_FALSE(truncated);
+  ASSERT_EQ(apps->size(), 2u);
+  EXPECT_EQ((*apps)[0].app_id, "app");
+  EXPECT_EQ((*apps)[0].shuffles, 1u);
+  EXPECT_EQ((*apps)[0].map_outputs, 2u);
+  EXPECT_EQ((*apps)[0].data_bytes, 10u);
+  EXPECT_EQ((*apps)[1].app_id, "b-app");
+  EXPECT_EQ((*apps)[1].data_bytes, 10u);
+
+  apps = store->ListApps(1, &truncated);
+  ASSERT_TRUE(apps.ok());
+  EXPECT_TRUE(truncated);
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ((*apps)[0].app_id, "app");
+}
+
 TEST_F(BlockStoreTest, AppDirThatIsASymlinkIsNotFound) {
   Write(0, {"aaa"});
   ASSERT_EQ(::symlink(app_dir_.c_str(), (dir_.path() + "/linked").c_str()), 0);
