@@ -1,6 +1,5 @@
 #include "server/ops/metrics.h"
 
-#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/dir_entries.h"
 
 namespace ferry {
 
@@ -126,16 +126,14 @@ void AppendThreadMetrics(const std::vector<const ThreadMetrics*>& threads, const
 }
 
 size_t IoWorkerThreads() {
-  DIR* tasks = ::opendir("/proc/self/task");
-  if (tasks == nullptr) return 0;
   size_t count = 0;
-  while (dirent* entry = ::readdir(tasks)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream comm(absl::StrCat("/proc/self/task/", entry->d_name, "/comm"));
+  // Unreadable: none counted.
+  static_cast<void>(ForEachEntry("/proc/self/task", [&](const char* task) {
+    std::ifstream comm(absl::StrCat("/proc/self/task/", task, "/comm"));
     std::string name;
     if (std::getline(comm, name) && absl::StartsWith(name, "iou-wrk")) ++count;
-  }
-  ::closedir(tasks);
+    return true;
+  }));
   return count;
 }
 
@@ -159,13 +157,9 @@ void AppendProcessMetrics(std::vector<MetricFamilySamples>* out) {
     out->push_back(OneSample("process_resident_memory_bytes", "Resident memory size in bytes.",
                              MetricKind::kGauge, resident_pages * page));
   }
-  if (DIR* fds = ::opendir("/proc/self/fd")) {
-    // Bounded by the descriptor limit; the directory's own descriptor is not counted.
-    size_t open = 0;
-    while (dirent* entry = ::readdir(fds)) {
-      if (entry->d_name[0] != '.') ++open;
-    }
-    ::closedir(fds);
+  // Bounded by the descriptor limit; the listing's own descriptor is not counted.
+  size_t open = 0;
+  if (ForEachEntry("/proc/self/fd", [&](const char*) { return ++open > 0; }).ok()) {
     out->push_back(OneSample("process_open_fds", "Number of open file descriptors.",
                              MetricKind::kGauge, static_cast<double>(open > 0 ? open - 1 : 0)));
   }

@@ -1,6 +1,5 @@
 #include "server/spark/spark_executors.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "common/dir_entries.h"
 #include "common/log_lines.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
@@ -82,29 +82,21 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is nested deeper than ", kMaxDepth, " levels; not deleted"));
   }
-  // fdopendir() takes the descriptor over.
-  const int fd =
-      OpenBeneath(parent_fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW).release();
-  if (fd < 0) {
+  const UniqueFd dir(
+      OpenBeneath(parent_fd, relative, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!dir.valid()) {
     if (errno == ENOENT) return absl::OkStatus();
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path, " to delete it"));
   }
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    const int err = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("list ", path));
-  }
+  const int fd = dir.get();
   absl::Status status;
   std::vector<std::pair<std::string, bool>> entries;  // name, is a directory
-  while (dirent* entry = ::readdir(dir)) {
-    const absl::string_view name = entry->d_name;
-    if (name == "." || name == "..") continue;
+  FERRY_RETURN_IF_ERROR(ForEachEntry(fd, path, [&](const char* name) {
     struct stat st;
-    const bool is_dir =
-        ::fstatat(fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-    entries.emplace_back(std::string(name), is_dir);
-  }
+    const bool is_dir = ::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+    entries.emplace_back(name, is_dir);
+    return true;
+  }));
   for (const auto& [name, is_dir] : entries) {
     const std::string child = absl::StrCat(path, "/", name);
     absl::Status s = is_dir ? DeleteTree(fd, name, child, depth + 1) : absl::OkStatus();
@@ -113,7 +105,6 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
     }
     if (!s.ok() && status.ok()) status = s;
   }
-  ::closedir(dir);
   if (!status.ok()) return status;
   // The directory itself, from its parent; a last component that is now a symlink is
   // removed as a link.

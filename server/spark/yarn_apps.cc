@@ -1,6 +1,5 @@
 #include "server/spark/yarn_apps.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/dir_entries.h"
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "server/storage/ids.h"
@@ -368,16 +368,13 @@ void YarnApps::RescanLocked() {
     OpenSubLocked(*sub);
     absl::flat_hash_set<std::string> names;
     if (sub->fd.valid()) {
-      UniqueFd list(::openat(sub->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      std::unique_ptr<DIR, int (*)(DIR*)> dir(list.valid() ? ::fdopendir(list.get()) : nullptr,
-                                              ::closedir);
-      if (dir != nullptr) static_cast<void>(list.release());
-      if (dir == nullptr) {
-        Warn(absl::StrCat("cannot list ", sub->name, "/: ", std::strerror(errno)));
+      const absl::Status listed = ForEachEntry(sub->fd.get(), sub->name, [&](const char* name) {
+        if (IsValidAppId(name)) names.insert(name);
+        return names.size() < kMaxApps;
+      });
+      if (!listed.ok()) {
+        Warn(absl::StrCat("cannot list ", sub->name, "/: ", listed.message()));
         continue;  // what is known stays known
-      }
-      while (const dirent* entry = ::readdir(dir.get())) {
-        if (IsValidAppId(entry->d_name) && names.size() < kMaxApps) names.insert(entry->d_name);
       }
     }
     std::vector<std::string> gone;

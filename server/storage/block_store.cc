@@ -1,6 +1,5 @@
 #include "server/storage/block_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/dir_entries.h"
 #include "common/option_check.h"
 #include "common/shuffle_files.h"
 #include "common/status_macros.h"
@@ -292,22 +292,15 @@ absl::StatusOr<ResolvedBlock> BlockStore::ResolveIn(const std::shared_ptr<const 
 
 absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_view app_id) {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<FerryAppLayout> app, FerryApp(app_id));
-  const int listing = ::openat(app->dir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
-  if (d == nullptr) {
-    const int err = errno;
-    if (listing >= 0) ::close(listing);
-    return absl::ErrnoToStatus(err, absl::StrCat("list app ", app_id));
-  }
   std::vector<std::pair<int32_t, int64_t>> outputs;
-  while (dirent* entry = ::readdir(d)) {
-    int32_t shuffle_id = 0;
-    int64_t map_id = 0;
-    if (ParseIndexFileName(entry->d_name, &shuffle_id, &map_id)) {
-      outputs.emplace_back(shuffle_id, map_id);
-    }
-  }
-  ::closedir(d);
+  FERRY_RETURN_IF_ERROR(
+      ForEachEntry(app->dir_fd(), absl::StrCat("app ", app_id), [&](const char* name) {
+        int32_t shuffle_id = 0;
+        int64_t map_id = 0;
+        if (ParseIndexFileName(name, &shuffle_id, &map_id))
+          outputs.emplace_back(shuffle_id, map_id);
+        return true;
+      }));
   std::map<int32_t, std::map<int64_t, MapOutputInfo>> found;
   for (const auto& [shuffle_id, map_id] : outputs) {
     absl::StatusOr<std::shared_ptr<const Entry>> entry = GetMapOutput(*app, shuffle_id, map_id);
@@ -346,22 +339,13 @@ absl::StatusOr<std::vector<ShuffleInfo>> BlockStore::ListShuffles(absl::string_v
 
 namespace {
 
-// The names in the directory `dir_fd` (O_PATH will do) refers to, but "." and "..".
+// The names in the directory `dir_fd` refers to.
 absl::StatusOr<std::vector<std::string>> Names(int dir_fd, absl::string_view what) {
-  const int listing = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
-  if (d == nullptr) {
-    const int err = errno;
-    if (listing >= 0) ::close(listing);
-    return absl::ErrnoToStatus(err, absl::StrCat("list ", what));
-  }
   std::vector<std::string> names;
-  while (dirent* entry = ::readdir(d)) {
-    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
-      names.emplace_back(entry->d_name);
-    }
-  }
-  ::closedir(d);
+  FERRY_RETURN_IF_ERROR(ForEachEntry(dir_fd, what, [&](const char* name) {
+    names.emplace_back(name);
+    return true;
+  }));
   return names;
 }
 
