@@ -95,7 +95,25 @@ std::optional<absl::StatusOr<Pipe>> PipePool::TryTake() {
   return std::optional<absl::StatusOr<Pipe>>(std::move(pipe));
 }
 
-absl::StatusOr<Pipe> PipePool::Take(absl::Time deadline) {
+void PipePool::Lease::Return() {
+  if (!pipe_.has_value()) return;
+  pool_->Give(*std::move(pipe_));
+  pipe_.reset();
+}
+
+void PipePool::Lease::Close() {
+  if (!pipe_.has_value()) return;
+  pipe_.reset();
+  pool_->Discard();
+}
+
+absl::StatusOr<PipePool::Lease> PipePool::Take(absl::Time deadline) {
+  absl::StatusOr<Pipe> pipe = TakePipe(deadline);
+  if (!pipe.ok()) return pipe.status();
+  return Lease(this, *std::move(pipe));
+}
+
+absl::StatusOr<Pipe> PipePool::TakePipe(absl::Time deadline) {
   // A sender does not pass those already waiting.
   if (waiters_.empty()) {
     if (std::optional<absl::StatusOr<Pipe>> taken = TryTake()) return *std::move(taken);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,14 +45,48 @@ class PipePool {
   PipePool& operator=(const PipePool&) = delete;
   ~PipePool();
 
+  // A pipe Take() gave, held until the lease ends: given back empty (Return()), or
+  // closed (Close(), or the lease's end), since it may hold bytes. Move-only; a default
+  // lease holds none.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept
+        : pool_(std::exchange(other.pool_, nullptr)), pipe_(std::move(other.pipe_)) {
+      other.pipe_.reset();
+    }
+    Lease& operator=(Lease&& other) noexcept {
+      if (this != &other) {
+        Close();
+        pool_ = std::exchange(other.pool_, nullptr);
+        pipe_ = std::move(other.pipe_);
+        other.pipe_.reset();
+      }
+      return *this;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { Close(); }
+
+    explicit operator bool() const { return pipe_.has_value(); }
+    Pipe& operator*() { return *pipe_; }
+    Pipe* operator->() { return &*pipe_; }
+    // The pipe back to the pool, for another sender: it must be empty.
+    void Return();
+    // The pipe closed, its slot freed (it may hold bytes, which no one must read).
+    void Close();
+
+   private:
+    friend class PipePool;
+    Lease(PipePool* pool, Pipe pipe) : pool_(pool), pipe_(std::move(pipe)) {}
+    PipePool* pool_ = nullptr;
+    std::optional<Pipe> pipe_;
+  };
+
   // An empty pipe of pipe_bytes, waiting until `deadline` while every pipe is out:
   // DEADLINE_EXCEEDED then, CANCELLED when the scheduler stops, or the error creating
   // one. Call from a fiber.
-  absl::StatusOr<Pipe> Take(absl::Time deadline);
-  // Returns a pipe Take() gave, empty.
-  void Give(Pipe pipe);
-  // Tells the pool a pipe it gave was closed (it may have held bytes).
-  void Discard();
+  absl::StatusOr<Lease> Take(absl::Time deadline);
   // Whether a sender is waiting for a pipe: one that holds an empty pipe gives it back.
   bool contended() const { return !waiters_.empty(); }
   // Counts a segment sent without a pipe, its wait for one having run out.
@@ -76,6 +111,10 @@ class PipePool {
 
  private:
   struct Waiter;
+  absl::StatusOr<Pipe> TakePipe(absl::Time deadline);
+  // A leased pipe back, empty; or closed (it may have held bytes).
+  void Give(Pipe pipe);
+  void Discard();
   // A pipe for a Take that found one free or room for one: nullopt when neither.
   std::optional<absl::StatusOr<Pipe>> TryTake();
   // Hands a freed slot (and `pipe`, when there is one) to the first waiter.

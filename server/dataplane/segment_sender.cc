@@ -86,9 +86,7 @@ void SegmentSender::EndResponse() {
   SetNoDelay(true);
 }
 
-SegmentSender::~SegmentSender() {
-  if (pipe_.has_value()) DropPipe();
-}
+SegmentSender::~SegmentSender() = default;
 
 void SegmentSender::TakeTurns(uint32_t blocks) {
   // A connection whose peer keeps up never finds its socket full, so it would never wait
@@ -152,16 +150,6 @@ absl::Status SegmentSender::SendSegment(absl::string_view header_bytes,
   return SpliceFile(header, file, pos, length, name);
 }
 
-void SegmentSender::GivePipe() {
-  pipes_.Give(*std::move(pipe_));
-  pipe_.reset();
-}
-
-void SegmentSender::DropPipe() {
-  pipe_.reset();
-  pipes_.Discard();
-}
-
 size_t SegmentSender::SocketRoom() const {
   // Both in the kernel's own accounting (what the queue holds counts each buffer's
   // overhead, so the payload the socket takes is at least this: TCP also lets one more
@@ -201,14 +189,15 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     // no pipe held.
     size_t room = SocketRoom();
     if (stalled || room < std::min<uint64_t>(length, kMinSpliceRoom)) {
-      if (pipe_.has_value()) GivePipe();  // empty
+      pipe_.Return();  // empty
       const int ready = Poll(socket_, POLLOUT, progress_deadline);
       if (ready < 0) return PeerError(ready, absl::StrCat("send ", name(), " to the peer"));
       room = std::max(SocketRoom(), kMinSpliceRoom);
       stalled = false;
     }
-    if (!pipe_.has_value()) {
-      absl::StatusOr<Pipe> pipe = pipes_.Take(std::min(IoDeadline(), absl::Now() + kPipeWait));
+    if (!pipe_) {
+      absl::StatusOr<PipePool::Lease> pipe =
+          pipes_.Take(std::min(IoDeadline(), absl::Now() + kPipeWait));
       if (absl::IsDeadlineExceeded(pipe.status())) {
         // Every pipe of the thread stays in use (peers slow to read hold theirs): the rest
         // of the segment is copied, so that they never stall this one.
@@ -238,7 +227,7 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     SocketIo::SpliceStep step;
     if (LooksCached(file, pos, chunk)) {
       if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
-        GivePipe();  // still empty
+        pipe_.Return();  // still empty
         return sent;
       }
       step = io_.Splice(file, pos, *pipe_, socket_, chunk, !last, out_deadline);
@@ -246,29 +235,29 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       const absl::StatusOr<size_t> in = disks_.SpliceToPipe(shared, pos, chunk, pipe_->write_fd(),
                                                             ReadAhead(pos, length), IoDeadline());
       if (!in.ok()) {
-        DropPipe();
+        pipe_.Close();
         return absl::Status(in.status().code(), absl::StrCat(name(), ": ", in.status().message()));
       }
       step.in = static_cast<ssize_t>(*in);
       if (step.in > 0) {
         if (absl::Status sent = SendHeader(header, /*more=*/true, name); !sent.ok()) {
-          DropPipe();
+          pipe_.Close();
           return sent;
         }
       }
     }
     const ssize_t in_res = step.in;
     if (in_res < 0) {
-      DropPipe();
+      pipe_.Close();
       return FileReadError(static_cast<int>(-in_res),
                            absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
     }
     if (step.out < 0 && !ShortOfRoom(step.out)) {
-      DropPipe();
+      pipe_.Close();
       return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
     }
     if (in_res == 0) {
-      DropPipe();
+      pipe_.Close();
       return absl::DataLossError(
           absl::StrCat(name(), ": ", data.path, " ended early (truncated while being served)"));
     }
@@ -278,7 +267,7 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       const bool more = !last || static_cast<uint64_t>(in_res) < length;
       const ssize_t drained = io_.DrainPipe(*pipe_, socket_, rest, more, out_deadline);
       if (drained < 0 && !ShortOfRoom(drained)) {
-        DropPipe();
+        pipe_.Close();
         return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
       }
       if (drained == static_cast<ssize_t>(rest)) moved = static_cast<size_t>(in_res);
@@ -287,13 +276,13 @@ absl::Status SegmentSender::SpliceFile(Header& header,
       // What the pipe still holds is what the socket did not take.
       const int left = pipe_->BufferedBytes();
       if (left < 0 || left > in_res) {
-        DropPipe();
+        pipe_.Close();
         return PeerError(left < 0 ? left : -EPROTO,
                          absl::StrCat("splice ", name(), " to the peer"));
       }
       moved = static_cast<size_t>(in_res - left);
       if (left > 0) {
-        DropPipe();
+        pipe_.Close();
         pipes_.CountStall();
         stalled = true;
         if (moved == 0 && absl::Now() >= progress_deadline) {
@@ -305,10 +294,10 @@ absl::Status SegmentSender::SpliceFile(Header& header,
     pos += moved;
     length -= moved;
     // Empty now: another sender of the thread may have it while this one waits its turn.
-    if (pipe_.has_value() && pipes_.contended()) GivePipe();
+    if (pipes_.contended()) pipe_.Return();
     TakeTurns(0);
   }
-  if (pipe_.has_value()) GivePipe();
+  pipe_.Return();
   return absl::OkStatus();
 }
 

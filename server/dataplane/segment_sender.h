@@ -154,9 +154,6 @@ class SegmentSender {
   absl::Status CopyFile(Header& header, const std::shared_ptr<const DataFile>& file, uint64_t pos,
                         uint64_t length, absl::FunctionRef<std::string()> name,
                         std::shared_ptr<char[]>& buffer, size_t buffer_bytes);
-  // The pipe back to the pool, empty; or closed, when it may hold bytes.
-  void GivePipe();
-  void DropPipe();
   // What of the segment at `pos` (`rest` bytes left) the disk is to read ahead of this
   // chunk: all of the rest up to the reader's window when the last window is used up.
   uint64_t ReadAhead(uint64_t pos, uint64_t rest);
@@ -176,7 +173,7 @@ class SegmentSender {
   uint32_t blocks_since_yield_ = 0;
   // Where the disk was last asked to read ahead to, in the segment being sent.
   uint64_t read_ahead_to_ = 0;
-  std::optional<Pipe> pipe_;  // splice mode, while a segment is sent
+  PipePool::Lease pipe_;  // splice mode, while a segment is sent
   // Shared with the disk's workers, whose read may outlive a wait that ended early.
   std::shared_ptr<char[]> buffer_;        // copy mode, created on first use
   std::shared_ptr<char[]> small_buffer_;  // splice mode's small segments, on first use

@@ -21,18 +21,18 @@ absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
 TEST(PipePoolTest, AGivenPipeIsTakenAgainWithoutANewOne) {
   PipePool pool(4, 1 << 20);
   RunInFiber([&] {
-    absl::StatusOr<Pipe> pipe = pool.Take(Soon());
+    absl::StatusOr<PipePool::Lease> pipe = pool.Take(Soon());
     ASSERT_TRUE(pipe.ok()) << pipe.status();
-    EXPECT_EQ(pipe->capacity_bytes(), size_t{1} << 20);
-    const int read_fd = pipe->read_fd();
+    EXPECT_EQ((**pipe).capacity_bytes(), size_t{1} << 20);
+    const int read_fd = (**pipe).read_fd();
     EXPECT_EQ(pool.out(), 1u);
-    pool.Give(*std::move(pipe));
+    pipe->Return();
     EXPECT_EQ(pool.out(), 0u);
-    absl::StatusOr<Pipe> again = pool.Take(Soon());
+    absl::StatusOr<PipePool::Lease> again = pool.Take(Soon());
     ASSERT_TRUE(again.ok());
-    EXPECT_EQ(again->read_fd(), read_fd);
+    EXPECT_EQ((**again).read_fd(), read_fd);
     EXPECT_EQ(pool.open(), 1u);
-    pool.Give(*std::move(again));
+    again->Return();
   });
   EXPECT_EQ(pool.waits(), 0u);
 }
@@ -42,18 +42,18 @@ TEST(PipePoolTest, WaitersGetPipesInTheOrderTheyCame) {
   PipePool pool(1, 1 << 16);
   std::vector<std::string> order;
   RunInFiber([&] {
-    absl::StatusOr<Pipe> held = pool.Take(Soon());
+    absl::StatusOr<PipePool::Lease> held = pool.Take(Soon());
     ASSERT_TRUE(held.ok());
     WaitGroup done;
     for (const char* name : {"first", "second"}) {
       done.Add(1);
       ASSERT_TRUE(FiberScheduler::Current()
                       ->Spawn([&, name] {
-                        absl::StatusOr<Pipe> pipe = pool.Take(Soon());
+                        absl::StatusOr<PipePool::Lease> pipe = pool.Take(Soon());
                         ASSERT_TRUE(pipe.ok()) << pipe.status();
                         order.push_back(name);
                         FiberScheduler::Current()->Yield();
-                        pool.Give(*std::move(pipe));
+                        pipe->Return();
                         done.Done();
                       })
                       .ok());
@@ -64,15 +64,15 @@ TEST(PipePoolTest, WaitersGetPipesInTheOrderTheyCame) {
     done.Add(1);
     ASSERT_TRUE(FiberScheduler::Current()
                     ->Spawn([&] {
-                      absl::StatusOr<Pipe> pipe = pool.Take(Soon());
+                      absl::StatusOr<PipePool::Lease> pipe = pool.Take(Soon());
                       ASSERT_TRUE(pipe.ok());
                       order.push_back("third");
-                      pool.Give(*std::move(pipe));
+                      pipe->Return();
                       done.Done();
                     })
                     .ok());
     FiberScheduler::Current()->Yield();
-    pool.Give(*std::move(held));
+    held->Return();
     done.Wait();
   });
   EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "third"}));
@@ -83,12 +83,12 @@ TEST(PipePoolTest, WaitersGetPipesInTheOrderTheyCame) {
 TEST(PipePoolTest, AWaitEndsAtItsDeadline) {
   PipePool pool(1, 1 << 16);
   RunInFiber([&] {
-    absl::StatusOr<Pipe> held = pool.Take(Soon());
+    absl::StatusOr<PipePool::Lease> held = pool.Take(Soon());
     ASSERT_TRUE(held.ok());
-    absl::StatusOr<Pipe> late = pool.Take(absl::Now() + absl::Milliseconds(20));
+    absl::StatusOr<PipePool::Lease> late = pool.Take(absl::Now() + absl::Milliseconds(20));
     EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
     EXPECT_FALSE(pool.contended());
-    pool.Give(*std::move(held));
+    held->Return();
   });
 }
 
@@ -97,29 +97,46 @@ TEST(PipePoolTest, ADiscardedPipeMakesRoomForANewOne) {
   PipePool pool(1, 1 << 16);
   bool got = false;
   RunInFiber([&] {
-    absl::StatusOr<Pipe> held = pool.Take(Soon());
+    absl::StatusOr<PipePool::Lease> held = pool.Take(Soon());
     ASSERT_TRUE(held.ok());
-    const int old_fd = held->write_fd();
+    const int old_fd = (**held).write_fd();
     WaitGroup done;
     done.Add(1);
     ASSERT_TRUE(FiberScheduler::Current()
                     ->Spawn([&] {
-                      absl::StatusOr<Pipe> pipe = pool.Take(Soon());
+                      absl::StatusOr<PipePool::Lease> pipe = pool.Take(Soon());
                       ASSERT_TRUE(pipe.ok()) << pipe.status();
                       got = true;
-                      pool.Give(*std::move(pipe));
+                      pipe->Return();
                       done.Done();
                     })
                     .ok());
     FiberScheduler::Current()->Yield();
     ASSERT_EQ(::write(old_fd, "x", 1), 1);  // it holds a byte: never to be reused
-    held = absl::UnknownError("closed");
-    pool.Discard();
+    held->Close();
     done.Wait();
   });
   EXPECT_TRUE(got);
   EXPECT_EQ(pool.open(), 1u);
   EXPECT_EQ(pool.out(), 0u);
+}
+
+// A lease that ends without a word closes its pipe (it may hold bytes) and frees the
+// slot; one moved from holds nothing.
+TEST(PipePoolTest, ALeaseThatEndsClosesItsPipe) {
+  PipePool pool(2, 1 << 16);
+  RunInFiber([&] {
+    {
+      absl::StatusOr<PipePool::Lease> held = pool.Take(Soon());
+      ASSERT_TRUE(held.ok());
+      PipePool::Lease moved = *std::move(held);
+      EXPECT_FALSE(*held);
+      EXPECT_TRUE(moved);
+      EXPECT_EQ(pool.out(), 1u);
+    }
+    EXPECT_EQ(pool.out(), 0u);
+    EXPECT_EQ(pool.open(), 0u);
+  });
 }
 
 // The budget binds users without CAP_SYS_RESOURCE: three quarters of

@@ -196,19 +196,19 @@ TEST_P(SegmentSenderTest, WithoutAFreePipeTheSegmentIsCopied) {
   if (IsSkipped()) return;
   absl::Status status;
   const uint64_t length = (size_t{1} << 20) + 5;
-  absl::StatusOr<Pipe> held = absl::UnknownError("not taken");
+  absl::StatusOr<PipePool::Lease> held = absl::UnknownError("not taken");
   const std::string got = SendAndRead(
       [&](SegmentSender& sender) {
         held = pipes_.Take(absl::Now() + absl::Seconds(10));
         ASSERT_TRUE(held.ok());
-        absl::StatusOr<Pipe> second = pipes_.Take(absl::Now() + absl::Seconds(10));
+        absl::StatusOr<PipePool::Lease> second = pipes_.Take(absl::Now() + absl::Seconds(10));
         ASSERT_TRUE(second.ok());
         ASSERT_TRUE(sender
                         .SendSegment(
                             "H", file_, 77, length, [] { return std::string("seg"); }, [] {})
                         .ok());
-        pipes_.Give(*std::move(second));
-        pipes_.Give(*std::move(held));
+        second->Return();
+        held->Return();
       },
       1 + length, &status);
   EXPECT_TRUE(got == "H" + content_.substr(77, length));
