@@ -139,7 +139,7 @@ void SendAllPlain(int sock, const char* p, size_t n, int flags) {
 enum Hold : int64_t {
   kMore = 0,     // SPLICE_F_MORE on every splice to the socket; Nagle's algorithm on
   kCork = 1,     // TCP_CORK set for each 16 MiB "response", released at its end (the probe)
-  kNoDelay = 2,  // SPLICE_F_MORE, but TCP_NODELAY on the socket (Ferry before this change)
+  kNoDelay = 2,  // SPLICE_F_MORE, but TCP_NODELAY on the socket all along
 };
 
 // Moves the whole file over `c` with splice through a pipe of `chunk` bytes.

@@ -1,5 +1,5 @@
 // Spark's on-disk layout of an executor's files and its block ids (Spark 3.5.0,
-// ExecutorDiskUtils and BlockId; ../shared/spark-ess/PROTOCOL.md sections 4.1 and 5).
+// ExecutorDiskUtils and BlockId; docs/protocol.md, "Spark's shuffle protocol").
 //
 // A file called `name` lives at
 //   localDirs[h % n] / "%02x"(h / n % subDirsPerLocalDir) / name

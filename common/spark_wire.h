@@ -1,6 +1,6 @@
-// Spark's shuffle-service wire format (Spark 3.5.0; ../shared/spark-ess/PROTOCOL.md is the
-// fact sheet, and tests/common/spark_wire_test.cc checks every golden frame of its
-// Appendix A both ways): the transport frames and the shuffle service's RPC payloads,
+// Spark's shuffle-service wire format (Spark 3.5.0; docs/protocol.md, "Spark's shuffle
+// protocol", and tests/common/spark_wire_test.cc checks golden frames from Spark's own
+// encoders both ways): the transport frames and the shuffle service's RPC payloads,
 // encoded and decoded. Big-endian throughout.
 //
 //   frame = frameLen:i64 (counting its own 8 bytes) | type:u8 | header | in-frame body

@@ -1,8 +1,7 @@
 // Spark's shuffle protocol (the Spark front door, --spark-address) on one connection, on
 // a fiber: the handler that parses Spark's frames and frames its answers; the connection
 // core (server/dataplane/connection_core.h) does the rest.
-// ../shared/spark-ess/PROTOCOL.md is the fact sheet; docs/protocol.md says what Ferry
-// answers to what.
+// docs/protocol.md has the bytes and what Ferry answers to what.
 //
 // Pipelined requests arrive together and are served in order:
 //   * RpcRequest: RegisterExecutor, FetchShuffleBlocks, OpenBlocks, RemoveBlocks,

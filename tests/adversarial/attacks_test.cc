@@ -59,7 +59,7 @@ class AttackTest : public ::testing::Test {
   ControlClient control_;
 };
 
-// Issue 11.1: expired streams were swept only inside Register(), which the full check
+// Expired streams were swept only inside Register(), which the full check
 // stopped from running: once at the cap, the server refused every stream until restart.
 TEST_F(AttackTest, StreamCapRecoversWhenStreamsExpire) {
   options_.tickets.max_streams = 3;
@@ -103,7 +103,7 @@ TEST_F(AttackTest, BlocksAcrossOpenStreamsAreBounded) {
   EXPECT_EQ(server_->tickets().blocks(), 6u);
 }
 
-// Issue 11.3: a request naming one 3-partition block 400,000 times asks for a handle of
+// A request naming one 3-partition block 400,000 times asks for a handle of
 // 1.2 million partition checksums; it is refused before anything is resolved.
 TEST_F(AttackTest, OpenStreamCoveringTooManyPartitionsIsRefusedUpFront) {
   Start();
@@ -115,7 +115,7 @@ TEST_F(AttackTest, OpenStreamCoveringTooManyPartitionsIsRefusedUpFront) {
   EXPECT_EQ(server_->store().cached_map_outputs(), 0u);  // nothing was even looked up
 }
 
-// Issue 11.4: handles over gRPC's default 4 MiB were built, registered, then refused by
+// Handles over gRPC's default 4 MiB were built, registered, then refused by
 // the client, leaving streams no one could close. 16 map outputs x 40,000 partitions in
 // 16 batch blocks make a 6.5 MB handle.
 TEST_F(AttackTest, BatchFetchWithAHandleOverFourMiBWorksAndLeavesNoStream) {
@@ -134,7 +134,7 @@ TEST_F(AttackTest, BatchFetchWithAHandleOverFourMiBWorksAndLeavesNoStream) {
   EXPECT_EQ(server_->tickets().size(), 0u);
 }
 
-// Issue 11.5: deleting an app left its files open in the cache, and re-creating it
+// Deleting an app left its files open in the cache, and re-creating it
 // served the deleted bytes as verified.
 TEST_F(AttackTest, DeletedAppIsLetGoAndARecreatedOneServedFresh) {
   options_.sweep_interval = absl::Milliseconds(50);
@@ -157,7 +157,7 @@ TEST_F(AttackTest, DeletedAppIsLetGoAndARecreatedOneServedFresh) {
   EXPECT_EQ((*fetched)[0], fresh.Expected(0, 0, 0, 1));
 }
 
-// Issue 11.5: with one file cached, a map output rewritten in place (a map task run
+// With one file cached, a map output rewritten in place (a map task run
 // again) paired the old cached index with the new data file.
 TEST_F(AttackTest, MapOutputRewrittenInPlaceIsServedWhole) {
   options_.store.max_cached_map_outputs = 1;
@@ -173,7 +173,7 @@ TEST_F(AttackTest, MapOutputRewrittenInPlaceIsServedWhole) {
   EXPECT_EQ((*fetched)[1], again.Expected(0, 0, 2, 3));
 }
 
-// Issue 11.6: the app directory was checked, then files opened by full path; swapping
+// The app directory was checked, then files opened by full path; swapping
 // it for a symlink in between served files from outside the data dir.
 TEST_F(AttackTest, SymlinkSwappedForTheAppDirNeverLeadsOutside) {
   const std::string outside = dir_.path() + "/outside";
@@ -220,7 +220,7 @@ TEST_F(AttackTest, SymlinkSwappedForTheAppDirNeverLeadsOutside) {
   EXPECT_GT(served, 0);
 }
 
-// Issue 11.7: a FIFO named as an index, checksum or data file hung a gRPC thread on
+// A FIFO named as an index, checksum or data file hung a gRPC thread on
 // open() forever.
 TEST_F(AttackTest, FifoInPlaceOfAShuffleFileIsRefusedAtOnce) {
   Start();
@@ -244,7 +244,7 @@ TEST_F(AttackTest, FifoInPlaceOfAShuffleFileIsRefusedAtOnce) {
   }
 }
 
-// Issue 11.8: silent sockets kept their slots for the whole idle timeout, and the
+// Silent sockets kept their slots for the whole idle timeout, and the
 // client gave up on "busy" after 0.7 s.
 TEST_F(AttackTest, SilentPeersLoseTheirSlotsAndClientsWaitThemOut) {
   options_.data.max_connections = 20;

@@ -59,7 +59,7 @@ class BinaryAttackTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
 };
 
-// Issue 11.2: under a 1,024-descriptor limit, 1,100 idle data connections took the
+// Under a 1,024-descriptor limit, 1,100 idle data connections took the
 // process to EMFILE and gRPC never accepted again. The server now fits its connection
 // limit to the descriptors it has, and keeps a reserve for the control plane.
 TEST_F(BinaryAttackTest, IdleDataConnectionsCannotStarveTheControlPlane) {
@@ -79,7 +79,7 @@ TEST_F(BinaryAttackTest, IdleDataConnectionsCannotStarveTheControlPlane) {
   EXPECT_EQ((*fetched)[63], data_.Expected(0, 0, 63, 64));
 }
 
-// Issue 11.3: 380,000 copies of one 64-partition block cost 24 s of CPU and 2.2 GiB of
+// 380,000 copies of one 64-partition block cost 24 s of CPU and 2.2 GiB of
 // RSS per call. Refused before any work, the calls leave the server as it was.
 TEST_F(BinaryAttackTest, HugeOpenStreamsCostTheServerNothing) {
   ASSERT_NO_FATAL_FAILURE(Start({"--threads=1"}));
@@ -145,7 +145,7 @@ TEST_F(BinaryAttackTest, HelpListsTheServersFlags) {
   EXPECT_EQ(full.find("--data_dir"), std::string::npos) << "spelled as absl spells it";
 }
 
-// Issue 31.7: an unauthenticated peer's app id holding a newline and a glog-looking line
+// An unauthenticated peer's app id holding a newline and a glog-looking line
 // made a line of the server's log begin with the attacker's text.
 TEST_F(BinaryAttackTest, APeerCannotForgeALineOfTheLog) {
   ASSERT_NO_FATAL_FAILURE(

@@ -1,5 +1,5 @@
 // Attacks on the Spark front door of a running server (in-process: real sockets on
-// loopback, real files), each a defect of issue 18 found by attacking ferry_server with
+// loopback, real files), each a defect found by attacking ferry_server with
 // raw frames, scaled to run in seconds, and the bound that now stops it
 // (docs/security.md).
 #include <fcntl.h>
@@ -95,7 +95,7 @@ class SparkAttackTest : public ::testing::Test {
   std::unique_ptr<FerryServer> server_;
 };
 
-// 18.1: GetLocalDirsForExecutors naming one executor a million times built a reply of
+// GetLocalDirsForExecutors naming one executor a million times built a reply of
 // a copy per name on the fiber thread (OOM-killed at 5 MB of request). Spark answers
 // with a map of executors: each is named once, and a request may name at most
 // spark::kMaxLocalDirsExecutors.
@@ -115,7 +115,7 @@ TEST_F(SparkAttackTest, ALocalDirsRequestNamesEachExecutorOnceAndIsBounded) {
   EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 18.2: a registration whose local dir was deleted while the server was down (its app
+// A registration whose local dir was deleted while the server was down (its app
 // ended) made the server exit at start with DATA_LOSS, for every application.
 TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
   options_.spark_executors.state_dir = state_.path();
@@ -136,9 +136,9 @@ TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
   EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 18.3: registering `evil/1` with a running app's local dir and removing evil with
+// Registering `evil/1` with a running app's local dir and removing evil with
 // --delete-local-dirs deleted the victim's files; re-registering the victim's executor
-// onto another dir sent its reducers that dir's bytes. 31.2: through such a registration
+// onto another dir sent its reducers that dir's bytes. Through such a registration
 // evil also read the victim's files. Another app's registration naming them is refused.
 TEST_F(SparkAttackTest, AnotherAppCannotClaimDeleteOrRedirectAnExecutorsDirs) {
   Write({dirs_[2]}, 3, 1000, {99, 99, 99});  // other bytes under the same name
@@ -166,7 +166,7 @@ TEST_F(SparkAttackTest, AnotherAppCannotClaimDeleteOrRedirectAnExecutorsDirs) {
   EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 31.1: with the journal just under its compaction threshold, `ferry remove-app` of an
+// With the journal just under its compaction threshold, `ferry remove-app` of an
 // app of 40 executors was acknowledged, and the compacted file still held them: after a
 // restart the app was registered again. The compaction now follows the change.
 TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart) {
@@ -208,7 +208,7 @@ TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart)
   EXPECT_EQ(FetchOne(after, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 31.5: with less free space than the journal's size (12 KiB free, 30 KiB journal) the
+// With less free space than the journal's size (12 KiB free, 30 KiB journal) the
 // server exited at start with RESOURCE_EXHAUSTED, because opening always rewrote the
 // file. It starts and serves what it has; a change it cannot write is refused.
 TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
@@ -251,7 +251,7 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
   EXPECT_EQ(FetchOne(after, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 31.3: a task made a 1,501-deep chain of dirs in its own local dir, and registrations
+// A task made a 1,501-deep chain of dirs in its own local dir, and registrations
 // naming it 64 times took 5.3 s of server CPU each (an lstat of every prefix of every
 // dir), on the pool that opens streams. A dir is one openat2, at most 16 levels deep.
 TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
@@ -282,7 +282,7 @@ TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
   EXPECT_TRUE(server_->spark_executors()->Find("evil", "ok").ok());
 }
 
-// 31.4: 64 connections re-registering in a loop with an alternating shuffle manager made
+// 64 connections re-registering in a loop with an alternating shuffle manager made
 // 3,500-5,000 fdatasynced appends a second, and another client's stream opens waited
 // behind them. Registrations that write are bounded per client and in all, and run on a
 // thread of their own.
@@ -349,7 +349,7 @@ uint64_t BytesWritten() {
   return 0;
 }
 
-// 18.4: each registration rewrote and fsynced the whole state file under the lock that
+// Each registration rewrote and fsynced the whole state file under the lock that
 // lookups on the fiber threads take: 300 registrations of 64 KiB made every request of
 // both front doors wait 200 ms. Registrations append their record; lookups never wait
 // on the file.
@@ -373,7 +373,7 @@ TEST_F(SparkAttackTest, ARegistrationWritesItsRecordNotTheWholeStateFile) {
   EXPECT_LT(BytesWritten() - before, uint64_t{4} << 20);
 }
 
-// 18.5: 1,000 connections each sending one DiagnoseCorruption of a 512 MiB partition and
+// 1,000 connections each sending one DiagnoseCorruption of a 512 MiB partition and
 // closing queued 988 jobs that all ran, and a victim's FetchShuffleBlocks waited 30 s. At
 // most max_diagnoses run at once; the rest are refused as busy at once.
 TEST_F(SparkAttackTest, DiagnosesAreBoundedAndOthersFetchMeanwhile) {
@@ -410,7 +410,7 @@ TEST_F(SparkAttackTest, DiagnosesAreBoundedAndOthersFetchMeanwhile) {
   EXPECT_GE(busy, 8 - static_cast<int>(options_.spark.max_diagnoses));
 }
 
-// 18.6: four connections each holding a stream of 2^20 chunks held every open chunk of
+// Four connections each holding a stream of 2^20 chunks held every open chunk of
 // the server, so that everyone else's fetches were refused. Each client address has a
 // share, and a stream's chunks are let go of when its lifetime ends.
 TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
@@ -440,7 +440,7 @@ TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
   EXPECT_EQ(FetchOne(attacker, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
-// 18.6: failed chunks cost 586 bytes each, each with a message of its own. A stream
+// Failed chunks cost 586 bytes each, each with a message of its own. A stream
 // keeps a cause's message once.
 TEST_F(SparkAttackTest, FailedChunksShareTheirMessages) {
   Start();
@@ -464,7 +464,7 @@ TEST_F(SparkAttackTest, FailedChunksShareTheirMessages) {
   EXPECT_NE(failed->text.find("shuffle_3_5000000_0"), std::string::npos) << failed->text;
 }
 
-// 18.7: sixteen connections each announcing a 16 MiB frame and sending nothing more
+// Sixteen connections each announcing a 16 MiB frame and sending nothing more
 // were given 16 MiB buffers at once, spending the shared 256 MiB budget, so that every
 // other client's request over 4 KiB was reset. Buffers grow with the bytes that arrive.
 TEST_F(SparkAttackTest, AnAnnouncedFrameHoldsNoMemoryUntilItsBytesArrive) {
@@ -484,7 +484,7 @@ TEST_F(SparkAttackTest, AnAnnouncedFrameHoldsNoMemoryUntilItsBytesArrive) {
   EXPECT_EQ(chunks, 1000);
 }
 
-// 18.8 and 18.9: registrations carried 64 KiB shuffle managers and millions of empty
+// Registrations carried 64 KiB shuffle managers and millions of empty
 // local dirs, decoded before any check (6.7 GB from 256 MiB of requests), and were never
 // forgotten. Fields are bounded as they are decoded, and a registration whose dirs are
 // gone is forgotten by the sweep.

@@ -1,6 +1,6 @@
 // The Spark front door's bounds as the packaged service runs: ferry_server as an
 // unprivileged user (nobody), with its binary, data, roots and state dir outside /root.
-// Each attack is one of issue 18's, scaled down (tests/adversarial/spark_attacks_test.cc
+// Each attack is one of spark_attacks_test's, scaled down (tests/adversarial/spark_attacks_test.cc
 // has them in process, as root).
 #include <pwd.h>
 #include <signal.h>
@@ -149,7 +149,7 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
               sw::MessageType::kRpcResponse);
     EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
   }
-  // 18.7: announced frames hold nothing; a 16 KB request is still served.
+  // Announced frames hold nothing; a 16 KB request is still served.
   std::vector<std::unique_ptr<SparkClient>> announcers;
   for (int i = 0; i < 20; ++i) {
     announcers.push_back(std::make_unique<SparkClient>(server_->spark_port()));
@@ -161,7 +161,7 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
                                     std::vector<std::vector<int32_t>>(90, {0}), false});
   ASSERT_GT(wide.size(), 1000u);
   EXPECT_EQ(StreamHandleOf(client.Call(wide)).second, 90);
-  // 18.6: that stream holds 90 of this address's 100 chunks; another from it is refused,
+  // That stream holds 90 of this address's 100 chunks; another from it is refused,
   // another address is served.
   SparkClient again(server_->spark_port());
   again.Send(sw::EncodeRpcRequest(1, Fetch({0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1})));
@@ -170,7 +170,7 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
   EXPECT_EQ(FetchOne(other), testing::PartitionBytes(3, 1000, 1, 20));
   announcers.clear();
 
-  // 18.2: the registrations are in the journal nobody wrote; one whose dir went while
+  // The registrations are in the journal nobody wrote; one whose dir went while
   // the server was down is dropped, and the server starts and serves the others.
   ASSERT_TRUE(server_->SignalAndWait(SIGTERM, absl::Seconds(20)).ok());
   ASSERT_EQ(::rmdir((scratch_ + "/roots/c").c_str()), 0);
@@ -182,10 +182,10 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
   EXPECT_NE(gone.text.find("Executor is not registered"), std::string::npos) << gone.text;
 }
 
-// 18.11: as nobody, the 65th sending connection's pipe onward was 8 KiB, for the
+// As nobody, the 65th sending connection's pipe onward was 8 KiB, for the
 // connection's life, and nothing said so. The pipes are a pool sized from the user's
-// budget, and no pipe is ever short. 31.9: connections that asked for 16 MiB blocks and
-// read nothing held every pipe, and a fast reader fell back to copying (2.46 -> 1.5 GB/s).
+// budget, and no pipe is ever short. Connections that asked for 16 MiB blocks and
+// read nothing held every pipe, and a fast reader fell back to copying.
 // A pipe takes only what the socket takes now, and a full socket is waited for with no
 // pipe held: readers that do not read hold none.
 // The two-user deployment of docs/spark.md ("YARN"): the NodeManager's user (root here)

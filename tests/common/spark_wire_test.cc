@@ -265,7 +265,7 @@ TEST(SparkWireTest, MessagesNotServedAreNamedNotRejected) {
   EXPECT_FALSE(DecodeClientFrame(std::string(1, '\0') + "short").ok());
 }
 
-// Issue 18.9: a string array's count was bounded only by the bytes left, so 4 wire bytes
+// A string array's count was bounded only by the bytes left, so 4 wire bytes
 // per empty string made 32 bytes of std::string: millions of empty local dirs decoded
 // before anything checked them.
 TEST(SparkWireTest, StringArraysAreBoundedInCountAsTheyAreDecoded) {

@@ -117,7 +117,7 @@ TEST(BlockingPoolTest, ADeadlineEndsTheWaitAndTheJobStillFinishesSafely) {
   EXPECT_TRUE(finished->WaitForNotificationWithTimeout(kPatience));
 }
 
-// Issue 18.5: jobs whose callers had left (their deadline passed) still ran, for minutes
+// Jobs whose callers had left (their deadline passed) still ran, for minutes
 // of CPU. A job still queued when its waiter leaves never runs.
 TEST(BlockingPoolTest, AQueuedJobWhoseWaiterLeftNeverRuns) {
   absl::Notification release;

@@ -60,7 +60,7 @@ TEST(PeerLogTest, AFloodIsCutToTheRateAndCountedInTheNextLine) {
       << text;
 }
 
-// Issue 31.7: an app id holding a newline and a glog-looking line made the server's log
+// An app id holding a newline and a glog-looking line made the server's log
 // hold a line of the attacker's.
 TEST(PeerLogTest, APeersTextCannotStartALine) {
   FLAGS_logtostderr = true;

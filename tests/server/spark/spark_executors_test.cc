@@ -160,7 +160,7 @@ TEST_F(ExecutorRegistryTest, ExecutorsAreBounded) {
   EXPECT_TRUE((*registry)->Register(Registration("a", "1", {root_ + "/blockmgr-1"})).ok());
 }
 
-// Issue 18.8: registrations were bounded by count only.
+// Registrations were bounded by count only.
 TEST_F(ExecutorRegistryTest, RegistrationsAreBoundedInBytes) {
   auto registry = ExecutorRegistry::Open(
       {.dir_roots = {root_}, .state_dir = "", .max_executors = 1000, .max_bytes = 40000});
@@ -183,7 +183,7 @@ TEST_F(ExecutorRegistryTest, RegistrationsAreBoundedInBytes) {
   EXPECT_TRUE((*registry)->Register(r).ok());
 }
 
-// Issue 18.2: a registration whose dir was deleted while the server was down made the
+// A registration whose dir was deleted while the server was down made the
 // whole state file unusable.
 TEST_F(ExecutorRegistryTest, AStaleRecordIsDroppedAndTheOthersLoad) {
   {
@@ -215,7 +215,7 @@ TEST_F(ExecutorRegistryTest, ARecordCutShortAtTheEndIsIgnored) {
   EXPECT_EQ(registry->size(), 1u);
 }
 
-// Issue 18.4: each registration rewrote the whole state file. It is a journal now:
+// Each registration rewrote the whole state file. It is a journal now:
 // a registration appends its record, and the file is rewritten only when it has grown
 // to twice what is live.
 TEST_F(ExecutorRegistryTest, ARegistrationAppendsToTheStateFileAndItIsCompacted) {
@@ -249,8 +249,8 @@ TEST_F(ExecutorRegistryTest, ARegistrationAppendsToTheStateFileAndItIsCompacted)
   EXPECT_EQ(registry->Find("app", "7")->shuffle_manager, absl::StrCat(std::string(3990, 'y'), 999));
 }
 
-// Issue 18.3: one app could delete another's live dirs, or move another's executor onto
-// other dirs. Issue 31.2: it could also register them as its own and read them.
+// One app could delete another's live dirs, or move another's executor onto
+// other dirs. It could also register them as its own and read them.
 TEST_F(ExecutorRegistryTest, AnAppCannotClaimDeleteOrMoveAnotherAppsDirs) {
   auto registry = Open();
   ASSERT_EQ(::mkdir((root_ + "/blockmgr-1/sub").c_str(), 0755), 0);
@@ -374,7 +374,7 @@ TEST_F(ExecutorRegistryTest, AtStartTheFirstRegistrationOfADirKeepsIt) {
   EXPECT_TRUE(registry->Find("second", "2").ok());
 }
 
-// Issue 31.3: a registration lstat'ed every prefix of every dir, O(depth^2) path walks
+// A registration lstat'ed every prefix of every dir, O(depth^2) path walks
 // (a 1,501-deep chain named 64 times took 5.3 s of CPU). A dir is one openat2, at most
 // kMaxDirDepth levels below its root.
 TEST_F(ExecutorRegistryTest, DeepDirsAreRefusedAndADirIsOneLookup) {
@@ -431,7 +431,7 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// Issue 31.1: the compaction an append triggered was made from memory before the change
+// The compaction an append triggered was made from memory before the change
 // was: a new registration, or a removal, whose record took the journal past the threshold
 // was acknowledged and missing from (or revived by) the rewritten file.
 TEST_F(ExecutorRegistryTest, TheChangeThatTriggersACompactionIsInTheCompactedFile) {
@@ -483,7 +483,7 @@ TEST_F(ExecutorRegistryTest, TheChangeThatTriggersACompactionIsInTheCompactedFil
   }
 }
 
-// Issue 31.6: a length field of record 2 of 5 damaged was taken for a torn tail: records
+// A length field of record 2 of 5 damaged was taken for a torn tail: records
 // 2-4 dropped with a warning and the file rewritten, so the loss was permanent. Only the
 // last record can be torn; damage before it sets the file aside.
 TEST_F(ExecutorRegistryTest, DamageBeforeTheLastRecordSetsTheFileAside) {
@@ -547,7 +547,7 @@ TEST_F(ExecutorRegistryTest, ATornTailIsCutOffAndAppendsFollowWholeRecords) {
   }
 }
 
-// Issue 18.8: registrations never expired. One whose dirs are all gone (its app ended
+// Registrations never expired. One whose dirs are all gone (its app ended
 // and the worker deleted them) is forgotten, in memory and in the state file.
 TEST_F(ExecutorRegistryTest, RegistrationsWhoseDirsAreGoneAreForgotten) {
   auto registry = Open();
@@ -566,7 +566,7 @@ TEST_F(ExecutorRegistryTest, RegistrationsWhoseDirsAreGoneAreForgotten) {
   EXPECT_EQ(Open()->size(), 1u);
 }
 
-// Issue 18.12: a local dir with a NUL byte was accepted.
+// A local dir with a NUL byte was accepted.
 TEST_F(ExecutorRegistryTest, ALocalDirWithANulByteIsRefused) {
   auto registry = Open();
   auto r = Registration("app", "0", {root_ + std::string("/blockmgr-1\0/x", 14)});
@@ -583,7 +583,7 @@ TEST_F(ExecutorRegistryTest, AStateFileThatIsNotAJournalIsSetAside) {
   EXPECT_EQ(Names(state_).size(), 2u);  // the new journal, and the old
 }
 
-// Issue 31.5: with less free space than the journal's size the server did not start,
+// With less free space than the journal's size the server did not start,
 // because opening always rewrote the file. It starts, and serves what it has.
 TEST_F(ExecutorRegistryTest, AFullStateDiskDoesNotKeepTheRegistryFromOpening) {
   auto tmpfs = testing::SmallTmpfs::Mount(dir_.path() + "/disk", 256 << 10);

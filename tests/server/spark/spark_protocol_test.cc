@@ -549,7 +549,7 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
             2);
 }
 
-// Issue 31.8: an idle TLS connection held 67 KiB (76 after a request) that no budget was
+// An idle TLS connection held 67 KiB (76 after a request) that no budget was
 // charged with, bounded only by --max-connections. It is charged where the request
 // buffers are: past the budget a new TLS connection is closed, and one closing makes room.
 TEST_F(SparkProtocolTest, TlsConnectionsAreChargedToTheRequestBufferBudget) {
@@ -674,7 +674,7 @@ TEST_F(SparkProtocolTest, AnAuthenticatedConnectionActsOnlyForItsApplication) {
   EXPECT_EQ(testing::FetchFirstChunk(owner, Fetch(1000, {2})).size(), 70000u);
 }
 
-// Issue 31.2: with an application's own secret, bob was refused alice's app, but
+// With an application's own secret, bob was refused alice's app, but
 // registered an executor of his own app naming alice's block-manager dir, fetched all of
 // her map output through it and deleted her files with RemoveBlocks. A dir belongs to the
 // application whose live registration names it.
