@@ -18,9 +18,11 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -63,11 +65,22 @@ class BinaryAttackTest : public ::testing::Test {
 // process to EMFILE and gRPC never accepted again. The server now fits its connection
 // limit to the descriptors it has, and keeps a reserve for the control plane.
 TEST_F(BinaryAttackTest, IdleDataConnectionsCannotStarveTheControlPlane) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--threads=2", "--max-connections-per-client=5000"}, 1024));
+  ASSERT_NO_FATAL_FAILURE(Start(
+      {"--threads=2", "--max-connections-per-client=5000", "--metrics-address=127.0.0.1:0"}, 1024));
   EXPECT_NE(Log().find("--max-connections lowered from 10000"), std::string::npos) << Log();
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 1100; ++i) idle.push_back(testing::ConnectLoopback(server_->data_port()));
-  absl::SleepFor(absl::Milliseconds(500));  // every accept done or refused
+  // Every connection accepted or refused.
+  const auto counter = [&](const char* name) {
+    absl::StatusOr<double> value = testing::ScrapeMetric(server_->metrics_port(), name);
+    return value.ok() ? *value : -1;
+  };
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return counter("ferry_connections_accepted_total") +
+               counter("ferry_connections_refused_total") >=
+           1100;
+  })) << counter("ferry_connections_accepted_total")
+      << " accepted, " << counter("ferry_connections_refused_total") << " refused";
   EXPECT_LT(server_->OpenFdCount(), 1024);
   ControlClient control(absl::Seconds(5));
   auto info = control.GetServerInfo(server_->control_target());

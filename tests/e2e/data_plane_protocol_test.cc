@@ -13,6 +13,7 @@
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -208,10 +209,7 @@ TEST_P(DataPlaneProtocolTest, AHugeRequestDoesNotStarveAnotherConnectionOnItsThr
       big_received += static_cast<uint64_t>(n);
     }
   });
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (big_received.load() < (uint64_t{16} << 20) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  testing::WaitFor([&] { return big_received.load() >= (uint64_t{16} << 20); }, absl::Seconds(30));
   if (big_received.load() < (uint64_t{16} << 20)) {
     ::shutdown(big_fd.get(), SHUT_RDWR);
     reader.join();
@@ -310,9 +308,8 @@ TEST(DataPlaneLimitsTest, ConnectionsOverTheLimitGetABusyErrorNotASilentClose) {
 
   // Once the first goes away, a new connection is served again.
   first.Reset();
-  for (int i = 0; i < 500 && (*server)->data_server().connections_open() > 0; ++i) {
-    ::usleep(10000);  // the server notices the close asynchronously; bounded wait
-  }
+  // The server notices the close asynchronously.
+  ASSERT_TRUE(testing::WaitFor([&] { return (*server)->data_server().connections_open() == 0; }));
   UniqueFd third = Dial((*server)->data_port());
   SendRequest(third.get(), t, 0, 1, 0);
   ::shutdown(third.get(), SHUT_WR);
@@ -388,10 +385,8 @@ TEST(DataPlaneThreadsTest, ConnectionsAreSpreadEvenlyOverTheThreads) {
   for (int i = 0; i < 20; ++i) {
     conns.push_back(Dial(server->data_port()));
     // One at a time, each counted before the next arrives, so the split is exact.
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (server->data_server().connections_open() < conns.size() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    ASSERT_TRUE(
+        testing::WaitFor([&] { return server->data_server().connections_open() >= conns.size(); }));
   }
   EXPECT_EQ(server->data_server().connections_per_thread(), (std::vector<uint64_t>{10, 10}));
   // Handed-off connections are served like the others.
@@ -407,10 +402,7 @@ TEST(DataPlaneThreadsTest, ConnectionsAreSpreadEvenlyOverTheThreads) {
     EXPECT_EQ(got.substr(kResponseHeaderBytes), data.Expected(0, 0, 0, 1));
   }
   conns.clear();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (server->data_server().connections_open() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  ASSERT_TRUE(testing::WaitFor([&] { return server->data_server().connections_open() == 0; }));
   EXPECT_EQ(server->data_server().connections_per_thread(), (std::vector<uint64_t>{0, 0}));
 }
 

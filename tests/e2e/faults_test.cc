@@ -12,6 +12,7 @@
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -74,8 +75,8 @@ TEST_P(VanishingClientTest, AThousandClientsVanishingMidBlockLeakNothing) {
   };
   auto settle = [&] {
     // The server notices each reset asynchronously; wait (bounded) until it has.
-    for (int i = 0; i < 1000 && server->data_server().connections_open() > 0; ++i) ::usleep(5000);
-    ASSERT_EQ(server->data_server().connections_open(), 0u);
+    ASSERT_TRUE(testing::WaitFor([&] { return server->data_server().connections_open() == 0; }))
+        << server->data_server().connections_open() << " connections still open";
   };
 
   for (int i = 0; i < 20; ++i) vanish_once();  // warm up caches, pools and the allocator

@@ -27,6 +27,7 @@
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -45,12 +46,8 @@ constexpr int kMaxPipes = 8;
 // Waits (up to `timeout`) until the server's data-plane connections number `want`;
 // returns the last count seen.
 int WaitForDataConnections(const ServerProcess& server, int want, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  int n = server.DataConnections();
-  while (n != want && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-    n = server.DataConnections();
-  }
+  int n = -1;
+  testing::WaitFor([&] { return (n = server.DataConnections()) == want; }, timeout);
   return n;
 }
 

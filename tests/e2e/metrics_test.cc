@@ -32,6 +32,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -51,21 +52,19 @@ std::string ReadAll(const std::string& path) {
 // is written (bounded: 60 s); 0 if it never is.
 uint16_t ListeningPort(const std::string& log) {
   constexpr char kLine[] = "msg=\"Listening on\" address=127.0.0.1:";
-  for (int i = 0; i < 600; ++i) {
-    const std::string text = ReadAll(log);
-    const size_t at = text.find(kLine);
-    if (at != std::string::npos) {
-      const size_t start = at + sizeof(kLine) - 1;
-      const size_t end = text.find_first_not_of("0123456789", start);
-      uint32_t port = 0;
-      if (end != std::string::npos && absl::SimpleAtoi(text.substr(start, end - start), &port) &&
-          port > 0 && port < 65536) {
-        return static_cast<uint16_t>(port);
-      }
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return 0;
+  uint32_t port = 0;
+  testing::WaitFor(
+      [&] {
+        const std::string text = ReadAll(log);
+        const size_t at = text.find(kLine);
+        if (at == std::string::npos) return false;
+        const size_t start = at + sizeof(kLine) - 1;
+        const size_t end = text.find_first_not_of("0123456789", start);
+        return end != std::string::npos &&
+               absl::SimpleAtoi(text.substr(start, end - start), &port) && port > 0 && port < 65536;
+      },
+      absl::Seconds(60));
+  return port > 0 && port < 65536 ? static_cast<uint16_t>(port) : 0;
 }
 
 // The value of the sample `line_prefix` ("name{labels}") in Prometheus's text format.
@@ -245,22 +244,24 @@ TEST_F(MetricsTest, PrometheusScrapesTheByteCounter) {
       "/api/v1/query?query=sum(ferry_sent_bytes_total%7Bfront_door%3D%22ferry%22%7D)";
   std::string last;
   double seen = -1;
-  for (int i = 0; i < 300 && seen != static_cast<double>(bytes); ++i) {
-    absl::SleepFor(absl::Milliseconds(200));
-    absl::StatusOr<std::string> answer = testing::HttpGet(port, query);
-    if (!answer.ok()) {
-      last = std::string(answer.status().message());
-      continue;
-    }
-    last = *answer;
-    // {"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[t,"N"]}]}}
-    const size_t value = last.find("\"value\":[");
-    const size_t open = value == std::string::npos ? value : last.find(",\"", value);
-    const size_t close = open == std::string::npos ? open : last.find('"', open + 2);
-    if (close != std::string::npos) {
-      (void)absl::SimpleAtod(last.substr(open + 2, close - open - 2), &seen);
-    }
-  }
+  testing::WaitFor(
+      [&] {
+        absl::StatusOr<std::string> answer = testing::HttpGet(port, query);
+        if (!answer.ok()) {
+          last = std::string(answer.status().message());
+          return false;
+        }
+        last = *answer;
+        // {"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[t,"N"]}]}}
+        const size_t value = last.find("\"value\":[");
+        const size_t open = value == std::string::npos ? value : last.find(",\"", value);
+        const size_t close = open == std::string::npos ? open : last.find('"', open + 2);
+        if (close != std::string::npos) {
+          (void)absl::SimpleAtod(last.substr(open + 2, close - open - 2), &seen);
+        }
+        return seen == static_cast<double>(bytes);
+      },
+      absl::Seconds(60));
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);

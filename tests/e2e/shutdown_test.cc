@@ -24,6 +24,7 @@
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -104,11 +105,10 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
   // Both requests are in the server's socket buffer once its TCP has acknowledged them:
   // nothing is left unacknowledged in ours.
   int unacked = -1;
-  for (int i = 0; i < 400 && unacked != 0; ++i) {
-    ASSERT_EQ(::ioctl(busy.get(), SIOCOUTQ, &unacked), 0);
-    if (unacked != 0) absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_EQ(unacked, 0);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return ::ioctl(busy.get(), SIOCOUTQ, &unacked) == 0 && unacked == 0;
+  })) << unacked
+      << " bytes unacknowledged";
   const absl::Time signalled = absl::Now();
   ASSERT_EQ(::kill(server_->pid(), SIGTERM), 0);
 
@@ -117,9 +117,7 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
   char byte;
   EXPECT_EQ(::recv(idle.get(), &byte, 1, 0), 0);
   int refused = 0;
-  for (int i = 0; i < 200 && (refused = TryConnect(server_->data_port())) == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(25));
-  }
+  testing::WaitFor([&] { return (refused = TryConnect(server_->data_port())) != 0; });
   EXPECT_EQ(refused, ECONNREFUSED);
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(10));
 
