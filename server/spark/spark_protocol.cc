@@ -67,7 +67,24 @@ class SparkProtocol {
   bool Handle(absl::string_view frame);
   // Closes the streams past their lifetime, at most once per kExpiryCheck.
   void CloseExpired(absl::Time now);
-  bool HandleRpc(const spark::RpcRequest& request);
+  // One handler per message the client may send, chosen by std::visit: a message type
+  // without a handler does not build.
+  bool On(const spark::RpcRequest& request);
+  bool On(const spark::ChunkFetchRequest& chunk);
+  bool On(const spark::StreamRequest& stream);
+  bool On(const spark::OneWayMessage& message);
+  bool On(const spark::UnsupportedMessage& message);
+  // One handler per BlockTransferMessage inside an RpcRequest, chosen the same way.
+  bool OnRpc(int64_t id, spark::RegisterExecutor& m);
+  bool OnRpc(int64_t id, const spark::FetchShuffleBlocks& m);
+  bool OnRpc(int64_t id, const spark::OpenBlocks& m);
+  bool OnRpc(int64_t id, const spark::RemoveBlocks& m);
+  bool OnRpc(int64_t id, const spark::GetLocalDirsForExecutors& m);
+  bool OnRpc(int64_t id, const spark::DiagnoseCorruption& m);
+  bool OnRpc(int64_t id, const spark::UnsupportedRpc& m);
+  // FetchShuffleBlocks and OpenBlocks: a stream of the blocks they name.
+  template <typename Fetch>
+  bool OpenStreamFor(int64_t id, const Fetch& fetch);
   // The handshake of spark.authenticate, before any other message.
   bool Authenticate(const spark::ClientMessage& message);
   bool HandleSasl(int64_t request_id, absl::string_view body);
@@ -138,27 +155,32 @@ bool SparkProtocol::Handle(absl::string_view frame) {
     return false;
   }
   if (secrets_.required() && !authenticated_) return Authenticate(*message);
-  if (auto* rpc = std::get_if<spark::RpcRequest>(&*message)) return HandleRpc(*rpc);
-  if (auto* chunk = std::get_if<spark::ChunkFetchRequest>(&*message)) {
-    return ServeChunk(chunk->stream_id, chunk->chunk_index, nullptr);
+  return std::visit([this](const auto& m) { return On(m); }, *message);
+}
+
+bool SparkProtocol::On(const spark::ChunkFetchRequest& chunk) {
+  return ServeChunk(chunk.stream_id, chunk.chunk_index, nullptr);
+}
+
+bool SparkProtocol::On(const spark::StreamRequest& stream) {
+  // "<streamId>_<chunkIndex>", both decimal.
+  const std::vector<absl::string_view> parts = absl::StrSplit(stream.stream_id, '_');
+  int64_t stream_id = 0;
+  int32_t chunk_index = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stream_id) ||
+      !absl::SimpleAtoi(parts[1], &chunk_index)) {
+    return SendFrame(spark::EncodeStreamFailure(
+        stream.stream_id,
+        absl::StrCat("stream id '", stream.stream_id, "' is not <streamId>_<chunkIndex>")));
   }
-  if (auto* stream = std::get_if<spark::StreamRequest>(&*message)) {
-    // "<streamId>_<chunkIndex>", both decimal.
-    const std::vector<absl::string_view> parts = absl::StrSplit(stream->stream_id, '_');
-    int64_t stream_id = 0;
-    int32_t chunk_index = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stream_id) ||
-        !absl::SimpleAtoi(parts[1], &chunk_index)) {
-      return SendFrame(spark::EncodeStreamFailure(
-          stream->stream_id,
-          absl::StrCat("stream id '", stream->stream_id, "' is not <streamId>_<chunkIndex>")));
-    }
-    return ServeChunk(stream_id, chunk_index, &stream->stream_id);
-  }
-  if (std::holds_alternative<spark::OneWayMessage>(*message)) {
-    return true;  // push-based shuffle's RemoveShuffleMerge; a one-way message has no reply
-  }
-  const auto& unsupported = std::get<spark::UnsupportedMessage>(*message);
+  return ServeChunk(stream_id, chunk_index, &stream.stream_id);
+}
+
+bool SparkProtocol::On(const spark::OneWayMessage&) {
+  return true;  // push-based shuffle's RemoveShuffleMerge; a one-way message has no reply
+}
+
+bool SparkProtocol::On(const spark::UnsupportedMessage& unsupported) {
   if (!unsupported.has_request_id) return false;  // a server's message, or an unknown type
   const bool upload = unsupported.type == spark::MessageType::kUploadStream;
   const bool told = SendFrame(spark::EncodeRpcFailure(
@@ -290,7 +312,7 @@ absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {
                                                   " not authorized for application ", app_id, "."));
 }
 
-bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
+bool SparkProtocol::On(const spark::RpcRequest& request) {
   const int64_t id = request.request_id;
   if (!request.body.empty() && (static_cast<uint8_t>(request.body[0]) == spark::kAuthMessageTag ||
                                 static_cast<uint8_t>(request.body[0]) == spark::kSaslMessageTag)) {
@@ -314,54 +336,65 @@ bool SparkProtocol::HandleRpc(const spark::RpcRequest& request) {
       },
       *rpc);
   if (!allowed.ok()) return Reply(id, allowed);
-  if (auto* m = std::get_if<spark::RegisterExecutor>(&*rpc)) {
-    absl::Status registered =
-        service_.Register(std::move(*m), core_.peer_host(), !authenticated_app_.empty());
-    if (!registered.ok()) return Reply(id, registered);
-    return Reply(id, std::string());
+  return std::visit([this, id](auto& m) { return OnRpc(id, m); }, *rpc);
+}
+
+bool SparkProtocol::OnRpc(int64_t id, spark::RegisterExecutor& m) {
+  absl::Status registered =
+      service_.Register(std::move(m), core_.peer_host(), !authenticated_app_.empty());
+  if (!registered.ok()) return Reply(id, registered);
+  return Reply(id, std::string());
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlocks& m) {
+  return OpenStreamFor(id, m);
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::OpenBlocks& m) { return OpenStreamFor(id, m); }
+
+template <typename Fetch>
+bool SparkProtocol::OpenStreamFor(int64_t id, const Fetch& fetch) {
+  if (streams_.size() >= service_.options().max_streams_per_connection) {
+    return Reply(id, absl::ResourceExhaustedError(absl::StrCat(
+                         service_.options().max_streams_per_connection,
+                         " streams are open on this connection; fetch their chunks first")));
   }
-  if (std::holds_alternative<spark::FetchShuffleBlocks>(*rpc) ||
-      std::holds_alternative<spark::OpenBlocks>(*rpc)) {
-    if (streams_.size() >= service_.options().max_streams_per_connection) {
-      return Reply(id, absl::ResourceExhaustedError(absl::StrCat(
-                           service_.options().max_streams_per_connection,
-                           " streams are open on this connection; fetch their chunks first")));
+  absl::StatusOr<SparkStream> stream = service_.OpenStream(fetch, core_.peer_host());
+  if (!stream.ok()) {
+    // The server is short of something (chunks, workers, time): closing the connection
+    // is what Spark's client retries; an RpcFailure it would not.
+    if (absl::IsResourceExhausted(stream.status()) || absl::IsDeadlineExceeded(stream.status()) ||
+        absl::IsCancelled(stream.status())) {
+      core_.EndRequest(stream.status());
+      return false;
     }
-    absl::StatusOr<SparkStream> stream =
-        std::holds_alternative<spark::FetchShuffleBlocks>(*rpc)
-            ? service_.OpenStream(std::get<spark::FetchShuffleBlocks>(*rpc), core_.peer_host())
-            : service_.OpenStream(std::get<spark::OpenBlocks>(*rpc), core_.peer_host());
-    if (!stream.ok()) {
-      // The server is short of something (chunks, workers, time): closing the connection
-      // is what Spark's client retries; an RpcFailure it would not.
-      if (absl::IsResourceExhausted(stream.status()) || absl::IsDeadlineExceeded(stream.status()) ||
-          absl::IsCancelled(stream.status())) {
-        core_.EndRequest(stream.status());
-        return false;
-      }
-      return Reply(id, stream.status());
-    }
-    const int64_t stream_id = stream->id;
-    const int32_t chunks = static_cast<int32_t>(stream->chunks.size());
-    if (chunks > 0) streams_[stream_id] = OpenStream{*std::move(stream), 0};
-    return Reply(id, spark::EncodeStreamHandle(stream_id, chunks));
+    return Reply(id, stream.status());
   }
-  if (auto* m = std::get_if<spark::RemoveBlocks>(&*rpc)) {
-    absl::StatusOr<int32_t> removed = service_.RemoveBlocks(*m);
-    if (!removed.ok()) return Reply(id, removed.status());
-    return Reply(id, spark::EncodeBlocksRemoved(*removed));
-  }
-  if (auto* m = std::get_if<spark::GetLocalDirsForExecutors>(&*rpc)) {
-    return Reply(id, service_.LocalDirs(*m));
-  }
-  if (auto* m = std::get_if<spark::DiagnoseCorruption>(&*rpc)) {
-    absl::StatusOr<uint8_t> cause = service_.Diagnose(*m, core_.peer_host());
-    if (!cause.ok()) return Reply(id, cause.status());
-    return Reply(id, spark::EncodeCorruptionCause(*cause));
-  }
-  const uint8_t type = std::get<spark::UnsupportedRpc>(*rpc).type;
+  const int64_t stream_id = stream->id;
+  const int32_t chunks = static_cast<int32_t>(stream->chunks.size());
+  if (chunks > 0) streams_[stream_id] = OpenStream{*std::move(stream), 0};
+  return Reply(id, spark::EncodeStreamHandle(stream_id, chunks));
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveBlocks& m) {
+  absl::StatusOr<int32_t> removed = service_.RemoveBlocks(m);
+  if (!removed.ok()) return Reply(id, removed.status());
+  return Reply(id, spark::EncodeBlocksRemoved(*removed));
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::GetLocalDirsForExecutors& m) {
+  return Reply(id, service_.LocalDirs(m));
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::DiagnoseCorruption& m) {
+  absl::StatusOr<uint8_t> cause = service_.Diagnose(m, core_.peer_host());
+  if (!cause.ok()) return Reply(id, cause.status());
+  return Reply(id, spark::EncodeCorruptionCause(*cause));
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::UnsupportedRpc& m) {
   return Reply(id, absl::UnimplementedError(absl::StrCat(
-                       "Unexpected message: ", spark::BlockTransferTypeName(type),
+                       "Unexpected message: ", spark::BlockTransferTypeName(m.type),
                        " (this shuffle service serves fetches only: no push-based shuffle "
                        "merges, block uploads or Mesos messages)")));
 }
