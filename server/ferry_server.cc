@@ -23,7 +23,6 @@
 #include "common/status_macros.h"
 #include "server/dataplane/ferry_protocol.h"
 #include "server/dataplane/segment_sender.h"
-#include "server/spark/spark_protocol.h"
 
 namespace ferry {
 
@@ -92,28 +91,7 @@ absl::Status FerryServerOptions::Validate() const {
         "TLS needs both a certificate chain and its private key, or neither "
         "(--tls-cert-file and --tls-key-file go together)");
   }
-  if (spark_address.empty() &&
-      (!spark_auth.secret_file.empty() || !spark_auth.secrets_dir.empty())) {
-    return absl::InvalidArgumentError(
-        "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
-        "(--spark-address)");
-  }
-  if (spark_address.empty() && (!spark_yarn.dir.empty() || spark_auth.yarn)) {
-    return absl::InvalidArgumentError(
-        "--spark-yarn-dir and --spark-auth-yarn are for the Spark front door (--spark-address)");
-  }
-  if (spark_auth.yarn && spark_yarn.dir.empty()) {
-    return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
-  }
-  if (spark_address.empty() && spark_tls.enabled()) {
-    return absl::InvalidArgumentError(
-        "--spark-tls-cert and --spark-tls-key are for the Spark front door (--spark-address)");
-  }
-  if (!spark_address.empty() && spark_executors.dir_roots.empty() && spark_yarn.dir.empty()) {
-    return absl::InvalidArgumentError(
-        "the Spark front door needs the roots executors' local dirs may lie beneath "
-        "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
-  }
+  FERRY_RETURN_IF_ERROR(SparkDoor().Validate());
   if (sweep_interval < absl::Milliseconds(10) || sweep_interval > absl::Hours(24)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sweep-interval must be between 10ms and 24h, not ",
@@ -124,40 +102,20 @@ absl::Status FerryServerOptions::Validate() const {
   FERRY_RETURN_IF_ERROR(disks.Validate());
   FERRY_RETURN_IF_ERROR(tickets.Validate());
   FERRY_RETURN_IF_ERROR(control.Validate());
-  FERRY_RETURN_IF_ERROR(spark_executors.Validate());
-  FERRY_RETURN_IF_ERROR(spark.Validate());
-  FERRY_RETURN_IF_ERROR(blocking.Validate());
   return CheckRange("max-open-files", store.max_cached_map_outputs, 1, kMaxLimit);
 }
 
-namespace {
-
-// The Spark front door's roots: --spark-dir-roots, and on YARN (`yarn`) the NodeManager's
-// local dirs as it names them (so as its executors name their dirs).
-// FAILED_PRECONDITION when there are none.
-absl::StatusOr<std::vector<std::string>> SparkRoots(const FerryServerOptions& options,
-                                                    const YarnApps* yarn) {
-  std::vector<std::string> roots = options.spark_executors.dir_roots;
-  if (yarn == nullptr) return roots;
-  absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
-  if (!dirs.ok()) {
-    if (roots.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
-          "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
-          dirs.status().message()));
-    }
-    LOG(WARNING) << "the NodeManager's local dirs are not known; serving --spark-dir-roots "
-                 << "alone: " << dirs.status();
-    return roots;
-  }
-  for (std::string& dir : *dirs) {
-    if (std::find(roots.begin(), roots.end(), dir) == roots.end()) roots.push_back(std::move(dir));
-  }
-  return roots;
+SparkFrontDoor::Options FerryServerOptions::SparkDoor() const {
+  SparkFrontDoor::Options door;
+  door.address = spark_address;
+  door.executors = spark_executors;
+  door.service = spark;
+  door.auth = spark_auth;
+  door.tls = spark_tls;
+  door.yarn = spark_yarn;
+  door.blocking = blocking;
+  return door;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& options) {
   FERRY_RETURN_IF_ERROR(options.Validate());
@@ -191,35 +149,8 @@ absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& o
   absl::StrAppend(&out, "control plane: ", options.tls_cert_chain.empty() ? "plain" : "TLS", ", ",
                   options.control.auth_token.empty() ? "no token" : "token required", "\n");
   if (options.spark_address.empty()) return out;
-  ExecutorRegistry::Options executors = options.spark_executors;
-  std::unique_ptr<YarnApps> yarn;
-  if (!options.spark_yarn.dir.empty()) {
-    FERRY_ASSIGN_OR_RETURN(yarn, YarnApps::Open(options.spark_yarn));
-    absl::StrAppend(&out, "YARN hand-off dir: ", options.spark_yarn.dir, "\n");
-  }
-  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, SparkRoots(options, yarn.get()));
-  // The state file is the running server's: only its dir is looked at.
-  const std::string state_dir = executors.state_dir;
-  executors.state_dir.clear();
-  FERRY_RETURN_IF_ERROR(ExecutorRegistry::Open(executors).status());
-  absl::StrAppend(&out, "Spark dir roots: ", absl::StrJoin(executors.dir_roots, ","), "\n");
-  if (!state_dir.empty()) {
-    struct stat st {};
-    if (::stat(state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
-        ::access(state_dir.c_str(), W_OK | X_OK) != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--state-dir ", state_dir, " is not a directory this user can write"));
-    }
-    absl::StrAppend(&out, "state dir: ", state_dir, "\n");
-  }
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
-                         SparkSecrets::Load(options.spark_auth, yarn.get()));
-  absl::StrAppend(&out, "spark.authenticate: ", secrets->required() ? "required" : "off", "\n");
-  if (options.spark_tls.enabled()) {
-    FERRY_RETURN_IF_ERROR(SparkTls::Load(options.spark_tls).status());
-    absl::StrAppend(&out, "Spark TLS: on\n");
-  }
-  return out;
+  FERRY_ASSIGN_OR_RETURN(std::string spark, SparkFrontDoor::Check(options.SparkDoor()));
+  return absl::StrCat(out, spark);
 }
 
 absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
@@ -256,47 +187,11 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark_address.empty()) {
-    ExecutorRegistry::Options executors = options.spark_executors;
-    if (!options.spark_yarn.dir.empty()) {
-      FERRY_ASSIGN_OR_RETURN(server->yarn_, YarnApps::Open(options.spark_yarn, clock));
-      FERRY_ASSIGN_OR_RETURN(executors.dir_roots, SparkRoots(options, server->yarn_.get()));
-      // An application that asked for no recovery is kept out of the state file, as
-      // Spark's service keeps it out of its recovery DB; one that ended registers no
-      // executor; and an application's dirs are those YARN made for it. Each reads what
-      // YarnApps holds in memory.
-      executors.kept_across_restarts = [yarn = server->yarn_.get()](absl::string_view app) {
-        absl::StatusOr<YarnApps::ServiceData> data = yarn->Find(app);
-        return !data.ok() || !data->recovery_disabled;
-      };
-      executors.ended = [yarn = server->yarn_.get()](absl::string_view app) {
-        return yarn->Ended(app);
-      };
-      executors.yarn_layout = true;
-    }
-    server->options_.spark_executors.dir_roots = executors.dir_roots;
-    FERRY_ASSIGN_OR_RETURN(server->executors_, ExecutorRegistry::Open(executors, clock));
-    server->pool_ = std::make_unique<BlockingPool>(options.blocking);
-    server->spark_ = std::make_unique<SparkShuffleService>(
-        options.spark, server->store_.get(), server->executors_.get(), server->pool_.get(), clock);
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
-                           SparkSecrets::Load(options.spark_auth, server->yarn_.get()));
-    server->spark_secrets_ = std::move(secrets);
-    if (options.spark_tls.enabled()) {
-      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkTls> tls, SparkTls::Load(options.spark_tls));
-      server->spark_tls_ = std::move(tls);
-    }
-    DataServer::Listener spark_door;
-    FERRY_ASSIGN_OR_RETURN(HostPort spark_address, ParseHostPort(options.spark_address));
-    spark_door.host = spark_address.host;
-    spark_door.port = spark_address.port;
-    spark_door.origin = "--spark-address";
-    // A connection over the limits is closed untold: Spark's client retries that.
-    spark_door.handler = [spark = server->spark_.get(), secrets = server->spark_secrets_.get(),
-                          tls = server->spark_tls_.get(),
-                          connection = &server->options_.connection](UniqueFd socket,
-                                                                     ConnectionControl& control) {
-      ServeSparkConnection(std::move(socket), *spark, *secrets, tls, *connection, control);
-    };
+    FERRY_ASSIGN_OR_RETURN(server->spark_,
+                           SparkFrontDoor::Open(options.SparkDoor(), server->store_.get(), clock));
+    server->options_.spark_executors.dir_roots = server->spark_->roots();
+    FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door,
+                           server->spark_->Listener(&server->options_.connection));
     listeners.push_back(std::move(spark_door));
   }
   FERRY_ASSIGN_OR_RETURN(
@@ -325,7 +220,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.control = control;
   server->service_ =
       std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get(),
-                                       server->executors_.get(), server->disks_.get());
+                                       server->spark_executors(), server->disks_.get());
 
   if (!options.metrics_address.empty()) {
     // civetweb does not say why it cannot listen.
@@ -384,14 +279,7 @@ std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {
   tickets_->AppendMetrics(&out);
   store_->AppendMetrics(&out);
   disks_->AppendMetrics(&out);
-  if (spark_ != nullptr) {
-    executors_->AppendMetrics(&out);
-    spark_->AppendMetrics(&out);
-    out.push_back(OneSample("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
-                            MetricKind::kGauge, static_cast<double>(pool_->queued())));
-    if (spark_tls_ != nullptr) spark_tls_->AppendMetrics(&out);
-    spark_secrets_->AppendMetrics(&out);
-  }
+  if (spark_ != nullptr) spark_->AppendMetrics(&out);
   out.emplace_back("ferry_build_info", "The server's version and data-plane settings.",
                    MetricKind::kGauge,
                    std::vector<MetricSample>{
@@ -417,37 +305,10 @@ void FerryServer::Sweep() {
     sweep_mu_.Unlock();
     tickets_->SweepExpired();
     store_->DropStale();
-    if (yarn_ != nullptr) ForgetEndedYarnApps();
-    if (executors_ != nullptr) {
-      // Applications that ended without a RemoveSparkApp: their dirs were deleted.
-      if (absl::StatusOr<size_t> forgot = executors_->ForgetVanished(); !forgot.ok()) {
-        LOG(WARNING) << "forgetting Spark executors whose dirs are gone: " << forgot.status();
-      }
-    }
+    if (spark_ != nullptr) spark_->Sweep();
     sweep_mu_.Lock();
   }
   sweep_mu_.Unlock();
-}
-
-void FerryServer::ForgetEndedYarnApps() {
-  // Each ended application once: its marker is the aux service's to delete.
-  for (const std::string& app : yarn_->PendingEnded()) {
-    absl::StatusOr<ExecutorRegistry::Removal> removed =
-        executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/false);
-    if (!removed.ok()) {
-      // Left pending: the next sweep tries again.
-      LOG(WARNING) << "forgetting YARN application " << app
-                   << ", which ended: " << removed.status();
-      return;
-    }
-    store_->DropSpark(app, "");
-    yarn_->Handled(app);
-    // The NodeManager tells every aux service of every application's end, Spark's or not.
-    if (removed->executors > 0) {
-      LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
-                << " executors' registrations";
-    }
-  }
 }
 
 DataServer::DrainReport FerryServer::Shutdown(absl::Duration drain) {

@@ -20,11 +20,7 @@
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
 #include "server/ops/metrics_exporter.h"
-#include "server/spark/spark_auth.h"
-#include "server/spark/spark_executors.h"
-#include "server/spark/spark_service.h"
-#include "server/spark/spark_tls.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/spark_front_door.h"
 #include "server/storage/block_store.h"
 #include "server/tickets/ticket_registry.h"
 
@@ -89,6 +85,8 @@ struct FerryServerOptions {
   // Every part's Validate(), and the checks between them. INVALID_ARGUMENT naming the
   // flag.
   absl::Status Validate() const;
+  // The Spark front door's options, from the fields above.
+  SparkFrontDoor::Options SparkDoor() const;
 };
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
@@ -139,15 +137,21 @@ class FerryServer {
   uint16_t data_port() const { return data_->port(); }
   // The Spark front door's port; 0 when it is off.
   uint16_t spark_port() const { return spark_ != nullptr ? data_->port(1) : 0; }
+  // The Spark front door; null when it is off.
+  const SparkFrontDoor* spark_door() const { return spark_.get(); }
   // The metrics endpoint's port; 0 when it is off.
   uint16_t metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   // Every metric's samples now (what a scrape serves).
   std::vector<MetricFamilySamples> CollectMetrics() const;
   // The registered Spark executors; null when the Spark front door is off.
-  ExecutorRegistry* spark_executors() { return executors_.get(); }
-  const SparkSecrets* spark_secrets() const { return spark_secrets_.get(); }
+  ExecutorRegistry* spark_executors() { return spark_ != nullptr ? spark_->executors() : nullptr; }
+  const SparkSecrets* spark_secrets() const {
+    return spark_ != nullptr ? spark_->secrets() : nullptr;
+  }
   // The Spark front door's service; null when it is off.
-  const SparkShuffleService* spark_service() const { return spark_.get(); }
+  const SparkShuffleService* spark_service() const {
+    return spark_ != nullptr ? spark_->service() : nullptr;
+  }
   const DataServer& data_server() const { return *data_; }
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;
@@ -162,22 +166,15 @@ class FerryServer {
 
   // Lets go of expired streams and stale cached files every sweep_interval.
   void Sweep();
-  // Forgets the YARN applications whose end the NodeManager has handed over.
-  void ForgetEndedYarnApps();
 
   FerryServerOptions options_;
   DescriptorPlan descriptors_;
   std::unique_ptr<BlockStore> store_;
   std::unique_ptr<TicketRegistry> tickets_;
   std::unique_ptr<DiskReader> disks_;
-  // The Spark front door's parts (null when it is off). The data plane's threads use
-  // them, so they are declared first and outlive it.
-  std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
-  std::unique_ptr<ExecutorRegistry> executors_;
-  std::unique_ptr<BlockingPool> pool_;
-  std::unique_ptr<SparkShuffleService> spark_;
-  std::unique_ptr<SparkSecrets> spark_secrets_;
-  std::unique_ptr<SparkTls> spark_tls_;  // null without TLS
+  // The Spark front door (null when it is off). The data plane's threads use it, so it
+  // is declared first and outlives it.
+  std::unique_ptr<SparkFrontDoor> spark_;
   std::unique_ptr<DataServer> data_;
   // Reads everything above; declared after it so that it stops first.
   std::unique_ptr<MetricsExporter> metrics_;

@@ -173,15 +173,6 @@ int Main() {
     LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;
   }
-  // Where Spark applications' secrets are looked up, in order.
-  std::vector<std::string> secrets;
-  if (options.spark_auth.yarn) {
-    secrets.push_back(absl::StrCat("YARN's, ", options.spark_yarn.dir, "/apps/<app>"));
-  }
-  if (!options.spark_auth.secrets_dir.empty()) {
-    secrets.push_back(absl::StrCat(options.spark_auth.secrets_dir, "/<app>"));
-  }
-  if (!options.spark_auth.secret_file.empty()) secrets.push_back(options.spark_auth.secret_file);
   // At every --log-level: that it serves, where, and who may ask.
   std::string serving =
       absl::StrCat("ferry_server ", ferry::kFerryVersion, " serving ", options.data_dir,
@@ -189,10 +180,10 @@ int Main() {
                    options.tls_cert_chain.empty() ? " (plaintext, " : " (TLS, ",
                    options.control.auth_token.empty() ? "no auth token)" : "auth token required)",
                    ", data plane on ", Where(options.data_address, (*server)->data_port()));
-  if ((*server)->spark_port() != 0) {
+  if (const ferry::SparkFrontDoor* spark = (*server)->spark_door()) {
     absl::StrAppend(&serving, ", Spark on ", Where(options.spark_address, (*server)->spark_port()),
-                    " (spark.authenticate ", secrets.empty() ? "off" : "required",
-                    options.spark_tls.enabled() ? ", TLS)" : ")");
+                    " (spark.authenticate ", spark->secrets()->required() ? "required" : "off",
+                    spark->tls() ? ", TLS)" : ")");
   }
   if ((*server)->metrics_port() != 0) {
     absl::StrAppend(&serving, ", metrics on ",
@@ -202,24 +193,8 @@ int Main() {
   LOG(INFO) << "ferry_server: data plane: " << options.data.threads << " threads, mode "
             << AbslUnparseFlag(options.connection.mode) << ", io engine "
             << AbslUnparseFlag(options.connection.engine);
-  if ((*server)->spark_port() != 0) {
-    const ferry::FerryServerOptions& served = (*server)->options();
-    LOG(INFO) << "ferry_server: Spark front door: executors' local dirs beneath "
-              << absl::StrJoin(served.spark_executors.dir_roots, ",")
-              << (options.spark_yarn.dir.empty()
-                      ? ""
-                      : absl::StrCat(" (YARN applications from ", options.spark_yarn.dir, ")"))
-              << ", " << (*server)->spark_executors()->size() << " executors registered"
-              << (options.spark_executors.state_dir.empty()
-                      ? " (registrations kept in memory only)"
-                      : absl::StrCat(" (kept in ", options.spark_executors.state_dir, ")"))
-              << ", spark.authenticate "
-              << (secrets.empty()
-                      ? "off"
-                      : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
-                                     options.spark_auth.auth_engine_v1 ? "1/2" : "2",
-                                     " with AES-CTR; secrets from ",
-                                     absl::StrJoin(secrets, ", else "), ")"));
+  if (const ferry::SparkFrontDoor* spark = (*server)->spark_door()) {
+    LOG(INFO) << "ferry_server: " << spark->Describe();
   }
   const ferry::DescriptorPlan& fds = (*server)->descriptors();
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve

@@ -1,0 +1,221 @@
+#include "server/spark/spark_front_door.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/net_address.h"
+#include "common/status_macros.h"
+#include "server/spark/spark_protocol.h"
+
+namespace ferry {
+
+namespace {
+
+// The roots: --spark-dir-roots, and on YARN (`yarn`) the NodeManager's local dirs as it
+// names them (so as its executors name their dirs). FAILED_PRECONDITION when there are
+// none.
+absl::StatusOr<std::vector<std::string>> Roots(std::vector<std::string> roots,
+                                               const YarnApps* yarn) {
+  if (yarn == nullptr) return roots;
+  absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
+  if (!dirs.ok()) {
+    if (roots.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no --spark-dir-roots, and the NodeManager's local dirs are not known (start the "
+          "NodeManager with Ferry's aux service first, or give --spark-dir-roots): ",
+          dirs.status().message()));
+    }
+    LOG(WARNING) << "the NodeManager's local dirs are not known; serving --spark-dir-roots "
+                 << "alone: " << dirs.status();
+    return roots;
+  }
+  for (std::string& dir : *dirs) {
+    if (std::find(roots.begin(), roots.end(), dir) == roots.end()) roots.push_back(std::move(dir));
+  }
+  return roots;
+}
+
+}  // namespace
+
+absl::Status SparkFrontDoor::Options::Validate() const {
+  if (!enabled() && (!auth.secret_file.empty() || !auth.secrets_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
+        "(--spark-address)");
+  }
+  if (!enabled() && (!yarn.dir.empty() || auth.yarn)) {
+    return absl::InvalidArgumentError(
+        "--spark-yarn-dir and --spark-auth-yarn are for the Spark front door (--spark-address)");
+  }
+  if (auth.yarn && yarn.dir.empty()) {
+    return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
+  }
+  if (!enabled() && tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--spark-tls-cert and --spark-tls-key are for the Spark front door (--spark-address)");
+  }
+  if (enabled() && executors.dir_roots.empty() && yarn.dir.empty()) {
+    return absl::InvalidArgumentError(
+        "the Spark front door needs the roots executors' local dirs may lie beneath "
+        "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
+  }
+  FERRY_RETURN_IF_ERROR(executors.Validate());
+  FERRY_RETURN_IF_ERROR(service.Validate());
+  return blocking.Validate();
+}
+
+absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Options& options,
+                                                                     BlockStore* store,
+                                                                     const Clock& clock) {
+  std::unique_ptr<SparkFrontDoor> door(new SparkFrontDoor(options, store));
+  door->executors_options_ = options.executors;
+  ExecutorRegistry::Options& executors = door->executors_options_;
+  if (!options.yarn.dir.empty()) {
+    FERRY_ASSIGN_OR_RETURN(door->yarn_, YarnApps::Open(options.yarn, clock));
+    // An application that asked for no recovery is kept out of the state file, as
+    // Spark's service keeps it out of its recovery DB; one that ended registers no
+    // executor; and an application's dirs are those YARN made for it. Each reads what
+    // YarnApps holds in memory.
+    executors.kept_across_restarts = [yarn = door->yarn_.get()](absl::string_view app) {
+      absl::StatusOr<YarnApps::ServiceData> data = yarn->Find(app);
+      return !data.ok() || !data->recovery_disabled;
+    };
+    executors.ended = [yarn = door->yarn_.get()](absl::string_view app) {
+      return yarn->Ended(app);
+    };
+    executors.yarn_layout = true;
+  }
+  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(options.executors.dir_roots, door->yarn_.get()));
+  FERRY_ASSIGN_OR_RETURN(door->executors_, ExecutorRegistry::Open(executors, clock));
+  door->pool_ = std::make_unique<BlockingPool>(options.blocking);
+  door->service_ = std::make_unique<SparkShuffleService>(
+      options.service, store, door->executors_.get(), door->pool_.get(), clock);
+  FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->yarn_.get()));
+  if (options.tls.enabled()) {
+    FERRY_ASSIGN_OR_RETURN(door->tls_, SparkTls::Load(options.tls));
+  }
+  return door;
+}
+
+absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
+  std::string out;
+  ExecutorRegistry::Options executors = options.executors;
+  std::unique_ptr<YarnApps> yarn;
+  if (!options.yarn.dir.empty()) {
+    FERRY_ASSIGN_OR_RETURN(yarn, YarnApps::Open(options.yarn));
+    absl::StrAppend(&out, "YARN hand-off dir: ", options.yarn.dir, "\n");
+  }
+  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(executors.dir_roots, yarn.get()));
+  // The state file is the running server's: only its dir is looked at.
+  const std::string state_dir = executors.state_dir;
+  executors.state_dir.clear();
+  FERRY_RETURN_IF_ERROR(ExecutorRegistry::Open(executors).status());
+  absl::StrAppend(&out, "Spark dir roots: ", absl::StrJoin(executors.dir_roots, ","), "\n");
+  if (!state_dir.empty()) {
+    struct stat st {};
+    if (::stat(state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        ::access(state_dir.c_str(), W_OK | X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--state-dir ", state_dir, " is not a directory this user can write"));
+    }
+    absl::StrAppend(&out, "state dir: ", state_dir, "\n");
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
+                         SparkSecrets::Load(options.auth, yarn.get()));
+  absl::StrAppend(&out, "spark.authenticate: ", secrets->required() ? "required" : "off", "\n");
+  if (options.tls.enabled()) {
+    FERRY_RETURN_IF_ERROR(SparkTls::Load(options.tls).status());
+    absl::StrAppend(&out, "Spark TLS: on\n");
+  }
+  return out;
+}
+
+SparkFrontDoor::~SparkFrontDoor() = default;
+
+absl::StatusOr<DataServer::Listener> SparkFrontDoor::Listener(const ConnectionOptions* connection) {
+  FERRY_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(options_.address));
+  DataServer::Listener door;
+  door.host = address.host;
+  door.port = address.port;
+  door.origin = "--spark-address";
+  // A connection over the limits is closed untold: Spark's client retries that.
+  door.handler = [this, connection](UniqueFd socket, ConnectionControl& control) {
+    ServeSparkConnection(std::move(socket), *service_, *secrets_, tls_.get(), *connection,
+                         control);
+  };
+  return door;
+}
+
+void SparkFrontDoor::Sweep() {
+  if (yarn_ != nullptr) ForgetEndedYarnApps();
+  // Applications that ended without a RemoveSparkApp: their dirs were deleted.
+  if (absl::StatusOr<size_t> forgot = executors_->ForgetVanished(); !forgot.ok()) {
+    LOG(WARNING) << "forgetting Spark executors whose dirs are gone: " << forgot.status();
+  }
+}
+
+void SparkFrontDoor::ForgetEndedYarnApps() {
+  // Each ended application once: its marker is the aux service's to delete.
+  for (const std::string& app : yarn_->PendingEnded()) {
+    absl::StatusOr<ExecutorRegistry::Removal> removed =
+        executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/false);
+    if (!removed.ok()) {
+      // Left pending: the next sweep tries again.
+      LOG(WARNING) << "forgetting YARN application " << app
+                   << ", which ended: " << removed.status();
+      return;
+    }
+    store_->DropSpark(app, "");
+    yarn_->Handled(app);
+    // The NodeManager tells every aux service of every application's end, Spark's or not.
+    if (removed->executors > 0) {
+      LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
+                << " executors' registrations";
+    }
+  }
+}
+
+void SparkFrontDoor::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  executors_->AppendMetrics(out);
+  service_->AppendMetrics(out);
+  out->push_back(OneSample("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
+                           MetricKind::kGauge, static_cast<double>(pool_->queued())));
+  if (tls_ != nullptr) tls_->AppendMetrics(out);
+  secrets_->AppendMetrics(out);
+}
+
+std::string SparkFrontDoor::Describe() const {
+  // Where secrets are looked up, in order.
+  std::vector<std::string> secrets;
+  if (options_.auth.yarn) {
+    secrets.push_back(absl::StrCat("YARN's, ", options_.yarn.dir, "/apps/<app>"));
+  }
+  if (!options_.auth.secrets_dir.empty()) {
+    secrets.push_back(absl::StrCat(options_.auth.secrets_dir, "/<app>"));
+  }
+  if (!options_.auth.secret_file.empty()) secrets.push_back(options_.auth.secret_file);
+  return absl::StrCat(
+      "Spark front door: executors' local dirs beneath ", absl::StrJoin(roots(), ","),
+      options_.yarn.dir.empty() ? ""
+                                : absl::StrCat(" (YARN applications from ", options_.yarn.dir, ")"),
+      ", ", executors_->size(), " executors registered",
+      options_.executors.state_dir.empty()
+          ? " (registrations kept in memory only)"
+          : absl::StrCat(" (kept in ", options_.executors.state_dir, ")"),
+      ", spark.authenticate ",
+      secrets.empty() ? "off"
+                      : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
+                                     options_.auth.auth_engine_v1 ? "1/2" : "2",
+                                     " with AES-CTR; secrets from ",
+                                     absl::StrJoin(secrets, ", else "), ")"),
+      tls_ != nullptr ? ", TLS" : "");
+}
+
+}  // namespace ferry

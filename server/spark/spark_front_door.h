@@ -1,0 +1,104 @@
+// SparkFrontDoor: Spark's external shuffle service on the data plane's threads, as one
+// component: the executors' registry, the service that answers them, spark.authenticate's
+// secrets, TLS, YARN's applications and the blocking pool behind them. The server holds
+// one (or none, without --spark-address), as it holds its data server: it opens it, runs
+// its Listener() on the data plane, sweeps it, collects its metrics and logs its
+// Describe(); it knows nothing else of Spark. docs/protocol.md says what it answers.
+#ifndef FERRY_SERVER_SPARK_SPARK_FRONT_DOOR_H_
+#define FERRY_SERVER_SPARK_SPARK_FRONT_DOOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/io/blocking_pool.h"
+#include "server/dataplane/connection_core.h"
+#include "server/dataplane/data_server.h"
+#include "server/ops/metrics.h"
+#include "server/spark/spark_auth.h"
+#include "server/spark/spark_executors.h"
+#include "server/spark/spark_service.h"
+#include "server/spark/spark_tls.h"
+#include "server/spark/yarn_apps.h"
+#include "server/storage/block_store.h"
+
+namespace ferry {
+
+class SparkFrontDoor {
+ public:
+  struct Options {
+    // host:port for Spark's shuffle protocol (Spark's default port is 7337); empty: off.
+    std::string address;
+    // The registered executors: the roots their local dirs must lie beneath (or, on
+    // YARN, the NodeManager's), the state dir that keeps them across restarts, bounds.
+    ExecutorRegistry::Options executors;
+    SparkShuffleService::Options service;
+    // spark.authenticate: where applications' secrets are; none: no authentication.
+    SparkSecrets::Options auth;
+    // spark.ssl.rpc.enabled: the certificate and key; both empty: no TLS.
+    SparkTls::Options tls;
+    // On YARN: where the NodeManager's aux service hands over applications (their
+    // secrets and ends, its local dirs). Ended applications are forgotten at each sweep.
+    YarnApps::Options yarn;
+    // Threads for the blocking work (index loads, file opens, deletes, fsyncs).
+    BlockingPool::Options blocking;
+
+    bool enabled() const { return !address.empty(); }
+    // Each part's Validate(), and the rules between the flags: Spark's flags without
+    // --spark-address, --spark-auth-yarn without --spark-yarn-dir, no roots.
+    // INVALID_ARGUMENT naming the flag.
+    absl::Status Validate() const;
+  };
+
+  // Opens every part: YARN's hand-off dir, the roots, the registry (its state file
+  // read), the secrets, the certificate. `store` must outlive the front door.
+  static absl::StatusOr<std::unique_ptr<SparkFrontDoor>> Open(const Options& options,
+                                                              BlockStore* store,
+                                                              const Clock& clock);
+  // What --check-config prints of it, after opening what Open() opens but the state
+  // file (the running server's: only its dir is looked at).
+  static absl::StatusOr<std::string> Check(const Options& options);
+
+  SparkFrontDoor(const SparkFrontDoor&) = delete;
+  SparkFrontDoor& operator=(const SparkFrontDoor&) = delete;
+  ~SparkFrontDoor();
+
+  // The listener the data server runs for it. `connection` must outlive the server.
+  absl::StatusOr<DataServer::Listener> Listener(const ConnectionOptions* connection);
+  // Forgets the YARN applications that ended and the executors whose dirs are gone.
+  void Sweep();
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
+  // One line for the start-up log: roots, registrations, where secrets come from.
+  std::string Describe() const;
+
+  ExecutorRegistry* executors() { return executors_.get(); }
+  const SparkSecrets* secrets() const { return secrets_.get(); }
+  const SparkShuffleService* service() const { return service_.get(); }
+  bool tls() const { return tls_ != nullptr; }
+  // The roots executors' dirs lie beneath, as served (with the NodeManager's).
+  const std::vector<std::string>& roots() const { return executors_options_.dir_roots; }
+
+ private:
+  SparkFrontDoor(const Options& options, BlockStore* store)
+      : options_(options), store_(store) {}
+  // Forgets the YARN applications whose end the NodeManager has handed over.
+  void ForgetEndedYarnApps();
+
+  const Options options_;
+  BlockStore* const store_;
+  ExecutorRegistry::Options executors_options_;
+  // The data plane's threads use these: the server stops them before it lets go of
+  // the front door.
+  std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
+  std::unique_ptr<ExecutorRegistry> executors_;
+  std::unique_ptr<BlockingPool> pool_;
+  std::unique_ptr<SparkShuffleService> service_;
+  std::unique_ptr<SparkSecrets> secrets_;
+  std::unique_ptr<SparkTls> tls_;  // null without TLS
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SPARK_SPARK_FRONT_DOOR_H_
