@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
     };
     executors.yarn_layout = true;
   }
-  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(options.executors.dir_roots, door->yarn_.get()));
+  FERRY_ASSIGN_OR_RETURN(executors.dir_roots,
+                         Roots(options.executors.dir_roots, door->yarn_.get()));
   FERRY_ASSIGN_OR_RETURN(door->executors_, ExecutorRegistry::Open(executors, clock));
   door->pool_ = std::make_unique<BlockingPool>(options.blocking);
   door->service_ = std::make_unique<SparkShuffleService>(
@@ -147,8 +148,7 @@ absl::StatusOr<DataServer::Listener> SparkFrontDoor::Listener(const ConnectionOp
   door.origin = "--spark-address";
   // A connection over the limits is closed untold: Spark's client retries that.
   door.handler = [this, connection](UniqueFd socket, ConnectionControl& control) {
-    ServeSparkConnection(std::move(socket), *service_, *secrets_, tls_.get(), *connection,
-                         control);
+    ServeSparkConnection(std::move(socket), *service_, *secrets_, tls_.get(), *connection, control);
   };
   return door;
 }
@@ -210,11 +210,11 @@ std::string SparkFrontDoor::Describe() const {
           ? " (registrations kept in memory only)"
           : absl::StrCat(" (kept in ", options_.executors.state_dir, ")"),
       ", spark.authenticate ",
-      secrets.empty() ? "off"
-                      : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
-                                     options_.auth.auth_engine_v1 ? "1/2" : "2",
-                                     " with AES-CTR; secrets from ",
-                                     absl::StrJoin(secrets, ", else "), ")"),
+      secrets.empty()
+          ? "off"
+          : absl::StrCat("required (SASL DIGEST-MD5 with QOP auth, or AuthEngine v",
+                         options_.auth.auth_engine_v1 ? "1/2" : "2", " with AES-CTR; secrets from ",
+                         absl::StrJoin(secrets, ", else "), ")"),
       tls_ != nullptr ? ", TLS" : "");
 }
 

@@ -81,8 +81,7 @@ class SparkFrontDoor {
   const std::vector<std::string>& roots() const { return executors_options_.dir_roots; }
 
  private:
-  SparkFrontDoor(const Options& options, BlockStore* store)
-      : options_(options), store_(store) {}
+  SparkFrontDoor(const Options& options, BlockStore* store) : options_(options), store_(store) {}
   // Forgets the YARN applications whose end the NodeManager has handed over.
   void ForgetEndedYarnApps();
 

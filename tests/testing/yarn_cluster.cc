@@ -124,12 +124,6 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
       {"yarn.scheduler.minimum-allocation-mb", "256"},
       {"yarn.resourcemanager.recovery.enabled", "false"},
   };
-  for (const char* key : {"address", "scheduler.address", "resource-tracker.address",
-                          "admin.address", "webapp.address"}) {
-    site[absl::StrCat("yarn.resourcemanager.", key)] =
-        absl::StrCat("127.0.0.1:", FreeLoopbackPort());
-  }
-  if (absl::Status s = WriteConfDir(work + "/conf", work, site); !s.ok()) return s;
   std::vector<std::string> jars;
   for (const auto& entry : std::filesystem::directory_iterator(options.hadoop_jars)) {
     if (absl::EndsWith(entry.path().string(), ".jar")) jars.push_back(entry.path().string());
@@ -145,9 +139,39 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
   std::vector<std::string> rm = argv;
   rm.insert(rm.end(), {"-cp", absl::StrCat(work, "/conf:", cluster->classpath_),
                        "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager"});
-  absl::StatusOr<pid_t> started =
-      cluster->groups_.Launch(rm, cluster->JavaEnv(), work + "/resourcemanager.log");
-  if (!started.ok()) return started.status();
+  // The ResourceManager, until it accepts on its resource tracker's port: a port
+  // FreeLoopbackPort() chose can be taken by another test's process before the JVM
+  // binds it, and the ResourceManager then exits. Each attempt takes new ports.
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    for (const char* key : {"address", "scheduler.address", "resource-tracker.address",
+                            "admin.address", "webapp.address"}) {
+      site[absl::StrCat("yarn.resourcemanager.", key)] =
+          absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+    }
+    if (absl::Status s = WriteConfDir(work + "/conf", work, site); !s.ok()) return s;
+    const std::string log = work + "/resourcemanager.log";
+    absl::StatusOr<pid_t> started = cluster->groups_.Launch(rm, cluster->JavaEnv(), log);
+    if (!started.ok()) return started.status();
+    uint32_t tracker = 0;
+    if (!absl::SimpleAtoi(site["yarn.resourcemanager.resource-tracker.address"].substr(10),
+                          &tracker)) {
+      return absl::InternalError("the resource tracker's port");
+    }
+    const auto gone = [pid = *started] {
+      const std::optional<ProcessStat> stat = StatOf(pid);
+      return !stat.has_value() || stat->state == 'Z';
+    };
+    testing::WaitFor([&] { return AcceptsOnLoopback(static_cast<uint16_t>(tracker)) || gone(); },
+                     absl::Seconds(120));
+    if (AcceptsOnLoopback(static_cast<uint16_t>(tracker))) break;
+    cluster->groups_.Kill(*started);
+    if (attempt == kAttempts) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the ResourceManager did not listen on its resource tracker's port in ", kAttempts,
+          " attempts; its last log: ", log, "\n", JvmFailureLines(ReadTextFile(log), 20)));
+    }
+  }
 
   for (int i = 0; i < options.node_managers; ++i) {
     const std::string nm = absl::StrCat(cluster->local_dirs_root(), "/", i);
