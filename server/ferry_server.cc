@@ -91,7 +91,7 @@ absl::Status FerryServerOptions::Validate() const {
         "TLS needs both a certificate chain and its private key, or neither "
         "(--tls-cert-file and --tls-key-file go together)");
   }
-  FERRY_RETURN_IF_ERROR(SparkDoor().Validate());
+  FERRY_RETURN_IF_ERROR(spark.Validate());
   if (sweep_interval < absl::Milliseconds(10) || sweep_interval > absl::Hours(24)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sweep-interval must be between 10ms and 24h, not ",
@@ -105,25 +105,13 @@ absl::Status FerryServerOptions::Validate() const {
   return CheckRange("max-open-files", store.max_cached_map_outputs, 1, kMaxLimit);
 }
 
-SparkFrontDoor::Options FerryServerOptions::SparkDoor() const {
-  SparkFrontDoor::Options door;
-  door.address = spark_address;
-  door.executors = spark_executors;
-  door.service = spark;
-  door.auth = spark_auth;
-  door.tls = spark_tls;
-  door.yarn = spark_yarn;
-  door.blocking = blocking;
-  return door;
-}
-
 absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& options) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   std::string out;
   for (const auto& [flag, address] : std::vector<std::pair<const char*, std::string>>{
            {"control-address", options.control_address},
            {"data-address", options.data_address},
-           {"spark-address", options.spark_address},
+           {"spark-address", options.spark.address},
            {"metrics-address", options.metrics_address}}) {
     if (address.empty()) continue;
     if (absl::StatusOr<HostPort> parsed = ParseHostPort(address); !parsed.ok()) {
@@ -148,8 +136,8 @@ absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& o
                   " threads)\n");
   absl::StrAppend(&out, "control plane: ", options.tls_cert_chain.empty() ? "plain" : "TLS", ", ",
                   options.control.auth_token.empty() ? "no token" : "token required", "\n");
-  if (options.spark_address.empty()) return out;
-  FERRY_ASSIGN_OR_RETURN(std::string spark, SparkFrontDoor::Check(options.SparkDoor()));
+  if (options.spark.address.empty()) return out;
+  FERRY_ASSIGN_OR_RETURN(std::string spark, SparkFrontDoor::Check(options.spark));
   return absl::StrCat(out, spark);
 }
 
@@ -186,10 +174,10 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
-  if (!options.spark_address.empty()) {
+  if (!options.spark.address.empty()) {
     FERRY_ASSIGN_OR_RETURN(server->spark_,
-                           SparkFrontDoor::Open(options.SparkDoor(), server->store_.get(), clock));
-    server->options_.spark_executors.dir_roots = server->spark_->roots();
+                           SparkFrontDoor::Open(options.spark, server->store_.get(), clock));
+    server->options_.spark.executors.dir_roots = server->spark_->roots();
     FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door,
                            server->spark_->Listener(&server->options_.connection));
     listeners.push_back(std::move(spark_door));

@@ -62,31 +62,15 @@ struct FerryServerOptions {
   std::string tls_cert_chain;
   std::string tls_private_key;
 
-  // The Spark front door: host:port for Spark's shuffle protocol on the data plane's
-  // threads (Spark's default port is 7337); empty: off.
-  std::string spark_address;
-  // The registered executors: the roots their local dirs must lie beneath (required
-  // with spark_address), the state dir that keeps them across restarts, their bounds.
-  ExecutorRegistry::Options spark_executors;
-  SparkShuffleService::Options spark;
-  // spark.authenticate: where applications' secrets are; both empty: no authentication.
-  SparkSecrets::Options spark_auth;
-  // spark.ssl.rpc.enabled: the front door's certificate and key; both empty: no TLS.
-  SparkTls::Options spark_tls;
-  // On YARN: where the NodeManager's aux service hands over applications (their secrets
-  // and ends, its local dirs, which are the roots when spark_executors names none).
-  // Ended applications are forgotten at each sweep.
-  YarnApps::Options spark_yarn;
-  // Threads for the Spark front door's blocking work (index loads, file opens, deletes).
-  BlockingPool::Options blocking;
+  // The Spark front door (off without an address): its executors, service, secrets,
+  // TLS, YARN applications and blocking threads.
+  SparkFrontDoor::Options spark;
   // host:port serving Prometheus metrics at /metrics; empty: off.
   std::string metrics_address;
 
   // Every part's Validate(), and the checks between them. INVALID_ARGUMENT naming the
   // flag.
   absl::Status Validate() const;
-  // The Spark front door's options, from the fields above.
-  SparkFrontDoor::Options SparkDoor() const;
 };
 
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve

@@ -35,12 +35,13 @@ absl::Status ApplyServerFlags(FerryServerOptions* options) {
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->store));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->tickets));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->control));
-  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_executors));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark));
-  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_auth));
-  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_tls));
-  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark_yarn));
-  return ApplyOptionFlags(&options->blocking);
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.executors));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.service));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.auth));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.tls));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.yarn));
+  return ApplyOptionFlags(&options->spark.blocking);
 }
 
 }  // namespace ferry
@@ -63,9 +64,6 @@ FERRY_OPTION_FLAG_FN(ferry::FerryServerOptions, std::string, tls_cert_file, "",
                      ferry::SetTlsCert);
 FERRY_OPTION_FLAG_FN(ferry::FerryServerOptions, std::string, tls_key_file, "",
                      "PEM private key of --tls-cert-file.", ferry::SetTlsKey);
-FERRY_OPTION_FLAG(ferry::FerryServerOptions, spark_address, spark_address,
-                  "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "
-                  "port is 7337) on the data plane's threads. Empty: off.");
 FERRY_OPTION_FLAG(ferry::FerryServerOptions, sweep_interval, sweep_interval,
                   "How often expired streams, deleted files, Spark executors whose dirs are gone "
                   "and YARN applications that ended are let go of (10ms to 24h).");

@@ -181,7 +181,7 @@ int Main() {
                    options.control.auth_token.empty() ? "no auth token)" : "auth token required)",
                    ", data plane on ", Where(options.data_address, (*server)->data_port()));
   if (const ferry::SparkFrontDoor* spark = (*server)->spark_door()) {
-    absl::StrAppend(&serving, ", Spark on ", Where(options.spark_address, (*server)->spark_port()),
+    absl::StrAppend(&serving, ", Spark on ", Where(options.spark.address, (*server)->spark_port()),
                     " (spark.authenticate ", spark->secrets()->required() ? "required" : "off",
                     spark->tls() ? ", TLS)" : ")");
   }

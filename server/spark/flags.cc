@@ -1,13 +1,18 @@
-// The Spark front door's flags: executors' registrations (ExecutorRegistry::Options),
-// the service (SparkShuffleService::Options), spark.authenticate (SparkSecrets::Options)
-// TLS (SparkTls::Options) and YARN (YarnApps::Options). common/option_flags.h says how they bind.
+// The Spark front door's flags: its address (SparkFrontDoor::Options), executors'
+// registrations (ExecutorRegistry::Options), the service (SparkShuffleService::Options),
+// spark.authenticate (SparkSecrets::Options), TLS (SparkTls::Options) and YARN
+// (YarnApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
+#include "server/spark/spark_front_door.h"
 #include "server/spark/spark_service.h"
 #include "server/spark/spark_tls.h"
 #include "server/spark/yarn_apps.h"
 
+FERRY_OPTION_FLAG(ferry::SparkFrontDoor::Options, spark_address, address,
+                  "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "
+                  "port is 7337) on the data plane's threads. Empty: off.");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, spark_dir_roots, dir_roots,
                   "Comma-separated directories that Spark executors' local dirs must lie "
                   "beneath (required with --spark-address, but on YARN, where --spark-yarn-dir "

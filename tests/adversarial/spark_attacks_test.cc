@@ -57,8 +57,8 @@ class SparkAttackTest : public ::testing::Test {
       ASSERT_EQ(::mkdir(dirs_.back().c_str(), 0755), 0);
     }
     options_ = testing::TestServerOptions(data_dir_.path(), {});
-    options_.spark_address = "127.0.0.1:0";
-    options_.spark_executors.dir_roots = {roots_.path()};
+    options_.spark.address = "127.0.0.1:0";
+    options_.spark.executors.dir_roots = {roots_.path()};
     Write({dirs_[0], dirs_[1]}, 3, 1000, {10, 20, 30});
   }
 
@@ -118,7 +118,7 @@ TEST_F(SparkAttackTest, ALocalDirsRequestNamesEachExecutorOnceAndIsBounded) {
 // A registration whose local dir was deleted while the server was down (its app
 // ended) made the server exit at start with DATA_LOSS, for every application.
 TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
-  options_.spark_executors.state_dir = state_.path();
+  options_.spark.executors.state_dir = state_.path();
   Start();
   {
     SparkClient client(port());
@@ -170,8 +170,8 @@ TEST_F(SparkAttackTest, AnotherAppCannotClaimDeleteOrRedirectAnExecutorsDirs) {
 // app of 40 executors was acknowledged, and the compacted file still held them: after a
 // restart the app was registered again. The compaction now follows the change.
 TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart) {
-  options_.spark_executors.state_dir = state_.path();
-  options_.spark.registrations.per_client = options_.spark.registrations.total;
+  options_.spark.executors.state_dir = state_.path();
+  options_.spark.service.registrations.per_client = options_.spark.service.registrations.total;
   Start();
   SparkClient client(port());
   for (int i = 0; i < 80; ++i) {
@@ -215,7 +215,7 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
   auto tmpfs = testing::SmallTmpfs::Mount(state_.path() + "/disk", 256 << 10);
   if (!tmpfs.ok()) GTEST_SKIP() << tmpfs.status();
   const std::string disk = (*tmpfs)->path();
-  options_.spark_executors.state_dir = disk;
+  options_.spark.executors.state_dir = disk;
   Start();
   {
     SparkClient client(port());
@@ -255,7 +255,7 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
 // naming it 64 times took 5.3 s of server CPU each (an lstat of every prefix of every
 // dir), on the pool that opens streams. A dir is one openat2, at most 16 levels deep.
 TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
-  options_.spark_executors.state_dir = state_.path();
+  options_.spark.executors.state_dir = state_.path();
   Start();
   std::string chain = dirs_[2];
   std::string at_limit;
@@ -287,9 +287,9 @@ TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
 // behind them. Registrations that write are bounded per client and in all, and run on a
 // thread of their own.
 TEST_F(SparkAttackTest, ReRegistrationFloodsAreBoundedAndOthersFetchMeanwhile) {
-  options_.spark_executors.state_dir = state_.path();
-  options_.spark.registrations.per_client = {.per_second = 20, .burst = 20};
-  options_.spark.registrations.max_wait = absl::Milliseconds(200);
+  options_.spark.executors.state_dir = state_.path();
+  options_.spark.service.registrations.per_client = {.per_second = 20, .burst = 20};
+  options_.spark.service.registrations.max_wait = absl::Milliseconds(200);
   Start();
   const std::string journal = state_.path() + "/spark-executors";
   const auto journal_bytes = [&] {
@@ -354,8 +354,8 @@ uint64_t BytesWritten() {
 // both front doors wait 200 ms. Registrations append their record; lookups never wait
 // on the file.
 TEST_F(SparkAttackTest, ARegistrationWritesItsRecordNotTheWholeStateFile) {
-  options_.spark_executors.state_dir = state_.path();
-  options_.spark.registrations.per_client = options_.spark.registrations.total;
+  options_.spark.executors.state_dir = state_.path();
+  options_.spark.service.registrations.per_client = options_.spark.service.registrations.total;
   Start();
   SparkClient client(port());
   const std::string manager(sw::kMaxShuffleManagerBytes - 100, 'm');
@@ -407,16 +407,16 @@ TEST_F(SparkAttackTest, DiagnosesAreBoundedAndOthersFetchMeanwhile) {
       ++busy;
     }
   }
-  EXPECT_GE(busy, 8 - static_cast<int>(options_.spark.max_diagnoses));
+  EXPECT_GE(busy, 8 - static_cast<int>(options_.spark.service.max_diagnoses));
 }
 
 // Four connections each holding a stream of 2^20 chunks held every open chunk of
 // the server, so that everyone else's fetches were refused. Each client address has a
 // share, and a stream's chunks are let go of when its lifetime ends.
 TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
-  options_.spark.max_open_chunks = 1000;
-  options_.spark.max_open_chunks_per_client = 400;
-  options_.spark.stream_lifetime = absl::Hours(1);
+  options_.spark.service.max_open_chunks = 1000;
+  options_.spark.service.max_open_chunks_per_client = 400;
+  options_.spark.service.stream_lifetime = absl::Hours(1);
   options_.clock = &clock_;
   Start();
   SparkClient attacker(port());
@@ -540,8 +540,8 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   flat += std::string(YarnApps::kMaxServiceDataBytes - flat.size() - 2, 'x') + R"("})";
   hand_over("application_1_0667", flat);
   hand_over("application_1_0001", R"({"secret":"the victim's secret"})");
-  options_.spark_yarn.dir = handoff.path();
-  options_.spark_auth.yarn = true;
+  options_.spark.yarn.dir = handoff.path();
+  options_.spark.auth.yarn = true;
   options_.data.threads = 1;  // the attackers' and the victim's connections share it
   Start();
 
@@ -602,9 +602,9 @@ TEST_F(SparkAttackTest, OneApplicationsRegistrationsNeverSpendAnothers) {
   testing::TempDir secrets;
   std::ofstream(secrets.path() + "/bob") << "bob's secret";
   std::ofstream(secrets.path() + "/alice") << "alice's secret";
-  options_.spark_auth.secrets_dir = secrets.path();
-  options_.spark.registrations.per_client = {.per_second = 20, .burst = 20};
-  options_.spark.registrations.max_wait = absl::Milliseconds(200);
+  options_.spark.auth.secrets_dir = secrets.path();
+  options_.spark.service.registrations.per_client = {.per_second = 20, .burst = 20};
+  options_.spark.service.registrations.max_wait = absl::Milliseconds(200);
   Start();
   const auto authenticated = [&](const std::string& app, const std::string& secret) {
     auto client = std::make_unique<SparkClient>(port());

@@ -244,8 +244,8 @@ TEST_P(FailingDiskTest, SparkChunksOnTheFailingDiskFailAndTheOthersArrive) {
   ASSERT_TRUE(disk_->FailFrom(cut).ok());
 
   FerryServerOptions options = testing::TestServerOptions(dir_.path(), GetParam());
-  options.spark_address = "127.0.0.1:0";
-  options.spark_executors.dir_roots = {dir_.path()};
+  options.spark.address = "127.0.0.1:0";
+  options.spark.executors.dir_roots = {dir_.path()};
   server_ = testing::StartServer(options);
   ASSERT_TRUE(
       server_->spark_executors()->Register({kSparkApp, "1", {local_dirs, kSubdirs, "sort"}}).ok());

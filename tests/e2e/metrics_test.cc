@@ -162,15 +162,15 @@ TEST_F(MetricsTest, OperationsDocListsEveryMetricTheServerExports) {
   TempDir secrets;
   FerryServerOptions options = testing::TestServerOptions(dir_.path(), {});
   options.metrics_address = "127.0.0.1:0";
-  options.spark_address = "127.0.0.1:0";
-  options.spark_executors.dir_roots = {secrets.path()};
-  options.spark_auth.secret_file = secrets.path() + "/secret";
-  std::ofstream(options.spark_auth.secret_file) << "a-secret";
+  options.spark.address = "127.0.0.1:0";
+  options.spark.executors.dir_roots = {secrets.path()};
+  options.spark.auth.secret_file = secrets.path() + "/secret";
+  std::ofstream(options.spark.auth.secret_file) << "a-secret";
   absl::StatusOr<testing::CertificateFiles> made =
       testing::MakeSelfSignedCertificate(secrets.path());
   ASSERT_TRUE(made.ok()) << made.status();
-  options.spark_tls.cert_file = made->cert;
-  options.spark_tls.key_file = made->key;
+  options.spark.tls.cert_file = made->cert;
+  options.spark.tls.key_file = made->key;
   std::unique_ptr<FerryServer> server = testing::StartServer(options);
   absl::StatusOr<std::string> page = testing::HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();

@@ -182,15 +182,15 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
           << left.size() << " shuffle files of an earlier case left, " << left.begin()->second;
     }
     options_ = testing::TestServerOptions(data_.path(), {});
-    options_.spark_address = "127.0.0.1:0";
-    options_.spark_executors.dir_roots = {local_root_};
-    options_.spark_executors.state_dir = state_.path();
+    options_.spark.address = "127.0.0.1:0";
+    options_.spark.executors.dir_roots = {local_root_};
+    options_.spark.executors.state_dir = state_.path();
     options_.sweep_interval = absl::Seconds(1);
-    options_.spark.serve_rdd_blocks = true;  // CachedRddBlocksOutliveTheirExecutors
-    options_.spark_tls = tls_;
+    options_.spark.service.serve_rdd_blocks = true;  // CachedRddBlocksOutliveTheirExecutors
+    options_.spark.tls = tls_;
     if (!auth_secret_.empty()) {
-      options_.spark_auth.secret_file = absl::StrCat(secrets_.path(), "/secret");
-      std::ofstream(options_.spark_auth.secret_file) << auth_secret_;
+      options_.spark.auth.secret_file = absl::StrCat(secrets_.path(), "/secret");
+      std::ofstream(options_.spark.auth.secret_file) << auth_secret_;
     }
     server_ = testing::StartServer(options_);
   }
@@ -548,7 +548,7 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     // again, and their registrations come back from the state file.
     did.registered_before_restart = server_->spark_executors()->size();
     FerryServerOptions options = options_;
-    options.spark_address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
     server_->Shutdown();
     server_.reset();
     absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);

@@ -72,11 +72,11 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
 
   void StartServer() {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), GetParam());
-    options.spark_address = "127.0.0.1:0";
-    options.spark_executors.dir_roots = {roots_.path()};
-    options.spark_executors.state_dir = state_dir_.path();
-    options.spark_auth = auth_;
-    options.spark_tls = tls_;
+    options.spark.address = "127.0.0.1:0";
+    options.spark.executors.dir_roots = {roots_.path()};
+    options.spark.executors.state_dir = state_dir_.path();
+    options.spark.auth = auth_;
+    options.spark.tls = tls_;
     server_ = testing::StartServer(options);
   }
 

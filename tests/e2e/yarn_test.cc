@@ -133,13 +133,13 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
     yarn_ = slot->cluster.get();
     handoff_ = slot->handoff.path();
     options_ = testing::TestServerOptions(data_.path(), {});
-    options_.spark_address = "127.0.0.1:0";
+    options_.spark.address = "127.0.0.1:0";
     // Both NodeManagers of this host share one ferry_server (and hand-off dir): the
     // NodeManagers' local dirs' parent is the root. One NodeManager's own local dirs as
     // the roots (none given): FerryTakesTheNodeManagersLocalDirs.
-    options_.spark_executors.dir_roots = {yarn_->local_dirs_root()};
-    options_.spark_executors.state_dir = state_.path();
-    options_.spark_yarn.dir = handoff_;
+    options_.spark.executors.dir_roots = {yarn_->local_dirs_root()};
+    options_.spark.executors.state_dir = state_.path();
+    options_.spark.yarn.dir = handoff_;
     options_.sweep_interval = absl::Milliseconds(500);
   }
 
@@ -279,7 +279,7 @@ std::optional<std::pair<std::string, spark::ShuffleBlockId>> AMapOutputOf(
 // (and every byte encrypted): each application's blocks are served with its own secret
 // and refused with the other's.
 TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
-  options_.spark_auth.yarn = true;
+  options_.spark.auth.yarn = true;
   StartFerry();
   TempDir sasl_dir, engine_dir;
   std::map<std::string, std::string> engine = WithFerry();
@@ -418,7 +418,7 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
     }
     registered_before_restart = server_->spark_executors()->size();
     FerryServerOptions options = options_;
-    options.spark_address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
     server_->Shutdown();
     server_.reset();
     absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);

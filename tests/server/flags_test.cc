@@ -107,9 +107,9 @@ TEST(FlagsTest, DefaultsAreTheOptionsStructsOwn) {
   EXPECT_EQ(options.disks.unhealthy_after, defaults.disks.unhealthy_after);
   EXPECT_EQ(options.tickets.max_blocks, defaults.tickets.max_blocks);
   EXPECT_EQ(options.control.ticket_ttl, defaults.control.ticket_ttl);
-  EXPECT_EQ(options.spark.max_open_chunks, defaults.spark.max_open_chunks);
-  EXPECT_EQ(options.spark_auth.auth_engine_v1, defaults.spark_auth.auth_engine_v1);
-  EXPECT_EQ(options.blocking.threads, defaults.blocking.threads);
+  EXPECT_EQ(options.spark.service.max_open_chunks, defaults.spark.service.max_open_chunks);
+  EXPECT_EQ(options.spark.auth.auth_engine_v1, defaults.spark.auth.auth_engine_v1);
+  EXPECT_EQ(options.spark.blocking.threads, defaults.spark.blocking.threads);
   EXPECT_EQ(options.connection.io_timeout, defaults.connection.io_timeout);
   // The command line's own: fixed ports, one thread per core.
   EXPECT_EQ(options.control_address, "127.0.0.1:7070");
@@ -130,7 +130,7 @@ TEST(FlagsTest, EachFlagSetsItsFieldAndABadValueNamesTheFlag) {
   EXPECT_EQ(options.data.max_pipes, 7u);
   EXPECT_EQ(options.disks.workers_per_disk, 3u);
   EXPECT_EQ(options.data.threads, 5);
-  EXPECT_EQ(options.spark_executors.dir_roots, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(options.spark.executors.dir_roots, (std::vector<std::string>{"/a", "/b"}));
 
   absl::SetFlag(&FLAGS_disk_workers, -1);
   absl::Status status = ApplyServerFlags(&options);

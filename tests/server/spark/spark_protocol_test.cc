@@ -64,11 +64,11 @@ class SparkProtocolTest : public ::testing::Test {
              absl::Duration first_request_timeout = absl::Seconds(10)) {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), {});
     options.connection.first_request_timeout = first_request_timeout;
-    options.spark_address = "127.0.0.1:0";
-    options.spark_executors.dir_roots = {roots_.path()};
-    options.spark = spark;
-    options.spark_auth = auth_;
-    options.spark_tls = tls_;
+    options.spark.address = "127.0.0.1:0";
+    options.spark.executors.dir_roots = {roots_.path()};
+    options.spark.service = spark;
+    options.spark.auth = auth_;
+    options.spark.tls = tls_;
     if (request_buffer_budget_ > 0) options.data.max_request_buffer_bytes = request_buffer_budget_;
     server_ = testing::StartServer(options);
   }
