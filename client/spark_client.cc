@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <variant>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
@@ -329,20 +330,17 @@ class SparkConnection {
                                            const std::vector<sw::ShuffleBlockId>& blocks) {
     const std::string what = Describe(request, blocks);
     FERRY_ASSIGN_OR_RETURN(std::string handle, ReadReply(std::nullopt, what));
-    sw::WireReader r(handle);
-    uint8_t type = 0;
-    int64_t stream_id = 0;
-    int32_t chunks = 0;
-    r.U8(&type, "type");
-    r.I64(&stream_id, "streamId");
-    r.I32(&chunks, "numChunks");
-    if (!r.Finish("StreamHandle").ok() ||
-        type != static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle) ||
-        chunks != static_cast<int32_t>(request.chunk_to_block.size())) {
-      return Protocol(what, absl::StrCat("a stream handle of ", chunks, " chunks for ",
+    absl::StatusOr<sw::ShuffleReply> reply = sw::DecodeShuffleReply(handle);
+    const auto* stream = reply.ok() ? std::get_if<sw::StreamHandle>(&*reply) : nullptr;
+    if (stream == nullptr) {
+      return Protocol(what, reply.ok() ? "a reply that is not a stream handle"
+                                       : std::string(reply.status().message()));
+    }
+    if (stream->num_chunks != static_cast<int32_t>(request.chunk_to_block.size())) {
+      return Protocol(what, absl::StrCat("a stream handle of ", stream->num_chunks, " chunks for ",
                                          request.chunk_to_block.size(), " blocks"));
     }
-    return stream_id;
+    return stream->stream_id;
   }
 
   // The next frame as an RPC's reply body (of request `id`, when given).

@@ -507,6 +507,44 @@ std::string EncodeCorruptionCause(uint8_t cause) {
   return Payload(BlockTransferType::kCorruptionCause, [&](WireWriter& w) { w.U8(cause); });
 }
 
+absl::StatusOr<ShuffleReply> DecodeShuffleReply(absl::string_view body) {
+  WireReader r(body);
+  uint8_t type = 0;
+  if (!r.U8(&type, "message type")) return r.Finish("shuffle reply");
+  const std::string name = BlockTransferTypeName(type);
+  switch (static_cast<BlockTransferType>(type)) {
+    case BlockTransferType::kStreamHandle: {
+      StreamHandle m;
+      r.I64(&m.stream_id, "streamId");
+      r.I32(&m.num_chunks, "numChunks");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      return m;
+    }
+    case BlockTransferType::kBlocksRemoved: {
+      BlocksRemoved m;
+      r.I32(&m.num_removed, "numRemovedBlocks");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      return m;
+    }
+    case BlockTransferType::kLocalDirsForExecutors: {
+      LocalDirsForExecutors m;
+      r.StringArray(&m.exec_ids, "execIds", kMaxLocalDirsExecutors);
+      r.IntArray(&m.num_local_dirs, "numLocalDirsByExec");
+      r.StringArray(&m.all_local_dirs, "allLocalDirs", kMaxLocalDirsExecutors * kMaxLocalDirs);
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      return m;
+    }
+    case BlockTransferType::kCorruptionCause: {
+      CorruptionCause m;
+      r.U8(&m.cause, "cause");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      return m;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(name, " is not a shuffle service's reply"));
+  }
+}
+
 absl::StatusOr<SaslMessage> DecodeSaslMessage(absl::string_view body) {
   WireReader r(body);
   uint8_t tag = 0;

@@ -260,6 +260,27 @@ std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids
 // 4 UNSUPPORTED_CHECKSUM_ALGORITHM.
 std::string EncodeCorruptionCause(uint8_t cause);
 
+// The replies above, decoded: what a client reads in an RpcResponse's body.
+struct StreamHandle {
+  int64_t stream_id = 0;
+  int32_t num_chunks = 0;
+};
+struct BlocksRemoved {
+  int32_t num_removed = 0;
+};
+struct LocalDirsForExecutors {
+  std::vector<std::string> exec_ids;
+  std::vector<int32_t> num_local_dirs;
+  std::vector<std::string> all_local_dirs;
+};
+struct CorruptionCause {
+  uint8_t cause = 0;
+};
+using ShuffleReply =
+    std::variant<StreamHandle, BlocksRemoved, LocalDirsForExecutors, CorruptionCause>;
+// INVALID_ARGUMENT naming the field for a body that is none of them (or has bytes left).
+absl::StatusOr<ShuffleReply> DecodeShuffleReply(absl::string_view body);
+
 // --- spark.authenticate's handshake (RPC bodies before any shuffle message) ------------
 
 // Tags of the handshake's RPC bodies, in the byte where a BlockTransferMessage has its type.

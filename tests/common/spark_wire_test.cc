@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace ferry::spark {
@@ -188,6 +189,37 @@ TEST(SparkWireTest, DiagnoseCorruptionRoundTrip) {
   EXPECT_EQ(got.checksum, 0xdeadbeef);
   EXPECT_EQ(got.algorithm, "CRC32C");
   EXPECT_EQ(EncodeCorruptionCause(1), std::string("\x11\x01", 2));
+}
+
+// The replies decode as they encode, in one place (the client and the tests read them
+// so); a body that is no reply, or has bytes left, names what is wrong.
+TEST(SparkWireTest, RepliesDecodeAsTheyEncode) {
+  absl::StatusOr<ShuffleReply> handle = DecodeShuffleReply(EncodeStreamHandle(kStreamId, 3));
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(std::get<StreamHandle>(*handle).stream_id, kStreamId);
+  EXPECT_EQ(std::get<StreamHandle>(*handle).num_chunks, 3);
+  absl::StatusOr<ShuffleReply> removed = DecodeShuffleReply(EncodeBlocksRemoved(7));
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(std::get<BlocksRemoved>(*removed).num_removed, 7);
+  absl::StatusOr<ShuffleReply> dirs =
+      DecodeShuffleReply(EncodeLocalDirsForExecutors({"0", "1"}, {2, 1}, {"/d0", "/d1", "/e0"}));
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  const auto& local = std::get<LocalDirsForExecutors>(*dirs);
+  EXPECT_EQ(local.exec_ids, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(local.num_local_dirs, (std::vector<int32_t>{2, 1}));
+  EXPECT_EQ(local.all_local_dirs, (std::vector<std::string>{"/d0", "/d1", "/e0"}));
+  absl::StatusOr<ShuffleReply> cause = DecodeShuffleReply(EncodeCorruptionCause(4));
+  ASSERT_TRUE(cause.ok());
+  EXPECT_EQ(std::get<CorruptionCause>(*cause).cause, 4);
+
+  EXPECT_TRUE(absl::StrContains(
+      DecodeShuffleReply(EncodeStreamHandle(1, 2) + "x").status().message(), "StreamHandle"));
+  EXPECT_TRUE(absl::StrContains(
+      DecodeShuffleReply(EncodeStreamHandle(1, 2).substr(0, 5)).status().message(), "streamId"));
+  EXPECT_TRUE(
+      absl::StrContains(DecodeShuffleReply(EncodeOpenBlocks({"a", "0", {}})).status().message(),
+                        "OpenBlocks is not a shuffle service's reply"));
+  EXPECT_FALSE(DecodeShuffleReply("").ok());
 }
 
 TEST(SparkWireTest, FrameLengthsOutsideSparksBoundsAreRefused) {

@@ -9,6 +9,7 @@
 #include <openssl/ssl.h>
 
 #include <cerrno>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -187,16 +188,12 @@ absl::Status AuthenticateWithAuthEngine(SparkClient& client, const std::string& 
 
 std::pair<int64_t, int32_t> StreamHandleOf(const Reply& reply) {
   EXPECT_EQ(reply.type, sw::MessageType::kRpcResponse) << reply.text;
-  sw::WireReader r(reply.body);
-  uint8_t type = 0;
-  int64_t stream = 0;
-  int32_t chunks = 0;
-  r.U8(&type, "type");
-  r.I64(&stream, "streamId");
-  r.I32(&chunks, "numChunks");
-  EXPECT_TRUE(r.Finish("StreamHandle").ok());
-  EXPECT_EQ(type, static_cast<uint8_t>(sw::BlockTransferType::kStreamHandle));
-  return {stream, chunks};
+  absl::StatusOr<sw::ShuffleReply> decoded = sw::DecodeShuffleReply(reply.body);
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  const auto* handle = decoded.ok() ? std::get_if<sw::StreamHandle>(&*decoded) : nullptr;
+  EXPECT_NE(handle, nullptr) << "a reply that is not a stream handle";
+  if (handle == nullptr) return {0, 0};
+  return {handle->stream_id, handle->num_chunks};
 }
 
 std::string FetchFirstChunk(SparkClient& client, const std::string& request) {
