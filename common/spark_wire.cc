@@ -443,6 +443,14 @@ std::string EncodeRegisterExecutor(const RegisterExecutor& m) {
   });
 }
 
+size_t EncodedSize(const RegisterExecutor& m) {
+  // The type, three strings and an int, and a string array (its count, then each string).
+  size_t bytes = 1 + (4 + m.app_id.size()) + (4 + m.exec_id.size()) + 4 + 4 +
+                 (4 + m.info.shuffle_manager.size());
+  for (const std::string& dir : m.info.local_dirs) bytes += 4 + dir.size();
+  return bytes;
+}
+
 std::string EncodeOpenBlocks(const OpenBlocks& m) {
   return EncodeBlockList(BlockTransferType::kOpenBlocks, m.app_id, m.exec_id, m.block_ids);
 }

@@ -246,6 +246,8 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body);
 
 // RPC payloads, encoded (replies for the server; requests for clients and tests).
 std::string EncodeRegisterExecutor(const RegisterExecutor& m);
+// EncodeRegisterExecutor(m).size(), without encoding it.
+size_t EncodedSize(const RegisterExecutor& m);
 std::string EncodeOpenBlocks(const OpenBlocks& m);
 std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m);
 std::string EncodeRemoveBlocks(const RemoveBlocks& m);

@@ -125,14 +125,9 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
   return absl::OkStatus();
 }
 
-// The bytes of the registration's journal record (its length, then the RegisterExecutor
-// payload: type, three strings, a string array and an int), without encoding it.
-uint64_t RecordBytes(const spark::RegisterExecutor& r) {
-  uint64_t bytes = 4 + 1 + 4 + r.app_id.size() + 4 + r.exec_id.size() + 4 + 4 + 4 +
-                   r.info.shuffle_manager.size();
-  for (const std::string& dir : r.info.local_dirs) bytes += 4 + dir.size();
-  return bytes;
-}
+// The bytes of the registration's journal record: its length, then the RegisterExecutor
+// payload.
+uint64_t RecordBytes(const spark::RegisterExecutor& r) { return 4 + spark::EncodedSize(r); }
 
 // A journal record: its length, then `payload`.
 void AppendRecord(absl::string_view payload, std::string* out) {

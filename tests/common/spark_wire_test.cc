@@ -69,6 +69,19 @@ TEST(SparkWireTest, RegisterExecutor) {
             Hex("00 00 00 00 00 00 00 15 04 01 02 03 04 05 06 07 08 00 00 00 00"));
 }
 
+TEST(SparkWireTest, ARegistrationsSizeIsItsEncodingsWithoutEncodingIt) {
+  for (const RegisterExecutor& m :
+       {RegisterExecutor{"app-1", "0", {{"/a", "/bb"}, 64, "sort"}},
+        RegisterExecutor{"", "", {{}, 0, ""}},
+        RegisterExecutor{"application_1_0001",
+                         "12",
+                         {{std::string(300, 'x')},
+                          64,
+                          "org.apache.spark.shuffle.sort.SortShuffleManager:{}"}}}) {
+    EXPECT_EQ(EncodedSize(m), EncodeRegisterExecutor(m).size()) << m.app_id;
+  }
+}
+
 TEST(SparkWireTest, FetchShuffleBlocks) {
   const std::string plain =
       Hex("00 00 00 00 00 00 00 55 03 01 02 03 04 05 06 07 08 00 00 00 40 09 00 00 00 05 61 70 70 "
