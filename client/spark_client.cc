@@ -223,8 +223,8 @@ class SparkConnection {
     const auto failed = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     };
-    absl::StatusOr<spark::AuthEngineClient> engine =
-        spark::AuthEngineClient::Create(app_id, options_.auth_secret, options_.auth_engine_version);
+    absl::StatusOr<spark::AuthEngineClient> engine = spark::AuthEngineClient::Create(
+        app_id, Secret(options_.auth_secret), options_.auth_engine_version);
     if (!engine.ok()) return failed(engine.status());
     absl::StatusOr<spark::AuthMessage> challenge = engine->Challenge();
     if (!challenge.ok()) return failed(challenge.status());
@@ -233,8 +233,8 @@ class SparkConnection {
     if (!response.ok()) return Protocol(what, response.status().message());
     absl::StatusOr<spark::SessionKeys> keys = engine->Finish(*challenge, *response);
     if (!keys.ok()) return failed(keys.status());
-    absl::StatusOr<spark::CtrCipher> out = spark::CtrCipher::Create(keys->key, keys->out_iv);
-    absl::StatusOr<spark::CtrCipher> in = spark::CtrCipher::Create(keys->key, keys->in_iv);
+    absl::StatusOr<spark::CtrCipher> out = spark::CtrCipher::Create(keys->key.view(), keys->out_iv);
+    absl::StatusOr<spark::CtrCipher> in = spark::CtrCipher::Create(keys->key.view(), keys->in_iv);
     if (!out.ok()) return failed(out.status());
     if (!in.ok()) return failed(in.status());
     out_.emplace(*std::move(out));

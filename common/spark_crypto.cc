@@ -127,7 +127,7 @@ absl::StatusOr<Pkey> X25519Private(absl::string_view raw) {
   return key;
 }
 
-absl::StatusOr<std::string> X25519Generate() {
+absl::StatusOr<Secret> X25519Generate() {
   Pkey key(EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519"));
   std::string raw(kX25519Bytes, '\0');
   size_t len = raw.size();
@@ -135,9 +135,10 @@ absl::StatusOr<std::string> X25519Generate() {
       EVP_PKEY_get_raw_private_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()), &len) !=
           1 ||
       len != kX25519Bytes) {
+    Secret::Wipe(raw);
     return OpenSslError("X25519 key generation");
   }
-  return raw;
+  return Secret(std::move(raw));
 }
 
 absl::StatusOr<std::string> X25519Public(const Pkey& key) {
@@ -153,8 +154,7 @@ absl::StatusOr<std::string> X25519Public(const Pkey& key) {
 
 // The shared secret, or nullopt for a peer key that is not one (wrong size, or one of
 // the small-order points whose shared secret is all zeros).
-absl::StatusOr<std::optional<std::string>> X25519Shared(const Pkey& own,
-                                                        absl::string_view peer_public) {
+absl::StatusOr<std::optional<Secret>> X25519Shared(const Pkey& own, absl::string_view peer_public) {
   if (peer_public.size() != kX25519Bytes) return std::nullopt;
   Pkey peer(EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, Bytes(peer_public),
                                         peer_public.size()));
@@ -167,14 +167,22 @@ absl::StatusOr<std::optional<std::string>> X25519Shared(const Pkey& own,
   size_t len = shared.size();
   if (EVP_PKEY_derive(ctx.get(), reinterpret_cast<unsigned char*>(shared.data()), &len) != 1 ||
       len != kX25519Bytes) {
+    Secret::Wipe(shared);
     return std::nullopt;
   }
-  return shared;
+  return Secret(std::move(shared));
 }
 
 // The AES-GCM additional data, which is also HKDF's info: app id | salt | transcript.
 std::string AadOf(absl::string_view app_id, absl::string_view salt, absl::string_view transcript) {
   return absl::StrCat(app_id, salt, transcript);
+}
+
+// The key that seals public keys (HKDF of the secret).
+absl::StatusOr<Secret> KeyEncryptionKey(absl::string_view secret, absl::string_view salt,
+                                        absl::string_view aad) {
+  FERRY_ASSIGN_OR_RETURN(std::string kek, Hkdf(secret, salt, aad, kKekBytes));
+  return Secret(std::move(kek));
 }
 
 // Seals `public_key` for `app_id` after `transcript` (AuthEngine.encryptEphemeralPublicKey).
@@ -185,8 +193,8 @@ absl::StatusOr<AuthMessage> SealPublicKey(absl::string_view app_id, absl::string
   m.app_id = std::string(app_id);
   FERRY_ASSIGN_OR_RETURN(m.salt, Random(kSaltBytes));
   const std::string aad = AadOf(app_id, m.salt, transcript);
-  FERRY_ASSIGN_OR_RETURN(const std::string kek, Hkdf(secret, m.salt, aad, kKekBytes));
-  FERRY_ASSIGN_OR_RETURN(m.ciphertext, GcmSeal(kek, public_key, aad));
+  FERRY_ASSIGN_OR_RETURN(const Secret kek, KeyEncryptionKey(secret, m.salt, aad));
+  FERRY_ASSIGN_OR_RETURN(m.ciphertext, GcmSeal(kek.view(), public_key, aad));
   return m;
 }
 
@@ -195,8 +203,8 @@ absl::StatusOr<std::optional<std::string>> OpenPublicKey(const AuthMessage& m,
                                                          absl::string_view secret,
                                                          absl::string_view transcript) {
   const std::string aad = AadOf(m.app_id, m.salt, transcript);
-  FERRY_ASSIGN_OR_RETURN(const std::string kek, Hkdf(secret, m.salt, aad, kKekBytes));
-  return GcmOpen(kek, m.ciphertext, aad);
+  FERRY_ASSIGN_OR_RETURN(const Secret kek, KeyEncryptionKey(secret, m.salt, aad));
+  return GcmOpen(kek.view(), m.ciphertext, aad);
 }
 
 // One side's session keys (the client's, or the server's) for `version`.
@@ -204,9 +212,10 @@ absl::StatusOr<SessionKeys> KeysOf(absl::string_view shared, absl::string_view t
                                    int version, bool client) {
   SessionKeys keys;
   if (version == 1) {
-    keys.key = std::string(shared);
+    keys.key = Secret(shared);
   } else {
-    FERRY_ASSIGN_OR_RETURN(keys.key, Hkdf(shared, transcript, "derivedKey", kKekBytes));
+    FERRY_ASSIGN_OR_RETURN(std::string derived, Hkdf(shared, transcript, "derivedKey", kKekBytes));
+    keys.key = Secret(std::move(derived));
   }
   FERRY_ASSIGN_OR_RETURN(std::string server_sends,
                          Hkdf(shared, transcript, "inputIv", kCtrIvBytes));
@@ -263,9 +272,9 @@ absl::StatusOr<AuthEngineAnswer> AnswerChallenge(absl::string_view secret,
   if (!client_public.has_value()) {
     return refused("does not open with its secret (a wrong secret, or a changed message)");
   }
-  FERRY_ASSIGN_OR_RETURN(const std::string server_private, X25519Generate());
-  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(server_private));
-  FERRY_ASSIGN_OR_RETURN(std::optional<std::string> shared, X25519Shared(own, *client_public));
+  FERRY_ASSIGN_OR_RETURN(const Secret server_private, X25519Generate());
+  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(server_private.view()));
+  FERRY_ASSIGN_OR_RETURN(std::optional<Secret> shared, X25519Shared(own, *client_public));
   if (!shared.has_value()) return refused("holds no usable X25519 key");
   FERRY_ASSIGN_OR_RETURN(const std::string server_public, X25519Public(own));
   const std::string challenge_bytes = EncodeAuthMessage(challenge);
@@ -273,13 +282,13 @@ absl::StatusOr<AuthEngineAnswer> AnswerChallenge(absl::string_view secret,
   FERRY_ASSIGN_OR_RETURN(answer.response,
                          SealPublicKey(challenge.app_id, secret, server_public, challenge_bytes));
   const std::string transcript = challenge_bytes + EncodeAuthMessage(answer.response);
-  FERRY_ASSIGN_OR_RETURN(answer.v1, KeysOf(*shared, transcript, 1, /*client=*/false));
-  FERRY_ASSIGN_OR_RETURN(answer.v2, KeysOf(*shared, transcript, 2, /*client=*/false));
+  FERRY_ASSIGN_OR_RETURN(answer.v1, KeysOf(shared->view(), transcript, 1, /*client=*/false));
+  FERRY_ASSIGN_OR_RETURN(answer.v2, KeysOf(shared->view(), transcript, 2, /*client=*/false));
   return answer;
 }
 
-absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id, std::string secret,
-                                                          int version, std::string private_key) {
+absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id, Secret secret,
+                                                          int version, Secret private_key) {
   if (version != 1 && version != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("AuthEngine version ", version, ": Spark has versions 1 and 2"));
@@ -292,10 +301,17 @@ absl::StatusOr<AuthEngineClient> AuthEngineClient::Create(std::string app_id, st
   return AuthEngineClient(std::move(app_id), std::move(secret), version, std::move(private_key));
 }
 
+AuthEngineClient::AuthEngineClient(std::string app_id, Secret secret, int version,
+                                   Secret private_key)
+    : app_id_(std::move(app_id)),
+      secret_(std::move(secret)),
+      version_(version),
+      private_key_(std::move(private_key)) {}
+
 absl::StatusOr<AuthMessage> AuthEngineClient::Challenge() const {
-  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(private_key_));
+  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(private_key_.view()));
   FERRY_ASSIGN_OR_RETURN(const std::string public_key, X25519Public(own));
-  return SealPublicKey(app_id_, secret_, public_key, "");
+  return SealPublicKey(app_id_, secret_.view(), public_key, "");
 }
 
 absl::StatusOr<SessionKeys> AuthEngineClient::Finish(const AuthMessage& challenge,
@@ -309,14 +325,14 @@ absl::StatusOr<SessionKeys> AuthEngineClient::Finish(const AuthMessage& challeng
   }
   const std::string challenge_bytes = EncodeAuthMessage(challenge);
   FERRY_ASSIGN_OR_RETURN(std::optional<std::string> server_public,
-                         OpenPublicKey(response, secret_, challenge_bytes));
+                         OpenPublicKey(response, secret_.view(), challenge_bytes));
   if (!server_public.has_value()) {
     return refused("does not open with the secret (a server without it, or a changed message)");
   }
-  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(private_key_));
-  FERRY_ASSIGN_OR_RETURN(std::optional<std::string> shared, X25519Shared(own, *server_public));
+  FERRY_ASSIGN_OR_RETURN(Pkey own, X25519Private(private_key_.view()));
+  FERRY_ASSIGN_OR_RETURN(std::optional<Secret> shared, X25519Shared(own, *server_public));
   if (!shared.has_value()) return refused("holds no usable X25519 key");
-  return KeysOf(*shared, challenge_bytes + EncodeAuthMessage(response), version_,
+  return KeysOf(shared->view(), challenge_bytes + EncodeAuthMessage(response), version_,
                 /*client=*/true);
 }
 

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/secret.h"
 #include "common/spark_wire.h"
 
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
@@ -63,7 +64,7 @@ class CtrCipher {
 // One side's keys for a session: what it sends is encrypted from `out_iv`, what it
 // receives decrypted from `in_iv`.
 struct SessionKeys {
-  std::string key;  // 32 bytes (version 1) or 16 (version 2)
+  Secret key;  // 32 bytes (version 1) or 16 (version 2)
   std::string in_iv;
   std::string out_iv;
 };
@@ -87,8 +88,8 @@ class AuthEngineClient {
  public:
   // `version` 1 or 2. `private_key` (32 bytes) fixes the ephemeral key, for tests;
   // empty, a fresh one is drawn.
-  static absl::StatusOr<AuthEngineClient> Create(std::string app_id, std::string secret,
-                                                 int version, std::string private_key = "");
+  static absl::StatusOr<AuthEngineClient> Create(std::string app_id, Secret secret, int version,
+                                                 Secret private_key = Secret());
 
   absl::StatusOr<AuthMessage> Challenge() const;
   // The session keys, once `response` (to `challenge`) opened: PERMISSION_DENIED when it
@@ -97,16 +98,12 @@ class AuthEngineClient {
                                      const AuthMessage& response) const;
 
  private:
-  AuthEngineClient(std::string app_id, std::string secret, int version, std::string private_key)
-      : app_id_(std::move(app_id)),
-        secret_(std::move(secret)),
-        version_(version),
-        private_key_(std::move(private_key)) {}
+  AuthEngineClient(std::string app_id, Secret secret, int version, Secret private_key);
 
   std::string app_id_;
-  std::string secret_;
+  Secret secret_;
   int version_;
-  std::string private_key_;
+  Secret private_key_;
 };
 
 }  // namespace ferry::spark

@@ -278,8 +278,7 @@ struct Keys {
 
 // The client's side of an exchange once the challenge came.
 struct Exchange {
-  ~Exchange() { OPENSSL_cleanse(ha1.data(), ha1.size()); }
-  std::string ha1;
+  Secret ha1;
   std::string rspauth;  // what the server's must be
   uint64_t server_maxbuf = kDefaultMaxbuf;
 };
@@ -408,15 +407,14 @@ absl::StatusOr<std::unique_ptr<SaslCipher>> SaslCipher::FromExchange(absl::strin
     return absl::InvalidArgumentError("SASL: an H(A1) of 16 bytes and a maxbuf of 1024 or more");
   }
   // RFC 2831 2.3 and 2.4: Kc from the first n bytes of H(A1), n = 16 for 3des.
-  std::string kic = Md5({ha1, kClientSigning});
-  std::string kis = Md5({ha1, kServerSigning});
-  std::string kcc = Md5({ha1.substr(0, 16), kClientSealing});
-  std::string kcs = Md5({ha1.substr(0, 16), kServerSealing});
-  absl::StatusOr<std::unique_ptr<Keys>> out =
-      server ? Keys::Create(kcs, kis, true) : Keys::Create(kcc, kic, true);
-  absl::StatusOr<std::unique_ptr<Keys>> in =
-      server ? Keys::Create(kcc, kic, false) : Keys::Create(kcs, kis, false);
-  for (std::string* key : {&kic, &kis, &kcc, &kcs}) OPENSSL_cleanse(key->data(), key->size());
+  const Secret kic(Md5({ha1, kClientSigning}));
+  const Secret kis(Md5({ha1, kServerSigning}));
+  const Secret kcc(Md5({ha1.substr(0, 16), kClientSealing}));
+  const Secret kcs(Md5({ha1.substr(0, 16), kServerSealing}));
+  absl::StatusOr<std::unique_ptr<Keys>> out = server ? Keys::Create(kcs.view(), kis.view(), true)
+                                                     : Keys::Create(kcc.view(), kic.view(), true);
+  absl::StatusOr<std::unique_ptr<Keys>> in = server ? Keys::Create(kcc.view(), kic.view(), false)
+                                                    : Keys::Create(kcs.view(), kis.view(), false);
   if (!out.ok()) return out.status();
   if (!in.ok()) return in.status();
   const size_t max_plain = std::min<size_t>(kMaxPiece, peer_maxbuf - kWrapOverhead);
@@ -438,13 +436,13 @@ std::string SaslCredential(absl::string_view secret) {
 absl::StatusOr<std::unique_ptr<SaslServer>> SaslServer::Create(absl::string_view secret,
                                                                bool offer_encryption) {
   std::unique_ptr<SaslServer> server(new SaslServer);
-  server->password_ = SaslCredential(secret);
+  server->password_ = Secret(SaslCredential(secret));
   server->offer_encryption_ = offer_encryption;
   FERRY_ASSIGN_OR_RETURN(server->nonce_, RandomToken());
   return server;
 }
 
-SaslServer::~SaslServer() { OPENSSL_cleanse(password_.data(), password_.size()); }
+SaslServer::~SaslServer() = default;
 
 absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   if (complete_) return absl::FailedPreconditionError("SASL: the exchange is complete");
@@ -498,28 +496,20 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
   FERRY_ASSIGN_OR_RETURN(uint64_t maxbuf, Maxbuf(d));
 
   // An authorization id the same as the user is what no authorization id means.
-  std::string ha1 = Find(d, "authzid") == nullptr
-                        ? digest.HA1(password_)
-                        : Md5({Md5({digest.username, ":", digest.realm, ":", password_}), ":",
-                               digest.nonce, ":", digest.cnonce, ":", *Find(d, "authzid")});
-  const std::string expected = digest.Value(ha1, "AUTHENTICATE:");
+  const Secret ha1(Find(d, "authzid") == nullptr
+                       ? digest.HA1(password_.view())
+                       : Md5({Md5({digest.username, ":", digest.realm, ":", password_.view()}), ":",
+                              digest.nonce, ":", digest.cnonce, ":", *Find(d, "authzid")}));
+  const std::string expected = digest.Value(ha1.view(), "AUTHENTICATE:");
   const std::string& response = *Find(d, "response");
   if (response.size() != expected.size() ||
       CRYPTO_memcmp(response.data(), expected.data(), expected.size()) != 0) {
-    OPENSSL_cleanse(ha1.data(), ha1.size());
     return Denied("the response does not match: a wrong secret");
   }
-  const std::string rspauth = absl::StrCat("rspauth=", digest.Value(ha1, ":"));
+  const std::string rspauth = absl::StrCat("rspauth=", digest.Value(ha1.view(), ":"));
   if (encrypt) {
-    absl::StatusOr<std::unique_ptr<SaslCipher>> cipher =
-        SaslCipher::FromExchange(ha1, /*server=*/true, maxbuf);
-    if (!cipher.ok()) {
-      OPENSSL_cleanse(ha1.data(), ha1.size());
-      return cipher.status();
-    }
-    cipher_ = *std::move(cipher);
+    FERRY_ASSIGN_OR_RETURN(cipher_, SaslCipher::FromExchange(ha1.view(), /*server=*/true, maxbuf));
   }
-  OPENSSL_cleanse(ha1.data(), ha1.size());
   complete_ = true;
   return rspauth;
 }
@@ -527,12 +517,12 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
 absl::StatusOr<std::unique_ptr<SaslClient>> SaslClient::Create(absl::string_view secret,
                                                                bool encrypt) {
   std::unique_ptr<SaslClient> client(new SaslClient);
-  client->password_ = SaslCredential(secret);
+  client->password_ = Secret(SaslCredential(secret));
   client->encrypt_ = encrypt;
   return client;
 }
 
-SaslClient::~SaslClient() { OPENSSL_cleanse(password_.data(), password_.size()); }
+SaslClient::~SaslClient() = default;
 
 absl::StatusOr<std::string> SaslClient::Start() { return std::string(); }
 
@@ -546,9 +536,9 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
       return Denied("the server's rspauth does not match: it does not know the secret");
     }
     if (encrypt_) {
-      FERRY_ASSIGN_OR_RETURN(
-          std::unique_ptr<SaslCipher> cipher,
-          SaslCipher::FromExchange(exchange_->ha1, /*server=*/false, exchange_->server_maxbuf));
+      FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SaslCipher> cipher,
+                             SaslCipher::FromExchange(exchange_->ha1.view(), /*server=*/false,
+                                                      exchange_->server_maxbuf));
       cipher_ = std::move(cipher);
     }
     exchange_.reset();
@@ -587,13 +577,13 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
   digest.cnonce = std::move(cnonce);
   digest.nc = "00000001";
   digest.qop = qop;
-  exchange->ha1 = digest.HA1(password_);
-  exchange->rspauth = digest.Value(exchange->ha1, ":");
+  exchange->ha1 = Secret(digest.HA1(password_.view()));
+  exchange->rspauth = digest.Value(exchange->ha1.view(), ":");
   std::string response = absl::StrCat(
       "charset=utf-8,username=", Quote(digest.username), ",realm=", Quote(digest.realm),
       ",nonce=", Quote(digest.nonce), ",nc=", digest.nc, ",cnonce=", Quote(digest.cnonce),
       ",digest-uri=\"", kDigestUri, "\",maxbuf=", SaslCipher::kMaxRecordBytes,
-      ",response=", digest.Value(exchange->ha1, "AUTHENTICATE:"), ",qop=", qop);
+      ",response=", digest.Value(exchange->ha1.view(), "AUTHENTICATE:"), ",qop=", qop);
   if (encrypt_) absl::StrAppend(&response, ",cipher=\"", kCipher, "\"");
   exchange_ = std::move(exchange);
   return response;

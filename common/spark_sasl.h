@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/secret.h"
 
 namespace ferry::spark {
 
@@ -115,7 +116,7 @@ class SaslServer {
  private:
   SaslServer() = default;
 
-  std::string password_;  // base64(secret)
+  Secret password_;  // base64(secret)
   std::string nonce_;
   bool offer_encryption_ = true;
   bool challenged_ = false;
@@ -145,7 +146,7 @@ class SaslClient {
  private:
   SaslClient() = default;
 
-  std::string password_;
+  Secret password_;  // base64(secret)
   bool encrypt_ = false;
   std::unique_ptr<sasl_internal::Exchange> exchange_;  // after the challenge
   bool complete_ = false;

@@ -46,7 +46,7 @@ absl::Status ProbeSasl() {
 constexpr size_t kMaxSecretBytes = 4096;
 
 // A secret file's contents, surrounding whitespace dropped.
-absl::StatusOr<std::string> ReadSecret(const std::string& path) {
+absl::StatusOr<Secret> ReadSecret(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadSmallFile(path, kMaxSecretBytes);
   if (!bytes.ok()) {
     if (absl::IsInvalidArgument(bytes.status())) {
@@ -54,8 +54,8 @@ absl::StatusOr<std::string> ReadSecret(const std::string& path) {
     }
     return bytes.status();
   }
-  std::string secret(absl::StripAsciiWhitespace(*bytes));
-  explicit_bzero(bytes->data(), bytes->size());
+  const Secret file(*std::move(bytes));
+  Secret secret(absl::StripAsciiWhitespace(file.view()));
   if (secret.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
   return secret;
 }
@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
   }
   secrets->auth_engine_v1_ = options.auth_engine_v1;
   if (!options.secret_file.empty()) {
-    absl::StatusOr<std::string> secret = ReadSecret(options.secret_file);
+    absl::StatusOr<Secret> secret = ReadSecret(options.secret_file);
     if (!secret.ok()) {
       return absl::Status(secret.status().code(),
                           absl::StrCat("--spark-auth-secret-file: ", secret.status().message()));
@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
   return secrets;
 }
 
-absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) const {
+absl::StatusOr<Secret> SparkSecrets::SecretOf(absl::string_view app_id) const {
   if (yarn_ != nullptr) {
     absl::StatusOr<YarnApps::ServiceData> data = yarn_->Find(app_id);
     if (data.ok() && data->secret.has_value()) return *std::move(data->secret);
@@ -115,7 +115,7 @@ absl::StatusOr<std::string> SparkSecrets::SecretOf(absl::string_view app_id) con
     }
   }
   if (!dir_.empty() && IsValidAppId(app_id)) {
-    absl::StatusOr<std::string> own = ReadSecret(absl::StrCat(dir_, "/", app_id));
+    absl::StatusOr<Secret> own = ReadSecret(absl::StrCat(dir_, "/", app_id));
     if (own.ok()) return own;
     // A file that is there and cannot be read is the operator's to fix, not a reason to
     // fall back to the shared secret.

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/secret.h"
 #include "server/ops/metrics.h"
 #include "server/spark/yarn_apps.h"
 
@@ -55,7 +56,7 @@ class SparkSecrets {
   // The secret `app_id` authenticates with. PERMISSION_DENIED naming the application
   // when it has none (no file of its own and no shared secret, or an id that cannot be
   // a file name).
-  absl::StatusOr<std::string> SecretOf(absl::string_view app_id) const;
+  absl::StatusOr<Secret> SecretOf(absl::string_view app_id) const;
   // Whether SecretOf() may read a file (--spark-auth-secrets-dir), and so belongs on a
   // blocking worker; otherwise it reads memory only.
   bool reads_files() const { return !dir_.empty(); }
@@ -85,7 +86,7 @@ class SparkSecrets {
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
  private:
-  std::string shared_;
+  Secret shared_;
   std::string dir_;
   const YarnApps* yarn_ = nullptr;
   bool auth_engine_v1_ = true;

@@ -37,9 +37,10 @@ absl::StatusOr<std::unique_ptr<SparkCtrLayer>> SparkCtrLayer::Create(
   if (candidates.empty()) return absl::InvalidArgumentError("no AuthEngine version to accept");
   std::vector<Keyed> keyed;
   for (Candidate& c : candidates) {
-    FERRY_ASSIGN_OR_RETURN(spark::CtrCipher in, spark::CtrCipher::Create(c.keys.key, c.keys.in_iv));
+    FERRY_ASSIGN_OR_RETURN(spark::CtrCipher in,
+                           spark::CtrCipher::Create(c.keys.key.view(), c.keys.in_iv));
     FERRY_ASSIGN_OR_RETURN(spark::CtrCipher out,
-                           spark::CtrCipher::Create(c.keys.key, c.keys.out_iv));
+                           spark::CtrCipher::Create(c.keys.key.view(), c.keys.out_iv));
     keyed.push_back(Keyed{c.version, std::move(in), std::move(out)});
   }
   return std::unique_ptr<SparkCtrLayer>(

@@ -1,6 +1,7 @@
 #include "server/spark/spark_protocol.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -11,38 +12,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/spark_crypto.h"
 #include "common/spark_layout.h"
-#include "common/spark_sasl.h"
 #include "common/spark_wire.h"
 #include "common/status_macros.h"
-#include "server/spark/spark_cipher.h"
+#include "server/spark/spark_authenticator.h"
 
 namespace ferry {
 
 namespace {
-
-// Handshake messages a connection may send before it has authenticated: DIGEST-MD5
-// takes two (the empty first token, the response); the bound holds whatever the
-// mechanism does. Spark's AuthEngine takes one message, which authenticates or closes
-// the connection, or over TLS is declined (and counted here) so that the client goes on
-// with SASL.
-constexpr int kMaxAuthMessages = 4;
-
-// SASL's auth-conf as the connection's security layer.
-class SaslLayer final : public SecurityLayer {
- public:
-  explicit SaslLayer(std::unique_ptr<spark::SaslCipher> cipher) : cipher_(std::move(cipher)) {}
-  absl::Status Seal(absl::string_view plain, std::string* wire) override {
-    return cipher_->Seal(plain, wire);
-  }
-  absl::Status Open(absl::string_view wire, std::string* plain) override {
-    return cipher_->Open(wire, plain);
-  }
-
- private:
-  std::unique_ptr<spark::SaslCipher> cipher_;
-};
 
 std::string SparkName(const BlockId& id) {
   return spark::ShuffleBlockName({id.shuffle_id, id.map_id, id.start_reduce_id, id.end_reduce_id});
@@ -51,7 +28,17 @@ std::string SparkName(const BlockId& id) {
 class SparkProtocol {
  public:
   SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets, bool tls)
-      : core_(core), service_(service), secrets_(secrets), tls_(tls) {}
+      : core_(core), service_(service) {
+    if (secrets.required()) {
+      auth_.emplace(secrets, tls, kMaxSparkRequestFrameBytes,
+                    [&secrets, &service](const std::string& app_id) -> absl::StatusOr<Secret> {
+                      // A file's read runs on a blocking worker.
+                      if (!secrets.reads_files()) return secrets.SecretOf(app_id);
+                      return service.RunBlocking<Secret>(
+                          [&secrets, app_id]() { return secrets.SecretOf(app_id); });
+                    });
+    }
+  }
 
   void Serve();
 
@@ -85,15 +72,8 @@ class SparkProtocol {
   // FetchShuffleBlocks and OpenBlocks: a stream of the blocks they name.
   template <typename Fetch>
   bool OpenStreamFor(int64_t id, const Fetch& fetch);
-  // The handshake of spark.authenticate, before any other message.
+  // A message before the connection has authenticated, to the authentication layer.
   bool Authenticate(const spark::ClientMessage& message);
-  bool HandleSasl(int64_t request_id, absl::string_view body);
-  bool HandleAuthEngine(int64_t request_id, absl::string_view body);
-  // Ends a handshake that failed: counted, answered with `status`, and false (the
-  // connection closes).
-  bool RefuseHandshake(int64_t request_id, const absl::Status& status);
-  // The secret `app_id` authenticates with; a file's read runs on a blocking worker.
-  absl::StatusOr<std::string> SecretOf(const std::string& app_id);
   // PERMISSION_DENIED unless the connection may act for `app_id`.
   absl::Status CheckApp(const std::string& app_id) const;
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
@@ -104,15 +84,8 @@ class SparkProtocol {
 
   ConnectionCore& core_;
   SparkShuffleService& service_;
-  SparkSecrets& secrets_;
-  const bool tls_;  // the connection is TLS from its first byte
-  // spark.authenticate: the exchange under way, and the application the connection
-  // authenticated as.
-  std::unique_ptr<spark::SaslServer> sasl_;
-  std::string sasl_app_;
-  int auth_messages_ = 0;
-  bool authenticated_ = false;
-  std::string authenticated_app_;
+  // spark.authenticate's layer; none when the front door does not require it.
+  std::optional<SparkAuthenticator> auth_;
   absl::flat_hash_map<int64_t, OpenStream> streams_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
 };
@@ -154,7 +127,7 @@ bool SparkProtocol::Handle(absl::string_view frame) {
     core_.LogFailure(message.status());
     return false;
   }
-  if (secrets_.required() && !authenticated_) return Authenticate(*message);
+  if (auth_.has_value() && !auth_->authenticated()) return Authenticate(*message);
   return std::visit([this](const auto& m) { return On(m); }, *message);
 }
 
@@ -194,122 +167,22 @@ bool SparkProtocol::On(const spark::UnsupportedMessage& unsupported) {
 }
 
 bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
-  const auto* rpc = std::get_if<spark::RpcRequest>(&message);
-  const uint8_t tag = rpc != nullptr && !rpc->body.empty() ? static_cast<uint8_t>(rpc->body[0]) : 0;
-  if (tag == spark::kSaslMessageTag) return HandleSasl(rpc->request_id, rpc->body);
-  // A SASL exchange under way is not switched to another handshake.
-  if (tag == spark::kAuthMessageTag && sasl_ == nullptr) {
-    return HandleAuthEngine(rpc->request_id, rpc->body);
-  }
-  // Spark's words for anything else before authentication; the connection closes.
-  const absl::Status refused = absl::PermissionDeniedError(
-      "Expected SaslMessage, received something else (maybe your client does not have SASL "
-      "enabled?)");
-  secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
-  if (rpc != nullptr) {
-    Reply(rpc->request_id, refused);
+  SparkAuthenticator::Step step = auth_->Take(message);
+  bool replied = true;
+  if (step.request_id.has_value()) {
+    replied = Reply(*step.request_id, step.reply);
   } else {
-    core_.EndRequest(refused);
+    core_.EndRequest(step.reply.status());
   }
-  return false;
-}
-
-absl::StatusOr<std::string> SparkProtocol::SecretOf(const std::string& app_id) {
-  if (!secrets_.reads_files()) return secrets_.SecretOf(app_id);
-  return service_.RunBlocking<std::string>(
-      [secrets = &secrets_, app_id]() { return secrets->SecretOf(app_id); });
-}
-
-bool SparkProtocol::RefuseHandshake(int64_t request_id, const absl::Status& status) {
-  // Every failure closes the connection, as Spark's service does: a client retries with
-  // a new one, and a peer guessing the secret pays a connection per guess.
-  secrets_.CountHandshake(SparkSecrets::Outcome::kRefused);
-  Reply(request_id, status);
-  return false;
-}
-
-bool SparkProtocol::HandleAuthEngine(int64_t request_id, absl::string_view body) {
-  if (tls_) {
-    // Spark does not run the AuthEngine's encryption inside TLS; a client that asks
-    // falls back to SASL on this connection (spark.network.crypto.saslFallback). The
-    // declines count against the handshake's messages, so that they cannot go on.
-    if (++auth_messages_ > kMaxAuthMessages) {
-      return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-                                             "more than ", kMaxAuthMessages,
-                                             " handshake messages without authenticating")));
-    }
-    return Reply(request_id, absl::FailedPreconditionError(
-                                 "this connection is TLS already: authenticate with SASL"));
-  }
-  absl::StatusOr<spark::AuthMessage> challenge = spark::DecodeAuthMessage(body);
-  if (!challenge.ok()) return RefuseHandshake(request_id, challenge.status());
-  absl::StatusOr<std::string> secret = SecretOf(challenge->app_id);
-  if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
-  absl::StatusOr<spark::AuthEngineAnswer> answer = spark::AnswerChallenge(*secret, *challenge);
-  if (!answer.ok()) return RefuseHandshake(request_id, answer.status());
-  std::vector<SparkCtrLayer::Candidate> candidates;
-  if (secrets_.auth_engine_v1()) candidates.push_back({1, std::move(answer->v1)});
-  candidates.push_back({2, std::move(answer->v2)});
-  SparkSecrets& secrets = secrets_;
-  absl::StatusOr<std::unique_ptr<SparkCtrLayer>> layer =
-      SparkCtrLayer::Create(std::move(candidates), kMaxSparkRequestFrameBytes,
-                            [&secrets](int version) { secrets.CountAuthEngineSession(version); });
-  if (!layer.ok()) return RefuseHandshake(request_id, layer.status());
-  secrets_.CountHandshake(SparkSecrets::Outcome::kEncrypted);
-  authenticated_ = true;
-  authenticated_app_ = challenge->app_id;
-  // The response goes in clear; every byte after it, either way, is encrypted.
-  const bool replied = Reply(request_id, spark::EncodeAuthMessage(answer->response));
-  return core_.Secure(*std::move(layer)) && replied;
-}
-
-bool SparkProtocol::HandleSasl(int64_t request_id, absl::string_view body) {
-  if (++auth_messages_ > kMaxAuthMessages) {
-    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-                                           "SASL: more than ", kMaxAuthMessages,
-                                           " handshake messages without authenticating")));
-  }
-  absl::StatusOr<spark::SaslMessage> message = spark::DecodeSaslMessage(body);
-  if (!message.ok()) return RefuseHandshake(request_id, message.status());
-  if (sasl_ == nullptr) {
-    absl::StatusOr<std::string> secret = SecretOf(message->app_id);
-    if (!secret.ok()) return RefuseHandshake(request_id, secret.status());
-    absl::StatusOr<std::unique_ptr<spark::SaslServer>> server =
-        spark::SaslServer::Create(*secret, /*offer_encryption=*/!tls_);
-    if (!server.ok()) return RefuseHandshake(request_id, server.status());
-    sasl_ = *std::move(server);
-    sasl_app_ = message->app_id;
-  } else if (message->app_id != sasl_app_) {
-    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-                                           "SASL: a handshake begun for application ", sasl_app_,
-                                           " went on for application ", message->app_id)));
-  }
-  absl::StatusOr<std::string> token = sasl_->Step(message->token);
-  if (!token.ok()) {
-    return RefuseHandshake(request_id, absl::PermissionDeniedError(absl::StrCat(
-                                           "SASL authentication of application ", sasl_app_,
-                                           " failed: ", token.status().message())));
-  }
-  if (!sasl_->complete()) return Reply(request_id, *std::move(token));
-  std::unique_ptr<spark::SaslCipher> cipher = sasl_->TakeCipher();
-  secrets_.CountHandshake(cipher != nullptr ? SparkSecrets::Outcome::kEncrypted
-                                            : SparkSecrets::Outcome::kAuthenticated);
-  authenticated_ = true;
-  authenticated_app_ = std::move(sasl_app_);
-  sasl_.reset();
-  // The last token goes in clear; with auth-conf, every byte after it is sealed.
-  const bool replied = Reply(request_id, *std::move(token));
-  if (cipher != nullptr && !core_.Secure(std::make_unique<SaslLayer>(std::move(cipher)))) {
-    return false;
-  }
-  return replied;
+  if (step.layer != nullptr && !core_.Secure(std::move(step.layer))) return false;
+  return replied && !step.close;
 }
 
 absl::Status SparkProtocol::CheckApp(const std::string& app_id) const {
-  if (!secrets_.required() || app_id == authenticated_app_) return absl::OkStatus();
+  if (!auth_.has_value() || app_id == auth_->app()) return absl::OkStatus();
   // Spark's ExternalBlockHandler.checkAuth.
-  return absl::PermissionDeniedError(absl::StrCat("Client for ", authenticated_app_,
-                                                  " not authorized for application ", app_id, "."));
+  return absl::PermissionDeniedError(
+      absl::StrCat("Client for ", auth_->app(), " not authorized for application ", app_id, "."));
 }
 
 bool SparkProtocol::On(const spark::RpcRequest& request) {
@@ -318,11 +191,11 @@ bool SparkProtocol::On(const spark::RpcRequest& request) {
                                 static_cast<uint8_t>(request.body[0]) == spark::kSaslMessageTag)) {
     return Reply(
         id, absl::FailedPreconditionError(
-                secrets_.required() ? "this connection has authenticated already"
-                                    : "spark.authenticate is not enabled on this shuffle service "
-                                      "(ferry_server --spark-auth-secret-file or "
-                                      "--spark-auth-secrets-dir): run the application with "
-                                      "spark.authenticate=false, or enable it here"));
+                auth_.has_value() ? "this connection has authenticated already"
+                                  : "spark.authenticate is not enabled on this shuffle service "
+                                    "(ferry_server --spark-auth-secret-file or "
+                                    "--spark-auth-secrets-dir): run the application with "
+                                    "spark.authenticate=false, or enable it here"));
   }
   absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(request.body);
   if (!rpc.ok()) return Reply(id, rpc.status());
@@ -340,8 +213,7 @@ bool SparkProtocol::On(const spark::RpcRequest& request) {
 }
 
 bool SparkProtocol::OnRpc(int64_t id, spark::RegisterExecutor& m) {
-  absl::Status registered =
-      service_.Register(std::move(m), core_.peer_host(), !authenticated_app_.empty());
+  absl::Status registered = service_.Register(std::move(m), core_.peer_host(), auth_.has_value());
   if (!registered.ok()) return Reply(id, registered);
   return Reply(id, std::string());
 }

@@ -55,7 +55,7 @@ class PayloadReader : public nlohmann::json_sax<nlohmann::json> {
   bool object() const { return object_; }
   Field& secret() { return secret_; }
   const Field& recovery_disabled() const { return recovery_disabled_; }
-  ~PayloadReader() override { explicit_bzero(secret_.string.data(), secret_.string.size()); }
+  ~PayloadReader() override { Secret::Wipe(secret_.string); }
 
   bool null() override { return Value(Field(Field::kNull)); }
   bool boolean(bool b) override { return Value(Field(Field::kBool, b)); }
@@ -102,7 +102,7 @@ class PayloadReader : public nlohmann::json_sax<nlohmann::json> {
     if (depth_ == 0) return false;
     if (depth_ != 1) return true;
     if (key_ == kSecretKey) {
-      explicit_bzero(secret_.string.data(), secret_.string.size());
+      Secret::Wipe(secret_.string);
       secret_ = std::move(field);
     } else if (key_ == kRecoveryDisabledKey) {
       recovery_disabled_ = std::move(field);
@@ -137,7 +137,7 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
     if (parsed && reader.object()) {
       PayloadReader::Field& secret = reader.secret();
       if (secret.kind == PayloadReader::Field::kString) {
-        if (!secret.string.empty()) data.secret = std::move(secret.string);
+        if (!secret.string.empty()) data.secret = Secret(std::move(secret.string));
       } else if (secret.kind != PayloadReader::Field::kAbsent &&
                  secret.kind != PayloadReader::Field::kNull) {
         return absl::InvalidArgumentError("the service data's \"secret\" is not a string");
@@ -156,7 +156,7 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
   }
   // The secret's bytes (Spark's JavaUtils.stringToBytes: UTF-8); none without
   // spark.authenticate.
-  if (!bytes.empty()) data.secret = std::string(bytes);
+  if (!bytes.empty()) data.secret = Secret(bytes);
   return data;
 }
 
@@ -213,12 +213,6 @@ YarnApps::~YarnApps() {
     const uint64_t one = 1;
     if (::write(stop_.get(), &one, sizeof(one)) != sizeof(one)) PLOG(ERROR) << "eventfd";
     watcher_.join();
-  }
-  absl::MutexLock lock(&mu_);
-  for (auto& [name, app] : apps_) {
-    if (app.data.ok() && app.data->secret.has_value()) {
-      explicit_bzero(app.data->secret->data(), app.data->secret->size());
-    }
   }
 }
 
@@ -286,11 +280,7 @@ void YarnApps::ReadAppLocked(const std::string& name) {
   auto forget = [&] {
     absl::MutexLock lock(&mu_);
     auto it = apps_.find(name);
-    if (it == apps_.end()) return;
-    if (it->second.data.ok() && it->second.data->secret.has_value()) {
-      explicit_bzero(it->second.data->secret->data(), it->second.data->secret->size());
-    }
-    apps_.erase(it);
+    if (it != apps_.end()) apps_.erase(it);
   };
   if (!apps_dir_.fd.valid()) return forget();
   UniqueFd fd(::openat(apps_dir_.fd.get(), name.c_str(),
@@ -322,8 +312,8 @@ void YarnApps::ReadAppLocked(const std::string& name) {
       if (!bytes.ok()) {
         app.data = bytes.status();
       } else {
-        app.data = ParseServiceData(*bytes);
-        explicit_bzero(bytes->data(), bytes->size());
+        const Secret file(*std::move(bytes));
+        app.data = ParseServiceData(file.view());
         if (!app.data.ok()) {
           app.data =
               absl::InvalidArgumentError(absl::StrCat(path, ": ", app.data.status().message()));

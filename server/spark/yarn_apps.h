@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/log_lines.h"
+#include "common/secret.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -63,7 +64,7 @@ class YarnApps {
   // What an application's service data says.
   struct ServiceData {
     // Its spark.authenticate secret; none when the application runs without it.
-    std::optional<std::string> secret;
+    std::optional<Secret> secret;
     // spark.yarn.shuffle.server.recovery.disabled: the application asked that the
     // service keep nothing of it across a restart.
     bool recovery_disabled = false;

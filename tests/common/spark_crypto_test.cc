@@ -40,11 +40,11 @@ TEST(SparkAuthEngineTest, DerivesTheKeysSparkDerivedForARecordedSession) {
   for (int version : {1, 2}) {
     SCOPED_TRACE(version);
     absl::StatusOr<AuthEngineClient> client =
-        AuthEngineClient::Create("appId", "secret", version, Hex(kClientPrivate));
+        AuthEngineClient::Create("appId", Secret("secret"), version, Secret(Hex(kClientPrivate)));
     ASSERT_TRUE(client.ok()) << client.status();
     absl::StatusOr<SessionKeys> keys = client->Finish(challenge, response);
     ASSERT_TRUE(keys.ok()) << keys.status();
-    EXPECT_EQ(ToHex(keys->key),
+    EXPECT_EQ(ToHex(keys->key.view()),
               version == 1 ? "31963f15a320d5c90333f7ecf5cf3a31c7eaf151de07fef8494663a9f47cfd31"
                            : "2d6e7a9048c8265c33a8f3747bfcc84c");
     EXPECT_EQ(ToHex(keys->in_iv), "fc6a5dc8b90a9dad8f54f08b51a59ed2");
@@ -60,7 +60,7 @@ TEST(SparkAuthEngineTest, ServerAnswersSparksChallenge) {
   EXPECT_EQ(answer->response.ciphertext.size(), 60u);  // IV 12 | key 32 | tag 16
   // Spark's client, whose private key this is, finds the same keys in the answer.
   absl::StatusOr<AuthEngineClient> client =
-      AuthEngineClient::Create("appId", "secret", 2, Hex(kClientPrivate));
+      AuthEngineClient::Create("appId", Secret("secret"), 2, Secret(Hex(kClientPrivate)));
   ASSERT_TRUE(client.ok());
   absl::StatusOr<SessionKeys> keys = client->Finish(Decoded(kChallenge), answer->response);
   ASSERT_TRUE(keys.ok()) << keys.status();
@@ -73,7 +73,7 @@ TEST(SparkAuthEngineTest, BothSidesAgreeInEitherVersion) {
   for (int version : {1, 2}) {
     SCOPED_TRACE(version);
     absl::StatusOr<AuthEngineClient> client =
-        AuthEngineClient::Create("app-20261202-0001", "s3cret", version);
+        AuthEngineClient::Create("app-20261202-0001", Secret("s3cret"), version);
     ASSERT_TRUE(client.ok());
     absl::StatusOr<AuthMessage> challenge = client->Challenge();
     ASSERT_TRUE(challenge.ok()) << challenge.status();
@@ -88,8 +88,8 @@ TEST(SparkAuthEngineTest, BothSidesAgreeInEitherVersion) {
     EXPECT_EQ(keys->out_iv, server.in_iv);
     EXPECT_NE(keys->in_iv, keys->out_iv);
     // Bytes the client seals, the server opens, and the other way round.
-    absl::StatusOr<CtrCipher> client_out = CtrCipher::Create(keys->key, keys->out_iv);
-    absl::StatusOr<CtrCipher> server_in = CtrCipher::Create(server.key, server.in_iv);
+    absl::StatusOr<CtrCipher> client_out = CtrCipher::Create(keys->key.view(), keys->out_iv);
+    absl::StatusOr<CtrCipher> server_in = CtrCipher::Create(server.key.view(), server.in_iv);
     ASSERT_TRUE(client_out.ok() && server_in.ok());
     std::string bytes = "a frame, then another";
     client_out->Apply(bytes.data(), bytes.data(), bytes.size());
@@ -100,8 +100,8 @@ TEST(SparkAuthEngineTest, BothSidesAgreeInEitherVersion) {
 }
 
 TEST(SparkAuthEngineTest, EachFreshChallengeIsNew) {
-  absl::StatusOr<AuthEngineClient> a = AuthEngineClient::Create("app", "s", 2);
-  absl::StatusOr<AuthEngineClient> b = AuthEngineClient::Create("app", "s", 2);
+  absl::StatusOr<AuthEngineClient> a = AuthEngineClient::Create("app", Secret("s"), 2);
+  absl::StatusOr<AuthEngineClient> b = AuthEngineClient::Create("app", Secret("s"), 2);
   ASSERT_TRUE(a.ok() && b.ok());
   absl::StatusOr<AuthMessage> ca = a->Challenge();
   absl::StatusOr<AuthMessage> cb = b->Challenge();
@@ -117,7 +117,7 @@ TEST(SparkAuthEngineTest, EachFreshChallengeIsNew) {
 }
 
 TEST(SparkAuthEngineTest, RefusesWrongSecretsAndChangedMessages) {
-  absl::StatusOr<AuthEngineClient> client = AuthEngineClient::Create("app-1", "right", 2);
+  absl::StatusOr<AuthEngineClient> client = AuthEngineClient::Create("app-1", Secret("right"), 2);
   ASSERT_TRUE(client.ok());
   absl::StatusOr<AuthMessage> challenge = client->Challenge();
   ASSERT_TRUE(challenge.ok());
@@ -145,7 +145,7 @@ TEST(SparkAuthEngineTest, RefusesWrongSecretsAndChangedMessages) {
   // The client refuses a server that does not know the secret, or a changed response.
   absl::StatusOr<AuthEngineAnswer> impostor = AnswerChallenge("right", *challenge);
   ASSERT_TRUE(impostor.ok());
-  absl::StatusOr<AuthEngineClient> other = AuthEngineClient::Create("app-1", "other", 2);
+  absl::StatusOr<AuthEngineClient> other = AuthEngineClient::Create("app-1", Secret("other"), 2);
   ASSERT_TRUE(other.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(other->Finish(*challenge, impostor->response).status()));
   AuthMessage response = impostor->response;
@@ -158,8 +158,8 @@ TEST(SparkAuthEngineTest, RefusesWrongSecretsAndChangedMessages) {
 }
 
 TEST(SparkAuthEngineTest, RejectsBadParameters) {
-  EXPECT_FALSE(AuthEngineClient::Create("app", "s", 3).ok());
-  EXPECT_FALSE(AuthEngineClient::Create("app", "s", 1, "short").ok());
+  EXPECT_FALSE(AuthEngineClient::Create("app", Secret("s"), 3).ok());
+  EXPECT_FALSE(AuthEngineClient::Create("app", Secret("s"), 1, Secret("short")).ok());
   EXPECT_FALSE(CtrCipher::Create(std::string(24, 'k'), std::string(16, 'i')).ok());
   EXPECT_FALSE(CtrCipher::Create(std::string(16, 'k'), std::string(12, 'i')).ok());
 }

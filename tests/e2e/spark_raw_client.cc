@@ -57,8 +57,8 @@ absl::Status SparkClient::StartTls(const std::string& ca_file) {
 }
 
 void SparkClient::Encrypt(const sw::SessionKeys& keys) {
-  absl::StatusOr<sw::CtrCipher> out = sw::CtrCipher::Create(keys.key, keys.out_iv);
-  absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(keys.key, keys.in_iv);
+  absl::StatusOr<sw::CtrCipher> out = sw::CtrCipher::Create(keys.key.view(), keys.out_iv);
+  absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(keys.key.view(), keys.in_iv);
   ASSERT_TRUE(out.ok() && in.ok());
   out_ = *std::move(out);
   in_ = *std::move(in);
@@ -170,7 +170,8 @@ bool SparkClient::Closed() {
 
 absl::Status AuthenticateWithAuthEngine(SparkClient& client, const std::string& app,
                                         const std::string& secret, int version) {
-  absl::StatusOr<sw::AuthEngineClient> engine = sw::AuthEngineClient::Create(app, secret, version);
+  absl::StatusOr<sw::AuthEngineClient> engine =
+      sw::AuthEngineClient::Create(app, Secret(secret), version);
   if (!engine.ok()) return engine.status();
   absl::StatusOr<sw::AuthMessage> challenge = engine->Challenge();
   if (!challenge.ok()) return challenge.status();

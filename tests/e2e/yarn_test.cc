@@ -304,7 +304,7 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
     // The operator's view: the hand-off dir holds each running application's secret.
     std::vector<std::string> apps = FilesIn(handoff_ + "/apps");
     ASSERT_EQ(apps.size(), 2u) << absl::StrJoin(apps, " ");
-    std::map<std::string, std::string> secret;
+    std::map<std::string, Secret> secret;
     std::string unrecovered;  // the SASL application's
     for (const std::string& app : apps) {
       absl::StatusOr<YarnApps::ServiceData> data =
@@ -329,13 +329,13 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
       ASSERT_TRUE(output.has_value()) << "no map output of " << app;
       SparkShuffleClient client;
       SparkFetchOptions own;
-      own.auth_secret = secret[app];
+      own.auth_secret = std::string(secret[app].view());
       BuffersSink sink(1);
       absl::StatusOr<SparkFetchStats> fetched =
           client.Fetch(address, app, output->first, {output->second}, sink, own);
       EXPECT_TRUE(fetched.ok()) << app << ": " << fetched.status();
       SparkFetchOptions others = own;
-      others.auth_secret = secret[other];
+      others.auth_secret = std::string(secret[other].view());
       BuffersSink refused_sink(1);
       EXPECT_FALSE(
           client.Fetch(address, app, output->first, {output->second}, refused_sink, others).ok())

@@ -21,7 +21,8 @@ struct Session {
 
 Session Handshake(int version) {
   Session s;
-  absl::StatusOr<sw::AuthEngineClient> client = sw::AuthEngineClient::Create("app", "k", version);
+  absl::StatusOr<sw::AuthEngineClient> client =
+      sw::AuthEngineClient::Create("app", Secret("k"), version);
   EXPECT_TRUE(client.ok());
   absl::StatusOr<sw::AuthMessage> challenge = client->Challenge();
   absl::StatusOr<sw::AuthEngineAnswer> answer = sw::AnswerChallenge("k", *challenge);
@@ -32,7 +33,7 @@ Session Handshake(int version) {
 }
 
 std::string Encrypted(const sw::SessionKeys& keys, absl::string_view plain) {
-  absl::StatusOr<sw::CtrCipher> c = sw::CtrCipher::Create(keys.key, keys.out_iv);
+  absl::StatusOr<sw::CtrCipher> c = sw::CtrCipher::Create(keys.key.view(), keys.out_iv);
   std::string out(plain);
   c->Apply(out.data(), out.data(), out.size());
   return out;
@@ -55,7 +56,7 @@ TEST(SparkCtrLayerTest, TheFirstFrameTellsTheVersionWhateverTheCuts) {
     EXPECT_EQ(plain, frames);
     EXPECT_EQ(chosen, version);
     ASSERT_TRUE((*layer)->Seal("answer", &sealed).ok());
-    absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(s.client.key, s.client.in_iv);
+    absl::StatusOr<sw::CtrCipher> in = sw::CtrCipher::Create(s.client.key.view(), s.client.in_iv);
     in->Apply(sealed.data(), sealed.data(), sealed.size());
     EXPECT_EQ(sealed, "answer");
   }

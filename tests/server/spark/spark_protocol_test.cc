@@ -586,7 +586,8 @@ TEST_F(SparkProtocolTest, SparkAuthenticateRunsInsideTls) {
   StartWithSecrets("inside");
   SparkClient client(server_->spark_port());
   ASSERT_TRUE(client.StartTls(ca).ok());
-  absl::StatusOr<sw::AuthEngineClient> engine = sw::AuthEngineClient::Create(kApp, "inside", 2);
+  absl::StatusOr<sw::AuthEngineClient> engine =
+      sw::AuthEngineClient::Create(kApp, Secret("inside"), 2);
   ASSERT_TRUE(engine.ok());
   const Reply declined = client.Call(sw::EncodeAuthMessage(*engine->Challenge()));
   EXPECT_EQ(declined.type, sw::MessageType::kRpcFailure);
@@ -917,8 +918,10 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
     EXPECT_EQ(reply.text.find("right"), std::string::npos) << reply.text;
     EXPECT_TRUE(client.Closed());
   };
-  absl::StatusOr<sw::AuthEngineClient> wrong = sw::AuthEngineClient::Create(kApp, "wrong", 2);
-  absl::StatusOr<sw::AuthEngineClient> right = sw::AuthEngineClient::Create(kApp, "right", 2);
+  absl::StatusOr<sw::AuthEngineClient> wrong =
+      sw::AuthEngineClient::Create(kApp, Secret("wrong"), 2);
+  absl::StatusOr<sw::AuthEngineClient> right =
+      sw::AuthEngineClient::Create(kApp, Secret("right"), 2);
   ASSERT_TRUE(wrong.ok() && right.ok());
   refused(sw::EncodeAuthMessage(*wrong->Challenge()), "does not open with its secret");
   sw::AuthMessage challenge = *right->Challenge();
@@ -953,7 +956,8 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
   {
     SparkClient client(server_->spark_port());
     ASSERT_TRUE(testing::AuthenticateWithAuthEngine(client, kApp, "right", 2).ok());
-    const sw::SessionKeys other{std::string(16, 'k'), std::string(16, 'i'), std::string(16, 'o')};
+    const sw::SessionKeys other{Secret(std::string(16, 'k')), std::string(16, 'i'),
+                                std::string(16, 'o')};
     client.Encrypt(other);
     client.Send(sw::EncodeRpcRequest(1, Registration()));
     EXPECT_TRUE(client.Closed());

@@ -26,12 +26,12 @@ TEST(ServiceDataTest, TheRawSecretAsSparkSendsItWithRecoveryOn) {
   absl::StatusOr<YarnApps::ServiceData> data =
       YarnApps::ParseServiceData("a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->secret.value_or("none"), "a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
+  EXPECT_EQ(data->secret.value_or(Secret("none")), "a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
   EXPECT_FALSE(data->recovery_disabled);
   // Not an object: a secret, as Spark's service reads it.
-  EXPECT_EQ(YarnApps::ParseServiceData("12345")->secret.value_or("none"), "12345");
-  EXPECT_EQ(YarnApps::ParseServiceData("[1]")->secret.value_or("none"), "[1]");
-  EXPECT_EQ(YarnApps::ParseServiceData("{not json")->secret.value_or("none"), "{not json");
+  EXPECT_EQ(YarnApps::ParseServiceData("12345")->secret.value_or(Secret("none")), "12345");
+  EXPECT_EQ(YarnApps::ParseServiceData("[1]")->secret.value_or(Secret("none")), "[1]");
+  EXPECT_EQ(YarnApps::ParseServiceData("{not json")->secret.value_or(Secret("none")), "{not json");
 }
 
 TEST(ServiceDataTest, NothingWithoutSparkAuthenticate) {
@@ -44,7 +44,7 @@ TEST(ServiceDataTest, TheJsonPayloadOfAnApplicationWithRecoveryDisabled) {
   absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(
       R"({"spark.yarn.shuffle.server.recovery.disabled":true,"secret":"s3cr3t"})");
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->secret.value_or("none"), "s3cr3t");
+  EXPECT_EQ(data->secret.value_or(Secret("none")), "s3cr3t");
   EXPECT_TRUE(data->recovery_disabled);
   data = YarnApps::ParseServiceData(R"({"spark.yarn.shuffle.server.recovery.disabled":"true"})");
   ASSERT_TRUE(data.ok()) << data.status();
@@ -56,7 +56,7 @@ TEST(ServiceDataTest, TheJsonPayloadOfAnApplicationWithRecoveryDisabled) {
   data = YarnApps::ParseServiceData(
       R"({"x":{"secret":"inner","y":[{"secret":1}]},"secret":"a","secret":"b"}}} trailing)");
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->secret.value_or("none"), "b");
+  EXPECT_EQ(data->secret.value_or(Secret("none")), "b");
   EXPECT_FALSE(data->recovery_disabled);
 }
 
@@ -80,14 +80,14 @@ TEST(ServiceDataTest, DeepNestingIsNoPayload) {
       absl::StrCat(R"({"secret":"s","x":)", std::string(30000, '['), std::string(30000, ']'), "}");
   absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(deep);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->secret.value_or("none"), deep);
+  EXPECT_EQ(data->secret.value_or(Secret("none")), deep);
   const std::string objects = absl::StrCat(std::string(YarnApps::kMaxJsonDepth + 1, '{'),
                                            std::string(YarnApps::kMaxJsonDepth + 1, '}'));
-  EXPECT_EQ(YarnApps::ParseServiceData(objects)->secret.value_or("none"), objects);
+  EXPECT_EQ(YarnApps::ParseServiceData(objects)->secret.value_or(Secret("none")), objects);
   const std::string within =
       absl::StrCat(R"({"secret":"s","x":)", std::string(YarnApps::kMaxJsonDepth - 1, '['),
                    std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
-  EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or("none"), "s");
+  EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or(Secret("none")), "s");
   EXPECT_FALSE(
       YarnApps::ParseServiceData(std::string(YarnApps::kMaxServiceDataBytes + 1, 'x')).ok());
 }
@@ -146,9 +146,9 @@ TEST_F(YarnAppsTest, AnApplicationIsReadOnceWhenItsFileAppearsAndForgottenWhenIt
   Write("apps/" + app, "the-secret");
   // The watch sees it: no rescan, no read at the lookup.
   ASSERT_TRUE(WaitFor([&] { return apps_->Find(app).ok(); }));
-  EXPECT_EQ(apps_->Find(app)->secret.value_or("none"), "the-secret");
+  EXPECT_EQ(apps_->Find(app)->secret.value_or(Secret("none")), "the-secret");
   Write("apps/" + app, R"({"secret":"changed"})");
-  ASSERT_TRUE(WaitFor([&] { return apps_->Find(app)->secret.value_or("") == "changed"; }));
+  ASSERT_TRUE(WaitFor([&] { return apps_->Find(app)->secret.value_or(Secret("")) == "changed"; }));
   ASSERT_EQ(::unlink(Path("apps/" + app).c_str()), 0);
   ASSERT_TRUE(WaitFor([&] { return absl::IsNotFound(apps_->Find(app).status()); }));
 }
@@ -244,7 +244,7 @@ TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
   Write("apps/application_1_0002", "");  // started without spark.authenticate
   Write("apps/application_1_0004", R"({"secret": false})");
   apps_->Rescan();
-  EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or("refused"), "own");
+  EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or(Secret("refused")), "own");
   EXPECT_EQ((*secrets)->SecretOf("application_1_0002").status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*secrets)->SecretOf("application_1_0003").status().code(),
@@ -258,9 +258,9 @@ TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
   options.secret_file = dir_.path() + "/shared";
   secrets = SparkSecrets::Load(options, apps_.get());
   ASSERT_TRUE(secrets.ok()) << secrets.status();
-  EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or("refused"), "own");
-  EXPECT_EQ((*secrets)->SecretOf("application_1_0002").value_or("refused"), "cluster");
-  EXPECT_EQ((*secrets)->SecretOf("application_1_0003").value_or("refused"), "cluster");
+  EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or(Secret("refused")), "own");
+  EXPECT_EQ((*secrets)->SecretOf("application_1_0002").value_or(Secret("refused")), "cluster");
+  EXPECT_EQ((*secrets)->SecretOf("application_1_0003").value_or(Secret("refused")), "cluster");
 }
 
 }  // namespace
