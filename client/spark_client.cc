@@ -313,9 +313,8 @@ class SparkConnection {
 
  private:
   struct Frame {
-    sw::MessageType type{};
-    std::string rest;  // the frame after its type byte (a block's body excluded)
-    uint64_t length = 0;
+    std::string bytes;    // from its type byte, as far as read (a block's body excluded)
+    uint64_t length = 0;  // frameLen: its bytes after the length field
   };
 
   std::string Describe(const Request& r, const std::vector<sw::ShuffleBlockId>& blocks) const {
@@ -345,26 +344,26 @@ class SparkConnection {
 
   // The next frame as an RPC's reply body (of request `id`, when given).
   absl::StatusOr<std::string> ReadReply(std::optional<int64_t> id, absl::string_view what) {
-    FERRY_ASSIGN_OR_RETURN(Frame reply, ReadFrame(what));
-    sw::WireReader r(reply.rest);
-    int64_t reply_id = 0;
-    r.I64(&reply_id, "requestId");
-    if (reply.type == sw::MessageType::kRpcFailure) {
-      std::string error;
-      r.String(&error, "error", kMaxReplyBytes);
+    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(what));
+    absl::StatusOr<sw::ServerMessage> reply = sw::DecodeServerFrame(frame.bytes, kMaxReplyBytes);
+    if (!reply.ok()) return Protocol(what, reply.status().message());
+    if (auto* failure = std::get_if<sw::RpcFailure>(&*reply)) {
       return absl::FailedPreconditionError(
-          absl::StrCat(what, ": shuffle service ", address_, " says: ", error));
+          absl::StrCat(what, ": shuffle service ", address_, " says: ", failure->error));
     }
-    int32_t body_len = 0;
-    r.I32(&body_len, "bodyLen");
-    if (reply.type != sw::MessageType::kRpcResponse || !r.Finish("", false).ok() ||
-        (id.has_value() && reply_id != *id)) {
+    auto* response = std::get_if<sw::RpcResponse>(&*reply);
+    if (response == nullptr || (id.has_value() && response->request_id != *id)) {
       return Protocol(what, "a reply that is not the RPC's");
     }
-    return std::string(r.rest());
+    return std::move(response->body);
   }
 
   absl::Time Deadline() const { return absl::Now() + options_.io_timeout; }
+
+  static absl::Status Unserved(absl::string_view name, absl::string_view error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, ": the shuffle service could not serve it: ", error));
+  }
 
   absl::Status Protocol(absl::string_view what, absl::string_view got) const {
     return absl::InternalError(
@@ -424,17 +423,20 @@ class SparkConnection {
         sw::DecodeFrameLength(absl::string_view(prefix, sw::kFrameLengthBytes));
     if (!length.ok()) return Protocol(what, length.status().message());
     Frame frame;
-    frame.type = static_cast<sw::MessageType>(prefix[sw::kFrameLengthBytes]);
+    frame.bytes.assign(1, prefix[sw::kFrameLengthBytes]);
     frame.length = *length;
-    if (!whole) return frame;
-    if (*length - 1 > kMaxReplyBytes) {
-      return Protocol(what, absl::StrCat("a reply frame of ", *length, " bytes"));
-    }
-    frame.rest.resize(static_cast<size_t>(*length - 1));
-    if (absl::Status s = ReadExactly(frame.rest.data(), frame.rest.size(), what); !s.ok()) {
-      return s;
-    }
+    if (whole) FERRY_RETURN_IF_ERROR(ReadRest(frame, *length - 1, what));
     return frame;
+  }
+
+  // Reads `n` more bytes of `frame` (bounded by kMaxReplyBytes and the frame).
+  absl::Status ReadRest(Frame& frame, uint64_t n, absl::string_view what) {
+    if (n > kMaxReplyBytes || frame.bytes.size() + n > frame.length) {
+      return Protocol(what, absl::StrCat("a frame of ", frame.length, " bytes"));
+    }
+    const size_t at = frame.bytes.size();
+    frame.bytes.resize(at + static_cast<size_t>(n));
+    return ReadExactly(frame.bytes.data() + at, static_cast<size_t>(n), what);
   }
 
   // Reads chunk `chunk` of the stream into the sink as block `block`: its size.
@@ -443,63 +445,33 @@ class SparkConnection {
                                         BlockSink& sink) {
     const std::string name = BlockName(blocks[block]);
     FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(name, /*whole=*/false));
+    // A ChunkFetchSuccess's header only: its block goes to the sink. Any other frame
+    // whole: a StreamResponse's block follows it.
+    const bool in_frame =
+        static_cast<sw::MessageType>(frame.bytes[0]) == sw::MessageType::kChunkFetchSuccess;
+    FERRY_RETURN_IF_ERROR(
+        ReadRest(frame, in_frame ? sw::kChunkFetchSuccessHeaderBytes - 1 : frame.length - 1, name));
+    absl::StatusOr<sw::ServerMessage> reply = sw::DecodeServerFrame(frame.bytes, kMaxReplyBytes);
+    if (!reply.ok()) return Protocol(name, reply.status().message());
     uint64_t body = 0;
-    switch (frame.type) {
-      case sw::MessageType::kChunkFetchSuccess: {
-        char header[12];
-        if (frame.length < 13) return Protocol(name, "a short ChunkFetchSuccess");
-        FERRY_RETURN_IF_ERROR(ReadExactly(header, sizeof(header), name));
-        sw::WireReader r(absl::string_view(header, sizeof(header)));
-        int64_t got_stream = 0;
-        int32_t got_chunk = 0;
-        r.I64(&got_stream, "streamId");
-        r.I32(&got_chunk, "chunkIndex");
-        if (got_stream != stream_id || got_chunk != chunk) {
-          return Protocol(name, absl::StrCat("chunk ", got_stream, "/", got_chunk, " for ",
-                                             stream_id, "/", chunk));
-        }
-        body = frame.length - 13;
-        break;
+    if (auto* success = std::get_if<sw::ChunkFetchSuccess>(&*reply)) {
+      if (success->stream_id != stream_id || success->chunk_index != chunk) {
+        return Protocol(name, absl::StrCat("chunk ", success->stream_id, "/", success->chunk_index,
+                                           " for ", stream_id, "/", chunk));
       }
-      case sw::MessageType::kStreamResponse: {
-        // The frame holds the stream id and byte count; the bytes follow it.
-        if (frame.length - 1 > 1024) return Protocol(name, "an oversized StreamResponse");
-        std::string rest(static_cast<size_t>(frame.length - 1), '\0');
-        FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
-        sw::WireReader r(rest);
-        std::string got_stream;
-        int64_t count = 0;
-        r.String(&got_stream, "streamId", 64);
-        r.I64(&count, "byteCount");
-        if (!r.Finish("StreamResponse").ok() || count < 0 ||
-            got_stream != absl::StrCat(stream_id, "_", chunk)) {
-          return Protocol(name, absl::StrCat("a StreamResponse for '", got_stream, "'"));
-        }
-        body = static_cast<uint64_t>(count);
-        break;
+      body = frame.length - sw::kChunkFetchSuccessHeaderBytes;
+    } else if (auto* response = std::get_if<sw::StreamResponse>(&*reply)) {
+      if (response->stream_id != absl::StrCat(stream_id, "_", chunk)) {
+        return Protocol(name, absl::StrCat("a StreamResponse for '", response->stream_id, "'"));
       }
-      case sw::MessageType::kChunkFetchFailure:
-      case sw::MessageType::kStreamFailure: {
-        if (frame.length - 1 > kMaxReplyBytes) return Protocol(name, "an oversized failure");
-        std::string rest(static_cast<size_t>(frame.length - 1), '\0');
-        FERRY_RETURN_IF_ERROR(ReadExactly(rest.data(), rest.size(), name));
-        sw::WireReader r(rest);
-        if (frame.type == sw::MessageType::kChunkFetchFailure) {
-          int64_t ignored_stream = 0;
-          int32_t ignored_chunk = 0;
-          r.I64(&ignored_stream, "streamId");
-          r.I32(&ignored_chunk, "chunkIndex");
-        } else {
-          std::string ignored;
-          r.String(&ignored, "streamId", 64);
-        }
-        std::string error;
-        r.String(&error, "error", kMaxReplyBytes);
-        return absl::FailedPreconditionError(
-            absl::StrCat(name, ": the shuffle service could not serve it: ", error));
-      }
-      default:
-        return Protocol(name, absl::StrCat("frame type ", static_cast<int>(frame.type)));
+      body = static_cast<uint64_t>(response->byte_count);
+    } else if (auto* failure = std::get_if<sw::ChunkFetchFailure>(&*reply)) {
+      return Unserved(name, failure->error);
+    } else if (auto* stream_failure = std::get_if<sw::StreamFailure>(&*reply)) {
+      return Unserved(name, stream_failure->error);
+    } else {
+      return Protocol(name, absl::StrCat("frame type ", int{static_cast<uint8_t>(frame.bytes[0])},
+                                         " for a chunk"));
     }
     static const ferry::v1::BlockInfo kNoChecksums;
     BlockVerifier verifier(kNoChecksums, name, /*enabled=*/false);

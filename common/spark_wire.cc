@@ -230,6 +230,67 @@ absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame) {
   }
 }
 
+absl::StatusOr<ServerMessage> DecodeServerFrame(absl::string_view frame, size_t max_error_bytes) {
+  WireReader r(frame);
+  uint8_t type = 0;
+  if (!r.U8(&type, "message type")) return r.Finish("frame");
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kChunkFetchSuccess: {
+      ChunkFetchSuccess m;
+      r.I64(&m.stream_id, "streamId");
+      r.I32(&m.chunk_index, "chunkIndex");
+      FERRY_RETURN_IF_ERROR(r.Finish("ChunkFetchSuccess", /*whole=*/false));
+      m.body = std::string(r.rest());
+      return m;
+    }
+    case MessageType::kChunkFetchFailure: {
+      ChunkFetchFailure m;
+      r.I64(&m.stream_id, "streamId");
+      r.I32(&m.chunk_index, "chunkIndex");
+      r.String(&m.error, "errorString", max_error_bytes);
+      FERRY_RETURN_IF_ERROR(r.Finish("ChunkFetchFailure"));
+      return m;
+    }
+    case MessageType::kRpcResponse: {
+      RpcResponse m;
+      int32_t body_len = 0;
+      r.I64(&m.request_id, "requestId");
+      r.I32(&body_len, "bodyLen");
+      FERRY_RETURN_IF_ERROR(r.Finish("RpcResponse", /*whole=*/false));
+      m.body = std::string(r.rest());
+      return m;
+    }
+    case MessageType::kRpcFailure: {
+      RpcFailure m;
+      r.I64(&m.request_id, "requestId");
+      r.String(&m.error, "errorString", max_error_bytes);
+      FERRY_RETURN_IF_ERROR(r.Finish("RpcFailure"));
+      return m;
+    }
+    case MessageType::kStreamResponse: {
+      StreamResponse m;
+      r.String(&m.stream_id, "streamId", 64);
+      r.I64(&m.byte_count, "byteCount");
+      FERRY_RETURN_IF_ERROR(r.Finish("StreamResponse"));
+      if (m.byte_count < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("StreamResponse: a byteCount of ", m.byte_count));
+      }
+      return m;
+    }
+    case MessageType::kStreamFailure: {
+      StreamFailure m;
+      r.String(&m.stream_id, "streamId", 64);
+      r.String(&m.error, "errorString", max_error_bytes);
+      FERRY_RETURN_IF_ERROR(r.Finish("StreamFailure"));
+      return m;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("message type ", int{type}, " is not one a shuffle service sends"));
+  }
+}
+
 std::string EncodeChunkFetchRequest(const ChunkFetchRequest& m) {
   std::string rest;
   WireWriter w(&rest);

@@ -151,6 +151,45 @@ std::string EncodeRpcFailure(int64_t request_id, absl::string_view error);
 std::string EncodeStreamResponseHeader(absl::string_view stream_id, uint64_t byte_count);
 std::string EncodeStreamFailure(absl::string_view stream_id, absl::string_view error);
 
+// The frames a server sends, decoded (the client's side). A ChunkFetchSuccess's block
+// is its frame's rest and a StreamResponse's follows its frame: a client reads the
+// header first (kServerHeaderBytes of a ChunkFetchSuccess) and the block as it comes.
+struct ChunkFetchSuccess {
+  int64_t stream_id = 0;
+  int32_t chunk_index = 0;
+  std::string body;  // what of the block was in the bytes decoded
+};
+struct ChunkFetchFailure {
+  int64_t stream_id = 0;
+  int32_t chunk_index = 0;
+  std::string error;
+};
+struct RpcResponse {
+  int64_t request_id = 0;
+  std::string body;
+};
+struct RpcFailure {
+  int64_t request_id = 0;
+  std::string error;
+};
+struct StreamResponse {
+  std::string stream_id;
+  int64_t byte_count = 0;  // the bytes that follow the frame
+};
+struct StreamFailure {
+  std::string stream_id;
+  std::string error;
+};
+using ServerMessage = std::variant<ChunkFetchSuccess, ChunkFetchFailure, RpcResponse, RpcFailure,
+                                   StreamResponse, StreamFailure>;
+// A ChunkFetchSuccess's type and header, before its block.
+inline constexpr size_t kChunkFetchSuccessHeaderBytes = 1 + 8 + 4;
+// A server frame from the bytes after its frameLen (for a ChunkFetchSuccess, at least
+// its header). INVALID_ARGUMENT for a malformed one or a type a server does not send,
+// naming the type and field; an error string is taken up to `max_error_bytes`.
+absl::StatusOr<ServerMessage> DecodeServerFrame(absl::string_view frame,
+                                                size_t max_error_bytes = 1 << 20);
+
 // --- The shuffle service's RPC payloads (BlockTransferMessage) ------------------------
 
 enum class BlockTransferType : uint8_t {

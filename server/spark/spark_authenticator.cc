@@ -83,8 +83,8 @@ SparkAuthenticator::Step SparkAuthenticator::AuthEngine(int64_t request_id,
     if (++messages_ > kMaxAuthMessages) return Refuse(request_id, TooManyMessages(""));
     Step step;
     step.request_id = request_id;
-    step.reply = absl::FailedPreconditionError(
-        "this connection is TLS already: authenticate with SASL");
+    step.reply =
+        absl::FailedPreconditionError("this connection is TLS already: authenticate with SASL");
     return step;
   }
   absl::StatusOr<spark::AuthMessage> challenge = spark::DecodeAuthMessage(body);
@@ -139,8 +139,8 @@ SparkAuthenticator::Step SparkAuthenticator::Sasl(int64_t request_id, absl::stri
   std::unique_ptr<spark::SaslCipher> cipher = sasl_->TakeCipher();
   sasl_.reset();
   // The last token goes in clear; with auth-conf, every byte after it is sealed.
-  const SparkSecrets::Outcome outcome = cipher != nullptr ? SparkSecrets::Outcome::kEncrypted
-                                                          : SparkSecrets::Outcome::kAuthenticated;
+  const SparkSecrets::Outcome outcome =
+      cipher != nullptr ? SparkSecrets::Outcome::kEncrypted : SparkSecrets::Outcome::kAuthenticated;
   std::unique_ptr<SecurityLayer> layer;
   if (cipher != nullptr) layer = std::make_unique<SaslLayer>(std::move(cipher));
   return Authenticated(request_id, *std::move(token), std::move(sasl_app_), std::move(layer),

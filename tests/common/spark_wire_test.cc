@@ -235,6 +235,51 @@ TEST(SparkWireTest, RepliesDecodeAsTheyEncode) {
   EXPECT_FALSE(DecodeShuffleReply("").ok());
 }
 
+// The server's frames decode as they encode (the frame after its length field); a
+// ChunkFetchSuccess from its header alone, as a client reads it before the block.
+TEST(SparkWireTest, ServerFramesDecodeAsTheyEncode) {
+  const auto decode = [](const std::string& frame) {
+    return DecodeServerFrame(absl::string_view(frame).substr(kFrameLengthBytes));
+  };
+  const ChunkFetchSuccessHeader header = EncodeChunkFetchSuccessHeader(kStreamId, 2, 5);
+  ASSERT_EQ(header.view().size(), kFrameLengthBytes + kChunkFetchSuccessHeaderBytes);
+  absl::StatusOr<ServerMessage> success = decode(std::string(header.view()));
+  ASSERT_TRUE(success.ok()) << success.status();
+  EXPECT_EQ(std::get<ChunkFetchSuccess>(*success).stream_id, kStreamId);
+  EXPECT_EQ(std::get<ChunkFetchSuccess>(*success).chunk_index, 2);
+  EXPECT_EQ(std::get<ChunkFetchSuccess>(*decode(std::string(header.view()) + "block")).body,
+            "block");
+  absl::StatusOr<ServerMessage> chunk_failure = decode(EncodeChunkFetchFailure(kStreamId, 3, "no"));
+  ASSERT_TRUE(chunk_failure.ok());
+  EXPECT_EQ(std::get<ChunkFetchFailure>(*chunk_failure).chunk_index, 3);
+  EXPECT_EQ(std::get<ChunkFetchFailure>(*chunk_failure).error, "no");
+  absl::StatusOr<ServerMessage> response = decode(EncodeRpcResponse(9, "body"));
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(std::get<RpcResponse>(*response).request_id, 9);
+  EXPECT_EQ(std::get<RpcResponse>(*response).body, "body");
+  absl::StatusOr<ServerMessage> failure = decode(EncodeRpcFailure(9, "refused"));
+  ASSERT_TRUE(failure.ok());
+  EXPECT_EQ(std::get<RpcFailure>(*failure).error, "refused");
+  absl::StatusOr<ServerMessage> stream = decode(EncodeStreamResponseHeader("7_0", 1234));
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ(std::get<StreamResponse>(*stream).stream_id, "7_0");
+  EXPECT_EQ(std::get<StreamResponse>(*stream).byte_count, 1234);
+  absl::StatusOr<ServerMessage> stream_failure = decode(EncodeStreamFailure("7_0", "gone"));
+  ASSERT_TRUE(stream_failure.ok());
+  EXPECT_EQ(std::get<StreamFailure>(*stream_failure).error, "gone");
+
+  // A client's frame, a cut one, bytes left over, an error past the bound.
+  EXPECT_TRUE(absl::StrContains(decode(EncodeRpcRequest(1, "x")).status().message(),
+                                "not one a shuffle service sends"));
+  EXPECT_TRUE(absl::StrContains(decode(std::string(header.view()).substr(0, 19)).status().message(),
+                                "chunkIndex"));
+  EXPECT_FALSE(decode(EncodeRpcFailure(9, "refused") + "x").ok());
+  EXPECT_FALSE(
+      DecodeServerFrame(absl::string_view(EncodeRpcFailure(9, std::string(100, 'e'))).substr(8), 99)
+          .ok());
+  EXPECT_FALSE(DecodeServerFrame("").ok());
+}
+
 TEST(SparkWireTest, FrameLengthsOutsideSparksBoundsAreRefused) {
   auto length = [](int64_t v) {
     std::string out;

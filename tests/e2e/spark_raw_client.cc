@@ -97,44 +97,40 @@ std::optional<Reply> SparkClient::Read() {
   EXPECT_TRUE(length.ok());
   std::string frame;
   if (!length.ok() || !ReadExactly(&frame, *length)) return std::nullopt;
-  sw::WireReader r(frame);
+  absl::StatusOr<sw::ServerMessage> message = sw::DecodeServerFrame(frame);
+  EXPECT_TRUE(message.ok()) << message.status();
+  if (!message.ok()) return std::nullopt;
   Reply reply;
-  uint8_t type = 0;
-  r.U8(&type, "type");
-  reply.type = static_cast<sw::MessageType>(type);
-  int32_t body_len = 0;
-  int64_t byte_count = 0;
-  switch (reply.type) {
-    case sw::MessageType::kChunkFetchSuccess:
-      r.I64(&reply.id, "streamId");
-      r.I32(&reply.chunk_index, "chunkIndex");
-      reply.body = std::string(r.rest());
-      break;
-    case sw::MessageType::kChunkFetchFailure:
-      r.I64(&reply.id, "streamId");
-      r.I32(&reply.chunk_index, "chunkIndex");
-      r.String(&reply.text, "error", 1 << 20);
-      break;
-    case sw::MessageType::kRpcResponse:
-      r.I64(&reply.id, "requestId");
-      r.I32(&body_len, "bodyLen");
-      reply.body = std::string(r.rest());
-      break;
-    case sw::MessageType::kRpcFailure:
-      r.I64(&reply.id, "requestId");
-      r.String(&reply.text, "error", 1 << 20);
-      break;
-    case sw::MessageType::kStreamResponse:
-      r.String(&reply.stream_id, "streamId");
-      r.I64(&byte_count, "byteCount");
-      if (!ReadExactly(&reply.body, static_cast<size_t>(byte_count))) return std::nullopt;
-      break;
-    case sw::MessageType::kStreamFailure:
-      r.String(&reply.stream_id, "streamId");
-      r.String(&reply.text, "error", 1 << 20);
-      break;
-    default:
-      ADD_FAILURE() << "unexpected frame type " << int{type};
+  reply.type = static_cast<sw::MessageType>(frame[0]);
+  struct Fill {
+    Reply& r;
+    void operator()(sw::ChunkFetchSuccess& m) {
+      r.id = m.stream_id;
+      r.chunk_index = m.chunk_index;
+      r.body = std::move(m.body);
+    }
+    void operator()(sw::ChunkFetchFailure& m) {
+      r.id = m.stream_id;
+      r.chunk_index = m.chunk_index;
+      r.text = std::move(m.error);
+    }
+    void operator()(sw::RpcResponse& m) {
+      r.id = m.request_id;
+      r.body = std::move(m.body);
+    }
+    void operator()(sw::RpcFailure& m) {
+      r.id = m.request_id;
+      r.text = std::move(m.error);
+    }
+    void operator()(sw::StreamResponse& m) { r.stream_id = std::move(m.stream_id); }
+    void operator()(sw::StreamFailure& m) {
+      r.stream_id = std::move(m.stream_id);
+      r.text = std::move(m.error);
+    }
+  };
+  std::visit(Fill{reply}, *message);
+  if (const auto* response = std::get_if<sw::StreamResponse>(&*message)) {
+    if (!ReadExactly(&reply.body, static_cast<size_t>(response->byte_count))) return std::nullopt;
   }
   return reply;
 }

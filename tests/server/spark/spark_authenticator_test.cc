@@ -115,10 +115,9 @@ TEST(SparkAuthenticatorTest, AnythingElseFirstIsRefusedInSparksWords) {
 
 TEST(SparkAuthenticatorTest, ASaslHandshakeCannotChangeApplication) {
   SparkSecrets secrets;
-  SparkAuthenticator auth(secrets, /*tls=*/false, kMaxFrame,
-                          [](const std::string&) -> absl::StatusOr<Secret> {
-                            return Secret("right");
-                          });
+  SparkAuthenticator auth(
+      secrets, /*tls=*/false, kMaxFrame,
+      [](const std::string&) -> absl::StatusOr<Secret> { return Secret("right"); });
   EXPECT_FALSE(auth.Take(Sasl(1, "app-1", "")).close);
   SparkAuthenticator::Step step = auth.Take(Sasl(2, "app-2", "x"));
   EXPECT_TRUE(step.close);
