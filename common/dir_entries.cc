@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,6 +50,27 @@ absl::Status ForEachEntry(int dir_fd, absl::string_view what,
 
 absl::Status ForEachEntry(const char* path, absl::FunctionRef<bool(const char* name)> each) {
   return Read(UniqueFd(::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)), path, each);
+}
+
+bool IsDirectoryAt(int dir_fd, const char* name) {
+  struct stat st {};
+  return ::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+absl::Status CheckDirectory(absl::string_view what, const std::string& path, int access_mode) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a directory"));
+  }
+  if (::access(path.c_str(), access_mode) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, " ", path, " is a directory this user cannot ",
+        (access_mode & W_OK) != 0 ? "write" : "read", " (", std::strerror(errno), ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

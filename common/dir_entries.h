@@ -1,7 +1,10 @@
-// The names in a directory, read with the DIR* owned: opened, read and closed in one
-// place, so no caller balances opendir() and closedir() by hand.
+// Directories: the names in one, read with the DIR* owned (opened, read and closed in
+// one place, so no caller balances opendir() and closedir() by hand), and whether a
+// path is one, asked in one place.
 #ifndef FERRY_COMMON_DIR_ENTRIES_H_
 #define FERRY_COMMON_DIR_ENTRIES_H_
+
+#include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -18,6 +21,15 @@ absl::Status ForEachEntry(int dir_fd, absl::string_view what,
 
 // The same for the directory at `path` (followed if a symlink).
 absl::Status ForEachEntry(const char* path, absl::FunctionRef<bool(const char* name)> each);
+
+// Whether `name` in the directory `dir_fd` is a directory itself (a symlink is not).
+bool IsDirectoryAt(int dir_fd, const char* name);
+
+// OK if `path` is a directory (a symlink to one will do) that this process may access
+// with `access_mode` (access(2)'s R_OK, W_OK, X_OK); otherwise an error naming `what`
+// (a flag, say) and the path: NOT_FOUND if there is nothing there, INVALID_ARGUMENT if
+// it is no directory, PERMISSION_DENIED if access is refused.
+absl::Status CheckDirectory(absl::string_view what, const std::string& path, int access_mode);
 
 }  // namespace ferry
 

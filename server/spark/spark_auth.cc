@@ -1,6 +1,6 @@
 #include "server/spark/spark_auth.h"
 
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/dir_entries.h"
 #include "common/small_file.h"
 #include "common/spark_sasl.h"
 #include "common/status_macros.h"
@@ -81,15 +82,8 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
     secrets->shared_ = *std::move(secret);
   }
   if (!options.secrets_dir.empty()) {
-    struct stat st {};
-    if (::stat(options.secrets_dir.c_str(), &st) != 0) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("--spark-auth-secrets-dir ", options.secrets_dir));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--spark-auth-secrets-dir ", options.secrets_dir, " is not a directory"));
-    }
+    FERRY_RETURN_IF_ERROR(
+        CheckDirectory("--spark-auth-secrets-dir", options.secrets_dir, R_OK | X_OK));
     secrets->dir_ = options.secrets_dir;
   }
   if (secrets->required()) {

@@ -92,9 +92,7 @@ absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::s
   absl::Status status;
   std::vector<std::pair<std::string, bool>> entries;  // name, is a directory
   FERRY_RETURN_IF_ERROR(ForEachEntry(fd, path, [&](const char* name) {
-    struct stat st;
-    const bool is_dir = ::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-    entries.emplace_back(name, is_dir);
+    entries.emplace_back(name, IsDirectoryAt(fd, name));
     return true;
   }));
   for (const auto& [name, is_dir] : entries) {

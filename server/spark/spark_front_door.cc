@@ -1,6 +1,5 @@
 #include "server/spark/spark_front_door.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dir_entries.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
 #include "server/spark/spark_protocol.h"
@@ -120,12 +120,7 @@ absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
   FERRY_RETURN_IF_ERROR(ExecutorRegistry::Open(executors).status());
   absl::StrAppend(&out, "Spark dir roots: ", absl::StrJoin(executors.dir_roots, ","), "\n");
   if (!state_dir.empty()) {
-    struct stat st {};
-    if (::stat(state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
-        ::access(state_dir.c_str(), W_OK | X_OK) != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--state-dir ", state_dir, " is not a directory this user can write"));
-    }
+    FERRY_RETURN_IF_ERROR(CheckDirectory("--state-dir", state_dir, W_OK | X_OK));
     absl::StrAppend(&out, "state dir: ", state_dir, "\n");
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,

@@ -181,9 +181,7 @@ size_t BlockStore::DropStale() {
     if (owner.kind != ShuffleOwner::Kind::kFerryApp) return false;
     auto [it, inserted] = app_exists.try_emplace(owner.app_id, false);
     if (inserted) {
-      it->second =
-          ::fstatat(data_dir_.get(), owner.app_id.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISDIR(st.st_mode);
+      it->second = IsDirectoryAt(data_dir_.get(), owner.app_id.c_str());
     }
     return !it->second;
   });

@@ -52,5 +52,32 @@ TEST(DirEntriesTest, AnErrorNamesTheDirectory) {
       "list a file"));
 }
 
+TEST(DirEntriesTest, WhetherAPathIsADirectoryIsAskedInOnePlace) {
+  testing::TempDir dir;
+  ASSERT_EQ(::mkdir((dir.path() + "/sub").c_str(), 0700), 0);
+  std::ofstream(dir.path() + "/file") << "x";
+  ASSERT_EQ(::symlink("sub", (dir.path() + "/link").c_str()), 0);
+  UniqueFd fd(::open(dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_TRUE(IsDirectoryAt(fd.get(), "sub"));
+  EXPECT_FALSE(IsDirectoryAt(fd.get(), "file"));
+  EXPECT_FALSE(IsDirectoryAt(fd.get(), "link"));  // a symlink is not followed
+  EXPECT_FALSE(IsDirectoryAt(fd.get(), "none"));
+
+  EXPECT_TRUE(CheckDirectory("--dir", dir.path() + "/sub", W_OK | X_OK).ok());
+  EXPECT_TRUE(CheckDirectory("--dir", dir.path() + "/link", R_OK).ok());
+  const absl::Status missing = CheckDirectory("--dir", dir.path() + "/none", R_OK);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(missing.message(), "--dir " + dir.path() + "/none")) << missing;
+  const absl::Status file = CheckDirectory("--dir", dir.path() + "/file", R_OK);
+  EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(file.message(), "is not a directory")) << file;
+  if (::geteuid() != 0) {  // root may write anywhere
+    ASSERT_EQ(::chmod((dir.path() + "/sub").c_str(), 0500), 0);
+    const absl::Status unwritable = CheckDirectory("--dir", dir.path() + "/sub", W_OK | X_OK);
+    EXPECT_EQ(unwritable.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_TRUE(absl::StrContains(unwritable.message(), "cannot write")) << unwritable;
+  }
+}
+
 }  // namespace
 }  // namespace ferry
