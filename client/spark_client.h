@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
-#include "common/spark_layout.h"
-#include "common/spark_wire.h"
+#include "common/spark/layout.h"
+#include "common/spark/wire.h"
 
 namespace ferry {
 

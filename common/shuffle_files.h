@@ -57,7 +57,7 @@ struct ShuffleFileLocation {
 };
 // A producer's layout: where the file called `name` (IndexFileName(...) and the like)
 // is. Ferry keeps an app's files in one directory; a Spark executor spreads them over
-// hashed subdirectories of its local dirs (common/spark_layout.h).
+// hashed subdirectories of its local dirs (common/spark/layout.h).
 using ShuffleFileLocator = absl::FunctionRef<ShuffleFileLocation(const std::string& name)>;
 
 // Parses `name` as one of the three file names; returns false for anything else.

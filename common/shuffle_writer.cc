@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/shuffle_files.h"
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 #include "common/status_macros.h"
 
 namespace ferry {

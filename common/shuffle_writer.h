@@ -3,7 +3,7 @@
 //
 // Two layouts: Ferry's, the three files side by side in one directory; and a Spark
 // executor's, each file in the subdirectory of the local dirs that ExecutorDiskUtils
-// hashes its name to (common/spark_layout.h), as Spark's own map tasks leave them.
+// hashes its name to (common/spark/layout.h), as Spark's own map tasks leave them.
 //
 // Bytes go to hidden temporary files beside their final names. Commit() writes the
 // index and checksums, fsyncs all three, renames data and checksum into place and the

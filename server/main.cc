@@ -29,10 +29,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
-#include "common/log_lines.h"
 #include "common/net_address.h"
-#include "common/replace_file.h"
 #include "common/version.h"
+#include "server/base/log_lines.h"
+#include "server/base/replace_file.h"
 #include "server/ferry_server.h"
 #include "server/flags.h"
 

@@ -14,8 +14,8 @@
 #include "common/io/ops.h"
 #include "common/io/scheduler.h"
 #include "common/option_check.h"
-#include "common/page_cache.h"
 #include "common/status_macros.h"
+#include "server/dataplane/page_cache.h"
 
 namespace ferry {
 

@@ -21,7 +21,7 @@
 //   * on a connection with a security layer (Secure), every send is sealed first and
 //     segments are copied whatever the mode: the payload must pass through user space.
 // Only what the page cache holds is read on the connection's thread: a chunk that is
-// not cached (common/page_cache.h) is read by the workers of its disk (DiskReader), into
+// not cached (server/dataplane/page_cache.h) is read by the workers of its disk (DiskReader), into
 // the pipe or the buffer, while the thread serves its other connections; the pipe ->
 // socket leg, or the send, is the thread's again.
 // A response of 64 KiB or more goes out with Nagle's algorithm on, and EndResponse()

@@ -6,8 +6,8 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/log_lines.h"
 #include "common/net_address.h"
+#include "server/base/log_lines.h"
 
 namespace ferry {
 

@@ -2,7 +2,7 @@
 // the failure (whose message names the app, block and file). A flood of bad requests
 // must not fill the disk, so each thread logs at most kPeerLinesPerSecond such lines a
 // second and counts what it held back in the next line it writes. What the peer sent is
-// escaped (common/log_lines.h): it cannot start a line of its own.
+// escaped (server/base/log_lines.h): it cannot start a line of its own.
 #ifndef FERRY_SERVER_OPS_PEER_LOG_H_
 #define FERRY_SERVER_OPS_PEER_LOG_H_
 
@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/clock.h"
+#include "server/base/clock.h"
 
 namespace ferry {
 

@@ -11,9 +11,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/dir_entries.h"
-#include "common/small_file.h"
-#include "common/spark_sasl.h"
+#include "common/spark/sasl.h"
 #include "common/status_macros.h"
+#include "server/base/small_file.h"
 #include "server/storage/ids.h"
 
 namespace ferry {

@@ -1,6 +1,6 @@
 // spark.authenticate on the Spark front door: where an application's secret is found,
-// for either handshake (SASL DIGEST-MD5, common/spark_sasl.h; Spark's AuthEngine,
-// common/spark_crypto.h).
+// for either handshake (SASL DIGEST-MD5, common/spark/sasl.h; Spark's AuthEngine,
+// common/spark/crypto.h).
 // Spark's own services take one shared secret (standalone mode, spark.authenticate.secret)
 // or one per application (YARN's NodeManager hands each application's to its service);
 // Ferry takes either or both:

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/spark_crypto.h"
+#include "common/spark/crypto.h"
 #include "server/spark/spark_cipher.h"
 
 namespace ferry {

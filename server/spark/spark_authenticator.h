@@ -18,8 +18,8 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "common/secret.h"
-#include "common/spark_sasl.h"
-#include "common/spark_wire.h"
+#include "common/spark/sasl.h"
+#include "common/spark/wire.h"
 #include "server/dataplane/security_layer.h"
 #include "server/spark/spark_auth.h"
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 #include "common/status_macros.h"
 
 namespace ferry {

@@ -1,6 +1,6 @@
 // The AES-CTR layer of a Spark connection that authenticated with Spark's AuthEngine
 // (spark.network.crypto.enabled): every byte after the handshake's response, both ways,
-// is encrypted, as Spark's CtrTransportCipher does (common/spark_crypto.h).
+// is encrypted, as Spark's CtrTransportCipher does (common/spark/crypto.h).
 //
 // Which AuthEngine version the client runs (spark.network.crypto.authEngineVersion) is
 // in no message, and the versions' keys differ. Spark's own service takes the version
@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/spark_crypto.h"
+#include "common/spark/crypto.h"
 #include "server/dataplane/security_layer.h"
 
 namespace ferry {

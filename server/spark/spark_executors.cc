@@ -18,13 +18,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/dir_entries.h"
-#include "common/log_lines.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
-#include "common/replace_file.h"
 #include "common/shuffle_files.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
+#include "server/base/log_lines.h"
+#include "server/base/replace_file.h"
 #include "server/storage/ids.h"
 
 namespace ferry {

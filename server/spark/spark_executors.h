@@ -1,6 +1,6 @@
 // ExecutorRegistry: the Spark executors registered with this node (RegisterExecutor):
 // for each (app, executor), its local dirs, subdirectories per dir and shuffle manager,
-// which say where its shuffle files are (common/spark_layout.h).
+// which say where its shuffle files are (common/spark/layout.h).
 //
 // Without spark.authenticate any peer can register, so a registration may only name
 // local dirs beneath the configured roots (--spark-dir-roots): absolute, normalized
@@ -28,7 +28,7 @@
 // Register() or Remove() returns, and rewritten whole (a temp file, fsync, rename, fsync
 // of the dir) once the change is in memory, when it has grown to twice what is live. A
 // record is its length (i32, 1 to kMaxRecordBytes) and either the RegisterExecutor
-// payload of Spark's own wire format (common/spark_wire.h), or 0xF0 and the (app, exec)
+// payload of Spark's own wire format (common/spark/wire.h), or 0xF0 and the (app, exec)
 // forgotten. Starting never needs room on the state disk: the journal is appended to as
 // it is; a torn last record (a crash during an append: it runs past the end of the file,
 // or the file ends in zeros) is cut off; a compaction that fails (a full disk) leaves the
@@ -57,11 +57,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
-#include "common/log_lines.h"
-#include "common/spark_layout.h"
-#include "common/spark_wire.h"
+#include "common/spark/layout.h"
+#include "common/spark/wire.h"
 #include "common/unique_fd.h"
+#include "server/base/clock.h"
+#include "server/base/log_lines.h"
 #include "server/ops/metrics.h"
 
 namespace ferry {

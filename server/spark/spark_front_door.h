@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/clock.h"
 #include "common/io/blocking_pool.h"
+#include "server/base/clock.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"

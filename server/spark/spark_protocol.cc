@@ -12,8 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/spark_layout.h"
-#include "common/spark_wire.h"
+#include "common/spark/layout.h"
+#include "common/spark/wire.h"
 #include "common/status_macros.h"
 #include "server/spark/spark_authenticator.h"
 

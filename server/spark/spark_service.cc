@@ -17,7 +17,7 @@
 #include "common/io/ops.h"
 #include "common/option_check.h"
 #include "common/shuffle_files.h"
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "server/storage/ids.h"

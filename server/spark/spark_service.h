@@ -25,9 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
 #include "common/io/blocking_pool.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
+#include "server/base/clock.h"
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"

@@ -24,8 +24,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/dir_entries.h"
-#include "common/small_file.h"
 #include "common/status_macros.h"
+#include "server/base/small_file.h"
 #include "server/storage/ids.h"
 
 namespace ferry {

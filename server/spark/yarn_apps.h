@@ -46,10 +46,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/log_lines.h"
 #include "common/secret.h"
 #include "common/unique_fd.h"
+#include "server/base/clock.h"
+#include "server/base/log_lines.h"
 
 namespace ferry {
 

@@ -3,7 +3,7 @@
 //
 // A data-plane thread serves hundreds of connections; one of them waiting for the disk
 // on it would stall all of them for the disk's latency. So the sender serves what the
-// page cache holds itself (common/page_cache.h) and hands each miss here: the file ->
+// page cache holds itself (server/dataplane/page_cache.h) and hands each miss here: the file ->
 // pipe leg of a spliced segment (the payload still never enters user space) or the read
 // of a copied one. Its fiber waits on the job's completion like on any other I/O, and
 // the thread serves its other connections meanwhile.

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "common/shuffle_files.h"
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 #include "common/unique_fd.h"
 
 namespace ferry {

@@ -28,8 +28,8 @@
 #include "absl/time/time.h"
 #include "common/block_id.h"
 #include "common/checksum.h"
-#include "common/clock.h"
 #include "common/frame_header.h"
+#include "server/base/clock.h"
 #include "server/ops/metrics.h"
 #include "server/storage/segment.h"
 

@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "client/control_client.h"
 #include "client/shuffle_client.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"

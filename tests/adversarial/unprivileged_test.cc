@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"

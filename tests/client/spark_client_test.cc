@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/block_sink.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loopback.h"

@@ -42,7 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "client/block_sink.h"
 #include "client/spark_client.h"
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/test_cluster.h"

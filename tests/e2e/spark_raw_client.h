@@ -1,5 +1,5 @@
 // A raw client of Spark's shuffle protocol for tests: frames built with
-// common/spark_wire.h sent over a blocking loopback socket, and the server's frames read
+// common/spark/wire.h sent over a blocking loopback socket, and the server's frames read
 // back whole, so a test can send what Spark's client sends or what an attacker would.
 #ifndef FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
 #define FERRY_TESTS_E2E_SPARK_RAW_CLIENT_H_
@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "common/spark_crypto.h"
-#include "common/spark_wire.h"
+#include "common/spark/crypto.h"
+#include "common/spark/wire.h"
 #include "common/unique_fd.h"
 
 typedef struct ssl_st SSL;

@@ -38,7 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "client/block_sink.h"
 #include "client/spark_client.h"
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 #include "gtest/gtest.h"
 #include "server/spark/yarn_apps.h"
 #include "tests/e2e/test_cluster.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: SASL DIGEST-MD5 (common/spark_sasl.h) on arbitrary bytes. The first
+// libFuzzer target: SASL DIGEST-MD5 (common/spark/sasl.h) on arbitrary bytes. The first
 // byte says which end takes the rest: 0, a server given them as the client's response to
 // its challenge; 1 and 2, a client (2: one that asks for encryption) given them as the
 // server's challenge; 3, the auth-conf layer of a session (fixed keys, so that a find
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/spark_sasl.h"
+#include "common/spark/sasl.h"
 
 using namespace ferry::spark;  // NOLINT: a fuzz target's only namespace
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <variant>
 
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "server/base/clock.h"
 
 namespace ferry::testing {
 

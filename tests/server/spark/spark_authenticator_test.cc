@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "common/secret.h"
-#include "common/spark_crypto.h"
-#include "common/spark_sasl.h"
-#include "common/spark_wire.h"
+#include "common/spark/crypto.h"
+#include "common/spark/sasl.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/spark/spark_auth.h"
 

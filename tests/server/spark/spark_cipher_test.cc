@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "common/spark_crypto.h"
-#include "common/spark_wire.h"
+#include "common/spark/crypto.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 
 namespace ferry {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "tests/testing/small_tmpfs.h"
 #include "tests/testing/temp_dir.h"

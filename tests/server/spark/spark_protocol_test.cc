@@ -1,7 +1,7 @@
 // The Spark front door's answers frame by frame, over a real loopback socket to a real
 // FerryServer: what Spark's client sends in the normal case, and what a broken or
-// hostile peer can send. Frames are built with common/spark_wire.h, whose encoders are
-// checked against Spark's own golden frames (tests/common/spark_wire_test.cc).
+// hostile peer can send. Frames are built with common/spark/wire.h, whose encoders are
+// checked against Spark's own golden frames (tests/common/spark/wire_test.cc).
 #include "server/spark/spark_protocol.h"
 
 #include <fcntl.h>
@@ -22,9 +22,9 @@
 #include "absl/time/clock.h"
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
-#include "common/spark_layout.h"
-#include "common/spark_sasl.h"
-#include "common/spark_wire.h"
+#include "common/spark/layout.h"
+#include "common/spark/sasl.h"
+#include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
 #include "tests/e2e/spark_raw_client.h"

@@ -1,5 +1,5 @@
 // Spark's shuffle-service wire format (Spark 3.5.0; docs/protocol.md, "Spark's shuffle
-// protocol", and tests/common/spark_wire_test.cc checks golden frames from Spark's own
+// protocol", and tests/common/spark/wire_test.cc checks golden frames from Spark's own
 // encoders both ways): the transport frames and the shuffle service's RPC payloads,
 // encoded and decoded. Big-endian throughout.
 //
@@ -343,7 +343,7 @@ std::string EncodeSaslMessage(const SaslMessage& m);
 
 // AuthMessage = 0xFB | appId:String | salt:ByteArray | ciphertext:ByteArray (a byte
 // array is encoded as a string is): one side of Spark's AuthEngine handshake
-// (common/spark_crypto.h). Spark's salts are 16 bytes and its ciphertexts 60.
+// (common/spark/crypto.h). Spark's salts are 16 bytes and its ciphertexts 60.
 struct AuthMessage {
   std::string app_id;
   std::string salt;

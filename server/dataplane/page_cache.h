@@ -8,8 +8,8 @@
 // them against cachestat(2) and mincore(2): cachestat walks every page of the range
 // (about 12 us a MiB here, half of what splicing that MiB costs), mincore needs a
 // mapping per call (34 us), while a one-byte RWF_NOWAIT read of a page costs 1 us.
-#ifndef FERRY_COMMON_PAGE_CACHE_H_
-#define FERRY_COMMON_PAGE_CACHE_H_
+#ifndef FERRY_SERVER_DATAPLANE_PAGE_CACHE_H_
+#define FERRY_SERVER_DATAPLANE_PAGE_CACHE_H_
 
 #include <sys/types.h>
 
@@ -37,4 +37,4 @@ CachedRead PreadCached(int fd, char* buf, size_t len, uint64_t pos);
 
 }  // namespace ferry
 
-#endif  // FERRY_COMMON_PAGE_CACHE_H_
+#endif  // FERRY_SERVER_DATAPLANE_PAGE_CACHE_H_

@@ -1,7 +1,7 @@
 // Spark's SASL DIGEST-MD5 exchange and its auth-conf layer, Ferry's server against
 // Ferry's client, and each against tokens written by hand. Against Spark's own Java
 // peers: tests/e2e/spark_test.
-#include "common/spark_sasl.h"
+#include "common/spark/sasl.h"
 
 #include <endian.h>
 

@@ -3,7 +3,7 @@
 // (CtrTransportCipher) that then carries every byte of the connection both ways.
 //
 // The handshake is one RPC: the client's challenge, the server's response, each an
-// AuthMessage (common/spark_wire.h) holding an ephemeral X25519 public key sealed with
+// AuthMessage (common/spark/wire.h) holding an ephemeral X25519 public key sealed with
 // AES-128-GCM under a key derived (HKDF-SHA256) from the application's secret, a fresh
 // salt and the transcript so far, all of it also the GCM tag's associated data. Only a
 // peer that knows the secret can seal or open one, so both sides authenticate; the
@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/secret.h"
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 

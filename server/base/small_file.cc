@@ -1,4 +1,4 @@
-#include "common/small_file.h"
+#include "server/base/small_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

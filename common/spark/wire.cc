@@ -1,4 +1,4 @@
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 
 #include <endian.h>
 

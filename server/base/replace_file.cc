@@ -1,4 +1,4 @@
-#include "common/replace_file.h"
+#include "server/base/replace_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

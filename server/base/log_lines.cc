@@ -1,4 +1,4 @@
-#include "common/log_lines.h"
+#include "server/base/log_lines.h"
 
 #include "absl/synchronization/mutex.h"
 

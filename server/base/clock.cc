@@ -1,4 +1,4 @@
-#include "common/clock.h"
+#include "server/base/clock.h"
 
 #include "absl/time/clock.h"
 

@@ -1,4 +1,4 @@
-#include "common/replace_file.h"
+#include "server/base/replace_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
 // ReplaceFile: puts `bytes` at `path` whole or not at all, surviving a crash: written to
 // `path`.tmp (never through a symlink), fsynced, renamed over `path`, and the directory
 // fsynced. A reader sees the old file or the new one, never a part.
-#ifndef FERRY_COMMON_REPLACE_FILE_H_
-#define FERRY_COMMON_REPLACE_FILE_H_
+#ifndef FERRY_SERVER_BASE_REPLACE_FILE_H_
+#define FERRY_SERVER_BASE_REPLACE_FILE_H_
 
 #include <sys/types.h>
 
@@ -17,4 +17,4 @@ absl::Status ReplaceFile(const std::string& path, absl::string_view bytes, mode_
 
 }  // namespace ferry
 
-#endif  // FERRY_COMMON_REPLACE_FILE_H_
+#endif  // FERRY_SERVER_BASE_REPLACE_FILE_H_

@@ -1,8 +1,8 @@
 // Clock: where a unit that keeps time reads it. Units take one (Clock::Real() in
 // production) so that tests drive time with tests/testing/fake_clock.h instead of
 // sleeping through it.
-#ifndef FERRY_COMMON_CLOCK_H_
-#define FERRY_COMMON_CLOCK_H_
+#ifndef FERRY_SERVER_BASE_CLOCK_H_
+#define FERRY_SERVER_BASE_CLOCK_H_
 
 #include "absl/time/time.h"
 
@@ -19,4 +19,4 @@ class Clock {
 
 }  // namespace ferry
 
-#endif  // FERRY_COMMON_CLOCK_H_
+#endif  // FERRY_SERVER_BASE_CLOCK_H_

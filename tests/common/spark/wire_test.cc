@@ -1,6 +1,6 @@
 // The codec against the golden frames Spark 3.5.0's own encoders produced
 // (../shared/spark-ess/PROTOCOL.md, Appendix A), both ways, and against malformed input.
-#include "common/spark_wire.h"
+#include "common/spark/wire.h"
 
 #include <cstdint>
 #include <string>

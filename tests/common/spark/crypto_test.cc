@@ -2,7 +2,7 @@
 // and against a session Spark itself recorded (the fixed messages and keys of Spark's
 // AuthEngineSuite, 3.5.2 and later). Against Spark's own Java peers:
 // tests/e2e/spark_test (SparkAuthEngineTest) and tests/e2e/real_spark_test.
-#include "common/spark_crypto.h"
+#include "common/spark/crypto.h"
 
 #include <string>
 

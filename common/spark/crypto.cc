@@ -1,4 +1,4 @@
-#include "common/spark_crypto.h"
+#include "common/spark/crypto.h"
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>

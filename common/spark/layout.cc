@@ -1,4 +1,4 @@
-#include "common/spark_layout.h"
+#include "common/spark/layout.h"
 
 #include <algorithm>
 #include <vector>

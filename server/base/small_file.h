@@ -1,8 +1,8 @@
 // ReadSmallFile: a small regular file's whole contents (secrets, hand-off files), or an
 // error naming the path. Only a regular file is read (a FIFO would block the thread),
 // never past `max_bytes`: a larger file is INVALID_ARGUMENT, not a truncated read.
-#ifndef FERRY_COMMON_SMALL_FILE_H_
-#define FERRY_COMMON_SMALL_FILE_H_
+#ifndef FERRY_SERVER_BASE_SMALL_FILE_H_
+#define FERRY_SERVER_BASE_SMALL_FILE_H_
 
 #include <sys/stat.h>
 
@@ -23,4 +23,4 @@ absl::StatusOr<std::string> ReadSmallFile(int fd, const struct stat& st, const s
 
 }  // namespace ferry
 
-#endif  // FERRY_COMMON_SMALL_FILE_H_
+#endif  // FERRY_SERVER_BASE_SMALL_FILE_H_

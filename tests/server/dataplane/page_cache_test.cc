@@ -1,4 +1,4 @@
-#include "common/page_cache.h"
+#include "server/dataplane/page_cache.h"
 
 #include <fcntl.h>
 #include <unistd.h>

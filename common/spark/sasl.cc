@@ -1,4 +1,4 @@
-#include "common/spark_sasl.h"
+#include "common/spark/sasl.h"
 
 #include <endian.h>
 #include <openssl/core_names.h>

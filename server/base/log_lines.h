@@ -8,8 +8,8 @@
 //
 // LineBudget: at most N lines a second of one kind; a line that may be written says how
 // many were held back since the last one. Thread-safe.
-#ifndef FERRY_COMMON_LOG_LINES_H_
-#define FERRY_COMMON_LOG_LINES_H_
+#ifndef FERRY_SERVER_BASE_LOG_LINES_H_
+#define FERRY_SERVER_BASE_LOG_LINES_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +40,4 @@ class LineBudget {
 
 }  // namespace ferry
 
-#endif  // FERRY_COMMON_LOG_LINES_H_
+#endif  // FERRY_SERVER_BASE_LOG_LINES_H_
