@@ -3,7 +3,7 @@
 Spark's and Celeborn's NettyTransportBenchmark print: Best / Avg / Stdev / Relative per
 scenario, splice and copy side by side, plus the counters (medians).
 
-  format_results.py transport.json > transport-<date>.md
+  format_results.py transport.json > transport.md
 """
 import collections
 import json

@@ -59,7 +59,7 @@ ABSL_FLAG(int64_t, read_bytes, 1 << 20,
 ABSL_FLAG(int, buffer_shift, 0,
           "Where the receive buffer starts past a page boundary. malloc puts a large "
           "buffer 16 bytes past one, which for page-aligned blocks read on their own "
-          "costs 3x per byte on some CPUs (results/receiver-2026-11-30.md).");
+          "costs 3x per byte on some CPUs (results/receiver.md).");
 ABSL_FLAG(bool, batch, false,
           "Fetch each map output as one segment instead of one block per partition.");
 ABSL_FLAG(absl::Duration, probe, absl::ZeroDuration(),

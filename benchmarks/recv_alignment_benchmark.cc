@@ -11,7 +11,7 @@
 //   bazel build --config=opt //benchmarks:recv_alignment_benchmark
 //   bazel-bin/benchmarks/recv_alignment_benchmark --rounds=5 [--shifts=0,8,...]
 //
-// results/receiver-2026-11-30.md has what it found and why it matters.
+// results/receiver.md has what it found and why it matters.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <time.h>

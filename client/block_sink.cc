@@ -22,7 +22,7 @@ constexpr size_t kScratchBytes = size_t{1} << 20;
 // While a large payload streams in, the socket's receive low-water mark (SO_RCVLOWAT)
 // is raised so that a receive waiting on an empty socket wakes once this many bytes are
 // queued rather than at every TCP segment: waking a parked fiber's thread is what the
-// receive path spent most on (benchmarks/results/client-receive-2026-11-30.md measures
+// receive path spent most on (benchmarks/results/client-receive.md measures
 // it). The mark never exceeds the bytes
 // still due in the current block, so a wait can always be satisfied (and a closed or
 // reset connection wakes it regardless). It drops back to 1 for a block's last

@@ -31,7 +31,7 @@ namespace ferry {
 // A buffer that starts on a page boundary. The kernel's copy of received bytes into a
 // buffer that sits 1 to 31 bytes past the page offset the bytes have in their source
 // pages (the server's page cache, for spliced blocks) costs up to 3x per byte on some
-// CPUs (4K aliasing, benchmarks/results/receiver-2026-11-30.md); malloc puts a large
+// CPUs (4K aliasing, benchmarks/results/receiver.md); malloc puts a large
 // buffer 16 bytes past a page, which page-aligned blocks always hit.
 class PageBuffer {
  public:

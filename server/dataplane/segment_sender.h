@@ -17,7 +17,7 @@
 //   * copy mode: read the segment into the sender's buffer, then send it.
 //   * in splice mode, a segment of at most kSmallSegmentBytes is copied too, through a
 //     small buffer: for it the pipe's two splices cost more than a read and a send
-//     (benchmarks/results/small-segments-2026-12-01.md).
+//     (benchmarks/results/small-segments.md).
 //   * on a connection with a security layer (Secure), every send is sealed first and
 //     segments are copied whatever the mode: the payload must pass through user space.
 // Only what the page cache holds is read on the connection's thread: a chunk that is
