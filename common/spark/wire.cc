@@ -159,6 +159,14 @@ bool WireReader::LongArray(std::vector<int64_t>* v, const char* what) {
   return true;
 }
 
+bool WireReader::Bitmap(spark::Bitmap* b, const char* what, uint64_t max_values) {
+  if (!error_.empty()) return false;
+  absl::StatusOr<spark::Bitmap> read = spark::Bitmap::Read(&bytes_, max_values);
+  if (!read.ok()) return Fail(what, read.status().message());
+  *b = *std::move(read);
+  return true;
+}
+
 absl::Status WireReader::Finish(absl::string_view message, bool whole) const {
   if (!error_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("malformed ", message, ": ", error_));
@@ -219,10 +227,26 @@ absl::StatusOr<ClientMessage> DecodeClientFrame(absl::string_view frame) {
       m.body = std::string(r.rest());
       return m;
     }
-    case MessageType::kUploadStream:
+    case MessageType::kUploadStream: {
+      UploadStream m;
+      r.I64(&m.request_id, "requestId");
+      r.String(&m.meta, "meta", kMaxUploadMetaBytes);
+      r.I64(&m.body_bytes, "bodyByteCount");
+      FERRY_RETURN_IF_ERROR(r.Finish("UploadStream"));
+      if (m.body_bytes < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("UploadStream: a bodyByteCount of ", m.body_bytes));
+      }
+      return m;
+    }
     case MessageType::kMergedBlockMetaRequest: {
-      UnsupportedMessage m{static_cast<MessageType>(type)};
-      m.has_request_id = r.I64(&m.request_id, "requestId");
+      MergedBlockMetaRequest m;
+      r.I64(&m.request_id, "requestId");
+      r.String(&m.app_id, "appId");
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+      r.I32(&m.reduce_id, "reduceId");
+      FERRY_RETURN_IF_ERROR(r.Finish("MergedBlockMetaRequest"));
       return m;
     }
     default:
@@ -285,6 +309,18 @@ absl::StatusOr<ServerMessage> DecodeServerFrame(absl::string_view frame, size_t 
       FERRY_RETURN_IF_ERROR(r.Finish("StreamFailure"));
       return m;
     }
+    case MessageType::kMergedBlockMetaSuccess: {
+      MergedBlockMetaSuccess m;
+      r.I64(&m.request_id, "requestId");
+      r.I32(&m.num_chunks, "numChunks");
+      FERRY_RETURN_IF_ERROR(r.Finish("MergedBlockMetaSuccess", /*whole=*/false));
+      if (m.num_chunks < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("MergedBlockMetaSuccess: ", m.num_chunks, " chunks"));
+      }
+      m.body = std::string(r.rest());
+      return m;
+    }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("message type ", int{type}, " is not one a shuffle service sends"));
@@ -312,6 +348,36 @@ std::string EncodeStreamRequest(absl::string_view stream_id) {
   std::string rest;
   WireWriter(&rest).String(stream_id);
   return Frame(MessageType::kStreamRequest, rest);
+}
+
+std::string EncodeUploadStreamHeader(int64_t request_id, absl::string_view meta,
+                                     int64_t body_bytes) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(request_id);
+  w.String(meta);
+  w.I64(body_bytes);
+  return Frame(MessageType::kUploadStream, rest);
+}
+
+std::string EncodeMergedBlockMetaRequest(const MergedBlockMetaRequest& m) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(m.request_id);
+  w.String(m.app_id);
+  w.I32(m.shuffle_id);
+  w.I32(m.shuffle_merge_id);
+  w.I32(m.reduce_id);
+  return Frame(MessageType::kMergedBlockMetaRequest, rest);
+}
+
+std::string EncodeMergedBlockMetaSuccessHeader(int64_t request_id, int32_t num_chunks,
+                                               uint64_t body_bytes) {
+  std::string rest;
+  WireWriter w(&rest);
+  w.I64(request_id);
+  w.I32(num_chunks);
+  return Frame(MessageType::kMergedBlockMetaSuccess, rest, body_bytes);
 }
 
 std::string EncodeOneWayMessage(absl::string_view body) {
@@ -467,9 +533,62 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       FERRY_RETURN_IF_ERROR(r.Finish(name));
       return m;
     }
+    case BlockTransferType::kFinalizeShuffleMerge:
+    case BlockTransferType::kRemoveShuffleMerge: {
+      FinalizeShuffleMerge m;
+      r.String(&m.app_id, "appId");
+      r.I32(&m.app_attempt_id, "appAttemptId");
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      if (type == static_cast<uint8_t>(BlockTransferType::kRemoveShuffleMerge)) {
+        return RemoveShuffleMerge{std::move(m.app_id), m.app_attempt_id, m.shuffle_id,
+                                  m.shuffle_merge_id};
+      }
+      return m;
+    }
+    case BlockTransferType::kFetchShuffleBlockChunks: {
+      FetchShuffleBlockChunks m;
+      r.String(&m.app_id, "appId");
+      r.String(&m.exec_id, "execId");
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+      r.IntArray(&m.reduce_ids, "reduceIds");
+      int32_t count = 0;
+      if (r.Count(&count, 4, "chunkIds")) m.chunk_ids.resize(static_cast<size_t>(count));
+      for (std::vector<int32_t>& ids : m.chunk_ids) r.IntArray(&ids, "chunkIds");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      if (m.chunk_ids.size() != m.reduce_ids.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ",
+                                                       m.reduce_ids.size(), " reduce ids but ",
+                                                       m.chunk_ids.size(), " lists of chunk ids"));
+      }
+      return m;
+    }
     default:
       return UnsupportedRpc{type};
   }
+}
+
+absl::StatusOr<PushBlockStream> DecodePushBlockStream(absl::string_view meta) {
+  WireReader r(meta);
+  uint8_t type = 0;
+  r.U8(&type, "message type");
+  if (r.Finish("UploadStream meta", /*whole=*/false).ok() &&
+      type != static_cast<uint8_t>(BlockTransferType::kPushBlockStream)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an UploadStream whose meta is ", BlockTransferTypeName(type), ", not PushBlockStream"));
+  }
+  PushBlockStream m;
+  r.String(&m.app_id, "appId");
+  r.I32(&m.app_attempt_id, "appAttemptId");
+  r.I32(&m.shuffle_id, "shuffleId");
+  r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+  r.I32(&m.map_index, "mapIndex");
+  r.I32(&m.reduce_id, "reduceId");
+  r.I32(&m.index, "index");
+  FERRY_RETURN_IF_ERROR(r.Finish("PushBlockStream"));
+  return m;
 }
 
 namespace {
@@ -551,6 +670,73 @@ std::string EncodeDiagnoseCorruption(const DiagnoseCorruption& m) {
   });
 }
 
+std::string EncodePushBlockStream(const PushBlockStream& m) {
+  return Payload(BlockTransferType::kPushBlockStream, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.I32(m.app_attempt_id);
+    w.I32(m.shuffle_id);
+    w.I32(m.shuffle_merge_id);
+    w.I32(m.map_index);
+    w.I32(m.reduce_id);
+    w.I32(m.index);
+  });
+}
+
+namespace {
+
+// FinalizeShuffleMerge and RemoveShuffleMerge: the same fields under two type ids.
+std::string EncodeMergeId(BlockTransferType type, const std::string& app_id, int32_t app_attempt_id,
+                          int32_t shuffle_id, int32_t shuffle_merge_id) {
+  return Payload(type, [&](WireWriter& w) {
+    w.String(app_id);
+    w.I32(app_attempt_id);
+    w.I32(shuffle_id);
+    w.I32(shuffle_merge_id);
+  });
+}
+
+}  // namespace
+
+std::string EncodeFinalizeShuffleMerge(const FinalizeShuffleMerge& m) {
+  return EncodeMergeId(BlockTransferType::kFinalizeShuffleMerge, m.app_id, m.app_attempt_id,
+                       m.shuffle_id, m.shuffle_merge_id);
+}
+
+std::string EncodeRemoveShuffleMerge(const RemoveShuffleMerge& m) {
+  return EncodeMergeId(BlockTransferType::kRemoveShuffleMerge, m.app_id, m.app_attempt_id,
+                       m.shuffle_id, m.shuffle_merge_id);
+}
+
+std::string EncodeFetchShuffleBlockChunks(const FetchShuffleBlockChunks& m) {
+  return Payload(BlockTransferType::kFetchShuffleBlockChunks, [&](WireWriter& w) {
+    w.String(m.app_id);
+    w.String(m.exec_id);
+    w.I32(m.shuffle_id);
+    w.I32(m.shuffle_merge_id);
+    w.IntArray(m.reduce_ids);
+    w.I32(static_cast<int32_t>(m.chunk_ids.size()));
+    for (const std::vector<int32_t>& ids : m.chunk_ids) w.IntArray(ids);
+  });
+}
+
+std::string EncodeBlockPushReturnCode(const BlockPushReturnCode& m) {
+  return Payload(BlockTransferType::kBlockPushReturnCode, [&](WireWriter& w) {
+    w.U8(static_cast<uint8_t>(m.code));
+    w.String(m.failure_block_id);
+  });
+}
+
+std::string EncodeMergeStatuses(const MergeStatuses& m) {
+  return Payload(BlockTransferType::kMergeStatuses, [&](WireWriter& w) {
+    w.I32(m.shuffle_id);
+    w.I32(m.shuffle_merge_id);
+    w.I32(static_cast<int32_t>(m.bitmaps.size()));
+    for (const Bitmap& b : m.bitmaps) w.Bitmap(b);
+    w.IntArray(m.reduce_ids);
+    w.LongArray(m.sizes);
+  });
+}
+
 std::string EncodeStreamHandle(int64_t stream_id, int32_t num_chunks) {
   return Payload(BlockTransferType::kStreamHandle, [&](WireWriter& w) {
     w.I64(stream_id);
@@ -607,6 +793,36 @@ absl::StatusOr<ShuffleReply> DecodeShuffleReply(absl::string_view body) {
       CorruptionCause m;
       r.U8(&m.cause, "cause");
       FERRY_RETURN_IF_ERROR(r.Finish(name));
+      return m;
+    }
+    case BlockTransferType::kBlockPushReturnCode: {
+      BlockPushReturnCode m;
+      uint8_t code = 0;
+      r.U8(&code, "returnCode");
+      r.String(&m.failure_block_id, "failureBlockId");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      if (code > static_cast<uint8_t>(PushReturnCode::kTooOldAttemptPush)) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": return code ", int{code}));
+      }
+      m.code = static_cast<PushReturnCode>(code);
+      return m;
+    }
+    case BlockTransferType::kMergeStatuses: {
+      MergeStatuses m;
+      r.I32(&m.shuffle_id, "shuffleId");
+      r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+      int32_t count = 0;
+      // The smallest bitmap (an empty one) is 8 bytes.
+      if (r.Count(&count, 8, "bitmaps")) m.bitmaps.resize(static_cast<size_t>(count));
+      for (Bitmap& b : m.bitmaps) r.Bitmap(&b, "bitmaps", kMaxBitmapValues);
+      r.IntArray(&m.reduce_ids, "reduceIds");
+      r.LongArray(&m.sizes, "sizes");
+      FERRY_RETURN_IF_ERROR(r.Finish(name));
+      if (m.reduce_ids.size() != m.bitmaps.size() || m.sizes.size() != m.bitmaps.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("malformed ", name, ": ", m.bitmaps.size(), " bitmaps, ",
+                         m.reduce_ids.size(), " reduce ids and ", m.sizes.size(), " sizes"));
+      }
       return m;
     }
     default:

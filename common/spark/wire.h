@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/spark/bitmap.h"
 
 namespace ferry::spark {
 
@@ -54,6 +55,7 @@ class WireWriter {
   void StringArray(const std::vector<std::string>& v);
   void IntArray(const std::vector<int32_t>& v);
   void LongArray(const std::vector<int64_t>& v);
+  void Bitmap(const spark::Bitmap& b) { b.AppendTo(out_); }
 
  private:
   std::string* out_;
@@ -77,6 +79,8 @@ class WireReader {
                    size_t max_bytes = 4096);
   bool IntArray(std::vector<int32_t>* v, const char* what);
   bool LongArray(std::vector<int64_t>* v, const char* what);
+  // A RoaringBitmap (no length before it) of at most `max_values` values.
+  bool Bitmap(spark::Bitmap* b, const char* what, uint64_t max_values);
   // An array's count, which must fit in the bytes left as `element_bytes`-byte elements.
   bool Count(int32_t* count, size_t element_bytes, const char* what);
   // OK when every read succeeded and, with `whole`, nothing is left over; otherwise
@@ -106,15 +110,30 @@ struct StreamRequest {
 struct OneWayMessage {
   std::string body;
 };
-// Any other type a client may send (UploadStream, MergedBlockMetaRequest, or a server's
-// type): answered with a failure, never served. `request_id` is set where the type has one.
+// An upload: `meta` is a BlockTransferMessage (push-based shuffle's PushBlockStream) and
+// `body_bytes` raw bytes follow the frame, outside it.
+struct UploadStream {
+  int64_t request_id = 0;
+  std::string meta;
+  int64_t body_bytes = 0;
+};
+// Push-based shuffle: the chunk bitmaps of a merged partition (answered with
+// MergedBlockMetaSuccess, whose body is the partition's .meta file).
+struct MergedBlockMetaRequest {
+  int64_t request_id = 0;
+  std::string app_id;
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+  int32_t reduce_id = 0;
+};
+// A type a client does not send (a server's, or unknown): never served.
 struct UnsupportedMessage {
   MessageType type;
-  bool has_request_id = false;
-  int64_t request_id = 0;
 };
-using ClientMessage =
-    std::variant<ChunkFetchRequest, RpcRequest, StreamRequest, OneWayMessage, UnsupportedMessage>;
+// The largest UploadStream meta taken: a PushBlockStream is an app id and six ints.
+inline constexpr size_t kMaxUploadMetaBytes = 4096;
+using ClientMessage = std::variant<ChunkFetchRequest, RpcRequest, StreamRequest, OneWayMessage,
+                                   UploadStream, MergedBlockMetaRequest, UnsupportedMessage>;
 
 // frameLen from the first 8 bytes of a frame: the bytes that follow it (type, header,
 // in-frame body). INVALID_ARGUMENT outside (0, kMaxFrameBodyBytes].
@@ -129,6 +148,10 @@ std::string EncodeChunkFetchRequest(const ChunkFetchRequest& m);
 std::string EncodeRpcRequest(int64_t request_id, absl::string_view body);
 std::string EncodeStreamRequest(absl::string_view stream_id);
 std::string EncodeOneWayMessage(absl::string_view body);
+// The UploadStream frame; `body_bytes` raw bytes follow it.
+std::string EncodeUploadStreamHeader(int64_t request_id, absl::string_view meta,
+                                     int64_t body_bytes);
+std::string EncodeMergedBlockMetaRequest(const MergedBlockMetaRequest& m);
 
 // --- Frames the server sends -----------------------------------------------------------
 
@@ -150,6 +173,10 @@ std::string EncodeRpcFailure(int64_t request_id, absl::string_view error);
 // The StreamResponse frame; `byte_count` raw bytes follow it, outside the frame.
 std::string EncodeStreamResponseHeader(absl::string_view stream_id, uint64_t byte_count);
 std::string EncodeStreamFailure(absl::string_view stream_id, absl::string_view error);
+// The MergedBlockMetaSuccess frame header; `body_bytes` of chunk bitmaps (the .meta
+// file) follow in the frame, sent separately as a block is.
+std::string EncodeMergedBlockMetaSuccessHeader(int64_t request_id, int32_t num_chunks,
+                                               uint64_t body_bytes);
 
 // The frames a server sends, decoded (the client's side). A ChunkFetchSuccess's block
 // is its frame's rest and a StreamResponse's follows its frame: a client reads the
@@ -180,8 +207,13 @@ struct StreamFailure {
   std::string stream_id;
   std::string error;
 };
+struct MergedBlockMetaSuccess {
+  int64_t request_id = 0;
+  int32_t num_chunks = 0;
+  std::string body;  // the chunks' bitmaps: Bitmap::Read them one after the other
+};
 using ServerMessage = std::variant<ChunkFetchSuccess, ChunkFetchFailure, RpcResponse, RpcFailure,
-                                   StreamResponse, StreamFailure>;
+                                   StreamResponse, StreamFailure, MergedBlockMetaSuccess>;
 // A ChunkFetchSuccess's type and header, before its block.
 inline constexpr size_t kChunkFetchSuccessHeaderBytes = 1 + 8 + 4;
 // A server frame from the bytes after its frameLen (for a ChunkFetchSuccess, at least
@@ -268,13 +300,49 @@ inline constexpr size_t kMaxLocalDirsExecutors = 16384;
 // Block ids in one OpenBlocks or RemoveBlocks.
 inline constexpr size_t kMaxBlockIds = size_t{1} << 20;
 
-// A BlockTransferMessage the service does not serve (push-based shuffle, uploads,
-// Mesos, or an unknown id).
+// Push-based shuffle (Spark 3.2+). A map task's block, pushed to a merger: the
+// UploadStream's meta; the block is the upload's body.
+struct PushBlockStream {
+  std::string app_id;
+  int32_t app_attempt_id = 0;
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+  int32_t map_index = 0;
+  int32_t reduce_id = 0;
+  int32_t index = 0;  // the block's place in the pusher's batch
+};
+// The driver ends a shuffle's merge (answered with MergeStatuses) or drops one.
+struct FinalizeShuffleMerge {
+  std::string app_id;
+  int32_t app_attempt_id = 0;
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+};
+struct RemoveShuffleMerge {
+  std::string app_id;
+  int32_t app_attempt_id = 0;
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+};
+// A reducer's fetch of merged chunks: per reduce id, its chunk ids (answered with a
+// StreamHandle, one chunk per chunk id).
+struct FetchShuffleBlockChunks {
+  std::string app_id;
+  std::string exec_id;
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+  std::vector<int32_t> reduce_ids;
+  std::vector<std::vector<int32_t>> chunk_ids;
+};
+
+// A BlockTransferMessage the service does not serve (uploads between executors, Mesos,
+// a reply's type, or an unknown id).
 struct UnsupportedRpc {
   uint8_t type = 0;
 };
 using ShuffleRpc = std::variant<RegisterExecutor, OpenBlocks, FetchShuffleBlocks, RemoveBlocks,
-                                GetLocalDirsForExecutors, DiagnoseCorruption, UnsupportedRpc>;
+                                GetLocalDirsForExecutors, DiagnoseCorruption, FinalizeShuffleMerge,
+                                RemoveShuffleMerge, FetchShuffleBlockChunks, UnsupportedRpc>;
 
 // The name Spark gives a BlockTransferMessage type ("FetchShuffleBlocks"), or "type N".
 std::string BlockTransferTypeName(uint8_t type);
@@ -282,6 +350,8 @@ std::string BlockTransferTypeName(uint8_t type);
 // Decodes an RpcRequest's body. INVALID_ARGUMENT for a malformed one, naming the message
 // and field; a well-formed message of a type not served is UnsupportedRpc.
 absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body);
+// An UploadStream's meta: INVALID_ARGUMENT unless it is one PushBlockStream.
+absl::StatusOr<PushBlockStream> DecodePushBlockStream(absl::string_view meta);
 
 // RPC payloads, encoded (replies for the server; requests for clients and tests).
 std::string EncodeRegisterExecutor(const RegisterExecutor& m);
@@ -292,6 +362,10 @@ std::string EncodeFetchShuffleBlocks(const FetchShuffleBlocks& m);
 std::string EncodeRemoveBlocks(const RemoveBlocks& m);
 std::string EncodeGetLocalDirsForExecutors(const GetLocalDirsForExecutors& m);
 std::string EncodeDiagnoseCorruption(const DiagnoseCorruption& m);
+std::string EncodePushBlockStream(const PushBlockStream& m);
+std::string EncodeFinalizeShuffleMerge(const FinalizeShuffleMerge& m);
+std::string EncodeRemoveShuffleMerge(const RemoveShuffleMerge& m);
+std::string EncodeFetchShuffleBlockChunks(const FetchShuffleBlockChunks& m);
 std::string EncodeStreamHandle(int64_t stream_id, int32_t num_chunks);
 std::string EncodeBlocksRemoved(int32_t num_removed);
 std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids,
@@ -300,6 +374,34 @@ std::string EncodeLocalDirsForExecutors(const std::vector<std::string>& exec_ids
 // CorruptionCause: 0 DISK_ISSUE, 1 NETWORK_ISSUE, 2 UNKNOWN_ISSUE, 3 CHECKSUM_VERIFY_PASS,
 // 4 UNSUPPORTED_CHECKSUM_ALGORITHM.
 std::string EncodeCorruptionCause(uint8_t cause);
+
+// What a merger answers each push (BlockPushNonFatalFailure.ReturnCode); a failure's
+// `failure_block_id` names the push ("shufflePush_<shuffle>_<merge>_<map>_<reduce>").
+enum class PushReturnCode : uint8_t {
+  kSuccess = 0,
+  kTooLateBlockPush = 1,  // the shuffle's merge is finalized
+  kBlockAppendCollisionDetected = 2,
+  kStaleBlockPush = 3,  // a newer shuffle merge id has been seen
+  kTooOldAttemptPush = 4,
+};
+struct BlockPushReturnCode {
+  PushReturnCode code = PushReturnCode::kSuccess;
+  std::string failure_block_id;
+};
+std::string EncodeBlockPushReturnCode(const BlockPushReturnCode& m);
+// What a finalized merge holds: per merged partition (reduce id), the map indexes merged
+// and the merged bytes.
+struct MergeStatuses {
+  int32_t shuffle_id = 0;
+  int32_t shuffle_merge_id = 0;
+  std::vector<Bitmap> bitmaps;
+  std::vector<int32_t> reduce_ids;
+  std::vector<int64_t> sizes;
+};
+std::string EncodeMergeStatuses(const MergeStatuses& m);
+// The map indexes one bitmap of a reply may hold (Spark's map index is an int; a
+// shuffle's maps are far fewer).
+inline constexpr uint64_t kMaxBitmapValues = uint64_t{1} << 24;
 
 // The replies above, decoded: what a client reads in an RpcResponse's body.
 struct StreamHandle {
@@ -317,8 +419,8 @@ struct LocalDirsForExecutors {
 struct CorruptionCause {
   uint8_t cause = 0;
 };
-using ShuffleReply =
-    std::variant<StreamHandle, BlocksRemoved, LocalDirsForExecutors, CorruptionCause>;
+using ShuffleReply = std::variant<StreamHandle, BlocksRemoved, LocalDirsForExecutors,
+                                  CorruptionCause, BlockPushReturnCode, MergeStatuses>;
 // INVALID_ARGUMENT naming the field for a body that is none of them (or has bytes left).
 absl::StatusOr<ShuffleReply> DecodeShuffleReply(absl::string_view body);
 

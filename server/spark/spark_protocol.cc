@@ -60,6 +60,8 @@ class SparkProtocol {
   bool On(const spark::ChunkFetchRequest& chunk);
   bool On(const spark::StreamRequest& stream);
   bool On(const spark::OneWayMessage& message);
+  bool On(const spark::UploadStream& upload);
+  bool On(const spark::MergedBlockMetaRequest& request);
   bool On(const spark::UnsupportedMessage& message);
   // One handler per BlockTransferMessage inside an RpcRequest, chosen the same way.
   bool OnRpc(int64_t id, spark::RegisterExecutor& m);
@@ -68,6 +70,9 @@ class SparkProtocol {
   bool OnRpc(int64_t id, const spark::RemoveBlocks& m);
   bool OnRpc(int64_t id, const spark::GetLocalDirsForExecutors& m);
   bool OnRpc(int64_t id, const spark::DiagnoseCorruption& m);
+  bool OnRpc(int64_t id, const spark::FinalizeShuffleMerge& m);
+  bool OnRpc(int64_t id, const spark::RemoveShuffleMerge& m);
+  bool OnRpc(int64_t id, const spark::FetchShuffleBlockChunks& m);
   bool OnRpc(int64_t id, const spark::UnsupportedRpc& m);
   // FetchShuffleBlocks and OpenBlocks: a stream of the blocks they name.
   template <typename Fetch>
@@ -153,17 +158,22 @@ bool SparkProtocol::On(const spark::OneWayMessage&) {
   return true;  // push-based shuffle's RemoveShuffleMerge; a one-way message has no reply
 }
 
-bool SparkProtocol::On(const spark::UnsupportedMessage& unsupported) {
-  if (!unsupported.has_request_id) return false;  // a server's message, or an unknown type
-  const bool upload = unsupported.type == spark::MessageType::kUploadStream;
-  const bool told = SendFrame(spark::EncodeRpcFailure(
-      unsupported.request_id,
-      upload ? "UploadStream (push-based shuffle, block upload) is not supported by this "
-               "shuffle service; the connection closes"
-             : "MergedBlockMetaRequest (push-based shuffle) is not supported by this shuffle "
-               "service"));
-  // An UploadStream's body follows its frame unframed: the connection cannot go on.
-  return told && !upload;
+bool SparkProtocol::On(const spark::UploadStream& upload) {
+  SendFrame(spark::EncodeRpcFailure(upload.request_id,
+                                    "UploadStream (push-based shuffle, block upload) is not "
+                                    "supported by this shuffle service; the connection closes"));
+  // Its body follows the frame unframed: the connection cannot go on.
+  return false;
+}
+
+bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {
+  return SendFrame(spark::EncodeRpcFailure(
+      request.request_id,
+      "MergedBlockMetaRequest (push-based shuffle) is not supported by this shuffle service"));
+}
+
+bool SparkProtocol::On(const spark::UnsupportedMessage&) {
+  return false;  // a server's message, or an unknown type
 }
 
 bool SparkProtocol::Authenticate(const spark::ClientMessage& message) {
@@ -262,6 +272,21 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::DiagnoseCorruption& m) {
   absl::StatusOr<uint8_t> cause = service_.Diagnose(m, core_.peer_host());
   if (!cause.ok()) return Reply(id, cause.status());
   return Reply(id, spark::EncodeCorruptionCause(*cause));
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::FinalizeShuffleMerge&) {
+  return OnRpc(id, spark::UnsupportedRpc{
+                       static_cast<uint8_t>(spark::BlockTransferType::kFinalizeShuffleMerge)});
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveShuffleMerge&) {
+  return OnRpc(id, spark::UnsupportedRpc{
+                       static_cast<uint8_t>(spark::BlockTransferType::kRemoveShuffleMerge)});
+}
+
+bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlockChunks&) {
+  return OnRpc(id, spark::UnsupportedRpc{
+                       static_cast<uint8_t>(spark::BlockTransferType::kFetchShuffleBlockChunks)});
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::UnsupportedRpc& m) {

@@ -127,6 +127,11 @@ std::optional<Reply> SparkClient::Read() {
       r.stream_id = std::move(m.stream_id);
       r.text = std::move(m.error);
     }
+    void operator()(sw::MergedBlockMetaSuccess& m) {
+      r.id = m.request_id;
+      r.chunk_index = m.num_chunks;
+      r.body = std::move(m.body);
+    }
   };
   std::visit(Fill{reply}, *message);
   if (const auto* response = std::get_if<sw::StreamResponse>(&*message)) {

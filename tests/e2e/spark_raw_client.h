@@ -23,7 +23,7 @@ namespace ferry::testing {
 struct Reply {
   spark::MessageType type{};
   int64_t id = 0;           // requestId or streamId
-  int32_t chunk_index = 0;  // chunk frames
+  int32_t chunk_index = 0;  // chunk frames; MergedBlockMetaSuccess: numChunks
   std::string stream_id;    // stream frames
   std::string text;         // failures' error
   std::string body;         // in-frame body, or the bytes after a StreamResponse

@@ -1,5 +1,5 @@
-// libFuzzer target: Spark's frame, shuffle-RPC and SaslMessage decoders on arbitrary
-// bytes. A decoder must never crash or read past its input, and a message it accepts
+// libFuzzer target: Spark's frame, shuffle-RPC, reply, bitmap and SaslMessage decoders
+// on arbitrary bytes. A decoder must never crash or read past its input, and a message it accepts
 // must encode back to the very bytes it came from (Spark's encoding has one form per
 // message; a SaslMessage, whose tokenLen is not read, back to the same fields).
 #include <cstddef>
@@ -23,6 +23,11 @@ std::string Reencode(const ShuffleRpc& rpc) {
     return EncodeGetLocalDirsForExecutors(*m);
   }
   if (auto* m = std::get_if<DiagnoseCorruption>(&rpc)) return EncodeDiagnoseCorruption(*m);
+  if (auto* m = std::get_if<FinalizeShuffleMerge>(&rpc)) return EncodeFinalizeShuffleMerge(*m);
+  if (auto* m = std::get_if<RemoveShuffleMerge>(&rpc)) return EncodeRemoveShuffleMerge(*m);
+  if (auto* m = std::get_if<FetchShuffleBlockChunks>(&rpc)) {
+    return EncodeFetchShuffleBlockChunks(*m);
+  }
   return "";
 }
 
@@ -43,6 +48,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto auth = DecodeAuthMessage(bytes); auth.ok()) {
     if (EncodeAuthMessage(*auth) != bytes) std::abort();
   }
+  if (auto push = DecodePushBlockStream(bytes); push.ok()) {
+    if (EncodePushBlockStream(*push) != bytes) std::abort();
+  }
+  // Replies and bitmaps a client reads: accepted or refused, never a crash or an
+  // over-read; a bitmap accepted holds no more than its bound.
+  (void)DecodeShuffleReply(bytes);
+  (void)DecodeServerFrame(bytes);
+  absl::string_view rest = bytes;
+  if (auto bitmap = Bitmap::Read(&rest, 1 << 16); bitmap.ok()) {
+    if (bitmap->Cardinality() > (1 << 16) || rest.size() >= bytes.size()) std::abort();
+  }
   if (size >= kFrameLengthBytes) (void)DecodeFrameLength(bytes.substr(0, kFrameLengthBytes));
   if (auto frame = DecodeClientFrame(bytes); frame.ok()) {
     if (auto* m = std::get_if<ChunkFetchRequest>(&*frame)) {
@@ -50,6 +66,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (auto* m = std::get_if<StreamRequest>(&*frame)) {
       if (EncodeStreamRequest(m->stream_id).substr(kFrameLengthBytes) != bytes) std::abort();
+    }
+    if (auto* m = std::get_if<UploadStream>(&*frame)) {
+      if (EncodeUploadStreamHeader(m->request_id, m->meta, m->body_bytes)
+              .substr(kFrameLengthBytes) != bytes) {
+        std::abort();
+      }
+    }
+    if (auto* m = std::get_if<MergedBlockMetaRequest>(&*frame)) {
+      if (EncodeMergedBlockMetaRequest(*m).substr(kFrameLengthBytes) != bytes) std::abort();
     }
   }
   return 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -334,25 +335,239 @@ TEST(SparkWireTest, MalformedPayloadsNameTheField) {
 }
 
 TEST(SparkWireTest, MessagesNotServedAreNamedNotRejected) {
-  // Push-based shuffle's FinalizeShuffleMerge, and an id Spark does not define.
-  for (uint8_t type : {uint8_t{13}, uint8_t{99}}) {
+  // Mesos's heartbeat, and an id Spark does not define.
+  for (uint8_t type : {uint8_t{5}, uint8_t{99}}) {
     auto decoded = DecodeShuffleRpc(std::string(1, static_cast<char>(type)) + "rest");
     ASSERT_TRUE(decoded.ok());
     EXPECT_EQ(std::get<UnsupportedRpc>(*decoded).type, type);
   }
   EXPECT_EQ(BlockTransferTypeName(13), "FinalizeShuffleMerge");
   EXPECT_EQ(BlockTransferTypeName(99), "type 99");
-  // An UploadStream frame: not served, but its request id is kept to answer with.
-  std::string upload;
-  WireWriter w(&upload);
-  w.U8(static_cast<uint8_t>(MessageType::kUploadStream));
-  w.I64(kRequestId);
-  auto frame = DecodeClientFrame(upload);
-  ASSERT_TRUE(frame.ok());
-  EXPECT_TRUE(std::get<UnsupportedMessage>(*frame).has_request_id);
-  EXPECT_EQ(std::get<UnsupportedMessage>(*frame).request_id, kRequestId);
+  // A server's frame type from a client, or an unknown one.
+  for (uint8_t type : {uint8_t{4}, uint8_t{200}}) {
+    auto frame = DecodeClientFrame(std::string(1, static_cast<char>(type)) + "rest");
+    ASSERT_TRUE(frame.ok());
+    EXPECT_EQ(std::get<UnsupportedMessage>(*frame).type, static_cast<MessageType>(type));
+  }
   EXPECT_FALSE(DecodeClientFrame("").ok());
   EXPECT_FALSE(DecodeClientFrame(std::string(1, '\0') + "short").ok());
+}
+
+// Push-based shuffle's messages against the bytes Spark 3.5.0's own classes wrote
+// (tests/testdata/push_wire/run prints them): each decodes to its fields and encodes
+// back to the same bytes.
+struct PushGolden {
+  const char* name;
+  const char* hex;
+};
+constexpr PushGolden kPush[] = {
+    {"PushBlockStream", "0c000000056170702d31000000020000000300000004000000050000000600000007"},
+    {"UploadStream",
+     "000000000000003f0a0102030405060708000000220c000000056170702d310000000200000003000000"
+     "040000000500000006000000070000000000000005626c6f636b"},
+    {"FinalizeShuffleMerge",
+     "000000000000002b030102030405060708000000160d000000056170702d310000000200000003000000"
+     "04"},
+    {"BitmapSparse", "3a300000020000000000010001000000180000001c000000000005007011"},
+    {"BitmapRun", "3b300000010000b60b01000100b60b"},
+    {"BitmapEmpty", "3a30000000000000"},
+    {"MergeStatuses",
+     "000000000000006f0401020304050607080000005a0e0000000300000004000000023a30000002000000"
+     "0000010001000000180000001c0000000000050070113b300000010000b60b01000100b60b0000000200"
+     "000000000000090000000200000000000003e80000000200000000"},
+    {"FetchShuffleBlockChunks",
+     "00000000000000500301020304050607080000003b0f000000056170702d310000000130000000030000"
+     "0004000000020000000000000009000000020000000200000000000000010000000100000002"},
+    {"BlockPushReturnCode",
+     "000000000000002e0401020304050607080000001912030000001373687566666c65507573685f335f34"
+     "5f355f36"},
+    {"BlockPushReturnCodeSuccess", "000000000000001b04010203040506070800000006120000000000"},
+    {"RemoveShuffleMerge",
+     "0000000000000023090000001613000000056170702d31000000020000000300000004"},
+    {"MergedBlockMetaRequest",
+     "00000000000000260b0102030405060708000000056170702d31000000030000000400000005"},
+    {"MergedBlockMetaSuccess",
+     "00000000000000420c0102030405060708000000023a300000020000000000010001000000180000001c"
+     "0000000000050070113b300000010000b60b01000100b60b"},
+};
+
+std::string PushBytes(absl::string_view name) {
+  for (const PushGolden& g : kPush) {
+    if (name == g.name) return Hex(g.hex);
+  }
+  ADD_FAILURE() << "no golden " << name;
+  return "";
+}
+
+// The two bitmaps of the golden vectors: {0, 5, 70000} (two array containers) and the run
+// [1, 3000), run-optimized by Spark's side (a run container).
+Bitmap Sparse() { return Bitmap::Of({0, 5, 70000}); }
+
+TEST(SparkWireTest, PushMessagesAreSparksBytesBothWays) {
+  const PushBlockStream push{"app-1", 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(EncodePushBlockStream(push), PushBytes("PushBlockStream"));
+  absl::StatusOr<PushBlockStream> decoded = DecodePushBlockStream(PushBytes("PushBlockStream"));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->app_id, "app-1");
+  EXPECT_EQ(decoded->app_attempt_id, 2);
+  EXPECT_EQ(decoded->shuffle_id, 3);
+  EXPECT_EQ(decoded->shuffle_merge_id, 4);
+  EXPECT_EQ(decoded->map_index, 5);
+  EXPECT_EQ(decoded->reduce_id, 6);
+  EXPECT_EQ(decoded->index, 7);
+
+  // UploadStream: the frame, then the block outside it.
+  const std::string upload = PushBytes("UploadStream");
+  const std::string header = EncodeUploadStreamHeader(kRequestId, PushBytes("PushBlockStream"), 5);
+  EXPECT_EQ(header + "block", upload);
+  absl::StatusOr<ClientMessage> frame =
+      DecodeClientFrame(absl::string_view(header).substr(kFrameLengthBytes));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  const auto& up = std::get<UploadStream>(*frame);
+  EXPECT_EQ(up.request_id, kRequestId);
+  EXPECT_EQ(up.meta, PushBytes("PushBlockStream"));
+  EXPECT_EQ(up.body_bytes, 5);
+
+  EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeFinalizeShuffleMerge({"app-1", 2, 3, 4})),
+            PushBytes("FinalizeShuffleMerge"));
+  const auto finalize = std::get<FinalizeShuffleMerge>(RpcOf(PushBytes("FinalizeShuffleMerge")));
+  EXPECT_EQ(finalize.app_id, "app-1");
+  EXPECT_EQ(finalize.app_attempt_id, 2);
+  EXPECT_EQ(finalize.shuffle_id, 3);
+  EXPECT_EQ(finalize.shuffle_merge_id, 4);
+
+  const std::string remove = PushBytes("RemoveShuffleMerge");
+  EXPECT_EQ(EncodeOneWayMessage(EncodeRemoveShuffleMerge({"app-1", 2, 3, 4})), remove);
+  frame = DecodeClientFrame(absl::string_view(remove).substr(kFrameLengthBytes));
+  ASSERT_TRUE(frame.ok());
+  absl::StatusOr<ShuffleRpc> one_way = DecodeShuffleRpc(std::get<OneWayMessage>(*frame).body);
+  ASSERT_TRUE(one_way.ok());
+  EXPECT_EQ(std::get<RemoveShuffleMerge>(*one_way).shuffle_merge_id, 4);
+
+  FetchShuffleBlockChunks chunks{"app-1", "0", 3, 4, {0, 9}, {{0, 1}, {2}}};
+  EXPECT_EQ(EncodeRpcRequest(kRequestId, EncodeFetchShuffleBlockChunks(chunks)),
+            PushBytes("FetchShuffleBlockChunks"));
+  const auto fetched =
+      std::get<FetchShuffleBlockChunks>(RpcOf(PushBytes("FetchShuffleBlockChunks")));
+  EXPECT_EQ(fetched.exec_id, "0");
+  EXPECT_EQ(fetched.reduce_ids, (std::vector<int32_t>{0, 9}));
+  EXPECT_EQ(fetched.chunk_ids, (std::vector<std::vector<int32_t>>{{0, 1}, {2}}));
+
+  const MergedBlockMetaRequest meta{kRequestId, "app-1", 3, 4, 5};
+  EXPECT_EQ(EncodeMergedBlockMetaRequest(meta), PushBytes("MergedBlockMetaRequest"));
+  frame = DecodeClientFrame(
+      absl::string_view(PushBytes("MergedBlockMetaRequest")).substr(kFrameLengthBytes));
+  ASSERT_TRUE(frame.ok());
+  EXPECT_EQ(std::get<MergedBlockMetaRequest>(*frame).reduce_id, 5);
+  EXPECT_EQ(std::get<MergedBlockMetaRequest>(*frame).app_id, "app-1");
+}
+
+TEST(SparkWireTest, BitmapsAreSparksBytes) {
+  EXPECT_EQ(Sparse().Serialize(), PushBytes("BitmapSparse"));
+  EXPECT_EQ(Bitmap().Serialize(), PushBytes("BitmapEmpty"));
+  // Spark's run container reads as the values it holds.
+  std::string run = PushBytes("BitmapRun");
+  absl::string_view rest = run;
+  absl::StatusOr<Bitmap> read = Bitmap::Read(&rest, kMaxBitmapValues);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(rest.empty());
+  EXPECT_EQ(read->Cardinality(), 2999u);
+  EXPECT_TRUE(read->Contains(1));
+  EXPECT_TRUE(read->Contains(2999));
+  EXPECT_FALSE(read->Contains(3000));
+  // Built by adds, as Spark's trackers are, past the array container's 4,096 values.
+  Bitmap big;
+  for (uint32_t i = 0; i < 5000; i += 1) big.Add(i * 3);
+  absl::string_view big_bytes;
+  const std::string serialized = big.Serialize();
+  big_bytes = serialized;
+  absl::StatusOr<Bitmap> again = Bitmap::Read(&big_bytes, kMaxBitmapValues);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, big);
+  // One after another, as in a .meta file; each read takes its own bytes only.
+  const std::string two = Sparse().Serialize() + run;
+  absl::string_view both = two;
+  EXPECT_EQ(*Bitmap::Read(&both, 10), Sparse());
+  EXPECT_EQ(Bitmap::Read(&both, 10).status().code(), absl::StatusCode::kInvalidArgument)
+      << "2,999 values over a bound of 10";
+}
+
+TEST(SparkWireTest, PushRepliesAreSparksBytesBothWays) {
+  absl::string_view run_bytes;
+  const std::string run_serialized = PushBytes("BitmapRun");
+  run_bytes = run_serialized;
+  const Bitmap run = *Bitmap::Read(&run_bytes, kMaxBitmapValues);
+  // MergeStatuses: encoded from the same bitmaps, Spark's bytes; decoded, the same values.
+  const MergeStatuses statuses{3, 4, {Sparse(), run}, {0, 9}, {1000, int64_t{1} << 33}};
+  EXPECT_EQ(EncodeRpcResponse(kRequestId, EncodeMergeStatuses(statuses)),
+            PushBytes("MergeStatuses"));
+  absl::StatusOr<ServerMessage> response =
+      DecodeServerFrame(absl::string_view(PushBytes("MergeStatuses")).substr(kFrameLengthBytes));
+  ASSERT_TRUE(response.ok()) << response.status();
+  absl::StatusOr<ShuffleReply> reply = DecodeShuffleReply(std::get<RpcResponse>(*response).body);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const auto& got = std::get<MergeStatuses>(*reply);
+  EXPECT_EQ(got.shuffle_id, 3);
+  EXPECT_EQ(got.shuffle_merge_id, 4);
+  ASSERT_EQ(got.bitmaps.size(), 2u);
+  EXPECT_EQ(got.bitmaps[0], Sparse());
+  EXPECT_EQ(got.bitmaps[1], run);
+  EXPECT_EQ(got.reduce_ids, (std::vector<int32_t>{0, 9}));
+  EXPECT_EQ(got.sizes, (std::vector<int64_t>{1000, int64_t{1} << 33}));
+
+  for (const auto& [name, code, block] :
+       {std::tuple{"BlockPushReturnCode", PushReturnCode::kStaleBlockPush, "shufflePush_3_4_5_6"},
+        std::tuple{"BlockPushReturnCodeSuccess", PushReturnCode::kSuccess, ""}}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(EncodeRpcResponse(kRequestId, EncodeBlockPushReturnCode({code, block})),
+              PushBytes(name));
+    response = DecodeServerFrame(absl::string_view(PushBytes(name)).substr(kFrameLengthBytes));
+    ASSERT_TRUE(response.ok());
+    reply = DecodeShuffleReply(std::get<RpcResponse>(*response).body);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(std::get<BlockPushReturnCode>(*reply).code, code);
+    EXPECT_EQ(std::get<BlockPushReturnCode>(*reply).failure_block_id, block);
+  }
+
+  // MergedBlockMetaSuccess: the header, then the .meta file's bitmaps in the frame.
+  const std::string meta = Sparse().Serialize() + run_serialized;
+  EXPECT_EQ(EncodeMergedBlockMetaSuccessHeader(kRequestId, 2, meta.size()) + meta,
+            PushBytes("MergedBlockMetaSuccess"));
+  response = DecodeServerFrame(
+      absl::string_view(PushBytes("MergedBlockMetaSuccess")).substr(kFrameLengthBytes));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(std::get<MergedBlockMetaSuccess>(*response).num_chunks, 2);
+  EXPECT_EQ(std::get<MergedBlockMetaSuccess>(*response).body, meta);
+}
+
+TEST(SparkWireTest, MalformedPushMessagesNameTheField) {
+  // A meta that is not a PushBlockStream, or one cut short.
+  EXPECT_TRUE(absl::StrContains(
+      DecodePushBlockStream(EncodeFinalizeShuffleMerge({"a", 0, 1, 2})).status().message(),
+      "FinalizeShuffleMerge, not PushBlockStream"));
+  const std::string push = PushBytes("PushBlockStream");
+  EXPECT_TRUE(absl::StrContains(
+      DecodePushBlockStream(push.substr(0, push.size() - 2)).status().message(), "index"));
+  // An upload whose body is of a negative size; a meta past the bound.
+  const std::string negative = EncodeUploadStreamHeader(1, push, -1);
+  EXPECT_FALSE(DecodeClientFrame(absl::string_view(negative).substr(kFrameLengthBytes)).ok());
+  const std::string huge =
+      EncodeUploadStreamHeader(1, std::string(kMaxUploadMetaBytes + 1, 'm'), 1);
+  EXPECT_FALSE(DecodeClientFrame(absl::string_view(huge).substr(kFrameLengthBytes)).ok());
+  // Chunk-id lists must pair with reduce ids.
+  EXPECT_FALSE(
+      DecodeShuffleRpc(EncodeFetchShuffleBlockChunks({"a", "0", 1, 0, {1, 2}, {{0}}})).ok());
+  // MergeStatuses: a cut bitmap, a count the bytes cannot hold, arrays that do not pair.
+  std::string statuses = EncodeMergeStatuses({3, 4, {Sparse()}, {0}, {10}});
+  EXPECT_FALSE(DecodeShuffleReply(statuses.substr(0, 20)).ok());
+  std::string count = statuses;
+  count[9 + 3] = 100;  // 100 bitmaps announced
+  EXPECT_FALSE(DecodeShuffleReply(count).ok());
+  EXPECT_FALSE(DecodeShuffleReply(EncodeMergeStatuses({3, 4, {Sparse()}, {0, 1}, {10}})).ok());
+  // A return code Spark does not define.
+  std::string code = EncodeBlockPushReturnCode({PushReturnCode::kSuccess, ""});
+  code[1] = 9;
+  EXPECT_FALSE(DecodeShuffleReply(code).ok());
 }
 
 // A string array's count was bounded only by the bytes left, so 4 wire bytes
