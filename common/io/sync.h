@@ -67,10 +67,12 @@ class WaitGroup {
 // invoke `done(result)` exactly once, from any thread, cancelled or not. Returns the
 // result. If the scheduler stops first, the call is cancelled and the thread waits for
 // its `done` (prompt once cancelled; bounded by the call's own deadline), so nothing
-// the call touches outlives the fiber's frame.
+// the call touches outlives the fiber's frame. At `deadline` the call is cancelled the
+// same way (and its answer to that returned).
 template <typename T>
 T AwaitCall(FiberScheduler& scheduler,
-            absl::FunctionRef<std::function<void()>(absl::AnyInvocable<void(T)>)> start) {
+            absl::FunctionRef<std::function<void()>(absl::AnyInvocable<void(T)>)> start,
+            absl::Time deadline = absl::InfiniteFuture()) {
   struct State {
     std::optional<T> result;
     Event arrived;  // set on the scheduler's thread
@@ -83,7 +85,7 @@ T AwaitCall(FiberScheduler& scheduler,
     scheduler.Post([state] { state->arrived.Set(); });
     state->finished.Notify();
   });
-  if (state->arrived.Wait() != 0) {
+  if (state->arrived.Wait(deadline) != 0) {
     cancel();
     state->finished.WaitForNotification();
   }
