@@ -47,6 +47,10 @@ uint64_t Bitmap::Cardinality() const { return roaring_bitmap_get_cardinality(bit
 
 void Bitmap::Clear() { roaring_bitmap_clear(bits_.get()); }
 
+void Bitmap::Subtract(const Bitmap& other) {
+  roaring_bitmap_andnot_inplace(bits_.get(), other.bits_.get());
+}
+
 std::vector<uint32_t> Bitmap::Values() const {
   std::vector<uint32_t> out(static_cast<size_t>(Cardinality()));
   roaring_bitmap_to_uint32_array(bits_.get(), out.data());

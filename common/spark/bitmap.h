@@ -36,6 +36,8 @@ class Bitmap {
   uint64_t Cardinality() const;
   bool empty() const { return Cardinality() == 0; }
   void Clear();
+  // Removes every value `other` holds.
+  void Subtract(const Bitmap& other);
   std::vector<uint32_t> Values() const;
 
   // The portable serialization, appended to *out; its size.

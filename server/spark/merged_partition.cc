@@ -1,0 +1,106 @@
+#include "server/spark/merged_partition.h"
+
+#include <endian.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+namespace {
+
+// Writes all of `bytes` at `offset`.
+absl::Status WriteAt(int fd, absl::string_view bytes, int64_t offset, absl::string_view what) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                               offset + static_cast<int64_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("write ", what));
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MergedPartition>> MergedPartition::Create(Files files,
+                                                                         int64_t min_chunk_bytes,
+                                                                         std::string name) {
+  if (!files.data.valid() || !files.index.valid() || !files.meta.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": a file is not open"));
+  }
+  std::unique_ptr<MergedPartition> partition(
+      new MergedPartition(std::move(files), min_chunk_bytes, std::move(name)));
+  // The first chunk starts at 0, with no bitmap of its own.
+  if (absl::Status s = partition->CloseChunk(0, /*with_bitmap=*/false); !s.ok()) return s;
+  return partition;
+}
+
+absl::Status MergedPartition::CloseChunk(int64_t offset, bool with_bitmap) {
+  const uint64_t big_endian = htobe64(static_cast<uint64_t>(offset));
+  // The index entry first and the bitmap after it; the ends move only when both are
+  // written, so a failed boundary is rewritten whole at the next one.
+  absl::Status s = WriteAt(files_.index.get(),
+                           absl::string_view(reinterpret_cast<const char*>(&big_endian), 8),
+                           index_end_, absl::StrCat(name_, ".index"));
+  std::string bitmap;
+  if (s.ok() && with_bitmap) {
+    bitmap = chunk_maps_.Serialize();
+    s = WriteAt(files_.meta.get(), bitmap, meta_end_, absl::StrCat(name_, ".meta"));
+  }
+  if (!s.ok()) return s;
+  index_end_ += 8;
+  meta_end_ += static_cast<int64_t>(bitmap.size());
+  chunk_start_ = offset;
+  if (with_bitmap) {
+    ++chunks_;
+    chunk_maps_.Clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MergedPartition::Commit(uint32_t map_index, int64_t length) {
+  if (finalized_) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, " is finalized"));
+  }
+  end_ += length;
+  merged_.Add(map_index);
+  chunk_maps_.Add(map_index);
+  if (end_ - chunk_start_ < min_chunk_bytes_) return absl::OkStatus();
+  return CloseChunk(end_, /*with_bitmap=*/true);
+}
+
+absl::StatusOr<MergedPartition::Final> MergedPartition::Finalize() {
+  if (finalized_) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, " is finalized"));
+  }
+  finalized_ = true;
+  Final result;
+  result.map_indexes = merged_;
+  if (end_ != chunk_start_) {
+    if (absl::Status s = CloseChunk(end_, /*with_bitmap=*/true); !s.ok()) {
+      // The open chunk cannot be closed: it is cut, and its maps are not reported
+      // merged, so that reducers fetch their blocks unmerged rather than miss them.
+      result.map_indexes.Subtract(chunk_maps_);
+    }
+  }
+  result.size = chunk_start_;
+  const std::pair<const UniqueFd*, int64_t> cuts[] = {
+      {&files_.data, chunk_start_}, {&files_.index, index_end_}, {&files_.meta, meta_end_}};
+  for (const auto& [fd, length] : cuts) {
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0 ||
+        (st.st_size != length && ::ftruncate(fd->get(), length) != 0)) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("cut ", name_));
+    }
+  }
+  return result;
+}
+
+}  // namespace ferry
