@@ -55,9 +55,10 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 }  // namespace
 
-UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags) {
+UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags, mode_t mode) {
   open_how how{};
   how.flags = static_cast<uint64_t>(flags);
+  how.mode = (flags & O_CREAT) != 0 ? mode : 0;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   return UniqueFd(
       static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how, sizeof(how))));

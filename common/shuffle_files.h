@@ -14,6 +14,8 @@
 #ifndef FERRY_COMMON_SHUFFLE_FILES_H_
 #define FERRY_COMMON_SHUFFLE_FILES_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +39,9 @@ std::string ChecksumFileName(int32_t shuffle_id, int64_t map_id, ChecksumAlgorit
 
 // openat2(dir_fd, relative, flags) resolving beneath `dir_fd` and through no symlink
 // (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the one way Ferry
-// opens anything a peer's request can name. Invalid, with errno set, on failure.
-UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags);
+// opens anything a peer's request can name. `mode`: a file O_CREAT makes. Invalid, with
+// errno set, on failure.
+UniqueFd OpenBeneath(int dir_fd, const std::string& relative, int flags, mode_t mode = 0);
 
 // Opens `relative` (one or more path components) beneath the directory `dir_fd` for
 // reading: resolution never leaves `dir_fd` and follows no symlink (openat2

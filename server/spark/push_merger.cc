@@ -1,0 +1,301 @@
+#include "server/spark/push_merger.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/option_check.h"
+#include "common/shuffle_files.h"
+#include "common/status_macros.h"
+#include "common/spark/merge_dirs.h"
+
+namespace ferry {
+
+namespace {
+
+using spark::PushReturnCode;
+
+constexpr const char* kSuffixes[] = {"data", "index", "meta"};
+
+std::string BlockId(const spark::PushBlockStream& p) {
+  return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index,
+                      "_", p.reduce_id);
+}
+
+}  // namespace
+
+absl::Status PushMerger::Options::Validate() const {
+  // A chunk of at most 2 GiB: Spark's reducers read a chunk in one frame.
+  FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-min-chunk-bytes",
+                                   static_cast<uint64_t>(min_chunk_bytes), 1, uint64_t{1} << 31));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("--spark-push-max-open-partitions", max_open_partitions, 1, uint64_t{1} << 20));
+  return CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50);
+}
+
+void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
+                                 std::shared_ptr<const spark::ExecutorDirs> merge_dirs) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = apps_.try_emplace(app_id);
+  App& app = it->second;
+  if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
+  // A newer attempt: the former one's merges go.
+  for (auto& [shuffle_id, shuffle] : app.shuffles) Delete(app, app_id, shuffle_id, shuffle);
+  app.shuffles.clear();
+  app.bytes = 0;
+  app.attempt_id = attempt_id;
+  app.merge_dirs = std::move(merge_dirs);
+}
+
+absl::StatusOr<std::shared_ptr<PushMerger::Partition>> PushMerger::NewPartition(
+    const std::string& app_id, App& app, int32_t shuffle_id, int32_t merge_id, int32_t reduce_id) {
+  if (open_partitions_ >= options_.max_open_partitions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.max_open_partitions, " merged partitions are open on this shuffle service"));
+  }
+  MergedPartition::Files files;
+  UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
+  for (int i = 0; i < 3; ++i) {
+    const ShuffleFileLocation at = app.merge_dirs->Locate(
+        spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, kSuffixes[i]));
+    *fds[i] = OpenBeneath(at.dir_fd, at.relative,
+                          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (!fds[i]->valid()) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("create ", at.display));
+    }
+  }
+  auto partition = std::make_shared<Partition>();
+  partition->app_id = app_id;
+  partition->shuffle_id = shuffle_id;
+  partition->merge_id = merge_id;
+  partition->reduce_id = reduce_id;
+  FERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<MergedPartition> merged,
+      MergedPartition::Create(std::move(files), options_.min_chunk_bytes,
+                              spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, "*")));
+  {
+    absl::MutexLock p(&partition->mu);
+    partition->files = std::move(merged);
+  }
+  ++open_partitions_;
+  return partition;
+}
+
+absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockStream& push) {
+  Admission admission;
+  admission.block_id = BlockId(push);
+  absl::MutexLock lock(&mu_);
+  auto app_it = apps_.find(push.app_id);
+  if (app_it == apps_.end()) {
+    return absl::NotFoundError(absl::StrCat("application ", push.app_id,
+                                            " is not registered with push-based shuffle here"));
+  }
+  App& app = app_it->second;
+  if (push.app_attempt_id != app.attempt_id) {
+    admission.code = PushReturnCode::kTooOldAttemptPush;
+    return admission;
+  }
+  if (push.map_index < 0 || push.reduce_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(admission.block_id, ": a negative index"));
+  }
+  auto [shuffle_it, new_shuffle] = app.shuffles.try_emplace(push.shuffle_id);
+  Shuffle& shuffle = shuffle_it->second;
+  if (new_shuffle) {
+    shuffle.merge_id = push.shuffle_merge_id;
+  } else if (push.shuffle_merge_id < shuffle.merge_id) {
+    admission.code = PushReturnCode::kStaleBlockPush;
+    return admission;
+  } else if (push.shuffle_merge_id > shuffle.merge_id) {
+    // A new attempt of an indeterminate stage: the older merge goes.
+    Delete(app, push.app_id, push.shuffle_id, shuffle);
+    shuffle = Shuffle{push.shuffle_merge_id, false, {}};
+  } else if (shuffle.finalized) {
+    admission.code = PushReturnCode::kTooLateBlockPush;
+    return admission;
+  }
+  if (app.bytes >= options_.max_app_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "application ", push.app_id, " holds ", app.bytes, " merged bytes here, its bound"));
+  }
+  auto partition_it = shuffle.partitions.find(push.reduce_id);
+  if (partition_it == shuffle.partitions.end()) {
+    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Partition> created,
+                           NewPartition(push.app_id, app, push.shuffle_id, shuffle.merge_id,
+                                        push.reduce_id));
+    partition_it = shuffle.partitions.emplace(push.reduce_id, std::move(created)).first;
+  }
+  Partition& partition = *partition_it->second;
+  {
+    absl::MutexLock p(&partition.mu);
+    if (partition.files != nullptr && partition.files->Has(static_cast<uint32_t>(push.map_index))) {
+      return admission;  // a duplicate: drained, answered success
+    }
+  }
+  admission.partition = partition_it->second;
+  return admission;
+}
+
+absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, int32_t map_index,
+                                                        int64_t length) {
+  Target target;
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock p(&partition.mu);
+  auto app = apps_.find(partition.app_id);
+  if (partition.finalized || partition.files == nullptr || app == apps_.end()) {
+    // Finalized, or deleted by a newer merge or attempt meanwhile.
+    bool newer = false;
+    if (app != apps_.end()) {
+      auto shuffle = app->second.shuffles.find(partition.shuffle_id);
+      newer = shuffle != app->second.shuffles.end() &&
+              shuffle->second.merge_id > partition.merge_id;
+    }
+    target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
+    return target;
+  }
+  if (partition.files->Has(static_cast<uint32_t>(map_index))) {
+    target.duplicate = true;
+    return target;
+  }
+  if (app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "application ", partition.app_id, " would pass its bound of ", options_.max_app_bytes,
+        " merged bytes here"));
+  }
+  target.fd = UniqueFd(::fcntl(partition.files->data_fd(), F_DUPFD_CLOEXEC, 0));
+  if (!target.fd.valid()) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("dup the data file of ", partition.app_id));
+  }
+  target.offset = partition.files->end();
+  return target;
+}
+
+PushReturnCode PushMerger::Commit(Partition& partition, int32_t map_index, int64_t length,
+                                  int data_fd) {
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock p(&partition.mu);
+  auto app = apps_.find(partition.app_id);
+  if (partition.finalized || partition.files == nullptr || app == apps_.end()) {
+    // The write may have landed after the finalize cut the file.
+    (void)::ftruncate(data_fd, partition.final_size);
+    return PushReturnCode::kTooLateBlockPush;
+  }
+  // An error recording the chunk leaves the block merged and the chunk open.
+  (void)partition.files->Commit(static_cast<uint32_t>(map_index), length);
+  app->second.bytes += static_cast<uint64_t>(length);
+  app->second.shuffles[partition.shuffle_id].bytes += static_cast<uint64_t>(length);
+  return PushReturnCode::kSuccess;
+}
+
+absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
+    const spark::FinalizeShuffleMerge& request) {
+  spark::MergeStatuses statuses;
+  statuses.shuffle_id = request.shuffle_id;
+  statuses.shuffle_merge_id = request.shuffle_merge_id;
+  absl::MutexLock lock(&mu_);
+  auto app_it = apps_.find(request.app_id);
+  if (app_it == apps_.end()) {
+    return absl::NotFoundError(absl::StrCat("application ", request.app_id,
+                                            " is not registered with push-based shuffle here"));
+  }
+  App& app = app_it->second;
+  if (request.app_attempt_id != app.attempt_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "The attempt id ", request.app_attempt_id,
+        " in this FinalizeShuffleMerge message does not match with the current attempt id ",
+        app.attempt_id, " stored in shuffle service for application ", request.app_id));
+  }
+  auto [it, inserted] = app.shuffles.try_emplace(request.shuffle_id);
+  Shuffle& shuffle = it->second;
+  if (!inserted) {
+    if (request.shuffle_merge_id < shuffle.merge_id || shuffle.finalized) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Shuffle merge finalize request for shuffle ", request.shuffle_id,
+                       " with shuffleMergeId ", request.shuffle_merge_id,
+                       " is stale shuffle finalize request as shuffle blocks of a higher "
+                       "shuffleMergeId for the shuffle is already being pushed"));
+    }
+    if (request.shuffle_merge_id > shuffle.merge_id) {
+      Delete(app, request.app_id, request.shuffle_id, shuffle);
+      shuffle.partitions.clear();
+    }
+  }
+  shuffle.merge_id = request.shuffle_merge_id;
+  shuffle.finalized = true;
+  for (auto& [reduce_id, partition] : shuffle.partitions) {
+    absl::MutexLock p(&partition->mu);
+    partition->finalized = true;
+    if (partition->files == nullptr) continue;
+    absl::StatusOr<MergedPartition::Final> final = partition->files->Finalize();
+    partition->files.reset();
+    --open_partitions_;
+    if (!final.ok() || final->map_indexes.empty()) continue;
+    partition->final_size = final->size;
+    statuses.bitmaps.push_back(std::move(final->map_indexes));
+    statuses.reduce_ids.push_back(reduce_id);
+    statuses.sizes.push_back(final->size);
+  }
+  return statuses;
+}
+
+absl::Status PushMerger::Remove(const spark::RemoveShuffleMerge& request) {
+  absl::MutexLock lock(&mu_);
+  auto app_it = apps_.find(request.app_id);
+  if (app_it == apps_.end()) return absl::OkStatus();
+  App& app = app_it->second;
+  if (request.app_attempt_id != app.attempt_id) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RemoveShuffleMerge of attempt ", request.app_attempt_id, " of application ",
+                     request.app_id, ", whose attempt here is ", app.attempt_id));
+  }
+  auto it = app.shuffles.find(request.shuffle_id);
+  if (it == app.shuffles.end()) return absl::OkStatus();
+  if (request.shuffle_merge_id != -1 && request.shuffle_merge_id != it->second.merge_id) {
+    return absl::OkStatus();  // not the merge held here
+  }
+  Delete(app, request.app_id, request.shuffle_id, it->second);
+  app.shuffles.erase(it);
+  return absl::OkStatus();
+}
+
+void PushMerger::ApplicationEnded(const std::string& app_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = apps_.find(app_id);
+  if (it == apps_.end()) return;
+  for (auto& [shuffle_id, shuffle] : it->second.shuffles) {
+    Delete(it->second, app_id, shuffle_id, shuffle);
+  }
+  apps_.erase(it);
+}
+
+void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id,
+                        Shuffle& shuffle) {
+  app.bytes -= shuffle.bytes;
+  shuffle.bytes = 0;
+  for (auto& [reduce_id, partition] : shuffle.partitions) {
+    {
+      absl::MutexLock p(&partition->mu);
+      if (partition->files != nullptr) --open_partitions_;
+      partition->files.reset();
+      partition->finalized = true;
+    }
+    for (const char* suffix : kSuffixes) {
+      const ShuffleFileLocation at = app.merge_dirs->Locate(
+          spark::MergedFileName(app_id, shuffle_id, shuffle.merge_id, reduce_id, suffix));
+      const size_t slash = at.relative.rfind('/');
+      UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),
+                                 O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dir.valid()) (void)::unlinkat(dir.get(), at.relative.substr(slash + 1).c_str(), 0);
+    }
+  }
+}
+
+uint64_t PushMerger::open_partitions() const {
+  absl::MutexLock lock(&mu_);
+  return open_partitions_;
+}
+
+}  // namespace ferry

@@ -1,0 +1,144 @@
+// PushMerger: push-based shuffle's merges on this node, kept as Spark's
+// RemoteBlockPushResolver keeps them (application attempts, shuffle merge ids, return
+// codes), in files a reducer reads as Spark's (MergedPartition).
+//
+// A push is admitted or answered at once (Admit): a former attempt's is too old, an
+// older merge id's stale, a finalized merge's too late, a map index merged already a
+// duplicate (drained, answered success). An admitted push appends its block under its
+// partition's turn (Partition::turn(): one appender at a time, in the order they asked,
+// fibers of every thread waiting without blocking it), at Target(), then Commit()s it.
+// Finalize() ends a merge and says what it holds; a newer merge id, RemoveShuffleMerge
+// and the application's end delete a merge's files.
+//
+// Bounds: partitions with open files (3 descriptors each) and merged bytes per
+// application; a push past either is refused (RESOURCE_EXHAUSTED), never queued.
+#ifndef FERRY_SERVER_SPARK_PUSH_MERGER_H_
+#define FERRY_SERVER_SPARK_PUSH_MERGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/io/fiber_queue_lock.h"
+#include "common/spark/layout.h"
+#include "common/spark/wire.h"
+#include "server/spark/merged_partition.h"
+
+namespace ferry {
+
+class PushMerger {
+ public:
+  struct Options {
+    // spark.shuffle.push.server.minChunkSizeInMergedShuffleFile.
+    int64_t min_chunk_bytes = int64_t{2} << 20;
+    // Partitions being merged at once, each with three open files.
+    uint64_t max_open_partitions = 1024;
+    // Merged bytes one application may hold on this node.
+    uint64_t max_app_bytes = uint64_t{64} << 30;
+    absl::Status Validate() const;
+  };
+
+  explicit PushMerger(Options options) : options_(options) {}
+
+  // An application attempt's merge dirs (where its executors said, beneath the roots
+  // the registry serves). The first registration of an attempt sets them; a newer
+  // attempt's replaces an older one's, whose merges are deleted; an older attempt's is
+  // ignored (as in Spark).
+  void RegisterAttempt(const std::string& app_id, int32_t attempt_id,
+                       std::shared_ptr<const spark::ExecutorDirs> merge_dirs);
+
+  class Partition {
+   public:
+    FiberQueueLock& turn() { return turn_; }
+
+   private:
+    friend class PushMerger;
+    std::string app_id;
+    int32_t shuffle_id = 0;
+    int32_t merge_id = 0;
+    int32_t reduce_id = 0;
+    FiberQueueLock turn_;
+    absl::Mutex mu;
+    std::unique_ptr<MergedPartition> files ABSL_GUARDED_BY(mu);
+    bool finalized ABSL_GUARDED_BY(mu) = false;  // or deleted
+    int64_t final_size ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  struct Admission {
+    spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
+    // With kSuccess: the partition to append to; null for a duplicate (drain the block
+    // and answer success).
+    std::shared_ptr<Partition> partition;
+    // shufflePush_<shuffle>_<merge>_<map>_<reduce>, what Spark's answers name.
+    std::string block_id;
+  };
+  // NOT_FOUND for an application with no merge dirs here (never registered with
+  // push-based shuffle); RESOURCE_EXHAUSTED past a bound; an error creating the files.
+  absl::StatusOr<Admission> Admit(const spark::PushBlockStream& push);
+
+  // Under the partition's turn: where the block goes, or the code to answer instead
+  // (the merge finalized or replaced meanwhile: too late or stale; the map merged
+  // meanwhile: a duplicate, success).
+  struct Target {
+    spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
+    bool duplicate = false;
+    // The data file, the writer's own descriptor of it (a finalize closes the
+    // partition's meanwhile), and where the block goes.
+    UniqueFd fd;
+    int64_t offset = 0;
+  };
+  // RESOURCE_EXHAUSTED when `length` more bytes would pass the application's bound
+  // (which appends in flight may pass by a block each).
+  absl::StatusOr<Target> TargetOf(Partition& partition, int32_t map_index, int64_t length);
+  // Under the partition's turn, after `length` bytes were written at the target
+  // through `data_fd` (the target's): the block is merged (kSuccess), or too late (the
+  // merge was finalized or deleted while it was written: what the write added past the
+  // final size is cut). An error writing the chunk entries leaves the block merged.
+  spark::PushReturnCode Commit(Partition& partition, int32_t map_index, int64_t length,
+                               int data_fd);
+
+  // Ends a merge: INVALID_ARGUMENT for a former attempt's request, FAILED_PRECONDITION
+  // for a stale or finalized merge id (Spark's words), NOT_FOUND for an unknown
+  // application. A newer merge id than the one merged ends it empty (deleting the
+  // older merge's files).
+  absl::StatusOr<spark::MergeStatuses> Finalize(const spark::FinalizeShuffleMerge& request);
+  // Deletes a merge's files (the merge id given, or every merge of the shuffle with -1).
+  absl::Status Remove(const spark::RemoveShuffleMerge& request);
+  // Deletes every merge of the application.
+  void ApplicationEnded(const std::string& app_id);
+
+  uint64_t open_partitions() const;
+
+ private:
+  struct Shuffle {
+    int32_t merge_id = 0;
+    bool finalized = false;
+    absl::flat_hash_map<int32_t, std::shared_ptr<Partition>> partitions;
+    uint64_t bytes = 0;  // merged
+  };
+  struct App {
+    int32_t attempt_id = -1;
+    std::shared_ptr<const spark::ExecutorDirs> merge_dirs;
+    absl::flat_hash_map<int32_t, Shuffle> shuffles;
+    uint64_t bytes = 0;
+  };
+  // Deletes the merge files of `shuffle`'s partitions (closed first).
+  void Delete(App& app, const std::string& app_id, int32_t shuffle_id, Shuffle& shuffle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::shared_ptr<Partition>> NewPartition(const std::string& app_id, App& app,
+                                                          int32_t shuffle_id, int32_t merge_id,
+                                                          int32_t reduce_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
+  uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_SERVER_SPARK_PUSH_MERGER_H_

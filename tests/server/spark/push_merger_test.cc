@@ -1,0 +1,219 @@
+// The merges of push-based shuffle, as Spark's RemoteBlockPushResolver keeps them:
+// attempts, merge ids and the codes each push is answered with; the files a finalized
+// merge leaves; the bounds.
+#include "server/spark/push_merger.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/spark/merge_dirs.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process_groups.h"
+#include "tests/testing/temp_dir.h"
+
+namespace ferry {
+namespace {
+
+using spark::PushReturnCode;
+
+constexpr char kApp[] = "application_1_0001";
+
+class PushMergerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The executor makes its merge dir and the sub dirs, as DiskBlockManager does.
+    for (const char* dir : {"/merge_manager_1", "/merge_manager_1/00", "/merge_manager_1/01",
+                            "/merge_manager_2", "/merge_manager_2/00", "/merge_manager_2/01"}) {
+      ASSERT_EQ(::mkdir((root_.path() + dir).c_str(), 0750), 0) << dir;
+    }
+    root_fd_ = UniqueFd(::open(root_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  }
+
+  std::shared_ptr<const spark::ExecutorDirs> Dirs(int attempt) {
+    auto dirs = std::make_shared<spark::ExecutorDirs>();
+    const std::string name = "merge_manager_" + std::to_string(attempt);
+    dirs->local_dirs.push_back({root_fd_.get(), name, root_.path() + "/" + name});
+    dirs->sub_dirs_per_local_dir = 2;
+    return dirs;
+  }
+
+  std::unique_ptr<PushMerger> Merger(PushMerger::Options options = {}) {
+    options.min_chunk_bytes = 8;
+    auto merger = std::make_unique<PushMerger>(options);
+    merger->RegisterAttempt(kApp, 1, Dirs(1));
+    return merger;
+  }
+
+  static spark::PushBlockStream Push(int32_t map, int32_t reduce, int32_t merge_id = 0,
+                                     int32_t attempt = 1) {
+    return {kApp, attempt, /*shuffle_id=*/3, merge_id, map, reduce, 0};
+  }
+
+  // A push from admission to its answer, its partition uncontended.
+  PushReturnCode Append(PushMerger& merger, const spark::PushBlockStream& push,
+                        const std::string& block) {
+    absl::StatusOr<PushMerger::Admission> admitted = merger.Admit(push);
+    EXPECT_TRUE(admitted.ok()) << admitted.status();
+    if (!admitted.ok() || admitted->code != PushReturnCode::kSuccess) {
+      return admitted.ok() ? admitted->code : PushReturnCode::kBlockAppendCollisionDetected;
+    }
+    if (admitted->partition == nullptr) return PushReturnCode::kSuccess;  // a duplicate
+    PushMerger::Partition& partition = *admitted->partition;
+    EXPECT_TRUE(partition.turn().TryLock());
+    absl::StatusOr<PushMerger::Target> target =
+        merger.TargetOf(partition, push.map_index, static_cast<int64_t>(block.size()));
+    EXPECT_TRUE(target.ok()) << target.status();
+    PushReturnCode code = target->code;
+    if (code == PushReturnCode::kSuccess && !target->duplicate) {
+      EXPECT_EQ(::pwrite(target->fd.get(), block.data(), block.size(), target->offset),
+                static_cast<ssize_t>(block.size()));
+      code = merger.Commit(partition, push.map_index, static_cast<int64_t>(block.size()),
+                           target->fd.get());
+    }
+    partition.turn().Unlock();
+    return code;
+  }
+
+  std::string File(int attempt, int merge_id, int reduce, const char* suffix) {
+    spark::ExecutorDirs dirs = *Dirs(attempt);
+    const ShuffleFileLocation at =
+        dirs.Locate(spark::MergedFileName(kApp, 3, merge_id, reduce, suffix));
+    return root_.path() + "/" + at.relative;
+  }
+  bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+  testing::TempDir root_;
+  UniqueFd root_fd_;
+};
+
+TEST_F(PushMergerTest, PushesMergeAndFinalizeSaysWhatEachPartitionHolds) {
+  std::unique_ptr<PushMerger> merger = Merger();
+  EXPECT_EQ(Append(*merger, Push(0, 0), "aaaaaaaaaa"), PushReturnCode::kSuccess);
+  EXPECT_EQ(Append(*merger, Push(2, 0), "bb"), PushReturnCode::kSuccess);
+  EXPECT_EQ(Append(*merger, Push(1, 5), "c"), PushReturnCode::kSuccess);
+  // The same map's block again (a retry): success, nothing written.
+  EXPECT_EQ(Append(*merger, Push(0, 0), "xxxxxxxxxx"), PushReturnCode::kSuccess);
+  EXPECT_EQ(merger->open_partitions(), 2u);
+  absl::StatusOr<spark::MergeStatuses> statuses = merger->Finalize({kApp, 1, 3, 0});
+  ASSERT_TRUE(statuses.ok()) << statuses.status();
+  EXPECT_EQ(merger->open_partitions(), 0u);
+  ASSERT_EQ(statuses->reduce_ids.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    if (statuses->reduce_ids[i] == 0) {
+      EXPECT_EQ(statuses->bitmaps[i], spark::Bitmap::Of({0, 2}));
+      EXPECT_EQ(statuses->sizes[i], 12);
+    } else {
+      EXPECT_EQ(statuses->reduce_ids[i], 5);
+      EXPECT_EQ(statuses->bitmaps[i], spark::Bitmap::Of({1}));
+      EXPECT_EQ(statuses->sizes[i], 1);
+    }
+  }
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "data")), "aaaaaaaaaabb");
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "meta")),
+            spark::Bitmap::Of({0}).Serialize() + spark::Bitmap::Of({2}).Serialize());
+  // After finalize: too late; a second finalize is refused.
+  EXPECT_EQ(Append(*merger, Push(4, 0), "late"), PushReturnCode::kTooLateBlockPush);
+  EXPECT_EQ(merger->Finalize({kApp, 1, 3, 0}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PushMergerTest, AttemptsAndMergeIdsDecideAsInSpark) {
+  std::unique_ptr<PushMerger> merger = Merger();
+  EXPECT_EQ(Append(*merger, Push(0, 0, /*merge_id=*/1), "old"), PushReturnCode::kSuccess);
+  const std::string old_data = File(1, 1, 0, "data");
+  EXPECT_TRUE(Exists(old_data));
+  // A newer merge id (a retried indeterminate stage): the older merge's files go.
+  EXPECT_EQ(Append(*merger, Push(0, 0, 2), "new"), PushReturnCode::kSuccess);
+  EXPECT_FALSE(Exists(old_data));
+  EXPECT_EQ(Append(*merger, Push(1, 0, 1), "stale"), PushReturnCode::kStaleBlockPush);
+  // A former attempt's push, and its finalize.
+  EXPECT_EQ(Append(*merger, Push(1, 0, 2, /*attempt=*/0), "x"), PushReturnCode::kTooOldAttemptPush);
+  EXPECT_EQ(merger->Finalize({kApp, 0, 3, 2}).status().code(), absl::StatusCode::kInvalidArgument);
+  // A newer attempt registers: the older attempt's merges go.
+  const std::string attempt_one = File(1, 2, 0, "data");
+  EXPECT_TRUE(Exists(attempt_one));
+  merger->RegisterAttempt(kApp, 2, Dirs(2));
+  EXPECT_FALSE(Exists(attempt_one));
+  EXPECT_EQ(Append(*merger, Push(0, 0, 2, 1), "x"), PushReturnCode::kTooOldAttemptPush);
+  EXPECT_EQ(Append(*merger, Push(0, 0, 2, 2), "x"), PushReturnCode::kSuccess);
+  EXPECT_TRUE(Exists(File(2, 2, 0, "data")));
+  // An older attempt registering later changes nothing.
+  merger->RegisterAttempt(kApp, 1, Dirs(1));
+  EXPECT_EQ(Append(*merger, Push(1, 0, 2, 2), "y"), PushReturnCode::kSuccess);
+  // A finalize of an older merge id is stale; of a newer one ends it empty.
+  EXPECT_EQ(merger->Finalize({kApp, 2, 3, 1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<spark::MergeStatuses> newer = merger->Finalize({kApp, 2, 3, 7});
+  ASSERT_TRUE(newer.ok());
+  EXPECT_TRUE(newer->reduce_ids.empty());
+  EXPECT_FALSE(Exists(File(2, 2, 0, "data")));
+  // Unknown applications.
+  EXPECT_EQ(merger->Admit({"app-none", 0, 3, 0, 0, 0, 0}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A block still being written when its merge is finalized: answered too late, and
+// what it wrote past the finalized size is cut.
+TEST_F(PushMergerTest, AWriteThatLandsAfterFinalizeIsCut) {
+  std::unique_ptr<PushMerger> merger = Merger();
+  ASSERT_EQ(Append(*merger, Push(0, 0), "kept"), PushReturnCode::kSuccess);
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0));
+  ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
+  ASSERT_TRUE(admitted->partition->turn().TryLock());
+  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(*admitted->partition, 1, 6);
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  ASSERT_EQ(::pwrite(target->fd.get(), "latecomer", 9, target->offset), 9);
+  EXPECT_EQ(merger->Commit(*admitted->partition, 1, 9, target->fd.get()),
+            PushReturnCode::kTooLateBlockPush);
+  admitted->partition->turn().Unlock();
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "data")), "kept");
+}
+
+TEST_F(PushMergerTest, RemoveAndTheApplicationsEndDeleteTheFiles) {
+  std::unique_ptr<PushMerger> merger = Merger();
+  ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  const std::string data = File(1, 0, 0, "data");
+  ASSERT_TRUE(Exists(data));
+  EXPECT_TRUE(merger->Remove({kApp, 1, 3, 5}).ok());  // another merge id: kept
+  EXPECT_TRUE(Exists(data));
+  EXPECT_TRUE(merger->Remove({kApp, 1, 3, 0}).ok());
+  for (const char* suffix : {"data", "index", "meta"}) EXPECT_FALSE(Exists(File(1, 0, 0, suffix)));
+  ASSERT_EQ(Append(*merger, Push(0, 1), "b"), PushReturnCode::kSuccess);
+  EXPECT_TRUE(Exists(File(1, 0, 1, "data")));
+  merger->ApplicationEnded(kApp);
+  EXPECT_FALSE(Exists(File(1, 0, 1, "data")));
+  EXPECT_EQ(merger->open_partitions(), 0u);
+  EXPECT_EQ(merger->Admit(Push(0, 0)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
+  PushMerger::Options options;
+  options.max_open_partitions = 2;
+  options.max_app_bytes = 12;
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  ASSERT_EQ(Append(*merger, Push(0, 0), "12345"), PushReturnCode::kSuccess);
+  ASSERT_EQ(Append(*merger, Push(0, 1), "12345"), PushReturnCode::kSuccess);
+  // A third partition: past the open files' bound.
+  EXPECT_EQ(merger->Admit(Push(0, 2)).status().code(), absl::StatusCode::kResourceExhausted);
+  // A block that would take the application past its bytes.
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0));
+  ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
+  ASSERT_TRUE(admitted->partition->turn().TryLock());
+  EXPECT_EQ(merger->TargetOf(*admitted->partition, 1, 5).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  admitted->partition->turn().Unlock();
+  EXPECT_EQ(Append(*merger, Push(1, 0), "12"), PushReturnCode::kSuccess);  // within it
+  EXPECT_EQ(merger->Admit(Push(2, 0)).status().code(), absl::StatusCode::kResourceExhausted);
+  // Removing the merge frees both.
+  ASSERT_TRUE(merger->Remove({kApp, 1, 3, -1}).ok());
+  EXPECT_EQ(merger->open_partitions(), 0u);
+  EXPECT_EQ(Append(*merger, Push(1, 2), "12345"), PushReturnCode::kSuccess);
+}
+
+}  // namespace
+}  // namespace ferry
