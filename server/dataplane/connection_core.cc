@@ -189,6 +189,42 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
   }
 }
 
+bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
+                                 absl::FunctionRef<absl::Status(absl::string_view)> sink,
+                                 absl::Status* sink_status) {
+  *sink_status = absl::OkStatus();
+  const auto take = [&](const char* data, size_t n) {
+    if (sink_status->ok()) *sink_status = sink(absl::string_view(data, n));
+    bytes -= n;
+  };
+  // What arrived with the frame first.
+  const size_t held = static_cast<size_t>(std::min<uint64_t>(bytes, end_ - begin_));
+  if (held > 0) {
+    take(buffer_.get() + begin_, held);
+    begin_ += held;
+  }
+  if (bytes == 0) return true;
+  // The rest straight from the peer, into the emptied buffer: never past the body, so
+  // the next frame stays the peer's to send.
+  begin_ = end_ = 0;
+  // Larger reads for a larger body, within the request-buffer budget (the next frame
+  // shrinks the buffer back); the base buffer when the budget has no room.
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes, kBodyReadBytes));
+  if (capacity_ < want && !Resize(want) && capacity_ == 0 && !Resize(kBaseBufferBytes)) {
+    return false;
+  }
+  framed_any_ = true;
+  frame_deadline_ = deadline;  // one deadline for the whole body, as for a frame
+  while (bytes > 0) {
+    const ssize_t n =
+        ReceivePlain(buffer_.get(), static_cast<size_t>(std::min<uint64_t>(bytes, capacity_)));
+    if (n <= 0) return false;
+    take(buffer_.get(), static_cast<size_t>(n));
+  }
+  frame_deadline_ = absl::InfiniteFuture();
+  return true;
+}
+
 void ConnectionCore::BeginRequest() {
   request_start_ = absl::Now();
   first_byte_.reset();

@@ -64,6 +64,8 @@ class ConnectionCore {
   // What every connection's buffer holds at least: pipelined requests of either
   // protocol are tens of bytes, so one read takes many.
   static constexpr size_t kBaseBufferBytes = size_t{4} << 10;
+  // The most of an upload's body read at a time.
+  static constexpr size_t kBodyReadBytes = size_t{256} << 10;
 
   // `options` and `control` (all of its pointers set) must outlive the core.
   ConnectionCore(UniqueFd socket, FrontDoor door, const ConnectionOptions& options,
@@ -88,6 +90,15 @@ class ConnectionCore {
   // (logged). A peer that closes mid-frame leaves partial_frame_bytes() > 0.
   bool NextFrame(const Framing& framing, absl::string_view* frame);
   size_t partial_frame_bytes() const { return end_ - begin_; }
+  // The `bytes` that follow the frame just taken outside it (an upload's body), handed
+  // to `sink` in pieces as they arrive (plaintext, through the security layer when there
+  // is one), the last by `deadline`. A sink that fails gets nothing more: the rest is
+  // read and dropped, and its first error is in *sink_status. False when the connection
+  // is to close (the peer closed, reset or stalled past the deadline, the server stops)
+  // before every byte came.
+  bool ReceiveBody(uint64_t bytes, absl::Time deadline,
+                   absl::FunctionRef<absl::Status(absl::string_view)> sink,
+                   absl::Status* sink_status);
 
   // Around each request: its metrics, and the peer log line when `status` is not OK.
   void BeginRequest();

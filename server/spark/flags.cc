@@ -3,6 +3,7 @@
 // spark.authenticate (SparkSecrets::Options), TLS (SparkTls::Options) and YARN
 // (YarnApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
+#include "server/spark/push_merger.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_front_door.h"
@@ -39,6 +40,24 @@ FERRY_OPTION_FLAG(ferry::SparkShuffleService::Options, spark_rdd_blocks, serve_r
                   "Serve Spark executors' cached RDD blocks (OpenBlocks of rdd_<rdd>_<split>) "
                   "from their local dirs, also after the executor is gone, for applications "
                   "with spark.shuffle.service.fetch.rdd.enabled.");
+
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_merge, enabled,
+                  "Merge the blocks Spark's map tasks push (push-based shuffle, "
+                  "spark.shuffle.push.enabled) into files per reduce partition beside the "
+                  "executors' merge dirs. False: pushes are refused and Spark fetches the "
+                  "blocks unmerged.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_min_chunk_bytes, min_chunk_bytes,
+                  "A merged partition's chunk closes once it holds this many bytes (Spark's "
+                  "spark.shuffle.push.server.minChunkSizeInMergedShuffleFile).");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_open_partitions, max_open_partitions,
+                  "Merged partitions being written at once (three open files each); a push "
+                  "for another is refused.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_bytes, max_app_bytes,
+                  "Merged bytes one application may hold on this node; pushes past them are "
+                  "refused.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_timeout, push_timeout,
+                  "How long a pushed block may take to arrive once it holds its partition, and "
+                  "how long a push waits for its partition.");
 
 FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_secret_file, secret_file,
                   "spark.authenticate on the Spark front door: a file holding the secret every "

@@ -18,8 +18,8 @@ namespace {
 absl::Status WriteAt(int fd, absl::string_view bytes, int64_t offset, absl::string_view what) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                               offset + static_cast<int64_t>(done));
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, offset + static_cast<int64_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("write ", what));
     done += static_cast<size_t>(n);
@@ -46,9 +46,9 @@ absl::Status MergedPartition::CloseChunk(int64_t offset, bool with_bitmap) {
   const uint64_t big_endian = htobe64(static_cast<uint64_t>(offset));
   // The index entry first and the bitmap after it; the ends move only when both are
   // written, so a failed boundary is rewritten whole at the next one.
-  absl::Status s = WriteAt(files_.index.get(),
-                           absl::string_view(reinterpret_cast<const char*>(&big_endian), 8),
-                           index_end_, absl::StrCat(name_, ".index"));
+  absl::Status s =
+      WriteAt(files_.index.get(), absl::string_view(reinterpret_cast<const char*>(&big_endian), 8),
+              index_end_, absl::StrCat(name_, ".index"));
   std::string bitmap;
   if (s.ok() && with_bitmap) {
     bitmap = chunk_maps_.Serialize();

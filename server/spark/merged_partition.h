@@ -71,10 +71,10 @@ class MergedPartition {
   Files files_;
   const int64_t min_chunk_bytes_;
   const std::string name_;
-  int64_t end_ = 0;           // after the last committed block
-  int64_t chunk_start_ = 0;   // the last index entry
-  int64_t index_end_ = 0;     // bytes of the index file written
-  int64_t meta_end_ = 0;      // bytes of the meta file written
+  int64_t end_ = 0;          // after the last committed block
+  int64_t chunk_start_ = 0;  // the last index entry
+  int64_t index_end_ = 0;    // bytes of the index file written
+  int64_t meta_end_ = 0;     // bytes of the meta file written
   int64_t chunks_ = 0;
   spark::Bitmap merged_;      // every map index merged
   spark::Bitmap chunk_maps_;  // the open chunk's

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/option_check.h"
 #include "common/shuffle_files.h"
-#include "common/status_macros.h"
 #include "common/spark/merge_dirs.h"
+#include "common/status_macros.h"
 
 namespace ferry {
 
@@ -22,8 +22,8 @@ using spark::PushReturnCode;
 constexpr const char* kSuffixes[] = {"data", "index", "meta"};
 
 std::string BlockId(const spark::PushBlockStream& p) {
-  return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index,
-                      "_", p.reduce_id);
+  return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index, "_",
+                      p.reduce_id);
 }
 
 }  // namespace
@@ -34,7 +34,9 @@ absl::Status PushMerger::Options::Validate() const {
                                    static_cast<uint64_t>(min_chunk_bytes), 1, uint64_t{1} << 31));
   FERRY_RETURN_IF_ERROR(
       CheckRange("--spark-push-max-open-partitions", max_open_partitions, 1, uint64_t{1} << 20));
-  return CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50);
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50));
+  return CheckPositive("--spark-push-timeout", push_timeout);
 }
 
 void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
@@ -118,14 +120,14 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
     return admission;
   }
   if (app.bytes >= options_.max_app_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "application ", push.app_id, " holds ", app.bytes, " merged bytes here, its bound"));
+    return absl::ResourceExhaustedError(absl::StrCat("application ", push.app_id, " holds ",
+                                                     app.bytes, " merged bytes here, its bound"));
   }
   auto partition_it = shuffle.partitions.find(push.reduce_id);
   if (partition_it == shuffle.partitions.end()) {
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<Partition> created,
-                           NewPartition(push.app_id, app, push.shuffle_id, shuffle.merge_id,
-                                        push.reduce_id));
+    FERRY_ASSIGN_OR_RETURN(
+        std::shared_ptr<Partition> created,
+        NewPartition(push.app_id, app, push.shuffle_id, shuffle.merge_id, push.reduce_id));
     partition_it = shuffle.partitions.emplace(push.reduce_id, std::move(created)).first;
   }
   Partition& partition = *partition_it->second;
@@ -150,8 +152,8 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     bool newer = false;
     if (app != apps_.end()) {
       auto shuffle = app->second.shuffles.find(partition.shuffle_id);
-      newer = shuffle != app->second.shuffles.end() &&
-              shuffle->second.merge_id > partition.merge_id;
+      newer =
+          shuffle != app->second.shuffles.end() && shuffle->second.merge_id > partition.merge_id;
     }
     target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
     return target;
@@ -161,9 +163,9 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     return target;
   }
   if (app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "application ", partition.app_id, " would pass its bound of ", options_.max_app_bytes,
-        " merged bytes here"));
+    return absl::ResourceExhaustedError(absl::StrCat("application ", partition.app_id,
+                                                     " would pass its bound of ",
+                                                     options_.max_app_bytes, " merged bytes here"));
   }
   target.fd = UniqueFd(::fcntl(partition.files->data_fd(), F_DUPFD_CLOEXEC, 0));
   if (!target.fd.valid()) {
@@ -271,8 +273,7 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
   apps_.erase(it);
 }
 
-void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id,
-                        Shuffle& shuffle) {
+void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id, Shuffle& shuffle) {
   app.bytes -= shuffle.bytes;
   shuffle.bytes = 0;
   for (auto& [reduce_id, partition] : shuffle.partitions) {
@@ -286,8 +287,8 @@ void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id,
       const ShuffleFileLocation at = app.merge_dirs->Locate(
           spark::MergedFileName(app_id, shuffle_id, shuffle.merge_id, reduce_id, suffix));
       const size_t slash = at.relative.rfind('/');
-      UniqueFd dir = OpenBeneath(at.dir_fd, at.relative.substr(0, slash),
-                                 O_PATH | O_DIRECTORY | O_CLOEXEC);
+      UniqueFd dir =
+          OpenBeneath(at.dir_fd, at.relative.substr(0, slash), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (dir.valid()) (void)::unlinkat(dir.get(), at.relative.substr(slash + 1).c_str(), 0);
     }
   }

@@ -32,16 +32,22 @@ namespace ferry {
 class PushMerger {
  public:
   struct Options {
+    // Merge pushed blocks (push-based shuffle); false: pushes are refused.
+    bool enabled = false;
     // spark.shuffle.push.server.minChunkSizeInMergedShuffleFile.
     int64_t min_chunk_bytes = int64_t{2} << 20;
     // Partitions being merged at once, each with three open files.
     uint64_t max_open_partitions = 1024;
     // Merged bytes one application may hold on this node.
     uint64_t max_app_bytes = uint64_t{64} << 30;
+    // How long a push may take to arrive once it holds its partition (the others wait
+    // for it), and how long one waits for its partition.
+    absl::Duration push_timeout = absl::Seconds(30);
     absl::Status Validate() const;
   };
 
   explicit PushMerger(Options options) : options_(options) {}
+  const Options& options() const { return options_; }
 
   // An application attempt's merge dirs (where its executors said, beneath the roots
   // the registry serves). The first registration of an attempt sets them; a newer

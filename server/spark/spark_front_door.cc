@@ -68,6 +68,7 @@ absl::Status SparkFrontDoor::Options::Validate() const {
   }
   FERRY_RETURN_IF_ERROR(executors.Validate());
   FERRY_RETURN_IF_ERROR(service.Validate());
+  FERRY_RETURN_IF_ERROR(push.Validate());
   return blocking.Validate();
 }
 
@@ -98,6 +99,10 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
   door->pool_ = std::make_unique<BlockingPool>(options.blocking);
   door->service_ = std::make_unique<SparkShuffleService>(
       options.service, store, door->executors_.get(), door->pool_.get(), clock);
+  if (options.push.enabled) {
+    door->push_ = std::make_unique<PushMerger>(options.push);
+    door->service_->EnablePush(door->push_.get());
+  }
   FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->yarn_.get()));
   if (options.tls.enabled()) {
     FERRY_ASSIGN_OR_RETURN(door->tls_, SparkTls::Load(options.tls));

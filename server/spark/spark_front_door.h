@@ -17,6 +17,7 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
+#include "server/spark/push_merger.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
@@ -44,6 +45,8 @@ class SparkFrontDoor {
     YarnApps::Options yarn;
     // Threads for the blocking work (index loads, file opens, deletes, fsyncs).
     BlockingPool::Options blocking;
+    // Push-based shuffle's merges.
+    PushMerger::Options push;
 
     bool enabled() const { return !address.empty(); }
     // Each part's Validate(), and the rules between the flags: Spark's flags without
@@ -93,6 +96,7 @@ class SparkFrontDoor {
   std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
   std::unique_ptr<ExecutorRegistry> executors_;
   std::unique_ptr<BlockingPool> pool_;
+  std::unique_ptr<PushMerger> push_;  // null without --spark-push-merge
   std::unique_ptr<SparkShuffleService> service_;
   std::unique_ptr<SparkSecrets> secrets_;
   std::unique_ptr<SparkTls> tls_;  // null without TLS

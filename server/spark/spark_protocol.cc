@@ -12,9 +12,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/io/ops.h"
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
 #include "common/status_macros.h"
+#include "server/spark/push_merger.h"
 #include "server/spark/spark_authenticator.h"
 
 namespace ferry {
@@ -61,6 +63,8 @@ class SparkProtocol {
   bool On(const spark::StreamRequest& stream);
   bool On(const spark::OneWayMessage& message);
   bool On(const spark::UploadStream& upload);
+  // A push's answer: Spark's BlockPushReturnCode, naming the block unless a success.
+  bool ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id);
   bool On(const spark::MergedBlockMetaRequest& request);
   bool On(const spark::UnsupportedMessage& message);
   // One handler per BlockTransferMessage inside an RpcRequest, chosen the same way.
@@ -154,16 +158,131 @@ bool SparkProtocol::On(const spark::StreamRequest& stream) {
   return ServeChunk(stream_id, chunk_index, &stream.stream_id);
 }
 
-bool SparkProtocol::On(const spark::OneWayMessage&) {
-  return true;  // push-based shuffle's RemoveShuffleMerge; a one-way message has no reply
+bool SparkProtocol::On(const spark::OneWayMessage& message) {
+  // Push-based shuffle's RemoveShuffleMerge, the one one-way message the driver sends; a
+  // one-way message has no reply, whatever becomes of it.
+  absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(message.body);
+  auto* remove = rpc.ok() ? std::get_if<spark::RemoveShuffleMerge>(&*rpc) : nullptr;
+  PushMerger* merger = service_.push();
+  if (remove != nullptr && merger != nullptr && CheckApp(remove->app_id).ok()) {
+    absl::StatusOr<bool> removed =
+        service_.RunBlocking<bool>([merger, m = *remove]() -> absl::StatusOr<bool> {
+          FERRY_RETURN_IF_ERROR(merger->Remove(m));
+          return true;
+        });
+    if (!removed.ok()) core_.LogFailure(removed.status());
+  }
+  return true;
 }
 
 bool SparkProtocol::On(const spark::UploadStream& upload) {
-  SendFrame(spark::EncodeRpcFailure(upload.request_id,
-                                    "UploadStream (push-based shuffle, block upload) is not "
-                                    "supported by this shuffle service; the connection closes"));
-  // Its body follows the frame unframed: the connection cannot go on.
-  return false;
+  const int64_t id = upload.request_id;
+  PushMerger* merger = service_.push();
+  // Refusals that leave the body unread close the connection: it follows unframed.
+  if (merger == nullptr) {
+    Reply(id, absl::UnimplementedError(
+                  "UploadStream (push-based shuffle, block upload) is not served here "
+                  "(ferry_server --spark-push-merge); the connection closes"));
+    return false;
+  }
+  if (static_cast<uint64_t>(upload.body_bytes) > kMaxPushedBlockBytes) {
+    Reply(id, absl::InvalidArgumentError(absl::StrCat("a pushed block of ", upload.body_bytes,
+                                                      " bytes; at most ", kMaxPushedBlockBytes,
+                                                      " are taken")));
+    return false;
+  }
+  absl::StatusOr<spark::PushBlockStream> push = spark::DecodePushBlockStream(upload.meta);
+  if (!push.ok()) {
+    Reply(id, push.status());
+    return false;
+  }
+  if (absl::Status allowed = CheckApp(push->app_id); !allowed.ok()) {
+    Reply(id, allowed);
+    return false;
+  }
+  const uint64_t length = static_cast<uint64_t>(upload.body_bytes);
+  const absl::Time deadline = absl::Now() + merger->options().push_timeout;
+  absl::Status sink_status;
+  const auto drain = [&] {
+    return core_.ReceiveBody(
+        length, deadline, [](absl::string_view) { return absl::OkStatus(); }, &sink_status);
+  };
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push);
+  if (!admitted.ok()) return drain() && Reply(id, admitted.status());
+  if (admitted->partition == nullptr) {
+    // Answered without the block: a duplicate (success), or too late, stale, or a
+    // former attempt's, whose connection Spark's service closes after the answer.
+    const bool replied = drain() && ReplyPush(id, admitted->code, admitted->block_id);
+    return replied && admitted->code != spark::PushReturnCode::kTooOldAttemptPush;
+  }
+  PushMerger::Partition& partition = *admitted->partition;
+  // The partition's turn. Taken at once, the block goes straight to the merged file as
+  // it arrives; otherwise it arrives into memory (bounded) and waits for the turn.
+  std::string deferred;
+  std::optional<ClientBudget::Lease> deferred_lease;
+  if (!partition.turn().TryLock()) {
+    absl::StatusOr<ClientBudget::Lease> lease = service_.DeferPushBytes(core_.peer_host(), length);
+    if (!lease.ok()) {
+      return drain() && ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
+                                  admitted->block_id);
+    }
+    deferred_lease = *std::move(lease);
+    deferred.reserve(static_cast<size_t>(length));
+    if (!core_.ReceiveBody(
+            length, deadline,
+            [&](absl::string_view bytes) {
+              deferred.append(bytes.data(), bytes.size());
+              return absl::OkStatus();
+            },
+            &sink_status)) {
+      return false;
+    }
+    if (!partition.turn().Lock(absl::Now() + merger->options().push_timeout)) {
+      return ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
+                       admitted->block_id);
+    }
+  }
+  const bool received = deferred_lease.has_value();
+  absl::StatusOr<PushMerger::Target> target =
+      merger->TargetOf(partition, push->map_index, static_cast<int64_t>(length));
+  if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
+    partition.turn().Unlock();
+    if (!received && !drain()) return false;
+    if (!target.ok()) return Reply(id, target.status());
+    return ReplyPush(id, target->code, admitted->block_id);
+  }
+  // Written with io_uring at the partition's end: the fiber waits, not its thread.
+  int64_t written = 0;
+  const auto write = [&](absl::string_view bytes) -> absl::Status {
+    const ssize_t n =
+        WriteAll(target->fd.get(), bytes.data(), bytes.size(), target->offset + written);
+    if (n != static_cast<ssize_t>(bytes.size())) {
+      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
+                                 absl::StrCat("append ", admitted->block_id, " to its merge"));
+    }
+    written += n;
+    return absl::OkStatus();
+  };
+  bool connected = true;
+  if (received) {
+    sink_status = write(deferred);
+  } else {
+    connected = core_.ReceiveBody(length, deadline, write, &sink_status);
+  }
+  // A block cut off or not written is not committed: the next append overwrites it.
+  const spark::PushReturnCode code =
+      connected && sink_status.ok()
+          ? merger->Commit(partition, push->map_index, written, target->fd.get())
+          : spark::PushReturnCode::kSuccess;
+  partition.turn().Unlock();
+  if (!connected) return false;
+  if (!sink_status.ok()) return Reply(id, sink_status);
+  return ReplyPush(id, code, admitted->block_id);
+}
+
+bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id) {
+  return Reply(id, spark::EncodeBlockPushReturnCode(
+                       {code, code == spark::PushReturnCode::kSuccess ? "" : block_id}));
 }
 
 bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {
@@ -274,14 +393,33 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::DiagnoseCorruption& m) {
   return Reply(id, spark::EncodeCorruptionCause(*cause));
 }
 
-bool SparkProtocol::OnRpc(int64_t id, const spark::FinalizeShuffleMerge&) {
-  return OnRpc(id, spark::UnsupportedRpc{
-                       static_cast<uint8_t>(spark::BlockTransferType::kFinalizeShuffleMerge)});
+bool SparkProtocol::OnRpc(int64_t id, const spark::FinalizeShuffleMerge& m) {
+  PushMerger* merger = service_.push();
+  if (merger == nullptr) {
+    return OnRpc(id, spark::UnsupportedRpc{
+                         static_cast<uint8_t>(spark::BlockTransferType::kFinalizeShuffleMerge)});
+  }
+  // Each partition's files are cut: on a blocking worker.
+  absl::StatusOr<std::string> statuses =
+      service_.RunBlocking<std::string>([merger, m]() -> absl::StatusOr<std::string> {
+        FERRY_ASSIGN_OR_RETURN(spark::MergeStatuses s, merger->Finalize(m));
+        return spark::EncodeMergeStatuses(s);
+      });
+  return Reply(id, statuses);
 }
 
-bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveShuffleMerge&) {
-  return OnRpc(id, spark::UnsupportedRpc{
-                       static_cast<uint8_t>(spark::BlockTransferType::kRemoveShuffleMerge)});
+bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveShuffleMerge& m) {
+  PushMerger* merger = service_.push();
+  if (merger == nullptr) {
+    return OnRpc(id, spark::UnsupportedRpc{
+                         static_cast<uint8_t>(spark::BlockTransferType::kRemoveShuffleMerge)});
+  }
+  absl::StatusOr<bool> removed = service_.RunBlocking<bool>([merger, m]() -> absl::StatusOr<bool> {
+    FERRY_RETURN_IF_ERROR(merger->Remove(m));
+    return true;
+  });
+  if (!removed.ok()) return Reply(id, removed.status());
+  return Reply(id, std::string());
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlockChunks&) {

@@ -41,6 +41,9 @@ namespace ferry {
 // The largest request frame a Spark connection takes: a FetchShuffleBlocks of a million
 // blocks is about 4 MiB.
 inline constexpr uint64_t kMaxSparkRequestFrameBytes = uint64_t{16} << 20;
+// The largest pushed block taken (Spark pushes blocks up to
+// spark.shuffle.push.maxBlockSizeToPush, 1 MiB by default).
+inline constexpr uint64_t kMaxPushedBlockBytes = uint64_t{64} << 20;
 
 // Serves `socket` until the peer closes, errs or stalls, the server drains, or the
 // scheduler stops. Call from a fiber. `service`, `secrets`, `options` and `control`

@@ -18,6 +18,7 @@
 #include "common/option_check.h"
 #include "common/shuffle_files.h"
 #include "common/spark/layout.h"
+#include "common/spark/merge_dirs.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "server/storage/ids.h"
@@ -70,6 +71,9 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
       open_chunks_(options.max_open_chunks, options.max_open_chunks_per_client,
                    "chunks of open streams"),
       diagnoses_(options.max_diagnoses, options.max_diagnoses, "DiagnoseCorruption calls running"),
+      deferred_push_bytes_(options.max_deferred_push_bytes,
+                           options.max_deferred_push_bytes_per_client,
+                           "bytes of pushed blocks waiting for their partition"),
       registration_rate_(options.registrations, "registrations of new executors"),
       registration_changes_rate_(options.registrations,
                                  "registrations that change a registered executor"),
@@ -77,8 +81,14 @@ SparkShuffleService::SparkShuffleService(const Options& options, BlockStore* sto
 
 absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
                                            const std::string& peer_host, bool authenticated) {
-  // An executor registering again as it is (it reconnected) changes nothing: one lookup.
-  if (executors_->Unchanged(registration)) return absl::OkStatus();
+  // An executor registering again as it is (it reconnected) changes nothing: one lookup
+  // (and, with push-based shuffle, its merge dirs given again: a restarted server
+  // learns them so).
+  if (executors_->Unchanged(registration)) return RegisterPush(registration);
+  if (push_ != nullptr) {
+    // A push part Spark's own service would refuse is refused before anything.
+    FERRY_RETURN_IF_ERROR(spark::ParseMergeDirInfo(registration.info.shuffle_manager).status());
+  }
   auto shared = std::make_shared<const spark::RegisterExecutor>(std::move(registration));
   // Checked first, on a blocking worker (it looks at each dir): an invalid registration
   // is refused before it takes a turn of anyone's rate.
@@ -101,14 +111,39 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
   if (wait > absl::ZeroDuration() && Sleep(wait) == -ECANCELED) {
     return absl::CancelledError("the server is stopping");
   }
-  return registration_pool_
-      .Call<bool>(
-          [executors = executors_, shared]() -> absl::StatusOr<bool> {
-            FERRY_RETURN_IF_ERROR(executors->Register(*shared));
-            return true;
-          },
-          absl::Now() + options_.blocking_timeout)
-      .status();
+  const absl::Status registered =
+      registration_pool_
+          .Call<bool>(
+              [executors = executors_, shared]() -> absl::StatusOr<bool> {
+                FERRY_RETURN_IF_ERROR(executors->Register(*shared));
+                return true;
+              },
+              absl::Now() + options_.blocking_timeout)
+          .status();
+  if (!registered.ok()) return registered;
+  return RegisterPush(*shared);
+}
+
+absl::Status SparkShuffleService::RegisterPush(const spark::RegisterExecutor& registration) {
+  if (push_ == nullptr) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(std::optional<spark::MergeDirInfo> merge,
+                         spark::ParseMergeDirInfo(registration.info.shuffle_manager));
+  if (!merge.has_value()) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
+                         executors_->FindDirs(registration.app_id, registration.exec_id));
+  // Each local dir's sibling: <parent of the local dir>/<merge dir>, beneath the same
+  // root (a local dir is at least one level below its root).
+  auto merge_dirs = std::make_shared<spark::ExecutorDirs>();
+  merge_dirs->sub_dirs_per_local_dir = dirs->sub_dirs_per_local_dir;
+  for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
+    const size_t slash = dir.relative.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : dir.relative.substr(0, slash + 1);
+    const size_t path_slash = dir.path.rfind('/');
+    merge_dirs->local_dirs.push_back({dir.root_fd, parent + merge->merge_dir,
+                                      dir.path.substr(0, path_slash + 1) + merge->merge_dir});
+  }
+  push_->RegisterAttempt(registration.app_id, merge->attempt_id, std::move(merge_dirs));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(

@@ -31,6 +31,7 @@
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"
+#include "server/spark/push_merger.h"
 #include "server/spark/spark_executors.h"
 #include "server/storage/block_store.h"
 #include "server/storage/segment.h"
@@ -82,6 +83,9 @@ class SparkShuffleService {
     size_t max_chunks_per_stream = size_t{1} << 20;
     // How long a fiber waits for its blocking work.
     absl::Duration blocking_timeout = absl::Seconds(30);
+    // Pushed blocks waiting in memory for their partition, in all and per client.
+    uint64_t max_deferred_push_bytes = uint64_t{256} << 20;
+    uint64_t max_deferred_push_bytes_per_client = uint64_t{32} << 20;
     // Serve executors' cached RDD blocks (--spark-rdd-blocks), for applications with
     // spark.shuffle.service.fetch.rdd.enabled.
     bool serve_rdd_blocks = false;
@@ -108,6 +112,15 @@ class SparkShuffleService {
   SparkShuffleService& operator=(const SparkShuffleService&) = delete;
 
   const Options& options() const { return options_; }
+  // Push-based shuffle: executors' merge dirs go to `merger` (which must outlive the
+  // service), and the protocol merges pushes with it. Call before serving.
+  void EnablePush(PushMerger* merger) { push_ = merger; }
+  PushMerger* push() const { return push_; }
+  // Bytes of pushed blocks held in memory while they wait for their partition, in all
+  // and per client: past either, a block is drained and answered as a collision.
+  absl::StatusOr<ClientBudget::Lease> DeferPushBytes(const std::string& client, uint64_t bytes) {
+    return deferred_push_bytes_.Acquire(client, bytes);
+  }
   const Clock& clock() const { return clock_; }
   // Chunks held by open streams now.
   uint64_t open_chunks() const { return open_chunks_.used(); }
@@ -169,15 +182,20 @@ class SparkShuffleService {
                                       std::vector<BlockId> keys, const std::string& client);
   // The stream's id, lease and lifetime.
   SparkStream NewStream(std::vector<SparkChunk> chunks, ClientBudget::Lease lease);
+  // Gives the push merger the registered executor's merge dirs (siblings of its local
+  // dirs, named by its shuffle manager's push-based shuffle part).
+  absl::Status RegisterPush(const spark::RegisterExecutor& registration);
 
   const Options options_;
   const Clock& clock_;
   BlockStore* const store_;
   ExecutorRegistry* const executors_;
   BlockingPool* const pool_;
+  PushMerger* push_ = nullptr;
   std::atomic<int64_t> next_stream_id_;
   ClientBudget open_chunks_;
   ClientBudget diagnoses_;
+  ClientBudget deferred_push_bytes_;
   RateLimiter registration_rate_;
   RateLimiter registration_changes_rate_;
   // The registrations' one thread: they are serialized by the state file anyway.

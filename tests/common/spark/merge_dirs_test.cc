@@ -34,8 +34,8 @@ TEST(MergeDirsTest, WhatSparksExecutorsSendIsRead) {
 }
 
 TEST(MergeDirsTest, NoPushPartIsNone) {
-  for (const char* suffix : {"", ":not json", ":[1]", R"(:{"mergeDir":["a"]})",
-                             R"(:{"mergeDir":"a","x":{"y":1}})"}) {
+  for (const char* suffix :
+       {"", ":not json", ":[1]", R"(:{"mergeDir":["a"]})", R"(:{"mergeDir":"a","x":{"y":1}})"}) {
     auto info = Parse(suffix);
     ASSERT_TRUE(info.ok()) << suffix;
     EXPECT_FALSE(info->has_value()) << suffix;

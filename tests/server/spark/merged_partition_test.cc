@@ -46,7 +46,9 @@ class MergedPartitionTest : public ::testing::Test {
               static_cast<ssize_t>(bytes.size()));
     ASSERT_TRUE(p.Commit(map_index, static_cast<int64_t>(bytes.size())).ok());
   }
-  std::string Read(const char* suffix) { return testing::ReadTextFile(dir_.path() + "/p" + suffix); }
+  std::string Read(const char* suffix) {
+    return testing::ReadTextFile(dir_.path() + "/p" + suffix);
+  }
 
   testing::TempDir dir_;
 };
@@ -55,10 +57,10 @@ TEST_F(MergedPartitionTest, ChunksCloseAtTheMinimumSizeAndAtFinalize) {
   std::unique_ptr<MergedPartition> p = Create(/*min_chunk_bytes=*/10);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(Read(".index"), Offsets({0}));  // written at creation
-  Push(*p, 3, "aaaa");         // 4 bytes: the chunk stays open
-  Push(*p, 1, "bbbbbbb");      // 11: closes chunk 0 = maps {1, 3}
-  Push(*p, 7, "cccccccccccc");  // 12 more: closes chunk 1 = {7}
-  Push(*p, 2, "dd");           // open: finalize closes chunk 2 = {2}
+  Push(*p, 3, "aaaa");                      // 4 bytes: the chunk stays open
+  Push(*p, 1, "bbbbbbb");                   // 11: closes chunk 0 = maps {1, 3}
+  Push(*p, 7, "cccccccccccc");              // 12 more: closes chunk 1 = {7}
+  Push(*p, 2, "dd");                        // open: finalize closes chunk 2 = {2}
   EXPECT_TRUE(p->Has(7));
   EXPECT_FALSE(p->Has(4));
   EXPECT_EQ(p->chunks(), 2);

@@ -19,18 +19,23 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
+#include "common/spark/bitmap.h"
 #include "common/spark/layout.h"
+#include "common/spark/merge_dirs.h"
 #include "common/spark/sasl.h"
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
+#include "server/spark/push_merger.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/certificate.h"
 #include "tests/testing/loopback.h"
+#include "tests/testing/process_groups.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
@@ -69,6 +74,7 @@ class SparkProtocolTest : public ::testing::Test {
     options.spark.service = spark;
     options.spark.auth = auth_;
     options.spark.tls = tls_;
+    options.spark.push = push_;
     if (request_buffer_budget_ > 0) options.data.max_request_buffer_bytes = request_buffer_budget_;
     server_ = testing::StartServer(options);
   }
@@ -129,6 +135,7 @@ class SparkProtocolTest : public ::testing::Test {
   TempDir certs_;
   SparkSecrets::Options auth_;
   SparkTls::Options tls_;
+  PushMerger::Options push_;
   uint64_t request_buffer_budget_ = 0;  // the server's default when 0
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
@@ -994,6 +1001,128 @@ TEST_F(SparkProtocolTest, TheAuthEngineTakesPerApplicationSecrets) {
   absl::Status refused = testing::AuthenticateWithAuthEngine(client, "app-2", "app-1's own", 2);
   EXPECT_NE(refused.message().find("non-registered app"), std::string::npos) << refused;
   EXPECT_TRUE(client.Closed());
+}
+
+// Push-based shuffle: an executor registers its merge dir; map tasks push blocks as
+// Spark's OneForOneBlockPusher does (an UploadStream whose meta is a PushBlockStream and
+// whose body follows the frame); the driver finalizes and reads what was merged.
+class SparkPushTest : public SparkProtocolTest {
+ protected:
+  void SetUp() override {
+    SparkProtocolTest::SetUp();
+    // The executor makes its merge dir beside its block-manager dirs, with sub dirs.
+    const std::string merge = absl::StrCat(roots_.path(), "/merge_manager_1");
+    ASSERT_EQ(::mkdir(merge.c_str(), 0750), 0);
+    for (int i = 0; i < kSubdirs; ++i) {
+      ASSERT_EQ(::mkdir(absl::StrFormat("%s/%02x", merge, i).c_str(), 0750), 0);
+    }
+    push_.enabled = true;
+    push_.min_chunk_bytes = 4;
+  }
+  std::string PushRegistration() const {
+    return sw::EncodeRegisterExecutor(
+        {kApp,
+         kExec,
+         {local_dirs_, kSubdirs,
+          R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"}}})"}});
+  }
+  // Pushes `block` and returns the server's answer.
+  static sw::BlockPushReturnCode Push(SparkClient& client, int32_t map, int32_t reduce,
+                                      const std::string& block, int32_t attempt = 1) {
+    static int64_t next_id = 100;
+    const int64_t id = next_id++;
+    client.Send(sw::EncodeUploadStreamHeader(
+                    id, sw::EncodePushBlockStream({kApp, attempt, 3, 0, map, reduce, 0}),
+                    static_cast<int64_t>(block.size())) +
+                block);
+    std::optional<Reply> reply = client.Read();
+    EXPECT_TRUE(reply.has_value());
+    if (!reply.has_value()) return {};
+    EXPECT_EQ(reply->type, sw::MessageType::kRpcResponse) << reply->text;
+    EXPECT_EQ(reply->id, id);
+    absl::StatusOr<sw::ShuffleReply> code = sw::DecodeShuffleReply(reply->body);
+    EXPECT_TRUE(code.ok()) << code.status();
+    return code.ok() ? std::get<sw::BlockPushReturnCode>(*code) : sw::BlockPushReturnCode{};
+  }
+  // As Spark's resolver places it: among the merge dirs of each local dir (here both
+  // local dirs' siblings are the same dir, listed twice, as Spark lists it).
+  std::string MergedFile(int32_t reduce, const char* suffix) const {
+    const std::string merge = absl::StrCat(roots_.path(), "/merge_manager_1");
+    return *sw::ExecutorFilePath({merge, merge}, kSubdirs,
+                                 sw::MergedFileName(kApp, 3, 0, reduce, suffix));
+  }
+};
+
+TEST_F(SparkPushTest, PushedBlocksMergeAndFinalizeSaysWhatWasMerged) {
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  // A block larger than the core's first read, so that it arrives in pieces.
+  const std::string big(300000, 'b');
+  EXPECT_EQ(Push(client, 0, 0, "aaaa").code, sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(Push(client, 1, 0, big).code, sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(Push(client, 2, 0, "cc").code, sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(Push(client, 0, 1, "dd").code, sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(Push(client, 0, 0, "dup!").code, sw::PushReturnCode::kSuccess);  // a retry
+  // A second connection's push to the same partition, then the first's again.
+  SparkClient other(server_->spark_port());
+  EXPECT_EQ(Push(other, 3, 0, "ee").code, sw::PushReturnCode::kSuccess);
+
+  const Reply finalized = client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0}));
+  ASSERT_EQ(finalized.type, sw::MessageType::kRpcResponse) << finalized.text;
+  absl::StatusOr<sw::ShuffleReply> reply = sw::DecodeShuffleReply(finalized.body);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const auto& statuses = std::get<sw::MergeStatuses>(*reply);
+  ASSERT_EQ(statuses.reduce_ids.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    if (statuses.reduce_ids[i] == 0) {
+      EXPECT_EQ(statuses.bitmaps[i], sw::Bitmap::Of({0, 1, 2, 3}));
+      EXPECT_EQ(statuses.sizes[i], static_cast<int64_t>(4 + big.size() + 2 + 2));
+    } else {
+      EXPECT_EQ(statuses.bitmaps[i], sw::Bitmap::Of({0}));
+      EXPECT_EQ(statuses.sizes[i], 2);
+    }
+  }
+  EXPECT_TRUE(testing::ReadTextFile(MergedFile(0, "data")) == "aaaa" + big + "ccee");
+  EXPECT_EQ(testing::ReadTextFile(MergedFile(1, "data")), "dd");
+
+  // After the finalize: too late, naming the block; the connection goes on.
+  const sw::BlockPushReturnCode late = Push(client, 9, 0, "late");
+  EXPECT_EQ(late.code, sw::PushReturnCode::kTooLateBlockPush);
+  EXPECT_EQ(late.failure_block_id, "shufflePush_3_0_9_0");
+  EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+  // A former attempt's push is answered, then its connection closes, as Spark's does.
+  EXPECT_EQ(Push(other, 4, 2, "old", /*attempt=*/0).code, sw::PushReturnCode::kTooOldAttemptPush);
+  EXPECT_TRUE(other.Closed());
+}
+
+TEST_F(SparkPushTest, PushesOfAnotherApplicationOrTooLargeAreRefusedAndClose) {
+  Start();
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+    // A block over the bound is not read: refused, and the connection closes.
+    client.Send(sw::EncodeUploadStreamHeader(1, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}),
+                                             int64_t{1} << 40));
+    std::optional<Reply> reply = client.Read();
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, sw::MessageType::kRpcFailure);
+    EXPECT_TRUE(client.Closed());
+  }
+  {
+    // An application never registered with push-based shuffle: drained, refused, and
+    // the connection goes on.
+    SparkClient client(server_->spark_port());
+    client.Send(sw::EncodeUploadStreamHeader(
+                    2, sw::EncodePushBlockStream({"app-other", 1, 3, 0, 0, 0, 0}), 3) +
+                "xyz");
+    std::optional<Reply> reply = client.Read();
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->type, sw::MessageType::kRpcFailure);
+    EXPECT_NE(reply->text.find("not registered with push-based shuffle"), std::string::npos)
+        << reply->text;
+    EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
+  }
 }
 
 }  // namespace
