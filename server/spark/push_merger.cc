@@ -299,4 +299,51 @@ uint64_t PushMerger::open_partitions() const {
   return open_partitions_;
 }
 
+PushMerger::Outcome PushMerger::OutcomeOf(spark::PushReturnCode code) {
+  switch (code) {
+    case PushReturnCode::kSuccess:
+      return Outcome::kMerged;
+    case PushReturnCode::kTooLateBlockPush:
+      return Outcome::kTooLate;
+    case PushReturnCode::kBlockAppendCollisionDetected:
+      return Outcome::kCollision;
+    case PushReturnCode::kStaleBlockPush:
+      return Outcome::kStale;
+    case PushReturnCode::kTooOldAttemptPush:
+      return Outcome::kTooOldAttempt;
+  }
+  return Outcome::kRefused;
+}
+
+void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  const auto n = [this](Outcome o) {
+    return static_cast<double>(outcomes_[static_cast<int>(o)].load(std::memory_order_relaxed));
+  };
+  out->push_back(SamplesBy(
+      "ferry_spark_push_blocks_total",
+      "Blocks pushed to this node (push-based shuffle), by what became of them: merged, a "
+      "duplicate of a merged one, too late (its merge finalized), a collision (its "
+      "partition's turn did not come in time, or the bytes waiting were past their bound), "
+      "stale (an older merge id), too old an attempt, or refused with an error.",
+      MetricKind::kCounter, "outcome",
+      {{"merged", n(Outcome::kMerged)},
+       {"duplicate", n(Outcome::kDuplicate)},
+       {"too_late", n(Outcome::kTooLate)},
+       {"collision", n(Outcome::kCollision)},
+       {"stale", n(Outcome::kStale)},
+       {"too_old_attempt", n(Outcome::kTooOldAttempt)},
+       {"refused", n(Outcome::kRefused)}}));
+  out->push_back(OneSample("ferry_spark_push_merged_bytes_total",
+                           "Bytes of pushed blocks merged into merged partitions.",
+                           MetricKind::kCounter,
+                           static_cast<double>(merged_bytes_.load(std::memory_order_relaxed))));
+  out->push_back(OneSample("ferry_spark_push_open_partitions",
+                           "Merged partitions being written (three open files each; "
+                           "--spark-push-max-open-partitions).",
+                           MetricKind::kGauge, static_cast<double>(open_partitions())));
+  out->push_back(OneSample("ferry_spark_push_waiting",
+                           "Pushed blocks waiting for their partition's turn.", MetricKind::kGauge,
+                           static_cast<double>(waiting_.load(std::memory_order_relaxed))));
+}
+
 }  // namespace ferry

@@ -15,9 +15,11 @@
 #ifndef FERRY_SERVER_SPARK_PUSH_MERGER_H_
 #define FERRY_SERVER_SPARK_PUSH_MERGER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -25,6 +27,7 @@
 #include "common/io/fiber_queue_lock.h"
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
+#include "server/ops/metrics.h"
 #include "server/spark/merged_partition.h"
 
 namespace ferry {
@@ -118,6 +121,39 @@ class PushMerger {
 
   uint64_t open_partitions() const;
 
+  // What became of pushes, for the metrics: by the code answered (a duplicate apart from
+  // a merge), or refused with an error; bytes merged; pushes waiting for a turn.
+  enum class Outcome {
+    kMerged = 0,
+    kDuplicate,
+    kTooLate,
+    kCollision,
+    kStale,
+    kTooOldAttempt,
+    kRefused,
+    kCount
+  };
+  void Count(Outcome outcome, uint64_t merged_bytes = 0) {
+    outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
+    merged_bytes_.fetch_add(merged_bytes, std::memory_order_relaxed);
+  }
+  static Outcome OutcomeOf(spark::PushReturnCode code);
+  // Held while a push waits for its partition's turn.
+  class Waiting {
+   public:
+    explicit Waiting(PushMerger& merger) : merger_(merger) {
+      merger_.waiting_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Waiting() { merger_.waiting_.fetch_sub(1, std::memory_order_relaxed); }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    PushMerger& merger_;
+  };
+  // Its metric families (docs/operations.md).
+  void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
+
  private:
   struct Shuffle {
     int32_t merge_id = 0;
@@ -143,6 +179,9 @@ class PushMerger {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
   uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};
+  std::atomic<uint64_t> merged_bytes_{0};
+  std::atomic<int64_t> waiting_{0};
 };
 
 }  // namespace ferry

@@ -189,6 +189,7 @@ void SparkFrontDoor::AppendMetrics(std::vector<MetricFamilySamples>* out) const 
                            MetricKind::kGauge, static_cast<double>(pool_->queued())));
   if (tls_ != nullptr) tls_->AppendMetrics(out);
   secrets_->AppendMetrics(out);
+  if (push_ != nullptr) push_->AppendMetrics(out);
 }
 
 std::string SparkFrontDoor::Describe() const {

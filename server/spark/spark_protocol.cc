@@ -208,10 +208,16 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
         length, deadline, [](absl::string_view) { return absl::OkStatus(); }, &sink_status);
   };
   absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push);
-  if (!admitted.ok()) return drain() && Reply(id, admitted.status());
+  if (!admitted.ok()) {
+    merger->Count(PushMerger::Outcome::kRefused);
+    return drain() && Reply(id, admitted.status());
+  }
   if (admitted->partition == nullptr) {
     // Answered without the block: a duplicate (success), or too late, stale, or a
     // former attempt's, whose connection Spark's service closes after the answer.
+    merger->Count(admitted->code == spark::PushReturnCode::kSuccess
+                      ? PushMerger::Outcome::kDuplicate
+                      : PushMerger::OutcomeOf(admitted->code));
     const bool replied = drain() && ReplyPush(id, admitted->code, admitted->block_id);
     return replied && admitted->code != spark::PushReturnCode::kTooOldAttemptPush;
   }
@@ -223,6 +229,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   if (!partition.turn().TryLock()) {
     absl::StatusOr<ClientBudget::Lease> lease = service_.DeferPushBytes(core_.peer_host(), length);
     if (!lease.ok()) {
+      merger->Count(PushMerger::Outcome::kCollision);
       return drain() && ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
                                   admitted->block_id);
     }
@@ -237,7 +244,13 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
             &sink_status)) {
       return false;
     }
-    if (!partition.turn().Lock(absl::Now() + merger->options().push_timeout)) {
+    bool turn = false;
+    {
+      PushMerger::Waiting waiting(*merger);
+      turn = partition.turn().Lock(absl::Now() + merger->options().push_timeout);
+    }
+    if (!turn) {
+      merger->Count(PushMerger::Outcome::kCollision);
       return ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
                        admitted->block_id);
     }
@@ -247,6 +260,9 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
       merger->TargetOf(partition, push->map_index, static_cast<int64_t>(length));
   if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
     partition.turn().Unlock();
+    merger->Count(!target.ok()        ? PushMerger::Outcome::kRefused
+                  : target->duplicate ? PushMerger::Outcome::kDuplicate
+                                      : PushMerger::OutcomeOf(target->code));
     if (!received && !drain()) return false;
     if (!target.ok()) return Reply(id, target.status());
     return ReplyPush(id, target->code, admitted->block_id);
@@ -276,7 +292,12 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
           : spark::PushReturnCode::kSuccess;
   partition.turn().Unlock();
   if (!connected) return false;
-  if (!sink_status.ok()) return Reply(id, sink_status);
+  if (!sink_status.ok()) {
+    merger->Count(PushMerger::Outcome::kRefused);
+    return Reply(id, sink_status);
+  }
+  merger->Count(PushMerger::OutcomeOf(code),
+                code == spark::PushReturnCode::kSuccess ? static_cast<uint64_t>(written) : 0);
   return ReplyPush(id, code, admitted->block_id);
 }
 

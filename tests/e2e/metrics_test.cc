@@ -154,8 +154,9 @@ std::set<std::string> DocumentedFamilies() {
   return names;
 }
 
-// docs/operations.md names every family a server with both front doors, spark.authenticate
-// and TLS exports, and no other: a metric added or renamed without its line fails here.
+// docs/operations.md names every family a server with both front doors, spark.authenticate,
+// TLS and push-based shuffle exports, and no other: a metric added or renamed without its
+// line fails here.
 TEST_F(MetricsTest, OperationsDocListsEveryMetricTheServerExports) {
   const std::set<std::string> documented = DocumentedFamilies();
   ASSERT_GT(documented.size(), 20u) << "docs/operations.md's metrics table was not found";
@@ -171,6 +172,7 @@ TEST_F(MetricsTest, OperationsDocListsEveryMetricTheServerExports) {
   ASSERT_TRUE(made.ok()) << made.status();
   options.spark.tls.cert_file = made->cert;
   options.spark.tls.key_file = made->key;
+  options.spark.push.enabled = true;
   std::unique_ptr<FerryServer> server = testing::StartServer(options);
   absl::StatusOr<std::string> page = testing::HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();

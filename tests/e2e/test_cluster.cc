@@ -109,6 +109,15 @@ double MetricSum(const std::vector<MetricFamilySamples>& families, const std::st
   return sum;
 }
 
+double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name) {
+  double sum = 0;
+  for (const MetricFamilySamples& family : families) {
+    if (family.name != name) continue;
+    for (const MetricSample& sample : family.samples) sum += sample.value;
+  }
+  return sum;
+}
+
 std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
   auto server = FerryServer::Start(options);
   if (!server.ok()) {

@@ -61,6 +61,8 @@ std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options);
 // The sum of metric `name`'s samples labelled `key`=`value` (CollectMetrics()).
 double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name,
                  const std::string& key, const std::string& value);
+// The sum of all of metric `name`'s samples (one, for a metric without labels).
+double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name);
 // Starts a FerryServer over `data_dir` (CHECK-fails on error).
 std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl = absl::Minutes(10),

@@ -1125,5 +1125,70 @@ TEST_F(SparkPushTest, PushesOfAnotherApplicationOrTooLargeAreRefusedAndClose) {
   }
 }
 
+// Two pushes to one partition at once: the second waits for the first, which holds the
+// partition's turn while its block arrives, and both merge, in the order they asked
+// (Spark's resolver answers the second "collision" unless the first finishes first).
+TEST_F(SparkPushTest, APushToABusyPartitionWaitsItsTurnAndMerges) {
+  Start();
+  SparkClient first(server_->spark_port());
+  SparkClient second(server_->spark_port());
+  ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  const std::string a(200000, 'a');
+  first.Send(sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}),
+                                          static_cast<int64_t>(a.size())) +
+             a.substr(0, 1000));
+  // The first holds the turn: its bytes go to the merged file as they come.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    struct stat st {};
+    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 1000;
+  }));
+  second.Send(
+      sw::EncodeUploadStreamHeader(8, sw::EncodePushBlockStream({kApp, 1, 3, 0, 1, 0, 0}), 2) +
+      "bb");
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_waiting") == 1;
+  }));
+  first.Send(a.substr(1000));
+  for (SparkClient* client : {&first, &second}) {
+    std::optional<Reply> reply = client->Read();
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, sw::MessageType::kRpcResponse) << reply->text;
+    EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(reply->body)).code,
+              sw::PushReturnCode::kSuccess);
+  }
+  ASSERT_EQ(first.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_TRUE(testing::ReadTextFile(MergedFile(0, "data")) == a + "bb");
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged"), 2);
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_merged_bytes_total"),
+            static_cast<double>(a.size() + 2));
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_waiting"), 0);
+}
+
+// A push that stops halfway holds its partition no longer than --spark-push-timeout:
+// its connection is closed, its bytes are not merged, and the push waiting behind it
+// merges.
+TEST_F(SparkPushTest, AHalfSentPushCannotHoldItsPartition) {
+  push_.push_timeout = absl::Milliseconds(500);
+  Start();
+  SparkClient stalled(server_->spark_port());
+  SparkClient waiting(server_->spark_port());
+  ASSERT_EQ(stalled.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  stalled.Send(
+      sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 100000) +
+      std::string(5000, 'x'));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    struct stat st {};
+    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 5000;
+  }));
+  const sw::BlockPushReturnCode code = Push(waiting, 1, 0, "kept");
+  EXPECT_EQ(code.code, sw::PushReturnCode::kSuccess);
+  EXPECT_TRUE(stalled.Closed());
+  ASSERT_EQ(waiting.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::ReadTextFile(MergedFile(0, "data")), "kept");
+}
+
 }  // namespace
 }  // namespace ferry
