@@ -1,14 +1,18 @@
 #include "server/spark/push_merger.h"
 
+#include <endian.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/option_check.h"
+#include "common/pread_full.h"
 #include "common/shuffle_files.h"
 #include "common/spark/merge_dirs.h"
 #include "common/status_macros.h"
@@ -21,7 +25,7 @@ using spark::PushReturnCode;
 
 constexpr const char* kSuffixes[] = {"data", "index", "meta"};
 
-std::string BlockId(const spark::PushBlockStream& p) {
+std::string PushBlockName(const spark::PushBlockStream& p) {
   return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index, "_",
                       p.reduce_id);
 }
@@ -89,7 +93,7 @@ absl::StatusOr<std::shared_ptr<PushMerger::Partition>> PushMerger::NewPartition(
 
 absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockStream& push) {
   Admission admission;
-  admission.block_id = BlockId(push);
+  admission.block_id = PushBlockName(push);
   absl::MutexLock lock(&mu_);
   auto app_it = apps_.find(push.app_id);
   if (app_it == apps_.end()) {
@@ -292,6 +296,81 @@ void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id,
       if (dir.valid()) (void)::unlinkat(dir.get(), at.relative.substr(slash + 1).c_str(), 0);
     }
   }
+}
+
+absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string& app_id,
+                                                               int32_t shuffle_id, int32_t merge_id,
+                                                               int32_t reduce_id) const {
+  std::shared_ptr<const spark::ExecutorDirs> dirs;
+  {
+    absl::MutexLock lock(&mu_);
+    auto app = apps_.find(app_id);
+    if (app == apps_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("application ", app_id, " is not registered with push-based shuffle here"));
+    }
+    auto shuffle = app->second.shuffles.find(shuffle_id);
+    if (shuffle != app->second.shuffles.end() && shuffle->second.merge_id > merge_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MergedBlockData fetch for shuffle ", shuffle_id, " with shuffleMergeId ", merge_id,
+          " reduceId ", reduce_id, " is stale shuffle block fetch request ",
+          "as shuffle blocks of a higher shuffleMergeId for the shuffle is available"));
+    }
+    if (shuffle == app->second.shuffles.end() || shuffle->second.merge_id != merge_id ||
+        !shuffle->second.finalized) {
+      return absl::FailedPreconditionError(absl::StrCat("shuffle ", shuffle_id, " merge ", merge_id,
+                                                        " of ", app_id, " is not finalized here"));
+    }
+    dirs = app->second.merge_dirs;
+  }
+  const auto open = [&](const char* suffix,
+                        struct stat* st) -> absl::StatusOr<std::shared_ptr<DataFile>> {
+    const ShuffleFileLocation at =
+        dirs->Locate(spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, suffix));
+    FERRY_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegularFile(at.dir_fd, at.relative, at.display, st));
+    auto file = std::make_shared<DataFile>();
+    file->path = at.display;
+    file->fd = std::move(fd);
+    file->identity = {static_cast<uint64_t>(st->st_dev), static_cast<uint64_t>(st->st_ino)};
+    return file;
+  };
+  MergedFiles files;
+  struct stat data_st {};
+  struct stat index_st {};
+  struct stat meta_st {};
+  FERRY_ASSIGN_OR_RETURN(files.data, open("data", &data_st));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<DataFile> index, open("index", &index_st));
+  FERRY_ASSIGN_OR_RETURN(files.meta, open("meta", &meta_st));
+  const auto damaged = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(index->path, ": ", why));
+  };
+  if (index_st.st_size < 16 || index_st.st_size % 8 != 0 ||
+      static_cast<uint64_t>(index_st.st_size) > kMaxIndexFileBytes) {
+    return damaged(absl::StrCat(index_st.st_size, " bytes are not a merged partition's index"));
+  }
+  if (static_cast<uint64_t>(meta_st.st_size) > kMaxIndexFileBytes * 64) {
+    return damaged(absl::StrCat("its meta file has ", meta_st.st_size, " bytes"));
+  }
+  std::string bytes(static_cast<size_t>(index_st.st_size), '\0');
+  if (PreadFull(index->fd.get(), bytes.data(), bytes.size(), 0) !=
+      static_cast<ssize_t>(bytes.size())) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("read ", index->path));
+  }
+  files.offsets.resize(bytes.size() / 8);
+  for (size_t i = 0; i < files.offsets.size(); ++i) {
+    uint64_t be = 0;
+    std::memcpy(&be, bytes.data() + 8 * i, 8);
+    files.offsets[i] = static_cast<int64_t>(be64toh(be));
+    if ((i == 0 && files.offsets[i] != 0) || (i > 0 && files.offsets[i] < files.offsets[i - 1])) {
+      return damaged(absl::StrCat("offset ", i, " is ", files.offsets[i]));
+    }
+  }
+  if (files.offsets.back() > data_st.st_size) {
+    return damaged(absl::StrCat("its chunks end at ", files.offsets.back(), " but the data has ",
+                                data_st.st_size, " bytes"));
+  }
+  files.meta_bytes = meta_st.st_size;
+  return files;
 }
 
 uint64_t PushMerger::open_partitions() const {

@@ -29,6 +29,7 @@
 #include "common/spark/wire.h"
 #include "server/ops/metrics.h"
 #include "server/spark/merged_partition.h"
+#include "server/storage/segment.h"
 
 namespace ferry {
 
@@ -120,6 +121,23 @@ class PushMerger {
   void ApplicationEnded(const std::string& app_id);
 
   uint64_t open_partitions() const;
+
+  // The reduce side: a finalized partition's files as reducers read them. Its chunks are
+  // [offsets[i], offsets[i + 1]) of `data`; `meta` holds one bitmap per chunk. Opens
+  // files: call on a blocking worker. FAILED_PRECONDITION for a merge not finalized here
+  // or a stale merge id (a newer one is held), NOT_FOUND for an unknown application or
+  // a partition with nothing merged, DATA_LOSS for files that are not a merged
+  // partition's (an index that is not offsets from 0 to the data's end, a meta file past
+  // its bound).
+  struct MergedFiles {
+    std::shared_ptr<const DataFile> data;
+    std::vector<int64_t> offsets;
+    std::shared_ptr<const DataFile> meta;
+    int64_t meta_bytes = 0;
+    int32_t chunks() const { return static_cast<int32_t>(offsets.size()) - 1; }
+  };
+  absl::StatusOr<MergedFiles> OpenMerged(const std::string& app_id, int32_t shuffle_id,
+                                         int32_t merge_id, int32_t reduce_id) const;
 
   // What became of pushes, for the metrics: by the code answered (a duplicate apart from
   // a merge), or refused with an error; bytes merged; pushes waiting for a turn.

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/io/ops.h"
 #include "common/spark/layout.h"
+#include "common/spark/merge_dirs.h"
 #include "common/spark/wire.h"
 #include "common/status_macros.h"
 #include "server/spark/push_merger.h"
@@ -307,9 +308,29 @@ bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std:
 }
 
 bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {
-  return SendFrame(spark::EncodeRpcFailure(
-      request.request_id,
-      "MergedBlockMetaRequest (push-based shuffle) is not supported by this shuffle service"));
+  const int64_t id = request.request_id;
+  if (absl::Status allowed = CheckApp(request.app_id); !allowed.ok()) return Reply(id, allowed);
+  absl::StatusOr<PushMerger::MergedFiles> files = service_.MergedMeta(request);
+  if (!files.ok()) return Reply(id, files.status());
+  // The header, then the meta file's bitmaps in the frame, sent as a block is.
+  const std::string header = spark::EncodeMergedBlockMetaSuccessHeader(
+      id, files->chunks(), static_cast<uint64_t>(files->meta_bytes));
+  StreamBlock meta;
+  meta.file = files->meta;
+  meta.length = static_cast<uint64_t>(files->meta_bytes);
+  const auto name = [&] {
+    return spark::MergedFileName(request.app_id, request.shuffle_id, request.shuffle_merge_id,
+                                 request.reduce_id, "meta");
+  };
+  core_.sender().StartResponse(meta.length);
+  bool in_frame = true;
+  absl::Status sent = core_.SendBlock(header, meta, 0, name, &in_frame);
+  if (!sent.ok()) {
+    if (in_frame) return Reply(id, sent);
+    return false;
+  }
+  core_.EndRequest(absl::OkStatus());
+  return true;
 }
 
 bool SparkProtocol::On(const spark::UnsupportedMessage&) {
@@ -443,9 +464,12 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveShuffleMerge& m) {
   return Reply(id, std::string());
 }
 
-bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlockChunks&) {
-  return OnRpc(id, spark::UnsupportedRpc{
-                       static_cast<uint8_t>(spark::BlockTransferType::kFetchShuffleBlockChunks)});
+bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlockChunks& m) {
+  if (service_.push() == nullptr) {
+    return OnRpc(id, spark::UnsupportedRpc{
+                         static_cast<uint8_t>(spark::BlockTransferType::kFetchShuffleBlockChunks)});
+  }
+  return OpenStreamFor(id, m);
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::UnsupportedRpc& m) {
@@ -489,13 +513,19 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   // A chunk asked for in order counts as handed out, served or failed, as in Spark.
   SparkChunk chunk = std::move(open.stream.chunks[chunk_index]);
   const bool rdd = open.stream.rdd;
+  const bool merged = open.stream.merged;
   std::shared_ptr<const spark::ExecutorDirs> rdd_dirs = open.stream.rdd_dirs;
   ++open.next_chunk;
   if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
   // The block's name is built only for an error: not on the per-block path.
   const auto name = [&] {
-    return rdd ? absl::StrCat("rdd_", chunk.block.id.shuffle_id, "_", chunk.block.id.map_id)
-               : SparkName(chunk.block.id);
+    const BlockId& b = chunk.block.id;
+    if (rdd) return absl::StrCat("rdd_", b.shuffle_id, "_", b.map_id);
+    if (merged) {
+      return absl::StrCat("shuffleChunk_", b.shuffle_id, "_", b.map_id, "_", b.start_reduce_id, "_",
+                          b.end_reduce_id);
+    }
+    return SparkName(b);
   };
   if (chunk.status.ok() && rdd) {
     absl::StatusOr<StreamBlock> opened = service_.OpenRddBlock(rdd_dirs, chunk.block.id);

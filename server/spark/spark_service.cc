@@ -254,6 +254,69 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenRdd(const std::string& app_
   return stream;
 }
 
+absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
+    const spark::FetchShuffleBlockChunks& request, const std::string& client) {
+  if (push_ == nullptr) {
+    return absl::UnimplementedError(
+        "FetchShuffleBlockChunks: push-based shuffle is not served here "
+        "(ferry_server --spark-push-merge)");
+  }
+  size_t count = 0;
+  for (const std::vector<int32_t>& ids : request.chunk_ids) count += ids.size();
+  if (count > options_.max_chunks_per_stream) {
+    return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlockChunks names ", count,
+                                                   " chunks; at most ",
+                                                   options_.max_chunks_per_stream, " are taken"));
+  }
+  FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease lease, open_chunks_.Acquire(client, count));
+  using Chunks = std::vector<SparkChunk>;
+  absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
+      [push = push_, request]() -> absl::StatusOr<Chunks> {
+        Chunks out;
+        for (size_t r = 0; r < request.reduce_ids.size(); ++r) {
+          FERRY_ASSIGN_OR_RETURN(PushMerger::MergedFiles files,
+                                 push->OpenMerged(request.app_id, request.shuffle_id,
+                                                  request.shuffle_merge_id, request.reduce_ids[r]));
+          for (int32_t chunk : request.chunk_ids[r]) {
+            SparkChunk c;
+            c.block.id = {request.shuffle_id, request.shuffle_merge_id, request.reduce_ids[r],
+                          chunk};
+            if (chunk < 0 || chunk >= files.chunks()) {
+              c.status = absl::NotFoundError(
+                  absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
+            } else {
+              c.block.file = files.data;
+              c.block.offset = static_cast<uint64_t>(files.offsets[chunk]);
+              c.block.length =
+                  static_cast<uint64_t>(files.offsets[chunk + 1] - files.offsets[chunk]);
+            }
+            out.push_back(std::move(c));
+          }
+        }
+        return out;
+      },
+      absl::Now() + options_.blocking_timeout);
+  if (!chunks.ok()) return chunks.status();
+  SparkStream stream = NewStream(*std::move(chunks), std::move(lease));
+  stream.merged = true;
+  return stream;
+}
+
+absl::StatusOr<PushMerger::MergedFiles> SparkShuffleService::MergedMeta(
+    const spark::MergedBlockMetaRequest& request) {
+  if (push_ == nullptr) {
+    return absl::UnimplementedError(
+        "MergedBlockMetaRequest: push-based shuffle is not served here "
+        "(ferry_server --spark-push-merge)");
+  }
+  return pool_->Call<PushMerger::MergedFiles>(
+      [push = push_, request]() {
+        return push->OpenMerged(request.app_id, request.shuffle_id, request.shuffle_merge_id,
+                                request.reduce_id);
+      },
+      absl::Now() + options_.blocking_timeout);
+}
+
 absl::StatusOr<StreamBlock> SparkShuffleService::OpenRddBlock(
     std::shared_ptr<const spark::ExecutorDirs> dirs, const BlockId& id) {
   return pool_->Call<StreamBlock>(

@@ -56,6 +56,10 @@ struct SparkStream {
   // registered), so a stream of a million such chunks holds no descriptor.
   bool rdd = false;
   std::shared_ptr<const spark::ExecutorDirs> rdd_dirs;
+  // A stream of merged chunks (FetchShuffleBlockChunks): each chunk's block.id holds
+  // (shuffle, merge id, reduce id, chunk id) as (shuffle_id, map_id, start_reduce_id,
+  // end_reduce_id), for its name, shuffleChunk_<shuffle>_<merge>_<reduce>_<chunk>.
+  bool merged = false;
   // When its chunks are let go of whether fetched or not.
   absl::Time expires;
   ClientBudget::Lease lease;
@@ -145,6 +149,13 @@ class SparkShuffleService {
                                          const std::string& client);
   absl::StatusOr<SparkStream> OpenStream(const spark::OpenBlocks& request,
                                          const std::string& client);
+  // Push-based shuffle's merged chunks (with a push merger): chunk i is the i-th chunk
+  // id named, of its reduce id's finalized partition. A partition that cannot be read
+  // fails the request (as in Spark); a chunk id outside it fails its chunk.
+  absl::StatusOr<SparkStream> OpenStream(const spark::FetchShuffleBlockChunks& request,
+                                         const std::string& client);
+  // A finalized merged partition's chunk bitmaps (MergedBlockMetaRequest).
+  absl::StatusOr<PushMerger::MergedFiles> MergedMeta(const spark::MergedBlockMetaRequest& request);
   // The file of a chunk of an RDD stream (SparkStream::rdd_dirs): `rdd_<rdd>_<split>` in
   // the executor's hashed dirs, whole, as Spark's resolver serves it. NOT_FOUND when
   // the executor has no such block; DATA_LOSS for anything but a regular file.

@@ -1190,5 +1190,57 @@ TEST_F(SparkPushTest, AHalfSentPushCannotHoldItsPartition) {
   EXPECT_EQ(testing::ReadTextFile(MergedFile(0, "data")), "kept");
 }
 
+// The reduce side: a reducer reads a finalized partition's chunk bitmaps
+// (MergedBlockMetaRequest) and its chunks (FetchShuffleBlockChunks, then a
+// ChunkFetchRequest per chunk), as Spark's PushBasedFetchHelper does.
+TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  const std::string big(300000, 'b');
+  // With chunks of at least 4 bytes: [aaaa] [big] [cc ee].
+  for (const auto& [map, block] :
+       std::vector<std::pair<int32_t, std::string>>{{0, "aaaa"}, {1, big}, {2, "cc"}, {3, "ee"}}) {
+    ASSERT_EQ(Push(client, map, 0, block).code, sw::PushReturnCode::kSuccess);
+  }
+  // Before the finalize there is nothing to read.
+  const Reply early =
+      client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{0}}}));
+  EXPECT_EQ(early.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(early.text.find("not finalized"), std::string::npos) << early.text;
+  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+
+  client.Send(sw::EncodeMergedBlockMetaRequest({77, kApp, 3, 0, 0}));
+  std::optional<Reply> meta = client.Read();
+  ASSERT_TRUE(meta.has_value());
+  ASSERT_EQ(meta->type, sw::MessageType::kMergedBlockMetaSuccess) << meta->text;
+  EXPECT_EQ(meta->id, 77);
+  EXPECT_EQ(meta->chunk_index, 3);  // numChunks
+  EXPECT_EQ(meta->body, sw::Bitmap::Of({0}).Serialize() + sw::Bitmap::Of({1}).Serialize() +
+                            sw::Bitmap::Of({2, 3}).Serialize());
+
+  const auto [stream, chunks] = StreamHandleOf(
+      client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{2, 0, 1, 7}}})));
+  ASSERT_EQ(chunks, 4);
+  const std::string expected[] = {"ccee", "aaaa", big};
+  for (int i = 0; i < 3; ++i) {
+    client.Send(sw::EncodeChunkFetchRequest({stream, i}));
+    std::optional<Reply> chunk = client.Read();
+    ASSERT_TRUE(chunk.has_value());
+    ASSERT_EQ(chunk->type, sw::MessageType::kChunkFetchSuccess) << chunk->text;
+    EXPECT_TRUE(chunk->body == expected[i]) << i;
+  }
+  // A chunk id past the partition's fails that chunk alone, naming it.
+  client.Send(sw::EncodeChunkFetchRequest({stream, 3}));
+  std::optional<Reply> missing = client.Read();
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->type, sw::MessageType::kChunkFetchFailure);
+  EXPECT_NE(missing->text.find("shuffleChunk_3_0_0_7"), std::string::npos) << missing->text;
+  // A partition with nothing merged, and another application's meta.
+  EXPECT_EQ(client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {5}, {{0}}})).type,
+            sw::MessageType::kRpcFailure);
+}
+
 }  // namespace
 }  // namespace ferry
