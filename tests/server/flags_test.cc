@@ -28,6 +28,8 @@ ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
 ABSL_DECLARE_FLAG(std::string, tls_cert_file);
 ABSL_DECLARE_FLAG(std::vector<std::string>, spark_dir_roots);
+ABSL_DECLARE_FLAG(bool, spark_push_merge);
+ABSL_DECLARE_FLAG(int64_t, spark_push_min_chunk_bytes);
 
 namespace ferry {
 namespace {
@@ -125,8 +127,12 @@ TEST(FlagsTest, EachFlagSetsItsFieldAndABadValueNamesTheFlag) {
   absl::SetFlag(&FLAGS_disk_workers, 3);
   absl::SetFlag(&FLAGS_threads, 5);
   absl::SetFlag(&FLAGS_spark_dir_roots, std::vector<std::string>{"/a", "/b"});
+  absl::SetFlag(&FLAGS_spark_push_merge, true);
+  absl::SetFlag(&FLAGS_spark_push_min_chunk_bytes, 4096);
   FerryServerOptions options;
   ASSERT_TRUE(ApplyServerFlags(&options).ok());
+  EXPECT_TRUE(options.spark.push.enabled);
+  EXPECT_EQ(options.spark.push.min_chunk_bytes, 4096);
   EXPECT_EQ(options.data.max_pipes, 7u);
   EXPECT_EQ(options.disks.workers_per_disk, 3u);
   EXPECT_EQ(options.data.threads, 5);
