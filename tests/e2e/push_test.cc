@@ -4,7 +4,8 @@
 // ExternalBlockHandler, as a NodeManager hosts it), finalizes both, and checks that the
 // return codes, the MergeStatuses and every merged file (.data, .index, .meta) agree byte
 // for byte, then reads ferry_server's chunk bitmaps and merged chunks with Spark's
-// reduce-side client. Skipped, saying why, where spark-ess is not there.
+// reduce-side client; for spark-ess's 3.5.0 and for each Spark line scripts/setup installs.
+// Skipped, saying why, where they are not there.
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/command.h"
 #include "tests/testing/process_groups.h"
+#include "tests/testing/spark_cluster.h"
 #include "tests/testing/spark_ess.h"
 #include "tests/testing/temp_dir.h"
 
@@ -25,10 +27,10 @@ namespace {
 using ::ferry::testing::CommandResult;
 using ::ferry::testing::TempDir;
 
-TEST(PushTest, SparksPushClientMergesIntoFerryAsIntoSparksOwnResolver) {
-  std::string why;
-  const std::string ess = testing::SparkEssDir(&why);
-  if (ess.empty()) GTEST_SKIP() << "Spark's own classes are not available: " << why;
+// PushDiff compiled against `classpath` (Spark's network classes and what they load),
+// run against a fresh ferry_server and a fresh resolver of that Spark: its verdict.
+void ExpectAlike(const std::string& classpath, const std::string& which) {
+  SCOPED_TRACE(which);
   TempDir ferry_root;
   TempDir spark_root;
   TempDir data;
@@ -39,14 +41,9 @@ TEST(PushTest, SparksPushClientMergesIntoFerryAsIntoSparksOwnResolver) {
   options.spark.push.enabled = true;
   options.spark.push.min_chunk_bytes = int64_t{1} << 20;
   std::unique_ptr<FerryServer> server = testing::StartServer(options);
-
-  const std::string classpath =
-      absl::StrCat(ess, "/build/spark-ess.jar:",
-                   absl::StripAsciiWhitespace(testing::ReadTextFile(ess + "/build/classpath")));
-  absl::StatusOr<CommandResult> built =
-      testing::RunCommand({"/usr/bin/javac", "-d", classes.path(), "-cp", classpath,
-                           "tests/e2e/push/PushDiff.java"},
-                          absl::Seconds(120));
+  absl::StatusOr<CommandResult> built = testing::RunCommand(
+      {"/usr/bin/javac", "-d", classes.path(), "-cp", classpath, "tests/e2e/push/PushDiff.java"},
+      absl::Seconds(120));
   ASSERT_TRUE(built.ok()) << built.status();
   ASSERT_EQ(built->exit_code, 0) << built->output;
   absl::StatusOr<CommandResult> diff = testing::RunCommand(
@@ -57,6 +54,27 @@ TEST(PushTest, SparksPushClientMergesIntoFerryAsIntoSparksOwnResolver) {
   ASSERT_TRUE(diff.ok()) << diff.status();
   EXPECT_EQ(diff->exit_code, 0) << diff->output;
   EXPECT_TRUE(absl::StrContains(diff->output, "OK 48 blocks pushed")) << diff->output;
+}
+
+// Spark 3.5.0's classes built from source (../shared/spark-ess).
+TEST(PushTest, SparksPushClientMergesIntoFerryAsIntoSparksOwnResolver) {
+  std::string why;
+  const std::string ess = testing::SparkEssDir(&why);
+  if (ess.empty()) GTEST_SKIP() << "Spark's own classes are not available: " << why;
+  ExpectAlike(
+      absl::StrCat(ess, "/build/spark-ess.jar:",
+                   absl::StripAsciiWhitespace(testing::ReadTextFile(ess + "/build/classpath"))),
+      "spark-ess 3.5.0");
+}
+
+// Each Spark line scripts/setup installs (3.5.9 and 4.3.0): its own jars.
+TEST(PushTest, EachSparkLinesPushClientAndResolverAgreeWithFerry) {
+  std::string why;
+  const std::vector<testing::SparkDistribution> sparks = testing::InstalledSparks(&why);
+  if (sparks.empty()) GTEST_SKIP() << "no Spark distribution is installed: " << why;
+  for (const testing::SparkDistribution& spark : sparks) {
+    ExpectAlike(spark.home + "/jars/*", spark.version);
+  }
 }
 
 }  // namespace
