@@ -173,6 +173,9 @@ void SparkFrontDoor::ForgetEndedYarnApps() {
       return;
     }
     store_->DropSpark(app, "");
+    // Its merges (push-based shuffle) go too: YARN deletes the merge dirs with the
+    // application's, and the merger lets go of the partitions it still holds open.
+    if (push_ != nullptr) push_->ApplicationEnded(app);
     yarn_->Handled(app);
     // The NodeManager tells every aux service of every application's end, Spark's or not.
     if (removed->executors > 0) {
