@@ -2,6 +2,7 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,12 +11,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/option_check.h"
 #include "common/pread_full.h"
 #include "common/shuffle_files.h"
 #include "common/spark/merge_dirs.h"
 #include "common/status_macros.h"
+#include "server/base/replace_file.h"
+#include "server/base/small_file.h"
+#include "server/storage/ids.h"
 
 namespace ferry {
 
@@ -24,6 +31,8 @@ namespace {
 using spark::PushReturnCode;
 
 constexpr const char* kSuffixes[] = {"data", "index", "meta"};
+// A finalized merge is a line of under 200 bytes; far more than any node holds.
+constexpr size_t kMaxStateFileBytes = size_t{16} << 20;
 
 std::string PushBlockName(const spark::PushBlockStream& p) {
   return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index, "_",
@@ -50,11 +59,62 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
   App& app = it->second;
   if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
   // A newer attempt: the former one's merges go.
-  for (auto& [shuffle_id, shuffle] : app.shuffles) Delete(app, app_id, shuffle_id, shuffle);
+  bool finalized = false;
+  for (auto& [shuffle_id, shuffle] : app.shuffles) {
+    finalized = finalized || shuffle.finalized;
+    Delete(app, app_id, shuffle_id, shuffle);
+  }
   app.shuffles.clear();
   app.bytes = 0;
   app.attempt_id = attempt_id;
   app.merge_dirs = std::move(merge_dirs);
+  // Merges finalized before a restart.
+  std::erase_if(loaded_, [&](const Finalized& merge) {
+    if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
+    app.shuffles[merge.shuffle_id] = Shuffle{merge.merge_id, true, {}};
+    return true;
+  });
+  if (finalized) SaveStateLocked();
+}
+
+absl::Status PushMerger::LoadState() {
+  if (options_.state_file.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> text = ReadSmallFile(options_.state_file, kMaxStateFileBytes);
+  if (absl::IsNotFound(text.status())) return absl::OkStatus();
+  if (!text.ok()) return text.status();
+  absl::MutexLock lock(&mu_);
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    Finalized merge;
+    if (f.size() != 4 || !IsValidAppId(f[0]) || !absl::SimpleAtoi(f[1], &merge.attempt_id) ||
+        !absl::SimpleAtoi(f[2], &merge.shuffle_id) || !absl::SimpleAtoi(f[3], &merge.merge_id)) {
+      LOG(WARNING) << options_.state_file << ": skipping a line that is no finalized merge: "
+                   << absl::CHexEscape(line.substr(0, 100));
+      continue;
+    }
+    merge.app_id = std::string(f[0]);
+    loaded_.push_back(std::move(merge));
+  }
+  return absl::OkStatus();
+}
+
+void PushMerger::SaveStateLocked() {
+  if (options_.state_file.empty()) return;
+  std::string text;
+  for (const auto& [app_id, app] : apps_) {
+    for (const auto& [shuffle_id, shuffle] : app.shuffles) {
+      if (!shuffle.finalized) continue;
+      absl::StrAppend(&text, app_id, "\t", app.attempt_id, "\t", shuffle_id, "\t", shuffle.merge_id,
+                      "\n");
+    }
+  }
+  for (const Finalized& merge : loaded_) {
+    absl::StrAppend(&text, merge.app_id, "\t", merge.attempt_id, "\t", merge.shuffle_id, "\t",
+                    merge.merge_id, "\n");
+  }
+  if (absl::Status s = ReplaceFile(options_.state_file, text, 0600); !s.ok()) {
+    LOG(WARNING) << "keeping finalized merges across restarts: " << s;
+  }
 }
 
 absl::StatusOr<std::shared_ptr<PushMerger::Partition>> PushMerger::NewPartition(
@@ -117,8 +177,10 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
     return admission;
   } else if (push.shuffle_merge_id > shuffle.merge_id) {
     // A new attempt of an indeterminate stage: the older merge goes.
+    const bool finalized = shuffle.finalized;
     Delete(app, push.app_id, push.shuffle_id, shuffle);
     shuffle = Shuffle{push.shuffle_merge_id, false, {}};
+    if (finalized) SaveStateLocked();
   } else if (shuffle.finalized) {
     admission.code = PushReturnCode::kTooLateBlockPush;
     return admission;
@@ -244,6 +306,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
     statuses.reduce_ids.push_back(reduce_id);
     statuses.sizes.push_back(final->size);
   }
+  SaveStateLocked();
   return statuses;
 }
 
@@ -262,8 +325,10 @@ absl::Status PushMerger::Remove(const spark::RemoveShuffleMerge& request) {
   if (request.shuffle_merge_id != -1 && request.shuffle_merge_id != it->second.merge_id) {
     return absl::OkStatus();  // not the merge held here
   }
+  const bool finalized = it->second.finalized;
   Delete(app, request.app_id, request.shuffle_id, it->second);
   app.shuffles.erase(it);
+  if (finalized) SaveStateLocked();
   return absl::OkStatus();
 }
 
@@ -275,6 +340,8 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
     Delete(it->second, app_id, shuffle_id, shuffle);
   }
   apps_.erase(it);
+  std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; });
+  SaveStateLocked();
 }
 
 void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id, Shuffle& shuffle) {

@@ -47,10 +47,18 @@ class PushMerger {
     // How long a push may take to arrive once it holds its partition (the others wait
     // for it), and how long one waits for its partition.
     absl::Duration push_timeout = absl::Seconds(30);
+    // Where finalized merges are kept across restarts (the front door puts it in
+    // --state-dir); empty: in memory only.
+    std::string state_file;
     absl::Status Validate() const;
   };
 
   explicit PushMerger(Options options) : options_(options) {}
+  // Reads the finalized merges the state file keeps, if any: an attempt registered
+  // later (RegisterAttempt, as a restarted server learns its registrations) finds its
+  // merges finalized, and reducers read them. Lines that are not a finalized merge are
+  // skipped (logged).
+  absl::Status LoadState();
   const Options& options() const { return options_; }
 
   // An application attempt's merge dirs (where its executors said, beneath the roots
@@ -193,8 +201,22 @@ class PushMerger {
                                                           int32_t reduce_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A finalized merge, as the state file keeps it.
+  struct Finalized {
+    std::string app_id;
+    int32_t attempt_id;
+    int32_t shuffle_id;
+    int32_t merge_id;
+  };
+  // Rewrites the state file from what is finalized now (plus what was loaded and not yet
+  // claimed by a registration). Errors are logged: the merges still serve until a
+  // restart.
+  void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Options options_;
   mutable absl::Mutex mu_;
+  // Loaded from the state file, for attempts not registered yet.
+  std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
   uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};

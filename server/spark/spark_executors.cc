@@ -665,6 +665,16 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
   return vanished.size();
 }
 
+std::vector<spark::RegisterExecutor> ExecutorRegistry::Registrations() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<spark::RegisterExecutor> out;
+  out.reserve(executors_.size());
+  for (const auto& [key, registered] : executors_) {
+    out.push_back({key.first, key.second, registered.info});
+  }
+  return out;
+}
+
 size_t ExecutorRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return executors_.size();

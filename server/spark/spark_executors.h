@@ -155,6 +155,9 @@ class ExecutorRegistry {
   absl::StatusOr<size_t> ForgetVanished();
 
   size_t size() const;
+  // Every registration (as a RegisterExecutor), in key order: a restarted server's
+  // parts that keep something per registration learn it so.
+  std::vector<spark::RegisterExecutor> Registrations() const;
   // Its metric families (docs/operations.md): the executors registered.
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   // Bytes of the registrations' records (bounded by max_bytes).

@@ -100,8 +100,21 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
   door->service_ = std::make_unique<SparkShuffleService>(
       options.service, store, door->executors_.get(), door->pool_.get(), clock);
   if (options.push.enabled) {
-    door->push_ = std::make_unique<PushMerger>(options.push);
+    PushMerger::Options push = options.push;
+    if (!options.executors.state_dir.empty()) {
+      push.state_file = absl::StrCat(options.executors.state_dir, "/spark-push-finalized");
+    }
+    door->push_ = std::make_unique<PushMerger>(push);
+    FERRY_RETURN_IF_ERROR(door->push_->LoadState());
     door->service_->EnablePush(door->push_.get());
+    // A restarted server: the registrations kept give the merges their dirs again, and
+    // the merges finalized before the restart are served.
+    for (const spark::RegisterExecutor& registration : door->executors_->Registrations()) {
+      if (absl::Status s = door->service_->RegisterPush(registration); !s.ok()) {
+        LOG(WARNING) << "push-based shuffle of application " << registration.app_id
+                     << " after the restart: " << s;
+      }
+    }
   }
   FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->yarn_.get()));
   if (options.tls.enabled()) {

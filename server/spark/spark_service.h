@@ -120,6 +120,9 @@ class SparkShuffleService {
   // service), and the protocol merges pushes with it. Call before serving.
   void EnablePush(PushMerger* merger) { push_ = merger; }
   PushMerger* push() const { return push_; }
+  // Gives the push merger a registered executor's merge dirs (siblings of its local
+  // dirs, named by its shuffle manager's push-based shuffle part); none without one.
+  absl::Status RegisterPush(const spark::RegisterExecutor& registration);
   // Bytes of pushed blocks held in memory while they wait for their partition, in all
   // and per client: past either, a block is drained and answered as a collision.
   absl::StatusOr<ClientBudget::Lease> DeferPushBytes(const std::string& client, uint64_t bytes) {
@@ -193,9 +196,6 @@ class SparkShuffleService {
                                       std::vector<BlockId> keys, const std::string& client);
   // The stream's id, lease and lifetime.
   SparkStream NewStream(std::vector<SparkChunk> chunks, ClientBudget::Lease lease);
-  // Gives the push merger the registered executor's merge dirs (siblings of its local
-  // dirs, named by its shuffle manager's push-based shuffle part).
-  absl::Status RegisterPush(const spark::RegisterExecutor& registration);
 
   const Options options_;
   const Clock& clock_;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "common/spark/merge_dirs.h"
@@ -213,6 +214,30 @@ TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
   ASSERT_TRUE(merger->Remove({kApp, 1, 3, -1}).ok());
   EXPECT_EQ(merger->open_partitions(), 0u);
   EXPECT_EQ(Append(*merger, Push(1, 2), "12345"), PushReturnCode::kSuccess);
+}
+
+// The finalized merges a state file keeps: written at each finalize and removal, read
+// by a new merger, claimed by the attempt when it registers; a line that is no merge is
+// skipped.
+TEST_F(PushMergerTest, FinalizedMergesAreKeptInTheStateFile) {
+  PushMerger::Options options;
+  options.state_file = root_.path() + "/push-state";
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  EXPECT_EQ(testing::ReadTextFile(options.state_file), std::string(kApp) + "\t1\t3\t0\n");
+
+  std::ofstream(options.state_file, std::ios::app) << "not a merge\n../x\t1\t2\t3\n";
+  PushMerger restarted(options);
+  ASSERT_TRUE(restarted.LoadState().ok());
+  restarted.RegisterAttempt(kApp, 1, Dirs(1));
+  EXPECT_EQ(Append(restarted, Push(1, 0), "late"), PushReturnCode::kTooLateBlockPush);
+  absl::StatusOr<PushMerger::MergedFiles> files = restarted.OpenMerged(kApp, 3, 0, 0);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->chunks(), 1);
+  // Removed: gone from the file too.
+  ASSERT_TRUE(restarted.Remove({kApp, 1, 3, 0}).ok());
+  EXPECT_EQ(testing::ReadTextFile(options.state_file), "");
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ class SparkProtocolTest : public ::testing::Test {
     options.spark.auth = auth_;
     options.spark.tls = tls_;
     options.spark.push = push_;
+    options.spark.executors.state_dir = state_dir_;
     if (request_buffer_budget_ > 0) options.data.max_request_buffer_bytes = request_buffer_budget_;
     server_ = testing::StartServer(options);
   }
@@ -136,6 +137,7 @@ class SparkProtocolTest : public ::testing::Test {
   SparkSecrets::Options auth_;
   SparkTls::Options tls_;
   PushMerger::Options push_;
+  std::string state_dir_;               // none when empty
   uint64_t request_buffer_budget_ = 0;  // the server's default when 0
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
@@ -1240,6 +1242,34 @@ TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
   // A partition with nothing merged, and another application's meta.
   EXPECT_EQ(client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {5}, {{0}}})).type,
             sw::MessageType::kRpcFailure);
+}
+
+// A merge finalized before ferry_server restarts is served after it: the registration
+// kept in --state-dir gives it its dirs again and the state file says it is finalized.
+TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
+  TempDir state;
+  state_dir_ = state.path();
+  Start();
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+    ASSERT_EQ(Push(client, 0, 0, "merged").code, sw::PushReturnCode::kSuccess);
+    ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+              sw::MessageType::kRpcResponse);
+  }
+  server_.reset();
+  Start();
+  SparkClient client(server_->spark_port());
+  const auto [stream, chunks] = StreamHandleOf(
+      client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{0}}})));
+  ASSERT_EQ(chunks, 1);
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  std::optional<Reply> chunk = client.Read();
+  ASSERT_TRUE(chunk.has_value());
+  ASSERT_EQ(chunk->type, sw::MessageType::kChunkFetchSuccess) << chunk->text;
+  EXPECT_EQ(chunk->body, "merged");
+  // Still finalized: a late push is too late, not the start of a new merge.
+  EXPECT_EQ(Push(client, 1, 0, "late").code, sw::PushReturnCode::kTooLateBlockPush);
 }
 
 }  // namespace
