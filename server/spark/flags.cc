@@ -21,8 +21,8 @@ FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, spark_dir_roots, dir_roots,
                   "missing is skipped with a warning, and symlinks below them are not "
                   "followed).");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, state_dir, state_dir,
-                  "Directory where Spark executors' registrations are kept across restarts. "
-                  "Empty: in memory only.");
+                  "Directory where Spark executors' registrations (and, with --spark-push-merge, "
+                  "the finalized merges) are kept across restarts. Empty: in memory only.");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, max_spark_executors, max_executors,
                   "Spark executors registered at once.");
 FERRY_OPTION_FLAG(ferry::ExecutorRegistry::Options, max_spark_registry_bytes, max_bytes,
