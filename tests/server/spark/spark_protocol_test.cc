@@ -1272,5 +1272,92 @@ TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
   EXPECT_EQ(Push(client, 1, 0, "late").code, sw::PushReturnCode::kTooLateBlockPush);
 }
 
+// The bounds of push-based shuffle, each pushed past: the memory for blocks waiting for
+// a busy partition (past it a block is drained and answered "collision"), the partitions
+// open at once, and an application's merged bytes, which do not stop another
+// application's pushes.
+TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
+  SparkShuffleService::Options spark;
+  spark.max_deferred_push_bytes_per_client = 1000;
+  push_.max_open_partitions = 3;
+  push_.max_app_bytes = 300;
+  Start(spark);
+  SparkClient first(server_->spark_port());
+  SparkClient second(server_->spark_port());
+  ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+
+  // A block of 2,000 bytes cannot wait in this client's 1,000: drained, a collision, and
+  // its connection goes on.
+  first.Send(
+      sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 200) +
+      std::string(100, 'a'));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    struct stat st {};
+    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 100;
+  }));
+  EXPECT_EQ(Push(second, 1, 0, std::string(2000, 'b')).code,
+            sw::PushReturnCode::kBlockAppendCollisionDetected);
+  first.Send(std::string(100, 'a'));
+  std::optional<Reply> done = first.Read();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(done->body)).code,
+            sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total",
+                               "outcome", "collision"),
+            1);
+
+  // Partitions open at once: two more fit, a fourth is refused with an error (the body
+  // drained, the connection goes on).
+  EXPECT_EQ(Push(second, 1, 1, "x").code, sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(Push(second, 1, 2, "x").code, sw::PushReturnCode::kSuccess);
+  second.Send(
+      sw::EncodeUploadStreamHeader(9, sw::EncodePushBlockStream({kApp, 1, 3, 0, 1, 3, 0}), 1) +
+      "x");
+  std::optional<Reply> refused = second.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused->text.find("merged partitions are open"), std::string::npos) << refused->text;
+
+  // The application's bytes: 202 merged, 100 more would pass its 300.
+  second.Send(
+      sw::EncodeUploadStreamHeader(10, sw::EncodePushBlockStream({kApp, 1, 3, 0, 2, 0, 0}), 100) +
+      std::string(100, 'c'));
+  refused = second.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused->text.find("would pass its bound"), std::string::npos) << refused->text;
+  // Another application is not held by this one's bytes (its partitions fit the bound
+  // once these are finalized).
+  ASSERT_EQ(second.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions"), 0);
+  const std::string other = absl::StrCat(roots_.path(), "/app2");
+  for (const std::string& dir : {other, other + "/blockmgr-2", other + "/merge_manager_1"}) {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0) << dir;
+  }
+  for (int i = 0; i < kSubdirs; ++i) {
+    ASSERT_EQ(::mkdir(absl::StrFormat("%s/merge_manager_1/%02x", other, i).c_str(), 0750), 0);
+  }
+  SparkClient app2(server_->spark_port());
+  ASSERT_EQ(
+      app2
+          .Call(sw::EncodeRegisterExecutor(
+              {"app-2",
+               "0",
+               {{other + "/blockmgr-2"},
+                kSubdirs,
+                R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"})"}}))
+          .type,
+      sw::MessageType::kRpcResponse);
+  app2.Send(sw::EncodeUploadStreamHeader(11, sw::EncodePushBlockStream({"app-2", 1, 3, 0, 0, 0, 0}),
+                                         250) +
+            std::string(250, 'd'));
+  std::optional<Reply> merged = app2.Read();
+  ASSERT_TRUE(merged.has_value());
+  ASSERT_EQ(merged->type, sw::MessageType::kRpcResponse) << merged->text;
+  EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(merged->body)).code,
+            sw::PushReturnCode::kSuccess);
+}
+
 }  // namespace
 }  // namespace ferry
