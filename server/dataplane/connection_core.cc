@@ -1,5 +1,7 @@
 #include "server/dataplane/connection_core.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/io/ops.h"
 #include "common/status_macros.h"
 #include "server/ops/peer_log.h"
 
@@ -222,6 +225,71 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
     take(buffer_.get(), static_cast<size_t>(n));
   }
   frame_deadline_ = absl::InfiniteFuture();
+  return true;
+}
+
+bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
+                                       absl::Status* sink_status) {
+  const auto write = [&](absl::string_view piece) -> absl::Status {
+    const ssize_t n = WriteAll(fd, piece.data(), piece.size(), offset, deadline);
+    if (n != static_cast<ssize_t>(piece.size())) {
+      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO, "write the body");
+    }
+    offset += n;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
+  if (layer_ == nullptr && control_.pipes != nullptr && bytes > end_ - begin_) {
+    pipe = control_.pipes->Take(deadline);
+  }
+  if (!pipe.ok()) return ReceiveBody(bytes, deadline, write, sink_status);
+  *sink_status = absl::OkStatus();
+  // What arrived with the frame first.
+  const size_t held = end_ - begin_;
+  if (held > 0) {
+    *sink_status = write(absl::string_view(buffer_.get() + begin_, held));
+    begin_ += held;
+    bytes -= held;
+  }
+  framed_any_ = true;
+  while (bytes > 0 && sink_status->ok()) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes, (*pipe)->capacity_bytes()));
+    const ssize_t in = ::splice(socket_.get(), nullptr, (*pipe)->write_fd(), nullptr, want,
+                                SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (in < 0 && errno == EINTR) continue;
+    if (in < 0 && errno == EAGAIN) {
+      if (Poll(socket_.get(), POLLIN, deadline) <= 0) {
+        pipe->Close();
+        return false;  // the peer stalled past the deadline, or the server stops
+      }
+      continue;
+    }
+    if (in <= 0) {
+      pipe->Close();
+      return false;  // closed or reset mid-body
+    }
+    const ssize_t out = SpliceAll((*pipe)->read_fd(), -1, fd, offset, static_cast<size_t>(in),
+                                  SPLICE_F_MOVE, deadline);
+    if (out != in) {
+      // What stayed in the pipe is dropped with it; the rest of the body is read and
+      // dropped below.
+      *sink_status = absl::ErrnoToStatus(out < 0 ? static_cast<int>(-out) : EIO,
+                                         "splice the body into its file");
+      pipe->Close();
+      bytes -= static_cast<uint64_t>(in);
+      absl::Status ignored;
+      return ReceiveBody(
+          bytes, deadline, [](absl::string_view) { return absl::OkStatus(); }, &ignored);
+    }
+    offset += in;
+    bytes -= static_cast<uint64_t>(in);
+  }
+  pipe->Return();
+  if (bytes > 0) {
+    absl::Status ignored;
+    return ReceiveBody(
+        bytes, deadline, [](absl::string_view) { return absl::OkStatus(); }, &ignored);
+  }
   return true;
 }
 

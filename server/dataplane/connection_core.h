@@ -99,6 +99,13 @@ class ConnectionCore {
   bool ReceiveBody(uint64_t bytes, absl::Time deadline,
                    absl::FunctionRef<absl::Status(absl::string_view)> sink,
                    absl::Status* sink_status);
+  // The same into the file `fd` at `offset`, zero copy where it can be: what arrived
+  // with the frame is written, the rest goes socket -> pipe -> file by splice (a pipe of
+  // the thread's pool; the file leg on io_uring, so the thread never waits on a disk).
+  // Through a security layer, or with no pipe to be had, the bytes are read and written.
+  // A write error is in *sink_status (the rest is read and dropped).
+  bool ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
+                         absl::Status* sink_status);
 
   // Around each request: its metrics, and the peer log line when `status` is not OK.
   void BeginRequest();

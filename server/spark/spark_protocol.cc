@@ -268,7 +268,8 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     if (!target.ok()) return Reply(id, target.status());
     return ReplyPush(id, target->code, admitted->block_id);
   }
-  // Written with io_uring at the partition's end: the fiber waits, not its thread.
+  // A waiting block's bytes, written with io_uring at the partition's end: the fiber
+  // waits, not its thread.
   int64_t written = 0;
   const auto write = [&](absl::string_view bytes) -> absl::Status {
     const ssize_t n =
@@ -284,7 +285,10 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   if (received) {
     sink_status = write(deferred);
   } else {
-    connected = core_.ReceiveBody(length, deadline, write, &sink_status);
+    // Straight from the socket into the merged file.
+    connected =
+        core_.ReceiveBodyToFile(length, deadline, target->fd.get(), target->offset, &sink_status);
+    if (connected && sink_status.ok()) written = static_cast<int64_t>(length);
   }
   // A block cut off or not written is not committed: the next append overwrites it.
   const spark::PushReturnCode code =
