@@ -1359,5 +1359,28 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
             sw::PushReturnCode::kSuccess);
 }
 
+// With spark.authenticate, an application pushes into, finalizes and reads only its own
+// merges: another's push is refused without its body read, and the connection closes.
+TEST_F(SparkPushTest, AnAuthenticatedConnectionPushesOnlyForItsApplication) {
+  StartWithSecrets("shared");
+  SparkClient client(server_->spark_port());
+  ASSERT_TRUE(Authenticate(client, kApp, "shared").ok());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  EXPECT_EQ(Push(client, 0, 0, "mine").code, sw::PushReturnCode::kSuccess);
+  const Reply finalize = client.Call(sw::EncodeFinalizeShuffleMerge({"app-other", 1, 3, 0}));
+  EXPECT_EQ(finalize.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(finalize.text.find("not authorized for application app-other"), std::string::npos)
+      << finalize.text;
+  client.Send(sw::EncodeUploadStreamHeader(
+                  5, sw::EncodePushBlockStream({"app-other", 1, 3, 0, 0, 0, 0}), 4) +
+              "evil");
+  std::optional<Reply> refused = client.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused->text.find("not authorized for application app-other"), std::string::npos)
+      << refused->text;
+  EXPECT_TRUE(client.Closed());
+}
+
 }  // namespace
 }  // namespace ferry
