@@ -665,6 +665,12 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
   return vanished.size();
 }
 
+absl::Status ExecutorRegistry::CheckOwnDirs(absl::string_view app_id,
+                                            const std::vector<std::string>& dirs) {
+  absl::MutexLock lock(&write_mu_);
+  return CheckClaimsLocked(app_id, dirs);
+}
+
 std::vector<spark::RegisterExecutor> ExecutorRegistry::Registrations() const {
   absl::MutexLock lock(&mu_);
   std::vector<spark::RegisterExecutor> out;

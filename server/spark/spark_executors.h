@@ -155,6 +155,11 @@ class ExecutorRegistry {
   absl::StatusOr<size_t> ForgetVanished();
 
   size_t size() const;
+  // PERMISSION_DENIED if one of `dirs` (absolute) is, or is inside or around, a dir a
+  // registration of another application names: push-based shuffle's merge dirs, which
+  // an executor names beside its local dirs, are its application's alone too. Takes the
+  // registry's write lock: call on a blocking worker.
+  absl::Status CheckOwnDirs(absl::string_view app_id, const std::vector<std::string>& dirs);
   // Every registration (as a RegisterExecutor), in key order: a restarted server's
   // parts that keep something per registration learn it so.
   std::vector<spark::RegisterExecutor> Registrations() const;

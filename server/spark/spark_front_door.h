@@ -95,8 +95,10 @@ class SparkFrontDoor {
   // the front door.
   std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
   std::unique_ptr<ExecutorRegistry> executors_;
-  std::unique_ptr<BlockingPool> pool_;
+  // Before the pool: the pool's jobs use it, and the pool is destroyed (its workers
+  // joined) first.
   std::unique_ptr<PushMerger> push_;  // null without --spark-push-merge
+  std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> service_;
   std::unique_ptr<SparkSecrets> secrets_;
   std::unique_ptr<SparkTls> tls_;  // null without TLS

@@ -84,7 +84,17 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
   // An executor registering again as it is (it reconnected) changes nothing: one lookup
   // (and, with push-based shuffle, its merge dirs given again: a restarted server
   // learns them so).
-  if (executors_->Unchanged(registration)) return RegisterPush(registration);
+  if (executors_->Unchanged(registration)) {
+    if (push_ == nullptr) return absl::OkStatus();
+    return pool_
+        ->Call<bool>(
+            [push = push_, executors = executors_, registration]() -> absl::StatusOr<bool> {
+              FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, registration));
+              return true;
+            },
+            absl::Now() + options_.blocking_timeout)
+        .status();
+  }
   if (push_ != nullptr) {
     // A push part Spark's own service would refuse is refused before anything.
     FERRY_RETURN_IF_ERROR(spark::ParseMergeDirInfo(registration.info.shuffle_manager).status());
@@ -120,17 +130,29 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
               },
               absl::Now() + options_.blocking_timeout)
           .status();
-  if (!registered.ok()) return registered;
-  return RegisterPush(*shared);
+  if (!registered.ok() || push_ == nullptr) return registered;
+  return pool_
+      ->Call<bool>(
+          [push = push_, executors = executors_, shared]() -> absl::StatusOr<bool> {
+            FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, *shared));
+            return true;
+          },
+          absl::Now() + options_.blocking_timeout)
+      .status();
 }
 
 absl::Status SparkShuffleService::RegisterPush(const spark::RegisterExecutor& registration) {
-  if (push_ == nullptr) return absl::OkStatus();
+  return RegisterPushWith(push_, executors_, registration);
+}
+
+absl::Status SparkShuffleService::RegisterPushWith(PushMerger* push, ExecutorRegistry* executors,
+                                                   const spark::RegisterExecutor& registration) {
+  if (push == nullptr) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(std::optional<spark::MergeDirInfo> merge,
                          spark::ParseMergeDirInfo(registration.info.shuffle_manager));
   if (!merge.has_value()) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
-                         executors_->FindDirs(registration.app_id, registration.exec_id));
+                         executors->FindDirs(registration.app_id, registration.exec_id));
   // Each local dir's sibling: <parent of the local dir>/<merge dir>, beneath the same
   // root (a local dir is at least one level below its root).
   auto merge_dirs = std::make_shared<spark::ExecutorDirs>();
@@ -142,7 +164,10 @@ absl::Status SparkShuffleService::RegisterPush(const spark::RegisterExecutor& re
     merge_dirs->local_dirs.push_back({dir.root_fd, parent + merge->merge_dir,
                                       dir.path.substr(0, path_slash + 1) + merge->merge_dir});
   }
-  push_->RegisterAttempt(registration.app_id, merge->attempt_id, std::move(merge_dirs));
+  std::vector<std::string> paths;
+  for (const spark::ExecutorDirs::LocalDir& dir : merge_dirs->local_dirs) paths.push_back(dir.path);
+  FERRY_RETURN_IF_ERROR(executors->CheckOwnDirs(registration.app_id, paths));
+  push->RegisterAttempt(registration.app_id, merge->attempt_id, std::move(merge_dirs));
   return absl::OkStatus();
 }
 

@@ -122,7 +122,13 @@ class SparkShuffleService {
   PushMerger* push() const { return push_; }
   // Gives the push merger a registered executor's merge dirs (siblings of its local
   // dirs, named by its shuffle manager's push-based shuffle part); none without one.
+  // PERMISSION_DENIED for a merge dir that another application's registration names
+  // (or one inside or around it). Call on a blocking worker.
   absl::Status RegisterPush(const spark::RegisterExecutor& registration);
+  // The same, of a service's parts, for a blocking worker's job (which may outlive the
+  // service; the parts outlive the workers).
+  static absl::Status RegisterPushWith(PushMerger* push, ExecutorRegistry* executors,
+                                       const spark::RegisterExecutor& registration);
   // Bytes of pushed blocks held in memory while they wait for their partition, in all
   // and per client: past either, a block is drained and answered as a collision.
   absl::StatusOr<ClientBudget::Lease> DeferPushBytes(const std::string& client, uint64_t bytes) {

@@ -1382,5 +1382,37 @@ TEST_F(SparkPushTest, AnAuthenticatedConnectionPushesOnlyForItsApplication) {
   EXPECT_TRUE(client.Closed());
 }
 
+// A merge dir is its application's alone, as its local dirs are: an executor whose
+// merge dir would be another application's local dir is refused.
+TEST_F(SparkPushTest, AMergeDirThatIsAnotherApplicationsDirIsRefused) {
+  Start();
+  const std::string shared = absl::StrCat(roots_.path(), "/shared");
+  for (const std::string& dir : {shared, shared + "/x", shared + "/blockmgr-2"}) {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0) << dir;
+  }
+  SparkClient client(server_->spark_port());
+  // app-1 names shared/x as one of its local dirs.
+  ASSERT_EQ(
+      client.Call(sw::EncodeRegisterExecutor({kApp, kExec, {{shared + "/x"}, kSubdirs, "sort"}}))
+          .type,
+      sw::MessageType::kRpcResponse);
+  // app-2's local dir is its own, but its merge dir, shared/x, is app-1's.
+  const Reply refused = client.Call(sw::EncodeRegisterExecutor(
+      {"app-2",
+       "0",
+       {{shared + "/blockmgr-2"},
+        kSubdirs,
+        R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"x","attemptId":"1"})"}}));
+  EXPECT_EQ(refused.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused.text.find("another application"), std::string::npos) << refused.text;
+  // So app-2 has no merge dir here: its pushes are refused.
+  client.Send(
+      sw::EncodeUploadStreamHeader(3, sw::EncodePushBlockStream({"app-2", 1, 3, 0, 0, 0, 0}), 1) +
+      "x");
+  std::optional<Reply> push = client.Read();
+  ASSERT_TRUE(push.has_value());
+  EXPECT_EQ(push->type, sw::MessageType::kRpcFailure);
+}
+
 }  // namespace
 }  // namespace ferry
