@@ -248,7 +248,10 @@ PushReturnCode PushMerger::Commit(Partition& partition, int32_t map_index, int64
   auto app = apps_.find(partition.app_id);
   if (partition.finalized || partition.files == nullptr || app == apps_.end()) {
     // The write may have landed after the finalize cut the file.
-    (void)::ftruncate(data_fd, partition.final_size);
+    if (::ftruncate(data_fd, partition.final_size) != 0) {
+      PLOG(WARNING) << "cutting a late push to " << partition.app_id << "'s merged shuffle "
+                    << partition.shuffle_id << " back to its finalized size";
+    }
     return PushReturnCode::kTooLateBlockPush;
   }
   // An error recording the chunk leaves the block merged and the chunk open.

@@ -31,6 +31,13 @@ SparkAuthenticator::SecretLookup Lookup() {
   };
 }
 
+// Every application's secret is `secret`.
+SparkAuthenticator::SecretLookup EveryAppHas(std::string secret) {
+  return [secret = std::move(secret)](const std::string&) -> absl::StatusOr<Secret> {
+    return Secret(secret);
+  };
+}
+
 sw::ClientMessage Rpc(int64_t id, std::string body) { return sw::RpcRequest{id, std::move(body)}; }
 
 sw::ClientMessage Sasl(int64_t id, const std::string& app, const std::string& token) {
@@ -115,9 +122,7 @@ TEST(SparkAuthenticatorTest, AnythingElseFirstIsRefusedInSparksWords) {
 
 TEST(SparkAuthenticatorTest, ASaslHandshakeCannotChangeApplication) {
   SparkSecrets secrets;
-  SparkAuthenticator auth(
-      secrets, /*tls=*/false, kMaxFrame,
-      [](const std::string&) -> absl::StatusOr<Secret> { return Secret("right"); });
+  SparkAuthenticator auth(secrets, /*tls=*/false, kMaxFrame, EveryAppHas("right"));
   EXPECT_FALSE(auth.Take(Sasl(1, "app-1", "")).close);
   SparkAuthenticator::Step step = auth.Take(Sasl(2, "app-2", "x"));
   EXPECT_TRUE(step.close);
