@@ -414,8 +414,7 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
   const auto damaged = [&](absl::string_view why) {
     return absl::DataLossError(absl::StrCat(index->path, ": ", why));
   };
-  if (index_st.st_size < 16 || index_st.st_size % 8 != 0 ||
-      static_cast<uint64_t>(index_st.st_size) > kMaxIndexFileBytes) {
+  if (static_cast<uint64_t>(index_st.st_size) > kMaxIndexFileBytes) {
     return damaged(absl::StrCat(index_st.st_size, " bytes are not a merged partition's index"));
   }
   if (static_cast<uint64_t>(meta_st.st_size) > kMaxIndexFileBytes * 64) {
@@ -426,19 +425,18 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
       static_cast<ssize_t>(bytes.size())) {
     return absl::ErrnoToStatus(errno, absl::StrCat("read ", index->path));
   }
-  files.offsets.resize(bytes.size() / 8);
-  for (size_t i = 0; i < files.offsets.size(); ++i) {
-    uint64_t be = 0;
-    std::memcpy(&be, bytes.data() + 8 * i, 8);
-    files.offsets[i] = static_cast<int64_t>(be64toh(be));
-    if ((i == 0 && files.offsets[i] != 0) || (i > 0 && files.offsets[i] < files.offsets[i - 1])) {
-      return damaged(absl::StrCat("offset ", i, " is ", files.offsets[i]));
-    }
+  // A map output's index, checked as one (common/shuffle_files). The chunks may end before
+  // the data does: a push that lands after the finalize is cut back by its writer.
+  uint64_t end = 0;
+  if (bytes.size() >= 8) {
+    std::memcpy(&end, bytes.data() + bytes.size() - 8, 8);
+    end = be64toh(end);
   }
-  if (files.offsets.back() > data_st.st_size) {
-    return damaged(absl::StrCat("its chunks end at ", files.offsets.back(), " but the data has ",
-                                data_st.st_size, " bytes"));
+  if (end > static_cast<uint64_t>(data_st.st_size)) {
+    return damaged(
+        absl::StrCat("its chunks end at ", end, " but the data has ", data_st.st_size, " bytes"));
   }
+  FERRY_ASSIGN_OR_RETURN(files.offsets, ParseIndex(bytes, end, index->path));
   files.meta_bytes = meta_st.st_size;
   return files;
 }

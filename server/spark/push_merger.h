@@ -139,7 +139,7 @@ class PushMerger {
   // its bound).
   struct MergedFiles {
     std::shared_ptr<const DataFile> data;
-    std::vector<int64_t> offsets;
+    std::vector<uint64_t> offsets;
     std::shared_ptr<const DataFile> meta;
     int64_t meta_bytes = 0;
     int32_t chunks() const { return static_cast<int32_t>(offsets.size()) - 1; }

@@ -311,9 +311,8 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
                   absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
             } else {
               c.block.file = files.data;
-              c.block.offset = static_cast<uint64_t>(files.offsets[chunk]);
-              c.block.length =
-                  static_cast<uint64_t>(files.offsets[chunk + 1] - files.offsets[chunk]);
+              c.block.offset = files.offsets[chunk];
+              c.block.length = files.offsets[chunk + 1] - files.offsets[chunk];
             }
             out.push_back(std::move(c));
           }
