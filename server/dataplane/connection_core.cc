@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -291,6 +292,50 @@ bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int 
         bytes, deadline, [](absl::string_view) { return absl::OkStatus(); }, &ignored);
   }
   return true;
+}
+
+absl::Status ConnectionCore::CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
+                                      uint64_t bytes, absl::Time deadline) {
+  const auto failed = [](ssize_t n, const char* what) {
+    return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO, what);
+  };
+  absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
+  if (control_.pipes != nullptr) pipe = control_.pipes->Take(deadline);
+  if (!pipe.ok()) {
+    constexpr size_t kPiece = size_t{64} << 10;
+    const std::unique_ptr<char[]> buffer(new char[kPiece]);
+    while (bytes > 0) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes, kPiece));
+      const ssize_t in = ReadFull(in_fd, buffer.get(), want, in_offset, deadline);
+      if (in != static_cast<ssize_t>(want)) return failed(in, "read");
+      const ssize_t out = WriteAll(out_fd, buffer.get(), want, out_offset, deadline);
+      if (out != in) return failed(out, "write");
+      in_offset += in;
+      out_offset += out;
+      bytes -= want;
+    }
+    return absl::OkStatus();
+  }
+  while (bytes > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes, (*pipe)->capacity_bytes()));
+    const ssize_t in =
+        SpliceAll(in_fd, in_offset, (*pipe)->write_fd(), -1, want, SPLICE_F_MOVE, deadline);
+    if (in != static_cast<ssize_t>(want)) {
+      pipe->Close();  // what is in it goes with it
+      return failed(in, "splice from the file");
+    }
+    const ssize_t out =
+        SpliceAll((*pipe)->read_fd(), -1, out_fd, out_offset, want, SPLICE_F_MOVE, deadline);
+    if (out != in) {
+      pipe->Close();
+      return failed(out, "splice into the file");
+    }
+    in_offset += in;
+    out_offset += out;
+    bytes -= want;
+  }
+  pipe->Return();
+  return absl::OkStatus();
 }
 
 void ConnectionCore::BeginRequest() {

@@ -106,6 +106,12 @@ class ConnectionCore {
   // A write error is in *sink_status (the rest is read and dropped).
   bool ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
                          absl::Status* sink_status);
+  // Moves `bytes` of the file `in_fd` at `in_offset` into the file `out_fd` at
+  // `out_offset`: file -> pipe -> file by splice on io_uring (a pipe of the thread's
+  // pool), or read and written where no pipe is to be had. An error names neither file:
+  // the caller does.
+  absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
+                        uint64_t bytes, absl::Time deadline);
 
   // Around each request: its metrics, and the peer log line when `status` is not OK.
   void BeginRequest();

@@ -58,6 +58,18 @@ FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_bytes, max_app_
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_timeout, push_timeout,
                   "How long a pushed block may take to arrive once it holds its partition, and "
                   "how long a push waits for its partition.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_deferred_memory, max_deferred_memory,
+                  "Bytes of pushed blocks held in memory, in all, while they wait for their "
+                  "partition (another push is appending to it); past them a block waits on "
+                  "disk.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_deferred_memory_per_client,
+                  max_deferred_memory_per_client, "The same, for the pushes of one client host.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_deferred_disk, max_deferred_disk,
+                  "Bytes of pushed blocks waiting on disk (an unnamed file beside their "
+                  "partition), in all; past them a block is answered as a collision (Spark's "
+                  "pusher then leaves it to be fetched unmerged).");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_deferred_disk_per_client,
+                  max_deferred_disk_per_client, "The same, for the pushes of one client host.");
 
 FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_secret_file, secret_file,
                   "spark.authenticate on the Spark front door: a file holding the secret every "

@@ -49,7 +49,43 @@ absl::Status PushMerger::Options::Validate() const {
       CheckRange("--spark-push-max-open-partitions", max_open_partitions, 1, uint64_t{1} << 20));
   FERRY_RETURN_IF_ERROR(
       CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50));
+  FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-deferred-memory-per-client",
+                                   max_deferred_memory_per_client, 0, max_deferred_memory));
+  FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-deferred-disk-per-client",
+                                   max_deferred_disk_per_client, 0, max_deferred_disk));
   return CheckPositive("--spark-push-timeout", push_timeout);
+}
+
+PushMerger::PushMerger(Options options)
+    : options_(options),
+      deferred_memory_(options.max_deferred_memory, options.max_deferred_memory_per_client,
+                       "bytes of pushed blocks waiting in memory for their partition"),
+      deferred_disk_(options.max_deferred_disk, options.max_deferred_disk_per_client,
+                     "bytes of pushed blocks waiting on disk for their partition") {}
+
+absl::StatusOr<PushMerger::Deferral> PushMerger::DeferInMemory(const std::string& client,
+                                                               uint64_t bytes) {
+  Deferral deferral;
+  FERRY_ASSIGN_OR_RETURN(deferral.lease, deferred_memory_.Acquire(client, bytes));
+  deferrals_[0].fetch_add(1, std::memory_order_relaxed);
+  return deferral;
+}
+
+absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& partition,
+                                                             const std::string& client,
+                                                             uint64_t bytes) {
+  Deferral deferral;
+  FERRY_ASSIGN_OR_RETURN(deferral.lease, deferred_disk_.Acquire(client, bytes));
+  const std::string& relative = partition.data_at.relative;
+  const size_t slash = relative.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : relative.substr(0, slash);
+  deferral.spill = OpenBeneath(partition.data_at.dir_fd, dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (!deferral.spill.valid()) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("open a file for a waiting block beside ", partition.data_at.display));
+  }
+  deferrals_[1].fetch_add(1, std::memory_order_relaxed);
+  return deferral;
 }
 
 void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
@@ -135,6 +171,9 @@ absl::StatusOr<std::shared_ptr<PushMerger::Partition>> PushMerger::NewPartition(
     }
   }
   auto partition = std::make_shared<Partition>();
+  partition->dirs = app.merge_dirs;
+  partition->data_at = app.merge_dirs->Locate(
+      spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, kSuffixes[0]));
   partition->app_id = app_id;
   partition->shuffle_id = shuffle_id;
   partition->merge_id = merge_id;
@@ -488,6 +527,20 @@ void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
                            "Merged partitions being written (three open files each; "
                            "--spark-push-max-open-partitions).",
                            MetricKind::kGauge, static_cast<double>(open_partitions())));
+  out->push_back(
+      SamplesBy("ferry_spark_push_deferred_total",
+                "Pushed blocks that found their partition's turn taken and waited for it, by where "
+                "their bytes waited: in memory, or on disk beside the partition (past "
+                "--spark-push-max-deferred-memory).",
+                MetricKind::kCounter, "where",
+                {{"memory", static_cast<double>(deferrals_[0].load(std::memory_order_relaxed))},
+                 {"disk", static_cast<double>(deferrals_[1].load(std::memory_order_relaxed))}}));
+  out->push_back(SamplesBy(
+      "ferry_spark_push_deferred_bytes",
+      "Bytes of pushed blocks waiting for their partition's turn now, by where they wait.",
+      MetricKind::kGauge, "where",
+      {{"memory", static_cast<double>(deferred_memory_.used())},
+       {"disk", static_cast<double>(deferred_disk_.used())}}));
   out->push_back(OneSample("ferry_spark_push_waiting",
                            "Pushed blocks waiting for their partition's turn.", MetricKind::kGauge,
                            static_cast<double>(waiting_.load(std::memory_order_relaxed))));

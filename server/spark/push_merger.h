@@ -11,7 +11,10 @@
 // and the application's end delete a merge's files.
 //
 // Bounds: partitions with open files (3 descriptors each) and merged bytes per
-// application; a push past either is refused (RESOURCE_EXHAUSTED), never queued.
+// application; a push past either is refused (RESOURCE_EXHAUSTED), never queued. A push
+// that finds its partition's turn taken waits for it with its block in memory, past the
+// memory bounds in an unnamed file beside the partition (Defer), past those too it is
+// answered as a collision; each bound is in all and per client.
 #ifndef FERRY_SERVER_SPARK_PUSH_MERGER_H_
 #define FERRY_SERVER_SPARK_PUSH_MERGER_H_
 
@@ -25,8 +28,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/io/fiber_queue_lock.h"
+#include "common/shuffle_files.h"
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
+#include "common/unique_fd.h"
+#include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/spark/merged_partition.h"
 #include "server/storage/segment.h"
@@ -47,13 +53,19 @@ class PushMerger {
     // How long a push may take to arrive once it holds its partition (the others wait
     // for it), and how long one waits for its partition.
     absl::Duration push_timeout = absl::Seconds(30);
+    // Bytes of blocks waiting for their partition's turn: in memory, then on disk; in
+    // all and per client.
+    uint64_t max_deferred_memory = uint64_t{256} << 20;
+    uint64_t max_deferred_memory_per_client = uint64_t{32} << 20;
+    uint64_t max_deferred_disk = uint64_t{8} << 30;
+    uint64_t max_deferred_disk_per_client = uint64_t{1} << 30;
     // Where finalized merges are kept across restarts (the front door puts it in
     // --state-dir); empty: in memory only.
     std::string state_file;
     absl::Status Validate() const;
   };
 
-  explicit PushMerger(Options options) : options_(options) {}
+  explicit PushMerger(Options options);
   // Reads the finalized merges the state file keeps, if any: an attempt registered
   // later (RegisterAttempt, as a restarted server learns its registrations) finds its
   // merges finalized, and reducers read them. Lines that are not a finalized merge are
@@ -78,6 +90,9 @@ class PushMerger {
     int32_t shuffle_id = 0;
     int32_t merge_id = 0;
     int32_t reduce_id = 0;
+    // Where the data file is (the dirs hold the descriptor `data_at` names).
+    std::shared_ptr<const spark::ExecutorDirs> dirs;
+    ShuffleFileLocation data_at;
     FiberQueueLock turn_;
     absl::Mutex mu;
     std::unique_ptr<MergedPartition> files ABSL_GUARDED_BY(mu);
@@ -129,6 +144,18 @@ class PushMerger {
   void ApplicationEnded(const std::string& app_id);
 
   uint64_t open_partitions() const;
+
+  // A block that waits for its partition's turn (found taken): `bytes` from `client`
+  // held in memory, or (`spill` valid) in an unnamed file (O_TMPFILE) in the partition's
+  // directory, gone when closed. RESOURCE_EXHAUSTED past the bound.
+  struct Deferral {
+    ClientBudget::Lease lease;
+    UniqueFd spill;
+  };
+  absl::StatusOr<Deferral> DeferInMemory(const std::string& client, uint64_t bytes);
+  // Opens the file: call on a blocking worker.
+  absl::StatusOr<Deferral> DeferOnDisk(const Partition& partition, const std::string& client,
+                                       uint64_t bytes);
 
   // The reduce side: a finalized partition's files as reducers read them. Its chunks are
   // [offsets[i], offsets[i + 1]) of `data`; `meta` holds one bitmap per chunk. Opens
@@ -222,6 +249,9 @@ class PushMerger {
   std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};
   std::atomic<uint64_t> merged_bytes_{0};
   std::atomic<int64_t> waiting_{0};
+  ClientBudget deferred_memory_;
+  ClientBudget deferred_disk_;
+  std::atomic<uint64_t> deferrals_[2] = {};  // in memory, on disk
 };
 
 }  // namespace ferry

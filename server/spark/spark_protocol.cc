@@ -224,31 +224,45 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   }
   PushMerger::Partition& partition = *admitted->partition;
   // The partition's turn. Taken at once, the block goes straight to the merged file as
-  // it arrives; otherwise it arrives into memory (bounded) and waits for the turn.
+  // it arrives; otherwise it arrives into memory, or past its bounds into a file beside
+  // the partition, and waits for the turn.
   std::string deferred;
-  std::optional<ClientBudget::Lease> deferred_lease;
+  std::optional<PushMerger::Deferral> deferral;
   if (!partition.turn().TryLock()) {
-    absl::StatusOr<ClientBudget::Lease> lease = service_.DeferPushBytes(core_.peer_host(), length);
-    if (!lease.ok()) {
+    absl::StatusOr<PushMerger::Deferral> held = merger->DeferInMemory(core_.peer_host(), length);
+    if (!held.ok()) {
+      held = service_.RunBlocking<PushMerger::Deferral>(
+          [merger, partition = admitted->partition, client = core_.peer_host(), length] {
+            return merger->DeferOnDisk(*partition, client, length);
+          });
+    }
+    if (!held.ok()) {
+      if (!absl::IsResourceExhausted(held.status())) core_.LogFailure(held.status());
       merger->Count(PushMerger::Outcome::kCollision);
       return drain() && ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
                                   admitted->block_id);
     }
-    deferred_lease = *std::move(lease);
-    deferred.reserve(static_cast<size_t>(length));
-    if (!core_.ReceiveBody(
-            length, deadline,
-            [&](absl::string_view bytes) {
-              deferred.append(bytes.data(), bytes.size());
-              return absl::OkStatus();
-            },
-            &sink_status)) {
-      return false;
+    deferral = *std::move(held);
+    bool connected = true;
+    if (deferral->spill.valid()) {
+      connected = core_.ReceiveBodyToFile(length, deadline, deferral->spill.get(), 0, &sink_status);
+    } else {
+      deferred.reserve(static_cast<size_t>(length));
+      connected = core_.ReceiveBody(
+          length, deadline,
+          [&](absl::string_view bytes) {
+            deferred.append(bytes.data(), bytes.size());
+            return absl::OkStatus();
+          },
+          &sink_status);
     }
+    if (!connected) return false;
     bool turn = false;
-    {
+    if (sink_status.ok()) {
       PushMerger::Waiting waiting(*merger);
       turn = partition.turn().Lock(absl::Now() + merger->options().push_timeout);
+    } else {
+      core_.LogFailure(sink_status);  // the disk the block was to wait on
     }
     if (!turn) {
       merger->Count(PushMerger::Outcome::kCollision);
@@ -256,7 +270,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
                        admitted->block_id);
     }
   }
-  const bool received = deferred_lease.has_value();
+  const bool received = deferral.has_value();
   absl::StatusOr<PushMerger::Target> target =
       merger->TargetOf(partition, push->map_index, static_cast<int64_t>(length));
   if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
@@ -282,7 +296,18 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     return absl::OkStatus();
   };
   bool connected = true;
-  if (received) {
+  if (received && deferral->spill.valid()) {
+    sink_status = core_.CopyFile(deferral->spill.get(), 0, target->fd.get(), target->offset, length,
+                                 absl::Now() + merger->options().push_timeout);
+    if (sink_status.ok()) {
+      written = static_cast<int64_t>(length);
+    } else {
+      sink_status =
+          absl::Status(sink_status.code(),
+                       absl::StrCat("append ", admitted->block_id,
+                                    " from where it waited to its merge: ", sink_status.message()));
+    }
+  } else if (received) {
     sink_status = write(deferred);
   } else {
     // Straight from the socket into the merged file.

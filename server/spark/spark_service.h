@@ -87,9 +87,6 @@ class SparkShuffleService {
     size_t max_chunks_per_stream = size_t{1} << 20;
     // How long a fiber waits for its blocking work.
     absl::Duration blocking_timeout = absl::Seconds(30);
-    // Pushed blocks waiting in memory for their partition, in all and per client.
-    uint64_t max_deferred_push_bytes = uint64_t{256} << 20;
-    uint64_t max_deferred_push_bytes_per_client = uint64_t{32} << 20;
     // Serve executors' cached RDD blocks (--spark-rdd-blocks), for applications with
     // spark.shuffle.service.fetch.rdd.enabled.
     bool serve_rdd_blocks = false;
@@ -129,11 +126,6 @@ class SparkShuffleService {
   // service; the parts outlive the workers).
   static absl::Status RegisterPushWith(PushMerger* push, ExecutorRegistry* executors,
                                        const spark::RegisterExecutor& registration);
-  // Bytes of pushed blocks held in memory while they wait for their partition, in all
-  // and per client: past either, a block is drained and answered as a collision.
-  absl::StatusOr<ClientBudget::Lease> DeferPushBytes(const std::string& client, uint64_t bytes) {
-    return deferred_push_bytes_.Acquire(client, bytes);
-  }
   const Clock& clock() const { return clock_; }
   // Chunks held by open streams now.
   uint64_t open_chunks() const { return open_chunks_.used(); }
@@ -212,7 +204,6 @@ class SparkShuffleService {
   std::atomic<int64_t> next_stream_id_;
   ClientBudget open_chunks_;
   ClientBudget diagnoses_;
-  ClientBudget deferred_push_bytes_;
   RateLimiter registration_rate_;
   RateLimiter registration_changes_rate_;
   // The registrations' one thread: they are serialized by the state file anyway.

@@ -216,6 +216,46 @@ TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
   EXPECT_EQ(Append(*merger, Push(1, 2), "12345"), PushReturnCode::kSuccess);
 }
 
+// Blocks waiting for their partition: in memory up to its bounds, then in unnamed files
+// in the partition's directory up to theirs, each in all and per client; a lease given
+// back frees its bytes.
+TEST_F(PushMergerTest, WaitingBlocksAreBoundedInMemoryAndOnDisk) {
+  PushMerger::Options options;
+  options.max_deferred_memory = 150;
+  options.max_deferred_memory_per_client = 100;
+  options.max_deferred_disk = 1500;
+  options.max_deferred_disk_per_client = 1000;
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(0, 0));
+  ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
+  absl::StatusOr<PushMerger::Deferral> a = merger->DeferInMemory("a", 100);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->spill.valid());
+  EXPECT_EQ(merger->DeferInMemory("a", 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(merger->DeferInMemory("b", 50).ok());  // within the total, another client
+  EXPECT_EQ(merger->DeferInMemory("c", 60).status().code(), absl::StatusCode::kResourceExhausted);
+
+  absl::StatusOr<PushMerger::Deferral> on_disk =
+      merger->DeferOnDisk(*admitted->partition, "a", 1000);
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  ASSERT_TRUE(on_disk->spill.valid());
+  // Unnamed, on the partition's file system: a link count of 0, the data file's device.
+  struct stat spill {
+  }, data{};
+  ASSERT_EQ(::fstat(on_disk->spill.get(), &spill), 0);
+  ASSERT_EQ(::stat(File(1, 0, 0, "data").c_str(), &data), 0);
+  EXPECT_EQ(spill.st_nlink, 0u);
+  EXPECT_EQ(spill.st_dev, data.st_dev);
+  EXPECT_EQ(merger->DeferOnDisk(*admitted->partition, "a", 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(merger->DeferOnDisk(*admitted->partition, "b", 501).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  *a = {};
+  on_disk = absl::UnavailableError("given back");
+  EXPECT_TRUE(merger->DeferInMemory("a", 100).ok());
+  EXPECT_TRUE(merger->DeferOnDisk(*admitted->partition, "a", 1000).ok());
+}
+
 // The finalized merges a state file keeps: written at each finalize and removal, read
 // by a new merger, claimed by the attempt when it registers; a line that is no merge is
 // skipped.

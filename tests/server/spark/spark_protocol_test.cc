@@ -20,7 +20,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/dir_entries.h"
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
 #include "common/spark/bitmap.h"
@@ -1168,6 +1170,76 @@ TEST_F(SparkPushTest, APushToABusyPartitionWaitsItsTurnAndMerges) {
   EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_waiting"), 0);
 }
 
+// Past the memory a client's waiting blocks may hold, a block waits on disk, in an
+// unnamed file beside its partition, and merges in its turn; past the disk's bound too,
+// it is a collision. Nothing is left beside the merged files.
+TEST_F(SparkPushTest, ABlockPastTheMemoryBoundWaitsOnDisk) {
+  push_.max_deferred_memory_per_client = 1000;
+  push_.max_deferred_disk_per_client = 300000;
+  Start();
+  SparkClient first(server_->spark_port());
+  SparkClient second(server_->spark_port());
+  ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  const std::string a(5000, 'a');
+  first.Send(sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}),
+                                          static_cast<int64_t>(a.size())) +
+             a.substr(0, 1000));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    struct stat st {};
+    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 1000;
+  }));
+  // Past both bounds: a collision at once.
+  EXPECT_EQ(Push(second, 1, 0, std::string(400000, 'x')).code,
+            sw::PushReturnCode::kBlockAppendCollisionDetected);
+  // A block of 200,000 bytes (more than one pipe's worth) and one of 500 (in memory).
+  std::string b(200000, 'b');
+  for (size_t i = 0; i < b.size(); i += 4096) b[i] = static_cast<char>('0' + i / 4096 % 10);
+  second.Send(sw::EncodeUploadStreamHeader(8, sw::EncodePushBlockStream({kApp, 1, 3, 0, 2, 0, 0}),
+                                           static_cast<int64_t>(b.size())) +
+              b);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+    return testing::MetricSum(metrics, "ferry_spark_push_waiting") == 1 &&
+           testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes", "where", "disk") ==
+               static_cast<double>(b.size());
+  }));
+  SparkClient third(server_->spark_port());
+  third.Send(
+      sw::EncodeUploadStreamHeader(9, sw::EncodePushBlockStream({kApp, 1, 3, 0, 3, 0, 0}), 500) +
+      std::string(500, 'c'));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_waiting") == 2;
+  }));
+  first.Send(a.substr(1000));
+  for (SparkClient* client : {&first, &second, &third}) {
+    std::optional<Reply> reply = client->Read();
+    ASSERT_TRUE(reply.has_value());
+    ASSERT_EQ(reply->type, sw::MessageType::kRpcResponse) << reply->text;
+    EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(reply->body)).code,
+              sw::PushReturnCode::kSuccess);
+  }
+  ASSERT_EQ(first.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  // In the order the turn was asked for.
+  EXPECT_TRUE(testing::ReadTextFile(MergedFile(0, "data")) == a + b + std::string(500, 'c'));
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_deferred_total", "where", "disk"), 1);
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_deferred_total", "where", "memory"), 1);
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes", "where", "disk"), 0);
+  EXPECT_EQ(testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "collision"),
+            1);
+  // The merge dir holds the three merged files and nothing else.
+  std::vector<std::string> names;
+  for (int i = 0; i < kSubdirs; ++i) {
+    const std::string dir = absl::StrFormat("%s/merge_manager_1/%02x", roots_.path(), i);
+    ASSERT_TRUE(ForEachEntry(dir.c_str(), [&](const char* name) {
+                  names.push_back(name);
+                  return true;
+                }).ok());
+  }
+  EXPECT_EQ(names.size(), 3) << absl::StrJoin(names, " ");
+}
+
 // A push that stops halfway holds its partition no longer than --spark-push-timeout:
 // its connection is closed, its bytes are not merged, and the push waiting behind it
 // merges.
@@ -1277,17 +1349,17 @@ TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
 // open at once, and an application's merged bytes, which do not stop another
 // application's pushes.
 TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
-  SparkShuffleService::Options spark;
-  spark.max_deferred_push_bytes_per_client = 1000;
+  push_.max_deferred_memory_per_client = 1000;
+  push_.max_deferred_disk_per_client = 0;
   push_.max_open_partitions = 3;
   push_.max_app_bytes = 300;
-  Start(spark);
+  Start();
   SparkClient first(server_->spark_port());
   SparkClient second(server_->spark_port());
   ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
 
-  // A block of 2,000 bytes cannot wait in this client's 1,000: drained, a collision, and
-  // its connection goes on.
+  // A block of 2,000 bytes cannot wait in this client's 1,000 (nor on disk, where it
+  // has none): drained, a collision, and its connection goes on.
   first.Send(
       sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 200) +
       std::string(100, 'a'));
