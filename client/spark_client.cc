@@ -34,6 +34,15 @@ namespace sw = spark;
 
 // The most a reply other than a block may hold (a StreamHandle, a failure's text).
 constexpr uint64_t kMaxReplyBytes = uint64_t{16} << 20;
+// A merged partition's chunk bitmaps, and the map indexes one may name (as the server
+// bounds them).
+constexpr uint64_t kMaxMergedMetaBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxMapsPerChunk = uint64_t{1} << 24;
+
+// shuffleChunk_<shuffle>_<merge>_<reduce>, a merged partition's chunks' prefix.
+std::string MergedName(const SparkMergedPartition& p) {
+  return absl::StrCat("shuffleChunk_", p.shuffle_id, "_", p.merge_id, "_", p.reduce_id);
+}
 // frameLen and type.
 constexpr size_t kFramePrefixBytes = sw::kFrameLengthBytes + 1;
 
@@ -295,8 +304,8 @@ class SparkConnection {
         continue;
       }
       const size_t block = r.chunk_to_block[static_cast<size_t>(e.chunk)];
-      FERRY_ASSIGN_OR_RETURN(uint64_t got,
-                             ReceiveChunk(stream_of[e.request], e.chunk, block, blocks, sink));
+      FERRY_ASSIGN_OR_RETURN(uint64_t got, ReceiveChunk(stream_of[e.request], e.chunk, block,
+                                                        BlockName(blocks[block]), sink));
       stats.bytes += got;
       ++stats.blocks;
       if (static_cast<size_t>(e.chunk) + 1 == r.chunk_to_block.size()) {
@@ -309,6 +318,81 @@ class SparkConnection {
 
   std::string BlockName(const sw::ShuffleBlockId& id) const {
     return absl::StrCat(sw::ShuffleBlockName(id), " from ", address_);
+  }
+
+  // A merged partition's chunk bitmaps: a MergedBlockMetaRequest answered with
+  // MergedBlockMetaSuccess, whose body is one bitmap per chunk.
+  absl::StatusOr<std::vector<spark::Bitmap>> MergedMeta(const std::string& app_id,
+                                                        const SparkMergedPartition& p) {
+    const std::string what =
+        absl::StrCat("the chunk bitmaps of ", MergedName(p), " from ", address_);
+    const int64_t id = next_request_id_++;
+    FERRY_RETURN_IF_ERROR(SendBytes(
+        sw::EncodeMergedBlockMetaRequest({id, app_id, p.shuffle_id, p.merge_id, p.reduce_id}),
+        what));
+    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(what, /*whole=*/false));
+    FERRY_RETURN_IF_ERROR(ReadRest(frame, frame.length - 1, what, kMaxMergedMetaBytes));
+    absl::StatusOr<sw::ServerMessage> reply = sw::DecodeServerFrame(frame.bytes, kMaxReplyBytes);
+    if (!reply.ok()) return Protocol(what, reply.status().message());
+    if (auto* failure = std::get_if<sw::RpcFailure>(&*reply)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": shuffle service ", address_, " says: ", failure->error));
+    }
+    auto* meta = std::get_if<sw::MergedBlockMetaSuccess>(&*reply);
+    if (meta == nullptr || meta->request_id != id) {
+      return Protocol(what, "a reply that is not the request's MergedBlockMetaSuccess");
+    }
+    if (meta->num_chunks < 0) {
+      return Protocol(what, absl::StrCat(meta->num_chunks, " chunks"));
+    }
+    std::vector<spark::Bitmap> bitmaps;
+    absl::string_view rest = meta->body;
+    for (int32_t c = 0; c < meta->num_chunks; ++c) {
+      absl::StatusOr<spark::Bitmap> bitmap = spark::Bitmap::Read(&rest, kMaxMapsPerChunk);
+      if (!bitmap.ok()) {
+        return Protocol(what, absl::StrCat("chunk ", c, "'s bitmap: ", bitmap.status().message()));
+      }
+      bitmaps.push_back(*std::move(bitmap));
+    }
+    if (!rest.empty()) {
+      return Protocol(
+          what, absl::StrCat(rest.size(), " bytes after ", meta->num_chunks, " chunks' bitmaps"));
+    }
+    return bitmaps;
+  }
+
+  // A merged partition's chunks [0, chunks): a FetchShuffleBlockChunks answered with a
+  // stream of them, each asked for with a ChunkFetchRequest; chunk i to `sink` as block i.
+  absl::Status MergedChunks(const std::string& app_id, const std::string& exec_id,
+                            const SparkMergedPartition& p, int32_t chunks, BlockSink& sink,
+                            SparkFetchStats& stats) {
+    const std::string what = absl::StrCat("the chunks of ", MergedName(p), " from ", address_);
+    sw::FetchShuffleBlockChunks request{app_id,     exec_id,       p.shuffle_id,
+                                        p.merge_id, {p.reduce_id}, {{}}};
+    for (int32_t c = 0; c < chunks; ++c) request.chunk_ids[0].push_back(c);
+    FERRY_ASSIGN_OR_RETURN(std::string handle,
+                           Call(sw::EncodeFetchShuffleBlockChunks(request), what));
+    absl::StatusOr<sw::ShuffleReply> reply = sw::DecodeShuffleReply(handle);
+    const auto* stream = reply.ok() ? std::get_if<sw::StreamHandle>(&*reply) : nullptr;
+    if (stream == nullptr || stream->num_chunks != chunks) {
+      return Protocol(what, stream == nullptr
+                                ? "a reply that is not a stream handle"
+                                : absl::StrCat("a stream handle of ", stream->num_chunks,
+                                               " chunks for ", chunks));
+    }
+    std::string asks;
+    for (int32_t c = 0; c < chunks; ++c)
+      asks += sw::EncodeChunkFetchRequest({stream->stream_id, c});
+    FERRY_RETURN_IF_ERROR(SendBytes(std::move(asks), what));
+    for (int32_t c = 0; c < chunks; ++c) {
+      FERRY_ASSIGN_OR_RETURN(
+          uint64_t got,
+          ReceiveChunk(stream->stream_id, c, static_cast<size_t>(c),
+                       absl::StrCat(MergedName(p), "_", c, " from ", address_), sink));
+      stats.bytes += got;
+      ++stats.blocks;
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -429,9 +513,11 @@ class SparkConnection {
     return frame;
   }
 
-  // Reads `n` more bytes of `frame` (bounded by kMaxReplyBytes and the frame).
-  absl::Status ReadRest(Frame& frame, uint64_t n, absl::string_view what) {
-    if (n > kMaxReplyBytes || frame.bytes.size() + n > frame.length) {
+  // Reads `n` more bytes of `frame` (bounded by `max`, kMaxReplyBytes unless said, and
+  // the frame).
+  absl::Status ReadRest(Frame& frame, uint64_t n, absl::string_view what,
+                        uint64_t max = kMaxReplyBytes) {
+    if (n > max || frame.bytes.size() + n > frame.length) {
       return Protocol(what, absl::StrCat("a frame of ", frame.length, " bytes"));
     }
     const size_t at = frame.bytes.size();
@@ -441,9 +527,7 @@ class SparkConnection {
 
   // Reads chunk `chunk` of the stream into the sink as block `block`: its size.
   absl::StatusOr<uint64_t> ReceiveChunk(int64_t stream_id, int32_t chunk, size_t block,
-                                        const std::vector<sw::ShuffleBlockId>& blocks,
-                                        BlockSink& sink) {
-    const std::string name = BlockName(blocks[block]);
+                                        const std::string& name, BlockSink& sink) {
     FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(name, /*whole=*/false));
     // A ChunkFetchSuccess's header only: its block goes to the sink. Any other frame
     // whole: a StreamResponse's block follows it.
@@ -501,25 +585,60 @@ absl::Status RunOnFiber(absl::AnyInvocable<void()> fn) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status SparkShuffleClient::RegisterExecutor(const std::string& address,
-                                                  const spark::RegisterExecutor& registration,
-                                                  const SparkFetchOptions& options) {
+// One connection on a fiber of its own scheduler: `fn` runs once it is connected and
+// authenticated as `app_id`.
+absl::Status WithConnection(const std::string& address, const std::string& app_id,
+                            const SparkFetchOptions& options,
+                            absl::FunctionRef<absl::Status(SparkConnection&)> fn) {
   FERRY_ASSIGN_OR_RETURN(SocketAddress addr, ParseAddress(address));
   absl::Status result;
   absl::Status ran = RunOnFiber([&] {
     SparkConnection connection(address, options);
     result = connection.Connect(addr);
-    if (result.ok()) result = connection.Authenticate(registration.app_id);
-    if (!result.ok()) return;
-    absl::StatusOr<std::string> reply =
-        connection.Call(sw::EncodeRegisterExecutor(registration),
-                        absl::StrCat("RegisterExecutor of executor ", registration.exec_id,
-                                     " of app ", registration.app_id));
-    result = reply.status();
+    if (result.ok()) result = connection.Authenticate(app_id);
+    if (result.ok()) result = fn(connection);
   });
   return ran.ok() ? result : ran;
+}
+
+}  // namespace
+
+absl::Status SparkShuffleClient::RegisterExecutor(const std::string& address,
+                                                  const spark::RegisterExecutor& registration,
+                                                  const SparkFetchOptions& options) {
+  return WithConnection(address, registration.app_id, options, [&](SparkConnection& c) {
+    return c
+        .Call(sw::EncodeRegisterExecutor(registration),
+              absl::StrCat("RegisterExecutor of executor ", registration.exec_id, " of app ",
+                           registration.app_id))
+        .status();
+  });
+}
+
+absl::StatusOr<std::vector<spark::Bitmap>> SparkShuffleClient::FetchMergedMeta(
+    const std::string& address, const std::string& app_id, const SparkMergedPartition& partition,
+    const SparkFetchOptions& options) {
+  std::vector<spark::Bitmap> bitmaps;
+  FERRY_RETURN_IF_ERROR(
+      WithConnection(address, app_id, options, [&](SparkConnection& c) -> absl::Status {
+        FERRY_ASSIGN_OR_RETURN(bitmaps, c.MergedMeta(app_id, partition));
+        return absl::OkStatus();
+      }));
+  return bitmaps;
+}
+
+absl::StatusOr<SparkFetchStats> SparkShuffleClient::FetchMergedChunks(
+    const std::string& address, const std::string& app_id, const std::string& exec_id,
+    const SparkMergedPartition& partition, int32_t chunks, BlockSink& sink,
+    const SparkFetchOptions& options) {
+  SparkFetchStats stats;
+  if (chunks <= 0) return stats;
+  const absl::Time start = absl::Now();
+  FERRY_RETURN_IF_ERROR(WithConnection(address, app_id, options, [&](SparkConnection& c) {
+    return c.MergedChunks(app_id, exec_id, partition, chunks, sink, stats);
+  }));
+  stats.elapsed = absl::Now() - start;
+  return stats;
 }
 
 absl::StatusOr<SparkFetchStats> SparkShuffleClient::Fetch(

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
+#include "common/spark/bitmap.h"
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
 
@@ -63,6 +64,13 @@ struct SparkFetchOptions {
   std::string tls_trust_file;
 };
 
+// A merged partition of push-based shuffle: shuffleChunk_<shuffle>_<merge>_<reduce>_*.
+struct SparkMergedPartition {
+  int32_t shuffle_id = 0;
+  int32_t merge_id = 0;
+  int32_t reduce_id = 0;
+};
+
 struct SparkFetchStats {
   uint64_t bytes = 0;
   uint64_t blocks = 0;
@@ -86,6 +94,22 @@ class SparkShuffleClient {
                                         const std::string& exec_id,
                                         const std::vector<spark::ShuffleBlockId>& blocks,
                                         BlockSink& sink, const SparkFetchOptions& options = {});
+
+  // Push-based shuffle's reduce side, as Spark's reducer reads a merged partition
+  // (PushBasedFetchHelper): first its chunk bitmaps (a MergedBlockMetaRequest), chunk
+  // i's map indexes at i; then its `chunks` chunks (a FetchShuffleBlockChunks), chunk i
+  // to `sink` as block i. A partition the service holds no finalized merge of is its
+  // text as the error.
+  absl::StatusOr<std::vector<spark::Bitmap>> FetchMergedMeta(const std::string& address,
+                                                             const std::string& app_id,
+                                                             const SparkMergedPartition& partition,
+                                                             const SparkFetchOptions& options = {});
+  absl::StatusOr<SparkFetchStats> FetchMergedChunks(const std::string& address,
+                                                    const std::string& app_id,
+                                                    const std::string& exec_id,
+                                                    const SparkMergedPartition& partition,
+                                                    int32_t chunks, BlockSink& sink,
+                                                    const SparkFetchOptions& options = {});
 };
 
 }  // namespace ferry

@@ -22,6 +22,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/block_sink.h"
+#include "client/spark_client.h"
 #include "common/dir_entries.h"
 #include "common/shuffle_files.h"
 #include "common/shuffle_writer.h"
@@ -1314,6 +1316,25 @@ TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
   // A partition with nothing merged, and another application's meta.
   EXPECT_EQ(client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {5}, {{0}}})).type,
             sw::MessageType::kRpcFailure);
+
+  // Ferry's own C++ client reads the partition as Spark's reducer does.
+  SparkShuffleClient ferry;
+  const std::string address = absl::StrCat("127.0.0.1:", server_->spark_port());
+  absl::StatusOr<std::vector<sw::Bitmap>> bitmaps = ferry.FetchMergedMeta(address, kApp, {3, 0, 0});
+  ASSERT_TRUE(bitmaps.ok()) << bitmaps.status();
+  EXPECT_EQ(*bitmaps, (std::vector<sw::Bitmap>{sw::Bitmap::Of({0}), sw::Bitmap::Of({1}),
+                                               sw::Bitmap::Of({2, 3})}));
+  BuffersSink sink(bitmaps->size());
+  absl::StatusOr<SparkFetchStats> read = ferry.FetchMergedChunks(
+      address, kApp, kExec, {3, 0, 0}, static_cast<int32_t>(bitmaps->size()), sink);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->blocks, 3);
+  EXPECT_EQ(read->bytes, 8 + big.size());
+  EXPECT_EQ(sink.blocks()[0], "aaaa");
+  EXPECT_TRUE(sink.blocks()[1] == big);
+  EXPECT_EQ(sink.blocks()[2], "ccee");
+  const absl::Status unmerged = ferry.FetchMergedMeta(address, kApp, {3, 0, 5}).status();
+  EXPECT_NE(unmerged.message().find("shuffleChunk_3_0_5"), std::string::npos) << unmerged;
 }
 
 // A merge finalized before ferry_server restarts is served after it: the registration
