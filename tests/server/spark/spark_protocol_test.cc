@@ -1050,6 +1050,49 @@ class SparkPushTest : public SparkProtocolTest {
     EXPECT_TRUE(code.ok()) << code.status();
     return code.ok() ? std::get<sw::BlockPushReturnCode>(*code) : sw::BlockPushReturnCode{};
   }
+  // Registers "app-2"'s executor 0, with its own local dir and merge dir, through
+  // `client`.
+  void RegisterApp2(SparkClient& client) {
+    const std::string other = absl::StrCat(roots_.path(), "/app2");
+    for (const std::string& dir : {other, other + "/blockmgr-2", other + "/merge_manager_1"}) {
+      ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0) << dir;
+    }
+    for (int i = 0; i < kSubdirs; ++i) {
+      ASSERT_EQ(::mkdir(absl::StrFormat("%s/merge_manager_1/%02x", other, i).c_str(), 0750), 0);
+    }
+    ASSERT_EQ(
+        client
+            .Call(sw::EncodeRegisterExecutor(
+                {"app-2",
+                 "0",
+                 {{other + "/blockmgr-2"},
+                  kSubdirs,
+                  R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"})"}}))
+            .type,
+        sw::MessageType::kRpcResponse);
+  }
+  // Sends a push of `bytes` (of `block`'s size, or fewer: the rest is not sent).
+  static void SendPush(SparkClient& client, const sw::PushBlockStream& push, int64_t size,
+                       const std::string& bytes) {
+    static int64_t next_id = 100000;
+    client.Send(sw::EncodeUploadStreamHeader(next_id++, sw::EncodePushBlockStream(push), size) +
+                bytes);
+  }
+  // The code of the next push reply `client` reads.
+  static sw::PushReturnCode NextCode(SparkClient& client) {
+    std::optional<Reply> reply = client.Read();
+    EXPECT_TRUE(reply.has_value());
+    if (!reply.has_value()) return sw::PushReturnCode::kBlockAppendCollisionDetected;
+    EXPECT_EQ(reply->type, sw::MessageType::kRpcResponse) << reply->text;
+    absl::StatusOr<sw::ShuffleReply> code = sw::DecodeShuffleReply(reply->body);
+    EXPECT_TRUE(code.ok()) << code.status();
+    return code.ok() ? std::get<sw::BlockPushReturnCode>(*code).code
+                     : sw::PushReturnCode::kBlockAppendCollisionDetected;
+  }
+  static off_t FileSize(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+  }
   // As Spark's resolver places it: among the merge dirs of each local dir (here both
   // local dirs' siblings are the same dir, listed twice, as Spark lists it).
   std::string MergedFile(int32_t reduce, const char* suffix) const {
@@ -1424,24 +1467,8 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
   ASSERT_EQ(second.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
             sw::MessageType::kRpcResponse);
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions"), 0);
-  const std::string other = absl::StrCat(roots_.path(), "/app2");
-  for (const std::string& dir : {other, other + "/blockmgr-2", other + "/merge_manager_1"}) {
-    ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0) << dir;
-  }
-  for (int i = 0; i < kSubdirs; ++i) {
-    ASSERT_EQ(::mkdir(absl::StrFormat("%s/merge_manager_1/%02x", other, i).c_str(), 0750), 0);
-  }
   SparkClient app2(server_->spark_port());
-  ASSERT_EQ(
-      app2
-          .Call(sw::EncodeRegisterExecutor(
-              {"app-2",
-               "0",
-               {{other + "/blockmgr-2"},
-                kSubdirs,
-                R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"})"}}))
-          .type,
-      sw::MessageType::kRpcResponse);
+  ASSERT_NO_FATAL_FAILURE(RegisterApp2(app2));
   app2.Send(sw::EncodeUploadStreamHeader(11, sw::EncodePushBlockStream({"app-2", 1, 3, 0, 0, 0, 0}),
                                          250) +
             std::string(250, 'd'));
@@ -1450,6 +1477,114 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
   ASSERT_EQ(merged->type, sw::MessageType::kRpcResponse) << merged->text;
   EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(merged->body)).code,
             sw::PushReturnCode::kSuccess);
+}
+
+// One client host (127.0.0.2) floods the service: blocks waiting for a partition it holds
+// with a stalled push, past its memory and disk bounds, and thousands of tiny pushes on
+// many connections. Another application's pushes from another host still wait in memory
+// when they must, merge, and are read back.
+TEST_F(SparkPushTest, AFloodFromOneHostSparesAnotherApplication) {
+  push_.max_deferred_memory_per_client = 64 << 10;
+  push_.max_deferred_disk_per_client = 64 << 10;
+  Start();
+  const uint16_t port = server_->spark_port();
+  constexpr char kFlooder[] = "127.0.0.2";
+  SparkClient registrar(port, kFlooder);
+  ASSERT_EQ(registrar.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  SparkClient stalled(port, kFlooder);
+  SendPush(stalled, {kApp, 1, 3, 0, 0, 0, 0}, 8192, std::string(100, 's'));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 100; }));
+  // 24 blocks of 8 KiB for the held partition, each on its own connection: 8 wait in
+  // the host's 64 KiB of memory, 8 in its 64 KiB on disk, 8 are collisions.
+  std::vector<std::unique_ptr<SparkClient>> waiting;
+  for (int i = 0; i < 24; ++i) {
+    waiting.push_back(std::make_unique<SparkClient>(port, kFlooder));
+    SendPush(*waiting.back(), {kApp, 1, 3, 0, 1 + i, 0, 0}, 8192,
+             std::string(8192, static_cast<char>('A' + i)));
+  }
+  ASSERT_TRUE(testing::WaitFor([&] {
+    const std::vector<MetricFamilySamples> m = server_->CollectMetrics();
+    return testing::MetricSum(m, "ferry_spark_push_deferred_bytes", "where", "memory") ==
+               64 << 10 &&
+           testing::MetricSum(m, "ferry_spark_push_deferred_bytes", "where", "disk") == 64 << 10 &&
+           testing::MetricSum(m, "ferry_spark_push_blocks_total", "outcome", "collision") == 8;
+  }));
+  // 8 connections of 1,000 one-byte pushes each, all sent at once, into partitions 1-8.
+  constexpr int kFloods = 8;
+  constexpr int kTiny = 1000;
+  std::vector<std::unique_ptr<SparkClient>> flood;
+  for (int c = 0; c < kFloods; ++c) {
+    flood.push_back(std::make_unique<SparkClient>(port, kFlooder));
+    std::string all;
+    for (int m = 0; m < kTiny; ++m) {
+      all += sw::EncodeUploadStreamHeader(
+                 m, sw::EncodePushBlockStream({kApp, 1, 3, 0, m, 1 + c, 0}), 1) +
+             "x";
+    }
+    flood.back()->Send(all);
+  }
+
+  // Meanwhile app-2, from 127.0.0.1: a push holds its partition halfway, and the next
+  // waits for it in memory, this host's.
+  SparkClient app2(port);
+  ASSERT_NO_FATAL_FAILURE(RegisterApp2(app2));
+  SparkClient app2_first(port);
+  SendPush(app2_first, {"app-2", 1, 3, 0, 0, 0, 0}, 4096, std::string(2048, 'a'));
+  const std::string app2_data =
+      *sw::ExecutorFilePath({absl::StrCat(roots_.path(), "/app2/merge_manager_1")}, kSubdirs,
+                            sw::MergedFileName("app-2", 3, 0, 0, "data"));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(app2_data) == 2048; }));
+  SendPush(app2, {"app-2", 1, 3, 0, 1, 0, 0}, 4096, std::string(4096, 'b'));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_deferred_bytes", "where",
+                              "memory") == (64 << 10) + 4096;
+  }));
+  app2_first.Send(std::string(2048, 'a'));
+  EXPECT_EQ(NextCode(app2_first), sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(NextCode(app2), sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(app2.Call(sw::EncodeFinalizeShuffleMerge({"app-2", 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  SparkShuffleClient reader;
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  absl::StatusOr<std::vector<sw::Bitmap>> bitmaps =
+      reader.FetchMergedMeta(address, "app-2", {3, 0, 0});
+  ASSERT_TRUE(bitmaps.ok()) << bitmaps.status();
+  BuffersSink sink(bitmaps->size());
+  ASSERT_TRUE(reader
+                  .FetchMergedChunks(address, "app-2", "0", {3, 0, 0},
+                                     static_cast<int32_t>(bitmaps->size()), sink)
+                  .ok());
+  EXPECT_TRUE(absl::StrJoin(sink.blocks(), "") == std::string(4096, 'a') + std::string(4096, 'b'));
+
+  // Every tiny push merged.
+  for (int c = 0; c < kFloods; ++c) {
+    for (int m = 0; m < kTiny; ++m) {
+      ASSERT_EQ(NextCode(*flood[static_cast<size_t>(c)]), sw::PushReturnCode::kSuccess)
+          << c << " " << m;
+    }
+  }
+  // The stalled push is cut when its connection closes, and the 16 blocks waiting merge.
+  ::shutdown(stalled.fd(), SHUT_RDWR);
+  int merged = 0;
+  int collisions = 0;
+  for (const std::unique_ptr<SparkClient>& client : waiting) {
+    const sw::PushReturnCode code = NextCode(*client);
+    merged += code == sw::PushReturnCode::kSuccess;
+    collisions += code == sw::PushReturnCode::kBlockAppendCollisionDetected;
+  }
+  EXPECT_EQ(merged, 16);
+  EXPECT_EQ(collisions, 8);
+  const Reply finalized = registrar.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0}));
+  ASSERT_EQ(finalized.type, sw::MessageType::kRpcResponse) << finalized.text;
+  absl::StatusOr<sw::ShuffleReply> statuses = sw::DecodeShuffleReply(finalized.body);
+  ASSERT_TRUE(statuses.ok()) << statuses.status();
+  const auto& merges = std::get<sw::MergeStatuses>(*statuses);
+  ASSERT_EQ(merges.reduce_ids.size(), 1u + kFloods);
+  for (size_t i = 0; i < merges.reduce_ids.size(); ++i) {
+    EXPECT_EQ(merges.bitmaps[i].Cardinality(), merges.reduce_ids[i] == 0 ? 16u : kTiny);
+    EXPECT_EQ(merges.sizes[i], merges.reduce_ids[i] == 0 ? 16 * 8192 : kTiny);
+  }
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_deferred_bytes"), 0);
 }
 
 // With spark.authenticate, an application pushes into, finalizes and reads only its own
