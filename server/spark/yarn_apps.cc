@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <glog/logging.h>
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -24,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/dir_entries.h"
+#include "common/json_object.h"
 #include "common/status_macros.h"
 #include "server/base/small_file.h"
 #include "server/storage/ids.h"
@@ -37,86 +37,6 @@ constexpr char kRecoveryDisabledKey[] = "spark.yarn.shuffle.server.recovery.disa
 constexpr char kLocalDirsFile[] = "nodemanager-local-dirs";
 constexpr size_t kMaxLocalDirsBytes = 1 << 20;
 
-// Spark's payload read as Jackson reads it into a map: the top-level object's fields,
-// the last of a name winning; nested values are only skipped over, at most
-// kMaxJsonDepth deep.
-class PayloadReader : public nlohmann::json_sax<nlohmann::json> {
- public:
-  // A top-level field of interest, as it was given.
-  struct Field {
-    enum Kind { kAbsent, kNull, kBool, kString, kOther };
-    Field() = default;
-    explicit Field(Kind k, bool b = false) : kind(k), boolean(b) {}
-    Kind kind = kAbsent;
-    bool boolean = false;
-    std::string string;
-  };
-
-  bool object() const { return object_; }
-  Field& secret() { return secret_; }
-  const Field& recovery_disabled() const { return recovery_disabled_; }
-  ~PayloadReader() override { Secret::Wipe(secret_.string); }
-
-  bool null() override { return Value(Field(Field::kNull)); }
-  bool boolean(bool b) override { return Value(Field(Field::kBool, b)); }
-  bool number_integer(number_integer_t) override { return Value(Field(Field::kOther)); }
-  bool number_unsigned(number_unsigned_t) override { return Value(Field(Field::kOther)); }
-  bool number_float(number_float_t, const string_t&) override {
-    return Value(Field(Field::kOther));
-  }
-  bool string(string_t& s) override {
-    Field field(Field::kString);
-    if (depth_ == 1) field.string = std::move(s);
-    return Value(std::move(field));
-  }
-  bool binary(binary_t&) override { return Value(Field(Field::kOther)); }
-  bool start_object(std::size_t) override {
-    if (depth_ == 0) object_ = true;
-    if (depth_ == 1) Value(Field(Field::kOther));
-    return ++depth_ <= YarnApps::kMaxJsonDepth;
-  }
-  bool key(string_t& k) override {
-    if (depth_ == 1) key_ = std::move(k);
-    return true;
-  }
-  bool end_object() override {
-    --depth_;
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    if (depth_ == 1) Value(Field(Field::kOther));
-    return depth_ > 0 && ++depth_ <= YarnApps::kMaxJsonDepth;
-  }
-  bool end_array() override {
-    --depth_;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
- private:
-  // A value: a field of the top-level object when it is one of ours. Anything but an
-  // object at the top is no payload.
-  bool Value(Field field) {
-    if (depth_ == 0) return false;
-    if (depth_ != 1) return true;
-    if (key_ == kSecretKey) {
-      Secret::Wipe(secret_.string);
-      secret_ = std::move(field);
-    } else if (key_ == kRecoveryDisabledKey) {
-      recovery_disabled_ = std::move(field);
-    }
-    return true;
-  }
-
-  int depth_ = 0;
-  bool object_ = false;
-  std::string key_;
-  Field secret_;
-  Field recovery_disabled_;
-};
-
 int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }
 
 }  // namespace
@@ -129,27 +49,25 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
   }
   const absl::string_view trimmed = absl::StripAsciiWhitespace(bytes);
   if (!trimmed.empty() && trimmed.front() == '{') {
-    PayloadReader reader;
-    // Not strict: what follows the object is ignored, as Jackson ignores it.
-    const bool parsed = nlohmann::json::sax_parse(trimmed.begin(), trimmed.end(), &reader,
-                                                  nlohmann::json::input_format_t::json,
-                                                  /*strict=*/false);
-    if (parsed && reader.object()) {
-      PayloadReader::Field& secret = reader.secret();
-      if (secret.kind == PayloadReader::Field::kString) {
-        if (!secret.string.empty()) data.secret = Secret(std::move(secret.string));
-      } else if (secret.kind != PayloadReader::Field::kAbsent &&
-                 secret.kind != PayloadReader::Field::kNull) {
-        return absl::InvalidArgumentError("the service data's \"secret\" is not a string");
+    std::optional<JsonObject> payload =
+        JsonObject::Read(trimmed, {kSecretKey, kRecoveryDisabledKey}, kMaxJsonDepth);
+    if (payload.has_value()) {
+      if (JsonField* secret = payload->Find(kSecretKey); secret != nullptr) {
+        if (secret->kind == JsonField::kString) {
+          if (!secret->string.empty()) data.secret = Secret(std::move(secret->string));
+        } else if (secret->kind != JsonField::kNull) {
+          return absl::InvalidArgumentError("the service data's \"secret\" is not a string");
+        }
       }
-      const PayloadReader::Field& recovery = reader.recovery_disabled();
-      if (recovery.kind == PayloadReader::Field::kBool) {
-        data.recovery_disabled = recovery.boolean;
-      } else if (recovery.kind == PayloadReader::Field::kString) {
-        data.recovery_disabled = absl::AsciiStrToLower(recovery.string) == "true";
-      } else if (recovery.kind != PayloadReader::Field::kAbsent) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the service data's \"", kRecoveryDisabledKey, "\" is not a boolean"));
+      if (const JsonField* recovery = payload->Find(kRecoveryDisabledKey); recovery != nullptr) {
+        if (recovery->kind == JsonField::kBool) {
+          data.recovery_disabled = recovery->boolean;
+        } else if (recovery->kind == JsonField::kString) {
+          data.recovery_disabled = absl::AsciiStrToLower(recovery->string) == "true";
+        } else {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the service data's \"", kRecoveryDisabledKey, "\" is not a boolean"));
+        }
       }
       return data;
     }
