@@ -35,8 +35,7 @@ class JsonObject {
   // well-formed object (another value, a syntax error, deeper than `max_depth`).
   // `keep`: the top-level fields whose string values are kept.
   static std::optional<JsonObject> Read(absl::string_view json,
-                                        const std::vector<absl::string_view>& keep,
-                                        int max_depth);
+                                        const std::vector<absl::string_view>& keep, int max_depth);
 
   // The top-level field `name`, or null when the object has none.
   JsonField* Find(absl::string_view name);

@@ -9,7 +9,8 @@
 // is cut at Finalize.
 //
 // Not thread-safe: its merge (PushMerger) orders the appends to one partition and calls
-// it under its lock, from a blocking worker (the writes reach a disk).
+// it under its lock; what writes (Create, a Commit that closes a chunk, Finalize) from a
+// blocking worker, as the writes reach a disk.
 #ifndef FERRY_SERVER_SPARK_MERGED_PARTITION_H_
 #define FERRY_SERVER_SPARK_MERGED_PARTITION_H_
 
@@ -44,6 +45,10 @@ class MergedPartition {
   const spark::Bitmap& merged() const { return merged_; }
   // Chunks closed so far.
   int64_t chunks() const { return chunks_; }
+  // Whether committing a block of `length` bytes closes a chunk (and so writes).
+  bool ClosesChunkWith(int64_t length) const {
+    return end_ + length - chunk_start_ >= min_chunk_bytes_;
+  }
 
   // Records `length` bytes of `map_index`'s block, written at end(): the block is
   // merged, and closes a chunk if the chunk now holds min_chunk_bytes. An error writing

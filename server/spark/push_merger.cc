@@ -39,6 +39,28 @@ std::string PushBlockName(const spark::PushBlockStream& p) {
                       p.reduce_id);
 }
 
+// The directory of the file `at` names, opened beneath its root without following a
+// symlink, and the file's name in it.
+UniqueFd OpenDirOf(const ShuffleFileLocation& at, int flags, std::string* name, mode_t mode = 0) {
+  const size_t slash = at.relative.rfind('/');
+  if (name != nullptr) *name = at.relative.substr(slash == std::string::npos ? 0 : slash + 1);
+  return OpenBeneath(at.dir_fd, slash == std::string::npos ? "." : at.relative.substr(0, slash),
+                     flags, mode);
+}
+
+// Deletes the file `at` names; with `only`, only while it is still that file.
+void UnlinkBeneath(const ShuffleFileLocation& at, const struct stat* only = nullptr) {
+  std::string name;
+  UniqueFd dir = OpenDirOf(at, O_PATH | O_DIRECTORY | O_CLOEXEC, &name);
+  if (!dir.valid()) return;
+  struct stat now {};
+  if (only != nullptr && (::fstatat(dir.get(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+                          now.st_ino != only->st_ino || now.st_dev != only->st_dev)) {
+    return;
+  }
+  (void)::unlinkat(dir.get(), name.c_str(), 0);
+}
+
 }  // namespace
 
 absl::Status PushMerger::Options::Validate() const {
@@ -76,10 +98,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
                                                              uint64_t bytes) {
   Deferral deferral;
   FERRY_ASSIGN_OR_RETURN(deferral.lease, deferred_disk_.Acquire(client, bytes));
-  const std::string& relative = partition.data_at.relative;
-  const size_t slash = relative.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : relative.substr(0, slash);
-  deferral.spill = OpenBeneath(partition.data_at.dir_fd, dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  deferral.spill = OpenDirOf(partition.data_at, O_TMPFILE | O_RDWR | O_CLOEXEC, nullptr, 0600);
   if (!deferral.spill.valid()) {
     return absl::ErrnoToStatus(
         errno, absl::StrCat("open a file for a waiting block beside ", partition.data_at.display));
@@ -90,27 +109,31 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
 
 void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
                                  std::shared_ptr<const spark::ExecutorDirs> merge_dirs) {
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = apps_.try_emplace(app_id);
-  App& app = it->second;
-  if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
-  // A newer attempt: the former one's merges go.
+  std::vector<std::shared_ptr<Partition>> deleted;
   bool finalized = false;
-  for (auto& [shuffle_id, shuffle] : app.shuffles) {
-    finalized = finalized || shuffle.finalized;
-    Delete(app, app_id, shuffle_id, shuffle);
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = apps_.try_emplace(app_id);
+    App& app = it->second;
+    if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
+    // A newer attempt: the former one's merges go.
+    for (auto& [shuffle_id, shuffle] : app.shuffles) {
+      finalized = finalized || shuffle.finalized;
+      Detach(app, shuffle, &deleted);
+    }
+    app.shuffles.clear();
+    app.bytes = 0;
+    app.attempt_id = attempt_id;
+    app.merge_dirs = std::move(merge_dirs);
+    // Merges finalized before a restart.
+    std::erase_if(loaded_, [&](const Finalized& merge) {
+      if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
+      app.shuffles[merge.shuffle_id] = Shuffle{merge.merge_id, true, {}};
+      return true;
+    });
   }
-  app.shuffles.clear();
-  app.bytes = 0;
-  app.attempt_id = attempt_id;
-  app.merge_dirs = std::move(merge_dirs);
-  // Merges finalized before a restart.
-  std::erase_if(loaded_, [&](const Finalized& merge) {
-    if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
-    app.shuffles[merge.shuffle_id] = Shuffle{merge.merge_id, true, {}};
-    return true;
-  });
-  if (finalized) SaveStateLocked();
+  DeleteFiles(deleted);
+  if (finalized) SaveState();
 }
 
 absl::Status PushMerger::LoadState() {
@@ -134,66 +157,115 @@ absl::Status PushMerger::LoadState() {
   return absl::OkStatus();
 }
 
-void PushMerger::SaveStateLocked() {
+void PushMerger::SaveState() {
   if (options_.state_file.empty()) return;
+  absl::MutexLock saving(&state_mu_);
   std::string text;
-  for (const auto& [app_id, app] : apps_) {
-    for (const auto& [shuffle_id, shuffle] : app.shuffles) {
-      if (!shuffle.finalized) continue;
-      absl::StrAppend(&text, app_id, "\t", app.attempt_id, "\t", shuffle_id, "\t", shuffle.merge_id,
-                      "\n");
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [app_id, app] : apps_) {
+      for (const auto& [shuffle_id, shuffle] : app.shuffles) {
+        if (!shuffle.finalized) continue;
+        absl::StrAppend(&text, app_id, "\t", app.attempt_id, "\t", shuffle_id, "\t",
+                        shuffle.merge_id, "\n");
+      }
     }
-  }
-  for (const Finalized& merge : loaded_) {
-    absl::StrAppend(&text, merge.app_id, "\t", merge.attempt_id, "\t", merge.shuffle_id, "\t",
-                    merge.merge_id, "\n");
+    for (const Finalized& merge : loaded_) {
+      absl::StrAppend(&text, merge.app_id, "\t", merge.attempt_id, "\t", merge.shuffle_id, "\t",
+                      merge.merge_id, "\n");
+    }
   }
   if (absl::Status s = ReplaceFile(options_.state_file, text, 0600); !s.ok()) {
     LOG(WARNING) << "keeping finalized merges across restarts: " << s;
   }
 }
 
-absl::StatusOr<std::shared_ptr<PushMerger::Partition>> PushMerger::NewPartition(
-    const std::string& app_id, App& app, int32_t shuffle_id, int32_t merge_id, int32_t reduce_id) {
-  if (open_partitions_ >= options_.max_open_partitions) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        options_.max_open_partitions, " merged partitions are open on this shuffle service"));
-  }
-  MergedPartition::Files files;
-  UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
-  for (int i = 0; i < 3; ++i) {
-    const ShuffleFileLocation at = app.merge_dirs->Locate(
-        spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, kSuffixes[i]));
-    *fds[i] = OpenBeneath(at.dir_fd, at.relative,
-                          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (!fds[i]->valid()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("create ", at.display));
-    }
-  }
-  auto partition = std::make_shared<Partition>();
-  partition->dirs = app.merge_dirs;
-  partition->data_at = app.merge_dirs->Locate(
-      spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, kSuffixes[0]));
-  partition->app_id = app_id;
-  partition->shuffle_id = shuffle_id;
-  partition->merge_id = merge_id;
-  partition->reduce_id = reduce_id;
-  FERRY_ASSIGN_OR_RETURN(
-      std::unique_ptr<MergedPartition> merged,
-      MergedPartition::Create(std::move(files), options_.min_chunk_bytes,
-                              spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, "*")));
-  {
-    absl::MutexLock p(&partition->mu);
-    partition->files = std::move(merged);
-  }
-  ++open_partitions_;
-  return partition;
+ShuffleFileLocation PushMerger::Partition::Locate(const char* suffix) const {
+  return dirs->Locate(spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, suffix));
 }
 
-absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockStream& push) {
+absl::Status PushMerger::CreateFiles(Partition& partition) {
+  MergedPartition::Files files;
+  UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
+  struct stat made[3] = {};
+  absl::Status status;
+  for (int i = 0; i < 3 && status.ok(); ++i) {
+    const ShuffleFileLocation at = partition.Locate(kSuffixes[i]);
+    *fds[i] = OpenBeneath(at.dir_fd, at.relative,
+                          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (!fds[i]->valid() || ::fstat(fds[i]->get(), &made[i]) != 0) {
+      status = absl::ErrnoToStatus(errno, absl::StrCat("create ", at.display));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<MergedPartition>> merged = absl::InternalError("not created");
+  if (status.ok()) {
+    merged = MergedPartition::Create(
+        std::move(files), options_.min_chunk_bytes,
+        spark::MergedFileName(partition.app_id, partition.shuffle_id, partition.merge_id,
+                              partition.reduce_id, "*"));
+    status = merged.status();
+  }
+  bool gone = false;
+  {
+    absl::MutexLock p(&partition.mu);
+    gone = partition.finalized;
+    if (!status.ok()) {
+      partition.broken = status;
+    } else if (!gone) {
+      partition.files = *std::move(merged);
+    }
+  }
+  if (!status.ok() || gone) {
+    merged = absl::InternalError("let go");  // closes the files
+    // Finalized or deleted while they were made: they go, unless the names are another
+    // partition's by now.
+    for (int i = 0; i < 3; ++i) {
+      if (made[i].st_ino != 0) UnlinkBeneath(partition.Locate(kSuffixes[i]), &made[i]);
+    }
+    absl::MutexLock lock(&mu_);
+    --open_partitions_;
+  }
+  return status;
+}
+
+absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockStream& push,
+                                                        bool on_worker) {
+  std::shared_ptr<Partition> created;
+  std::vector<std::shared_ptr<Partition>> deleted;
+  bool save = false;
+  absl::StatusOr<Admission> admission;
+  {
+    absl::MutexLock lock(&mu_);
+    admission = AdmitLocked(push, on_worker, &created, &deleted, &save);
+  }
+  DeleteFiles(deleted);
+  if (save) SaveState();
+  if (created != nullptr) {
+    absl::Status made = CreateFiles(*created);
+    if (!made.ok()) {
+      absl::MutexLock lock(&mu_);
+      // Gone from the maps, unless the merge went first.
+      auto app = apps_.find(created->app_id);
+      if (app != apps_.end()) {
+        auto shuffle = app->second.shuffles.find(created->shuffle_id);
+        if (shuffle != app->second.shuffles.end()) {
+          auto it = shuffle->second.partitions.find(created->reduce_id);
+          if (it != shuffle->second.partitions.end() && it->second == created) {
+            shuffle->second.partitions.erase(it);
+          }
+        }
+      }
+      return made;  // the turn goes with the admission
+    }
+  }
+  return admission;
+}
+
+absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
+    const spark::PushBlockStream& push, bool on_worker, std::shared_ptr<Partition>* created,
+    std::vector<std::shared_ptr<Partition>>* deleted, bool* save) {
   Admission admission;
   admission.block_id = PushBlockName(push);
-  absl::MutexLock lock(&mu_);
   auto app_it = apps_.find(push.app_id);
   if (app_it == apps_.end()) {
     return absl::NotFoundError(absl::StrCat("application ", push.app_id,
@@ -216,10 +288,13 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
     return admission;
   } else if (push.shuffle_merge_id > shuffle.merge_id) {
     // A new attempt of an indeterminate stage: the older merge goes.
-    const bool finalized = shuffle.finalized;
-    Delete(app, push.app_id, push.shuffle_id, shuffle);
+    if (!on_worker) {
+      admission.needs_worker = true;
+      return admission;
+    }
+    *save = shuffle.finalized;
+    Detach(app, shuffle, deleted);
     shuffle = Shuffle{push.shuffle_merge_id, false, {}};
-    if (finalized) SaveStateLocked();
   } else if (shuffle.finalized) {
     admission.code = PushReturnCode::kTooLateBlockPush;
     return admission;
@@ -230,29 +305,80 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
   }
   auto partition_it = shuffle.partitions.find(push.reduce_id);
   if (partition_it == shuffle.partitions.end()) {
-    FERRY_ASSIGN_OR_RETURN(
-        std::shared_ptr<Partition> created,
-        NewPartition(push.app_id, app, push.shuffle_id, shuffle.merge_id, push.reduce_id));
-    partition_it = shuffle.partitions.emplace(push.reduce_id, std::move(created)).first;
+    if (!on_worker) {
+      admission.needs_worker = true;
+      return admission;
+    }
+    if (open_partitions_ >= options_.max_open_partitions) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          options_.max_open_partitions, " merged partitions are open on this shuffle service"));
+    }
+    auto partition = std::make_shared<Partition>();
+    partition->dirs = app.merge_dirs;
+    partition->app_id = push.app_id;
+    partition->shuffle_id = push.shuffle_id;
+    partition->merge_id = shuffle.merge_id;
+    partition->reduce_id = push.reduce_id;
+    partition->data_at = partition->Locate(kSuffixes[0]);
+    // Its files are made once the maps are let go; whoever comes meanwhile waits for
+    // its turn, held by this push until then.
+    CHECK(partition->turn().TryLock());
+    ++open_partitions_;
+    shuffle.partitions.emplace(push.reduce_id, partition);
+    admission.turn = Turn(partition);
+    admission.partition = partition;
+    *created = std::move(partition);
+    return admission;
   }
   Partition& partition = *partition_it->second;
-  {
-    absl::MutexLock p(&partition.mu);
-    if (partition.files != nullptr && partition.files->Has(static_cast<uint32_t>(push.map_index))) {
-      return admission;  // a duplicate: drained, answered success
-    }
+  // A duplicate is drained and answered success at once; one the partition (busy) does
+  // not say is found under its turn.
+  if (partition.mu.TryLock()) {
+    const bool duplicate =
+        partition.files != nullptr && partition.files->Has(static_cast<uint32_t>(push.map_index));
+    partition.mu.Unlock();
+    if (duplicate) return admission;
   }
   admission.partition = partition_it->second;
   return admission;
 }
 
 absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, int32_t map_index,
-                                                        int64_t length) {
+                                                        int64_t length, bool on_worker) {
   Target target;
+  bool gone = false;
+  absl::Status broken;
+  int dup_errno = 0;
+  const auto read = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(partition.mu) {
+    broken = partition.broken;
+    gone = partition.finalized || partition.files == nullptr;
+    if (gone || !broken.ok()) return;
+    if (partition.files->Has(static_cast<uint32_t>(map_index))) {
+      target.duplicate = true;
+      return;
+    }
+    target.fd = UniqueFd(::fcntl(partition.files->data_fd(), F_DUPFD_CLOEXEC, 0));
+    if (!target.fd.valid()) dup_errno = errno;
+    target.offset = partition.files->end();
+  };
+  if (on_worker) {
+    absl::MutexLock p(&partition.mu);
+    read();
+  } else if (partition.mu.TryLock()) {
+    read();
+    partition.mu.Unlock();
+  } else {
+    target.needs_worker = true;
+    return target;
+  }
+  if (!broken.ok()) return broken;
+  if (dup_errno != 0) {
+    return absl::ErrnoToStatus(dup_errno,
+                               absl::StrCat("dup the data file of ", partition.data_at.display));
+  }
   absl::MutexLock lock(&mu_);
-  absl::MutexLock p(&partition.mu);
   auto app = apps_.find(partition.app_id);
-  if (partition.finalized || partition.files == nullptr || app == apps_.end()) {
+  if (gone || app == apps_.end()) {
     // Finalized, or deleted by a newer merge or attempt meanwhile.
     bool newer = false;
     if (app != apps_.end()) {
@@ -261,43 +387,58 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
           shuffle != app->second.shuffles.end() && shuffle->second.merge_id > partition.merge_id;
     }
     target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
+    target.fd.Reset();
     return target;
   }
-  if (partition.files->Has(static_cast<uint32_t>(map_index))) {
-    target.duplicate = true;
-    return target;
-  }
-  if (app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
+  if (!target.duplicate &&
+      app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("application ", partition.app_id,
                                                      " would pass its bound of ",
                                                      options_.max_app_bytes, " merged bytes here"));
   }
-  target.fd = UniqueFd(::fcntl(partition.files->data_fd(), F_DUPFD_CLOEXEC, 0));
-  if (!target.fd.valid()) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("dup the data file of ", partition.app_id));
-  }
-  target.offset = partition.files->end();
   return target;
 }
 
-PushReturnCode PushMerger::Commit(Partition& partition, int32_t map_index, int64_t length,
-                                  int data_fd) {
-  absl::MutexLock lock(&mu_);
-  absl::MutexLock p(&partition.mu);
-  auto app = apps_.find(partition.app_id);
-  if (partition.finalized || partition.files == nullptr || app == apps_.end()) {
-    // The write may have landed after the finalize cut the file.
-    if (::ftruncate(data_fd, partition.final_size) != 0) {
-      PLOG(WARNING) << "cutting a late push to " << partition.app_id << "'s merged shuffle "
-                    << partition.shuffle_id << " back to its finalized size";
+std::optional<PushReturnCode> PushMerger::Commit(Partition& partition, int32_t map_index,
+                                                 int64_t length, int data_fd, bool on_worker) {
+  std::optional<PushReturnCode> code;
+  const auto commit = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(partition.mu) {
+    if (partition.finalized || partition.files == nullptr) {
+      if (!on_worker) return;
+      // The write may have landed after the finalize cut the file.
+      if (::ftruncate(data_fd, partition.final_size) != 0) {
+        PLOG(WARNING) << "cutting a late push to " << partition.data_at.display
+                      << " back to its finalized size";
+      }
+      code = PushReturnCode::kTooLateBlockPush;
+      return;
     }
-    return PushReturnCode::kTooLateBlockPush;
+    if (!on_worker && partition.files->ClosesChunkWith(length)) return;
+    // An error recording the chunk leaves the block merged and the chunk open.
+    (void)partition.files->Commit(static_cast<uint32_t>(map_index), length);
+    code = PushReturnCode::kSuccess;
+  };
+  if (on_worker) {
+    absl::MutexLock p(&partition.mu);
+    commit();
+  } else if (partition.mu.TryLock()) {
+    commit();
+    partition.mu.Unlock();
   }
-  // An error recording the chunk leaves the block merged and the chunk open.
-  (void)partition.files->Commit(static_cast<uint32_t>(map_index), length);
+  if (code != PushReturnCode::kSuccess) return code;
+  // The bytes count against the application while its merge holds the partition.
+  absl::MutexLock lock(&mu_);
+  auto app = apps_.find(partition.app_id);
+  if (app == apps_.end()) return code;
+  auto shuffle = app->second.shuffles.find(partition.shuffle_id);
+  if (shuffle == app->second.shuffles.end() || shuffle->second.merge_id != partition.merge_id) {
+    return code;
+  }
+  auto held = shuffle->second.partitions.find(partition.reduce_id);
+  if (held == shuffle->second.partitions.end() || held->second.get() != &partition) return code;
   app->second.bytes += static_cast<uint64_t>(length);
-  app->second.shuffles[partition.shuffle_id].bytes += static_cast<uint64_t>(length);
-  return PushReturnCode::kSuccess;
+  shuffle->second.bytes += static_cast<uint64_t>(length);
+  return code;
 }
 
 absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
@@ -305,106 +446,125 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
   spark::MergeStatuses statuses;
   statuses.shuffle_id = request.shuffle_id;
   statuses.shuffle_merge_id = request.shuffle_merge_id;
-  absl::MutexLock lock(&mu_);
-  auto app_it = apps_.find(request.app_id);
-  if (app_it == apps_.end()) {
-    return absl::NotFoundError(absl::StrCat("application ", request.app_id,
-                                            " is not registered with push-based shuffle here"));
-  }
-  App& app = app_it->second;
-  if (request.app_attempt_id != app.attempt_id) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "The attempt id ", request.app_attempt_id,
-        " in this FinalizeShuffleMerge message does not match with the current attempt id ",
-        app.attempt_id, " stored in shuffle service for application ", request.app_id));
-  }
-  auto [it, inserted] = app.shuffles.try_emplace(request.shuffle_id);
-  Shuffle& shuffle = it->second;
-  if (!inserted) {
-    if (request.shuffle_merge_id < shuffle.merge_id || shuffle.finalized) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Shuffle merge finalize request for shuffle ", request.shuffle_id,
-                       " with shuffleMergeId ", request.shuffle_merge_id,
-                       " is stale shuffle finalize request as shuffle blocks of a higher "
-                       "shuffleMergeId for the shuffle is already being pushed"));
+  std::vector<std::shared_ptr<Partition>> deleted;
+  std::vector<std::pair<int32_t, std::shared_ptr<Partition>>> finalizing;
+  {
+    absl::MutexLock lock(&mu_);
+    auto app_it = apps_.find(request.app_id);
+    if (app_it == apps_.end()) {
+      return absl::NotFoundError(absl::StrCat("application ", request.app_id,
+                                              " is not registered with push-based shuffle here"));
     }
-    if (request.shuffle_merge_id > shuffle.merge_id) {
-      Delete(app, request.app_id, request.shuffle_id, shuffle);
-      shuffle.partitions.clear();
+    App& app = app_it->second;
+    if (request.app_attempt_id != app.attempt_id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The attempt id ", request.app_attempt_id,
+          " in this FinalizeShuffleMerge message does not match with the current attempt id ",
+          app.attempt_id, " stored in shuffle service for application ", request.app_id));
+    }
+    auto [it, inserted] = app.shuffles.try_emplace(request.shuffle_id);
+    Shuffle& shuffle = it->second;
+    if (!inserted) {
+      if (request.shuffle_merge_id < shuffle.merge_id || shuffle.finalized) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("Shuffle merge finalize request for shuffle ", request.shuffle_id,
+                         " with shuffleMergeId ", request.shuffle_merge_id,
+                         " is stale shuffle finalize request as shuffle blocks of a higher "
+                         "shuffleMergeId for the shuffle is already being pushed"));
+      }
+      if (request.shuffle_merge_id > shuffle.merge_id) Detach(app, shuffle, &deleted);
+    }
+    shuffle.merge_id = request.shuffle_merge_id;
+    shuffle.finalized = true;
+    for (const auto& [reduce_id, partition] : shuffle.partitions) {
+      finalizing.emplace_back(reduce_id, partition);
     }
   }
-  shuffle.merge_id = request.shuffle_merge_id;
-  shuffle.finalized = true;
-  for (auto& [reduce_id, partition] : shuffle.partitions) {
+  DeleteFiles(deleted);
+  uint64_t closed = 0;
+  for (const auto& [reduce_id, partition] : finalizing) {
     absl::MutexLock p(&partition->mu);
     partition->finalized = true;
-    if (partition->files == nullptr) continue;
+    if (partition->files == nullptr) continue;  // its files not made (yet)
     absl::StatusOr<MergedPartition::Final> final = partition->files->Finalize();
     partition->files.reset();
-    --open_partitions_;
+    ++closed;
     if (!final.ok() || final->map_indexes.empty()) continue;
     partition->final_size = final->size;
     statuses.bitmaps.push_back(std::move(final->map_indexes));
     statuses.reduce_ids.push_back(reduce_id);
     statuses.sizes.push_back(final->size);
   }
-  SaveStateLocked();
+  {
+    absl::MutexLock lock(&mu_);
+    open_partitions_ -= closed;
+  }
+  SaveState();
   return statuses;
 }
 
 absl::Status PushMerger::Remove(const spark::RemoveShuffleMerge& request) {
-  absl::MutexLock lock(&mu_);
-  auto app_it = apps_.find(request.app_id);
-  if (app_it == apps_.end()) return absl::OkStatus();
-  App& app = app_it->second;
-  if (request.app_attempt_id != app.attempt_id) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RemoveShuffleMerge of attempt ", request.app_attempt_id, " of application ",
-                     request.app_id, ", whose attempt here is ", app.attempt_id));
+  std::vector<std::shared_ptr<Partition>> deleted;
+  bool finalized = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto app_it = apps_.find(request.app_id);
+    if (app_it == apps_.end()) return absl::OkStatus();
+    App& app = app_it->second;
+    if (request.app_attempt_id != app.attempt_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RemoveShuffleMerge of attempt ", request.app_attempt_id, " of application ",
+                       request.app_id, ", whose attempt here is ", app.attempt_id));
+    }
+    auto it = app.shuffles.find(request.shuffle_id);
+    if (it == app.shuffles.end()) return absl::OkStatus();
+    if (request.shuffle_merge_id != -1 && request.shuffle_merge_id != it->second.merge_id) {
+      return absl::OkStatus();  // not the merge held here
+    }
+    finalized = it->second.finalized;
+    Detach(app, it->second, &deleted);
+    app.shuffles.erase(it);
   }
-  auto it = app.shuffles.find(request.shuffle_id);
-  if (it == app.shuffles.end()) return absl::OkStatus();
-  if (request.shuffle_merge_id != -1 && request.shuffle_merge_id != it->second.merge_id) {
-    return absl::OkStatus();  // not the merge held here
-  }
-  const bool finalized = it->second.finalized;
-  Delete(app, request.app_id, request.shuffle_id, it->second);
-  app.shuffles.erase(it);
-  if (finalized) SaveStateLocked();
+  DeleteFiles(deleted);
+  if (finalized) SaveState();
   return absl::OkStatus();
 }
 
 void PushMerger::ApplicationEnded(const std::string& app_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = apps_.find(app_id);
-  if (it == apps_.end()) return;
-  for (auto& [shuffle_id, shuffle] : it->second.shuffles) {
-    Delete(it->second, app_id, shuffle_id, shuffle);
+  std::vector<std::shared_ptr<Partition>> deleted;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = apps_.find(app_id);
+    if (it == apps_.end()) return;
+    for (auto& [shuffle_id, shuffle] : it->second.shuffles) Detach(it->second, shuffle, &deleted);
+    apps_.erase(it);
+    std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; });
   }
-  apps_.erase(it);
-  std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; });
-  SaveStateLocked();
+  DeleteFiles(deleted);
+  SaveState();
 }
 
-void PushMerger::Delete(App& app, const std::string& app_id, int32_t shuffle_id, Shuffle& shuffle) {
+void PushMerger::Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out) {
   app.bytes -= shuffle.bytes;
   shuffle.bytes = 0;
-  for (auto& [reduce_id, partition] : shuffle.partitions) {
+  for (auto& [reduce_id, partition] : shuffle.partitions) out->push_back(std::move(partition));
+  shuffle.partitions.clear();
+}
+
+void PushMerger::DeleteFiles(const std::vector<std::shared_ptr<Partition>>& partitions) {
+  uint64_t closed = 0;
+  for (const std::shared_ptr<Partition>& partition : partitions) {
     {
       absl::MutexLock p(&partition->mu);
-      if (partition->files != nullptr) --open_partitions_;
+      if (partition->files != nullptr) ++closed;
       partition->files.reset();
       partition->finalized = true;
     }
-    for (const char* suffix : kSuffixes) {
-      const ShuffleFileLocation at = app.merge_dirs->Locate(
-          spark::MergedFileName(app_id, shuffle_id, shuffle.merge_id, reduce_id, suffix));
-      const size_t slash = at.relative.rfind('/');
-      UniqueFd dir =
-          OpenBeneath(at.dir_fd, at.relative.substr(0, slash), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (dir.valid()) (void)::unlinkat(dir.get(), at.relative.substr(slash + 1).c_str(), 0);
-    }
+    for (const char* suffix : kSuffixes) UnlinkBeneath(partition->Locate(suffix));
   }
+  if (closed == 0) return;
+  absl::MutexLock lock(&mu_);
+  open_partitions_ -= closed;
 }
 
 absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string& app_id,

@@ -10,6 +10,13 @@
 // Finalize() ends a merge and says what it holds; a newer merge id, RemoveShuffleMerge
 // and the application's end delete a merge's files.
 //
+// Threads: no thread that serves connections waits on a disk here. The merger's maps
+// (mu_) are never locked across I/O. A partition's lock is held across its files' I/O
+// (creating them, closing a chunk, finalizing, deleting), by blocking workers only:
+// Admit, TargetOf and Commit take it on a fiber only if it is free, and otherwise, or
+// when they would write, say so (needs_worker, nullopt), and the caller asks again on
+// a blocking worker (on_worker).
+//
 // Bounds: partitions with open files (3 descriptors each) and merged bytes per
 // application; a push past either is refused (RESOURCE_EXHAUSTED), never queued. A push
 // that finds its partition's turn taken waits for it with its block in memory, past the
@@ -21,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +94,8 @@ class PushMerger {
 
    private:
     friend class PushMerger;
+    // The data, index and meta files' names.
+    ShuffleFileLocation Locate(const char* suffix) const;
     std::string app_id;
     int32_t shuffle_id = 0;
     int32_t merge_id = 0;
@@ -95,9 +105,37 @@ class PushMerger {
     ShuffleFileLocation data_at;
     FiberQueueLock turn_;
     absl::Mutex mu;
+    // Null while its files are being created, once they could not be (`broken`), and
+    // once finalized or deleted.
     std::unique_ptr<MergedPartition> files ABSL_GUARDED_BY(mu);
+    absl::Status broken ABSL_GUARDED_BY(mu);
     bool finalized ABSL_GUARDED_BY(mu) = false;  // or deleted
     int64_t final_size ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  // A partition's turn, held: let go when destroyed, on whatever thread (a blocking
+  // worker's job that nobody waits for any more lets it go too).
+  class Turn {
+   public:
+    Turn() = default;
+    explicit Turn(std::shared_ptr<Partition> partition) : partition_(std::move(partition)) {}
+    Turn(Turn&& other) noexcept = default;
+    Turn& operator=(Turn&& other) noexcept {
+      Release();
+      partition_ = std::move(other.partition_);
+      return *this;
+    }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+    ~Turn() { Release(); }
+    bool held() const { return partition_ != nullptr; }
+    void Release() {
+      if (partition_ != nullptr) partition_->turn().Unlock();
+      partition_.reset();
+    }
+
+   private:
+    std::shared_ptr<Partition> partition_;
   };
 
   struct Admission {
@@ -105,12 +143,17 @@ class PushMerger {
     // With kSuccess: the partition to append to; null for a duplicate (drain the block
     // and answer success).
     std::shared_ptr<Partition> partition;
+    // Its turn, when this admission created the partition (its files are there now).
+    Turn turn;
     // shufflePush_<shuffle>_<merge>_<map>_<reduce>, what Spark's answers name.
     std::string block_id;
+    // Admit(on_worker = false) only: the push needs files created or an older merge's
+    // deleted; nothing was done, ask again on a worker.
+    bool needs_worker = false;
   };
   // NOT_FOUND for an application with no merge dirs here (never registered with
   // push-based shuffle); RESOURCE_EXHAUSTED past a bound; an error creating the files.
-  absl::StatusOr<Admission> Admit(const spark::PushBlockStream& push);
+  absl::StatusOr<Admission> Admit(const spark::PushBlockStream& push, bool on_worker);
 
   // Under the partition's turn: where the block goes, or the code to answer instead
   // (the merge finalized or replaced meanwhile: too late or stale; the map merged
@@ -122,16 +165,23 @@ class PushMerger {
     // partition's meanwhile), and where the block goes.
     UniqueFd fd;
     int64_t offset = 0;
+    // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it):
+    // ask again on a worker.
+    bool needs_worker = false;
   };
   // RESOURCE_EXHAUSTED when `length` more bytes would pass the application's bound
-  // (which appends in flight may pass by a block each).
-  absl::StatusOr<Target> TargetOf(Partition& partition, int32_t map_index, int64_t length);
+  // (which appends in flight may pass by a block each); the error that kept the
+  // partition's files from being created.
+  absl::StatusOr<Target> TargetOf(Partition& partition, int32_t map_index, int64_t length,
+                                  bool on_worker);
   // Under the partition's turn, after `length` bytes were written at the target
   // through `data_fd` (the target's): the block is merged (kSuccess), or too late (the
   // merge was finalized or deleted while it was written: what the write added past the
   // final size is cut). An error writing the chunk entries leaves the block merged.
-  spark::PushReturnCode Commit(Partition& partition, int32_t map_index, int64_t length,
-                               int data_fd);
+  // Not on a worker: nullopt when it would write (a chunk closes, a late block is cut)
+  // or the partition is busy, and nothing was done.
+  std::optional<spark::PushReturnCode> Commit(Partition& partition, int32_t map_index,
+                                              int64_t length, int data_fd, bool on_worker);
 
   // Ends a merge: INVALID_ARGUMENT for a former attempt's request, FAILED_PRECONDITION
   // for a stale or finalized merge id (Spark's words), NOT_FOUND for an unknown
@@ -220,13 +270,23 @@ class PushMerger {
     absl::flat_hash_map<int32_t, Shuffle> shuffles;
     uint64_t bytes = 0;
   };
-  // Deletes the merge files of `shuffle`'s partitions (closed first).
-  void Delete(App& app, const std::string& app_id, int32_t shuffle_id, Shuffle& shuffle)
+  // Takes `shuffle`'s partitions out of the maps, into *out, to be deleted.
+  void Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<Partition>> NewPartition(const std::string& app_id, App& app,
-                                                          int32_t shuffle_id, int32_t merge_id,
-                                                          int32_t reduce_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes and deletes detached partitions' files (I/O: on a blocking worker or a thread
+  // of its own).
+  void DeleteFiles(const std::vector<std::shared_ptr<Partition>>& partitions)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The admission of `push`, as far as the maps say: a partition made for it is
+  // returned in *created, its turn held, its files still to be made; partitions of an
+  // older merge are detached into *deleted, and *save says the state file changed.
+  absl::StatusOr<Admission> AdmitLocked(const spark::PushBlockStream& push, bool on_worker,
+                                        std::shared_ptr<Partition>* created,
+                                        std::vector<std::shared_ptr<Partition>>* deleted,
+                                        bool* save) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates a partition's files (I/O), and gives them to it unless it was finalized or
+  // deleted meanwhile (then they go again); the error otherwise, kept in the partition.
+  absl::Status CreateFiles(Partition& partition) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A finalized merge, as the state file keeps it.
   struct Finalized {
@@ -237,10 +297,12 @@ class PushMerger {
   };
   // Rewrites the state file from what is finalized now (plus what was loaded and not yet
   // claimed by a registration). Errors are logged: the merges still serve until a
-  // restart.
-  void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // restart. I/O: on a blocking worker or a thread of its own.
+  void SaveState() ABSL_LOCKS_EXCLUDED(mu_, state_mu_);
 
   const Options options_;
+  // Orders the state file's rewrites; taken before mu_, never by a fiber.
+  absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   // Loaded from the state file, for attempts not registered yet.
   std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);

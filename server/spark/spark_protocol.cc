@@ -208,7 +208,13 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     return core_.ReceiveBody(
         length, deadline, [](absl::string_view) { return absl::OkStatus(); }, &sink_status);
   };
-  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push);
+  // The merger's calls run here while they touch no disk, and on a blocking worker
+  // when they would (or the partition is busy with a write).
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push, /*on_worker=*/false);
+  if (admitted.ok() && admitted->needs_worker) {
+    admitted = service_.RunBlocking<PushMerger::Admission>(
+        [merger, push = *push] { return merger->Admit(push, /*on_worker=*/true); });
+  }
   if (!admitted.ok()) {
     merger->Count(PushMerger::Outcome::kRefused);
     return drain() && Reply(id, admitted.status());
@@ -222,13 +228,16 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     const bool replied = drain() && ReplyPush(id, admitted->code, admitted->block_id);
     return replied && admitted->code != spark::PushReturnCode::kTooOldAttemptPush;
   }
-  PushMerger::Partition& partition = *admitted->partition;
+  const std::shared_ptr<PushMerger::Partition> shared = admitted->partition;
+  PushMerger::Partition& partition = *shared;
   // The partition's turn. Taken at once, the block goes straight to the merged file as
   // it arrives; otherwise it arrives into memory, or past its bounds into a file beside
   // the partition, and waits for the turn.
   std::string deferred;
   std::optional<PushMerger::Deferral> deferral;
-  if (!partition.turn().TryLock()) {
+  PushMerger::Turn turn = std::move(admitted->turn);
+  if (!turn.held() && partition.turn().TryLock()) turn = PushMerger::Turn(shared);
+  if (!turn.held()) {
     absl::StatusOr<PushMerger::Deferral> held = merger->DeferInMemory(core_.peer_host(), length);
     if (!held.ok()) {
       held = service_.RunBlocking<PushMerger::Deferral>(
@@ -257,24 +266,31 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
           &sink_status);
     }
     if (!connected) return false;
-    bool turn = false;
     if (sink_status.ok()) {
       PushMerger::Waiting waiting(*merger);
-      turn = partition.turn().Lock(absl::Now() + merger->options().push_timeout);
+      if (partition.turn().Lock(absl::Now() + merger->options().push_timeout)) {
+        turn = PushMerger::Turn(shared);
+      }
     } else {
       core_.LogFailure(sink_status);  // the disk the block was to wait on
     }
-    if (!turn) {
+    if (!turn.held()) {
       merger->Count(PushMerger::Outcome::kCollision);
       return ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
                        admitted->block_id);
     }
   }
   const bool received = deferral.has_value();
-  absl::StatusOr<PushMerger::Target> target =
-      merger->TargetOf(partition, push->map_index, static_cast<int64_t>(length));
+  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(
+      partition, push->map_index, static_cast<int64_t>(length), /*on_worker=*/false);
+  if (target.ok() && target->needs_worker) {
+    target = service_.RunBlocking<PushMerger::Target>(
+        [merger, shared, map = push->map_index, length = static_cast<int64_t>(length)] {
+          return merger->TargetOf(*shared, map, length, /*on_worker=*/true);
+        });
+  }
   if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
-    partition.turn().Unlock();
+    turn.Release();
     merger->Count(!target.ok()        ? PushMerger::Outcome::kRefused
                   : target->duplicate ? PushMerger::Outcome::kDuplicate
                                       : PushMerger::OutcomeOf(target->code));
@@ -316,11 +332,31 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     if (connected && sink_status.ok()) written = static_cast<int64_t>(length);
   }
   // A block cut off or not written is not committed: the next append overwrites it.
-  const spark::PushReturnCode code =
-      connected && sink_status.ok()
-          ? merger->Commit(partition, push->map_index, written, target->fd.get())
-          : spark::PushReturnCode::kSuccess;
-  partition.turn().Unlock();
+  spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
+  if (connected && sink_status.ok()) {
+    std::optional<spark::PushReturnCode> committed =
+        merger->Commit(partition, push->map_index, written, target->fd.get(), /*on_worker=*/false);
+    if (!committed.has_value()) {
+      // The commit writes (or waits for a finalize's writes): on a worker, whose job holds
+      // the turn until it has run, or is dropped unrun.
+      absl::StatusOr<spark::PushReturnCode> on_worker = service_.RunBlocking<spark::PushReturnCode>(
+          [merger, shared, turn = std::move(turn),
+           fd = std::make_shared<UniqueFd>(std::move(target->fd)), map = push->map_index,
+           written]() mutable -> absl::StatusOr<spark::PushReturnCode> {
+            const std::optional<spark::PushReturnCode> done =
+                merger->Commit(*shared, map, written, fd->get(), /*on_worker=*/true);
+            turn.Release();
+            return done.value_or(spark::PushReturnCode::kTooLateBlockPush);
+          });
+      if (on_worker.ok()) {
+        committed = *on_worker;
+      } else {
+        sink_status = on_worker.status();
+      }
+    }
+    code = committed.value_or(spark::PushReturnCode::kSuccess);
+  }
+  turn.Release();
   if (!connected) return false;
   if (!sink_status.ok()) {
     merger->Count(PushMerger::Outcome::kRefused);

@@ -28,7 +28,8 @@ TEST(JsonObjectTest, FieldsAreReadAsJacksonReadsAMap) {
 }
 
 TEST(JsonObjectTest, OnlyTheStringsAskedForAreKept) {
-  std::optional<JsonObject> o = JsonObject::Read(R"({"secret":"s3cr3t","other":"x"})", {"secret"}, 4);
+  std::optional<JsonObject> o =
+      JsonObject::Read(R"({"secret":"s3cr3t","other":"x"})", {"secret"}, 4);
   ASSERT_TRUE(o.has_value());
   EXPECT_TRUE(o->StringsOnly());
   EXPECT_EQ(o->Find("secret")->string, "s3cr3t");

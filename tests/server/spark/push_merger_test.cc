@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "common/spark/merge_dirs.h"
@@ -56,25 +57,29 @@ class PushMergerTest : public ::testing::Test {
   // A push from admission to its answer, its partition uncontended.
   PushReturnCode Append(PushMerger& merger, const spark::PushBlockStream& push,
                         const std::string& block) {
-    absl::StatusOr<PushMerger::Admission> admitted = merger.Admit(push);
+    absl::StatusOr<PushMerger::Admission> admitted = merger.Admit(push, /*on_worker=*/true);
     EXPECT_TRUE(admitted.ok()) << admitted.status();
     if (!admitted.ok() || admitted->code != PushReturnCode::kSuccess) {
       return admitted.ok() ? admitted->code : PushReturnCode::kBlockAppendCollisionDetected;
     }
     if (admitted->partition == nullptr) return PushReturnCode::kSuccess;  // a duplicate
     PushMerger::Partition& partition = *admitted->partition;
-    EXPECT_TRUE(partition.turn().TryLock());
-    absl::StatusOr<PushMerger::Target> target =
-        merger.TargetOf(partition, push.map_index, static_cast<int64_t>(block.size()));
+    // Held already when the admission made the partition.
+    PushMerger::Turn turn = std::move(admitted->turn);
+    if (!turn.held()) {
+      EXPECT_TRUE(partition.turn().TryLock());
+      turn = PushMerger::Turn(admitted->partition);
+    }
+    absl::StatusOr<PushMerger::Target> target = merger.TargetOf(
+        partition, push.map_index, static_cast<int64_t>(block.size()), /*on_worker=*/true);
     EXPECT_TRUE(target.ok()) << target.status();
     PushReturnCode code = target->code;
     if (code == PushReturnCode::kSuccess && !target->duplicate) {
       EXPECT_EQ(::pwrite(target->fd.get(), block.data(), block.size(), target->offset),
                 static_cast<ssize_t>(block.size()));
-      code = merger.Commit(partition, push.map_index, static_cast<int64_t>(block.size()),
-                           target->fd.get());
+      code = *merger.Commit(partition, push.map_index, static_cast<int64_t>(block.size()),
+                            target->fd.get(), /*on_worker=*/true);
     }
-    partition.turn().Unlock();
     return code;
   }
 
@@ -152,7 +157,7 @@ TEST_F(PushMergerTest, AttemptsAndMergeIdsDecideAsInSpark) {
   EXPECT_TRUE(newer->reduce_ids.empty());
   EXPECT_FALSE(Exists(File(2, 2, 0, "data")));
   // Unknown applications.
-  EXPECT_EQ(merger->Admit({"app-none", 0, 3, 0, 0, 0, 0}).status().code(),
+  EXPECT_EQ(merger->Admit({"app-none", 0, 3, 0, 0, 0, 0}, true).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -161,14 +166,14 @@ TEST_F(PushMergerTest, AttemptsAndMergeIdsDecideAsInSpark) {
 TEST_F(PushMergerTest, AWriteThatLandsAfterFinalizeIsCut) {
   std::unique_ptr<PushMerger> merger = Merger();
   ASSERT_EQ(Append(*merger, Push(0, 0), "kept"), PushReturnCode::kSuccess);
-  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0));
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0), true);
   ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
   ASSERT_TRUE(admitted->partition->turn().TryLock());
-  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(*admitted->partition, 1, 6);
+  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(*admitted->partition, 1, 6, true);
   ASSERT_TRUE(target.ok());
   ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
   ASSERT_EQ(::pwrite(target->fd.get(), "latecomer", 9, target->offset), 9);
-  EXPECT_EQ(merger->Commit(*admitted->partition, 1, 9, target->fd.get()),
+  EXPECT_EQ(merger->Commit(*admitted->partition, 1, 9, target->fd.get(), true),
             PushReturnCode::kTooLateBlockPush);
   admitted->partition->turn().Unlock();
   EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "data")), "kept");
@@ -189,7 +194,7 @@ TEST_F(PushMergerTest, RemoveAndTheApplicationsEndDeleteTheFiles) {
   merger->ApplicationEnded(kApp);
   EXPECT_FALSE(Exists(File(1, 0, 1, "data")));
   EXPECT_EQ(merger->open_partitions(), 0u);
-  EXPECT_EQ(merger->Admit(Push(0, 0)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(merger->Admit(Push(0, 0), true).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
@@ -200,16 +205,16 @@ TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
   ASSERT_EQ(Append(*merger, Push(0, 0), "12345"), PushReturnCode::kSuccess);
   ASSERT_EQ(Append(*merger, Push(0, 1), "12345"), PushReturnCode::kSuccess);
   // A third partition: past the open files' bound.
-  EXPECT_EQ(merger->Admit(Push(0, 2)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(merger->Admit(Push(0, 2), true).status().code(), absl::StatusCode::kResourceExhausted);
   // A block that would take the application past its bytes.
-  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0));
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0), true);
   ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
   ASSERT_TRUE(admitted->partition->turn().TryLock());
-  EXPECT_EQ(merger->TargetOf(*admitted->partition, 1, 5).status().code(),
+  EXPECT_EQ(merger->TargetOf(*admitted->partition, 1, 5, true).status().code(),
             absl::StatusCode::kResourceExhausted);
   admitted->partition->turn().Unlock();
   EXPECT_EQ(Append(*merger, Push(1, 0), "12"), PushReturnCode::kSuccess);  // within it
-  EXPECT_EQ(merger->Admit(Push(2, 0)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(merger->Admit(Push(2, 0), true).status().code(), absl::StatusCode::kResourceExhausted);
   // Removing the merge frees both.
   ASSERT_TRUE(merger->Remove({kApp, 1, 3, -1}).ok());
   EXPECT_EQ(merger->open_partitions(), 0u);
@@ -226,7 +231,7 @@ TEST_F(PushMergerTest, WaitingBlocksAreBoundedInMemoryAndOnDisk) {
   options.max_deferred_disk = 1500;
   options.max_deferred_disk_per_client = 1000;
   std::unique_ptr<PushMerger> merger = Merger(options);
-  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(0, 0));
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(0, 0), true);
   ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr);
   absl::StatusOr<PushMerger::Deferral> a = merger->DeferInMemory("a", 100);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -254,6 +259,53 @@ TEST_F(PushMergerTest, WaitingBlocksAreBoundedInMemoryAndOnDisk) {
   on_disk = absl::UnavailableError("given back");
   EXPECT_TRUE(merger->DeferInMemory("a", 100).ok());
   EXPECT_TRUE(merger->DeferOnDisk(*admitted->partition, "a", 1000).ok());
+}
+
+// On a connection's thread (on_worker false) nothing writes: making a partition's files,
+// deleting an older merge and a commit that closes a chunk are left to a worker, with
+// nothing done meanwhile; a commit within a chunk is done in place.
+TEST_F(PushMergerTest, OnAConnectionsThreadNothingIsWritten) {
+  std::unique_ptr<PushMerger> merger = Merger();  // chunks of 8 bytes
+  absl::StatusOr<PushMerger::Admission> fresh = merger->Admit(Push(0, 0), /*on_worker=*/false);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(fresh->needs_worker);
+  EXPECT_EQ(fresh->partition, nullptr);
+  EXPECT_EQ(merger->open_partitions(), 0u);
+  EXPECT_FALSE(Exists(File(1, 0, 0, "data")));
+  ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
+
+  const auto append = [&](int32_t map, const std::string& block) {
+    absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(map, 0), false);
+    EXPECT_TRUE(admitted.ok() && !admitted->needs_worker && admitted->partition != nullptr);
+    EXPECT_TRUE(admitted->partition->turn().TryLock());
+    PushMerger::Turn turn(admitted->partition);
+    absl::StatusOr<PushMerger::Target> target = merger->TargetOf(
+        *admitted->partition, map, static_cast<int64_t>(block.size()), /*on_worker=*/false);
+    EXPECT_TRUE(target.ok() && !target->needs_worker);
+    EXPECT_EQ(::pwrite(target->fd.get(), block.data(), block.size(), target->offset),
+              static_cast<ssize_t>(block.size()));
+    std::optional<PushReturnCode> in_place =
+        merger->Commit(*admitted->partition, map, static_cast<int64_t>(block.size()),
+                       target->fd.get(), /*on_worker=*/false);
+    if (in_place.has_value()) return *in_place;
+    // The chunk closes: nothing was recorded, and the worker records it.
+    EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "index")).size(), 8u);
+    return *merger->Commit(*admitted->partition, map, static_cast<int64_t>(block.size()),
+                           target->fd.get(), /*on_worker=*/true);
+  };
+  EXPECT_EQ(append(1, "bcd"), PushReturnCode::kSuccess);  // 4 bytes: within the chunk
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "index")).size(), 8u);
+  EXPECT_EQ(append(2, "efgh"), PushReturnCode::kSuccess);  // 8: the chunk closes
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "index")).size(), 16u);
+
+  // A newer merge id deletes the older merge's files: on a worker.
+  absl::StatusOr<PushMerger::Admission> newer = merger->Admit(Push(0, 0, 1), false);
+  ASSERT_TRUE(newer.ok());
+  EXPECT_TRUE(newer->needs_worker);
+  EXPECT_TRUE(Exists(File(1, 0, 0, "data")));
+  ASSERT_EQ(Append(*merger, Push(0, 0, 1), "z"), PushReturnCode::kSuccess);
+  EXPECT_FALSE(Exists(File(1, 0, 0, "data")));
+  EXPECT_EQ(merger->open_partitions(), 1u);
 }
 
 // The finalized merges a state file keeps: written at each finalize and removal, read
