@@ -240,7 +240,8 @@ bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int 
     return absl::OkStatus();
   };
   absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
-  if (layer_ == nullptr && control_.pipes != nullptr && bytes > end_ - begin_) {
+  if (layer_ == nullptr && options_.mode == DataPlaneMode::kSplice && control_.pipes != nullptr &&
+      bytes > end_ - begin_) {
     pipe = control_.pipes->Take(deadline);
   }
   if (!pipe.ok()) return ReceiveBody(bytes, deadline, write, sink_status);
@@ -300,7 +301,9 @@ absl::Status ConnectionCore::CopyFile(int in_fd, int64_t in_offset, int out_fd, 
     return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO, what);
   };
   absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
-  if (control_.pipes != nullptr) pipe = control_.pipes->Take(deadline);
+  if (options_.mode == DataPlaneMode::kSplice && control_.pipes != nullptr) {
+    pipe = control_.pipes->Take(deadline);
+  }
   if (!pipe.ok()) {
     constexpr size_t kPiece = size_t{64} << 10;
     const std::unique_ptr<char[]> buffer(new char[kPiece]);

@@ -102,14 +102,15 @@ class ConnectionCore {
   // The same into the file `fd` at `offset`, zero copy where it can be: what arrived
   // with the frame is written, the rest goes socket -> pipe -> file by splice (a pipe of
   // the thread's pool; the file leg on io_uring, so the thread never waits on a disk).
-  // Through a security layer, or with no pipe to be had, the bytes are read and written.
+  // Through a security layer, in copy mode, or with no pipe to be had, the bytes are
+  // read and written.
   // A write error is in *sink_status (the rest is read and dropped).
   bool ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
                          absl::Status* sink_status);
   // Moves `bytes` of the file `in_fd` at `in_offset` into the file `out_fd` at
   // `out_offset`: file -> pipe -> file by splice on io_uring (a pipe of the thread's
-  // pool), or read and written where no pipe is to be had. An error names neither file:
-  // the caller does.
+  // pool), or, in copy mode or where no pipe is to be had, read and written. An error names neither
+  // file: the caller does.
   absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
                         uint64_t bytes, absl::Time deadline);
 

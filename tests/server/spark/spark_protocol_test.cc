@@ -73,6 +73,7 @@ class SparkProtocolTest : public ::testing::Test {
              absl::Duration first_request_timeout = absl::Seconds(10)) {
     FerryServerOptions options = testing::TestServerOptions(data_dir_.path(), {});
     options.connection.first_request_timeout = first_request_timeout;
+    options.connection.mode = mode_;
     options.spark.address = "127.0.0.1:0";
     options.spark.executors.dir_roots = {roots_.path()};
     options.spark.service = spark;
@@ -143,6 +144,7 @@ class SparkProtocolTest : public ::testing::Test {
   PushMerger::Options push_;
   std::string state_dir_;               // none when empty
   uint64_t request_buffer_budget_ = 0;  // the server's default when 0
+  DataPlaneMode mode_ = DataPlaneMode::kSplice;
   std::vector<std::string> local_dirs_;
   std::unique_ptr<FerryServer> server_;
 };
@@ -1283,6 +1285,33 @@ TEST_F(SparkPushTest, ABlockPastTheMemoryBoundWaitsOnDisk) {
                 }).ok());
   }
   EXPECT_EQ(names.size(), 3) << absl::StrJoin(names, " ");
+}
+
+// In copy mode (--mode=copy) a pushed body is read and written, and a block that waited
+// on disk is read back and written: the same merged bytes.
+TEST_F(SparkPushTest, InCopyModeBlocksAreReadAndWritten) {
+  mode_ = DataPlaneMode::kCopy;
+  push_.max_deferred_memory_per_client = 0;  // a waiting block waits on disk
+  Start();
+  SparkClient first(server_->spark_port());
+  SparkClient second(server_->spark_port());
+  ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  std::string a(300000, 'a');
+  for (size_t i = 0; i < a.size(); i += 1000) a[i] = static_cast<char>('0' + i / 1000 % 10);
+  const std::string b(150000, 'b');
+  SendPush(first, {kApp, 1, 3, 0, 0, 0, 0}, static_cast<int64_t>(a.size()), a.substr(0, 100000));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 100000; }));
+  SendPush(second, {kApp, 1, 3, 0, 1, 0, 0}, static_cast<int64_t>(b.size()), b);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_deferred_bytes", "where",
+                              "disk") == static_cast<double>(b.size());
+  }));
+  first.Send(a.substr(100000));
+  EXPECT_EQ(NextCode(first), sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(NextCode(second), sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(first.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_TRUE(testing::ReadTextFile(MergedFile(0, "data")) == a + b);
 }
 
 // A push that stops halfway holds its partition no longer than --spark-push-timeout:
