@@ -33,6 +33,11 @@ struct MergeDirInfo {
 // (Spark would resolve "../x" outside the executor's dirs; Ferry refuses it).
 absl::StatusOr<std::optional<MergeDirInfo>> ParseMergeDirInfo(absl::string_view shuffle_manager);
 
+// The executor id a reducer asks GetLocalDirsForExecutors for to learn the merge dirs of
+// its application (ExternalBlockHandler's SHUFFLE_MERGER_IDENTIFIER): it reads merged
+// partitions of a merger on its own host from the disk, as host-local map outputs.
+inline constexpr char kShuffleMergerExecId[] = "shuffle-push-merger";
+
 // shuffleMerged_<appId>_<shuffleId>_<shuffleMergeId>_<reduceId>.<suffix>
 std::string MergedFileName(absl::string_view app_id, int32_t shuffle_id, int32_t shuffle_merge_id,
                            int32_t reduce_id, absl::string_view suffix);

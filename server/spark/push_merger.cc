@@ -640,6 +640,17 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
   return files;
 }
 
+absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> PushMerger::MergeDirs(
+    const std::string& app_id) const {
+  absl::MutexLock lock(&mu_);
+  auto app = apps_.find(app_id);
+  if (app == apps_.end() || app->second.merge_dirs == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("application ", app_id, " is not registered with push-based shuffle here"));
+  }
+  return app->second.merge_dirs;
+}
+
 uint64_t PushMerger::open_partitions() const {
   absl::MutexLock lock(&mu_);
   return open_partitions_;

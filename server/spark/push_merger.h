@@ -194,6 +194,10 @@ class PushMerger {
   void ApplicationEnded(const std::string& app_id);
 
   uint64_t open_partitions() const;
+  // The application's current attempt's merge dirs (GetLocalDirsForExecutors of
+  // spark::kShuffleMergerExecId); NOT_FOUND for an application without any here.
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> MergeDirs(
+      const std::string& app_id) const;
 
   // A block that waits for its partition's turn (found taken): `bytes` from `client`
   // held in memory, or (`spill` valid) in an unnamed file (O_TMPFILE) in the partition's

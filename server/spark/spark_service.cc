@@ -463,10 +463,19 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
   size_t reply_bytes = 0;
   for (const std::string& exec_id : request.exec_ids) {
     if (!seen.insert(exec_id).second) continue;
-    FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
-                           executors_->FindDirs(request.app_id, exec_id));
+    // Push-based shuffle's merge dirs, for a reducer on this host that reads merged
+    // partitions from the disk.
+    absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs =
+        exec_id != spark::kShuffleMergerExecId ? executors_->FindDirs(request.app_id, exec_id)
+        : push_ != nullptr
+            ? push_->MergeDirs(request.app_id)
+            : absl::NotFoundError(absl::StrCat("push-based shuffle is not served here "
+                                               "(ferry_server --spark-push-merge): no merge "
+                                               "dirs of app ",
+                                               request.app_id.substr(0, 130)));
+    if (!dirs.ok()) return dirs.status();
     reply_bytes += 8 + exec_id.size();
-    for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
       reply_bytes += 4 + dir.path.size();
     }
     if (reply_bytes > options_.max_local_dirs_reply_bytes) {
@@ -476,8 +485,8 @@ absl::StatusOr<std::string> SparkShuffleService::LocalDirs(
           options_.max_local_dirs_reply_bytes, " bytes; ask for fewer at a time"));
     }
     exec_ids.push_back(exec_id);
-    counts.push_back(static_cast<int32_t>(dirs->local_dirs.size()));
-    for (const spark::ExecutorDirs::LocalDir& dir : dirs->local_dirs) {
+    counts.push_back(static_cast<int32_t>((*dirs)->local_dirs.size()));
+    for (const spark::ExecutorDirs::LocalDir& dir : (*dirs)->local_dirs) {
       all_dirs.push_back(dir.path);
     }
   }

@@ -1314,6 +1314,27 @@ TEST_F(SparkPushTest, InCopyModeBlocksAreReadAndWritten) {
   EXPECT_TRUE(testing::ReadTextFile(MergedFile(0, "data")) == a + b);
 }
 
+// A reducer on the merger's host reads merged partitions from the disk: it asks for the
+// merge dirs as the local dirs of executor "shuffle-push-merger", as of Spark's service.
+TEST_F(SparkPushTest, TheMergeDirsAreTheLocalDirsOfTheShufflePushMerger) {
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  const std::string merge = absl::StrCat(roots_.path(), "/merge_manager_1");
+  const Reply dirs =
+      client.Call(sw::EncodeGetLocalDirsForExecutors({kApp, {sw::kShuffleMergerExecId, kExec}}));
+  ASSERT_EQ(dirs.type, sw::MessageType::kRpcResponse) << dirs.text;
+  std::vector<std::string> all = {merge, merge};
+  all.insert(all.end(), local_dirs_.begin(), local_dirs_.end());
+  EXPECT_EQ(dirs.body,
+            sw::EncodeLocalDirsForExecutors({sw::kShuffleMergerExecId, kExec}, {2, 2}, all));
+  const Reply other =
+      client.Call(sw::EncodeGetLocalDirsForExecutors({"app-2", {sw::kShuffleMergerExecId}}));
+  EXPECT_EQ(other.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(other.text.find("not registered with push-based shuffle"), std::string::npos)
+      << other.text;
+}
+
 // A push that stops halfway holds its partition no longer than --spark-push-timeout:
 // its connection is closed, its bytes are not merged, and the push waiting behind it
 // merges.
