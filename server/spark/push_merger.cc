@@ -31,6 +31,11 @@ namespace {
 using spark::PushReturnCode;
 
 constexpr const char* kSuffixes[] = {"data", "index", "meta"};
+// As Spark's resolver makes them (0666 less the usual umask): the executors of the
+// application, whose user need not be ferry_server's or in its group, read a merger's
+// merged files on their own host from the disk. The application's dirs (0710 and less
+// on YARN) keep others out.
+constexpr mode_t kMergedFileMode = 0644;
 // A finalized merge is a line of under 200 bytes; far more than any node holds.
 constexpr size_t kMaxStateFileBytes = size_t{16} << 20;
 
@@ -192,7 +197,7 @@ absl::Status PushMerger::CreateFiles(Partition& partition) {
   for (int i = 0; i < 3 && status.ok(); ++i) {
     const ShuffleFileLocation at = partition.Locate(kSuffixes[i]);
     *fds[i] = OpenBeneath(at.dir_fd, at.relative,
-                          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+                          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kMergedFileMode);
     if (!fds[i]->valid() || ::fstat(fds[i]->get(), &made[i]) != 0) {
       status = absl::ErrnoToStatus(errno, absl::StrCat("create ", at.display));
     }

@@ -20,6 +20,9 @@ ferry_server. Jobs:
   hold=DIR
         the checked shuffle, then a wait while the test acts on its map outputs, and
         the shuffle read again (see hold_jobs)
+  push-read
+        what Spark's reducers read of push-based shuffle's merges in the jobs before it:
+        the sums over every stage of its REST API's push-read metrics (needs the UI)
 """
 import glob
 import json
@@ -27,6 +30,7 @@ import operator
 import os
 import sys
 import time
+import urllib.request
 
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
@@ -239,9 +243,26 @@ def hold_jobs(spark, directory):
     result("read-again", **summary(shuffled.collect()))
 
 
+PUSH_READ_METRICS = [
+    "shuffleMergedFetchFallbackCount", "shuffleMergedRemoteBlocksFetched",
+    "shuffleMergedLocalBlocksFetched", "shuffleMergedRemoteChunksFetched",
+    "shuffleMergedLocalChunksFetched", "shuffleMergedRemoteBytesRead",
+    "shuffleMergedLocalBytesRead", "shuffleCorruptMergedBlockChunks"]
+
+
+def push_read_jobs(spark):
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    with urllib.request.urlopen(url, timeout=60) as reply:
+        stages = json.load(reply)
+    result("push-read", stages=len(stages),
+           **{name: sum(stage.get(name, 0) for stage in stages) for name in PUSH_READ_METRICS})
+
+
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs,
+            "push-read": push_read_jobs}
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")
         if name == "lifecycle":

@@ -253,6 +253,57 @@ TEST_P(YarnTest, JobsShuffleThroughFerryUnderDynamicAllocationAndItForgetsTheEnd
   ExpectForgotten(ferry.app);
 }
 
+// Push-based shuffle (spark.shuffle.push.enabled, which Spark runs only on YARN): the map
+// tasks push their blocks to ferry_server, the node's merger (one host: the mergers'
+// thresholds are lowered to one), the driver finalizes, and the reducers read the merged
+// partitions: from the disk (the merger is on their host; its merge dirs are the local
+// dirs of "shuffle-push-merger"), as Spark's push-read metrics say, with no fallback to
+// the unmerged blocks. The answers are checked against the same sums computed without
+// Spark; once the application ends its merged files are gone.
+TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
+  options_.spark.push.enabled = true;
+  StartFerry();
+  std::map<std::string, std::string> conf = Conf();
+  conf["spark.shuffle.service.enabled"] = "true";
+  conf["spark.shuffle.service.port"] = absl::StrCat(server_->spark_port());
+  conf["spark.shuffle.push.enabled"] = "true";
+  conf["spark.shuffle.push.mergersMinStaticThreshold"] = "1";
+  conf["spark.shuffle.push.mergersMinThresholdRatio"] = "0.01";
+  // Wait for the pushes before finalizing, however small the shuffle.
+  conf["spark.shuffle.push.minShuffleSizeToWait"] = "0";
+  // A serializer whose records can be moved: the shuffles of the RDD job are pushed too.
+  conf["spark.serializer"] = "org.apache.spark.serializer.KryoSerializer";
+  conf["spark.ui.enabled"] = "true";
+  conf["spark.ui.port"] = "0";
+  const Ran pushed = Run("push-based shuffle", conf, {"checked", "sql", "push-read"});
+  const std::map<std::string, std::string> by_job = ByJob(pushed.results);
+  ExpectSameSums(by_job, "shuffled", "expected");
+  ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(pushed.results, "\n");
+  const std::string& read = by_job.at("push-read");
+  std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
+  const auto metric = [&](const char* name) {
+    int64_t value = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
+    return value;
+  };
+  EXPECT_GT(metric("shuffleMergedLocalChunksFetched") + metric("shuffleMergedRemoteChunksFetched"),
+            0)
+      << read;
+  EXPECT_GT(metric("shuffleMergedLocalBytesRead") + metric("shuffleMergedRemoteBytesRead"), 0)
+      << read;
+  EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+  EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  const double merged =
+      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
+  std::printf("ferry_server merged %.0f pushed blocks\n", merged);
+  EXPECT_GT(merged, 0);
+  ExpectForgotten(pushed.app);
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
+  }));
+}
+
 // A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
 // its registered local dirs), as a block of its first reduce partition; nullopt if none.
 std::optional<std::pair<std::string, spark::ShuffleBlockId>> AMapOutputOf(
