@@ -258,12 +258,16 @@ TEST_P(YarnTest, JobsShuffleThroughFerryUnderDynamicAllocationAndItForgetsTheEnd
 // thresholds are lowered to one), the driver finalizes, and the reducers read the merged
 // partitions: from the disk (the merger is on their host; its merge dirs are the local
 // dirs of "shuffle-push-merger"), as Spark's push-read metrics say, with no fallback to
-// the unmerged blocks. The answers are checked against the same sums computed without
-// Spark; once the application ends its merged files are gone.
+// the unmerged blocks. With spark.authenticate, YARN's secret for the application: its
+// pushes, finalizes and merged reads are all authenticated. The answers are checked
+// against the same sums computed without Spark; once the application ends its merged
+// files are gone.
 TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
   options_.spark.push.enabled = true;
+  options_.spark.auth.yarn = true;
   StartFerry();
   std::map<std::string, std::string> conf = Conf();
+  conf["spark.authenticate"] = "true";
   conf["spark.shuffle.service.enabled"] = "true";
   conf["spark.shuffle.service.port"] = absl::StrCat(server_->spark_port());
   conf["spark.shuffle.push.enabled"] = "true";
@@ -296,8 +300,12 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
   const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
   const double merged =
       testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
-  std::printf("ferry_server merged %.0f pushed blocks\n", merged);
+  const double authenticated =
+      testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome", "authenticated");
+  std::printf("ferry_server merged %.0f pushed blocks, authenticated %.0f connections\n", merged,
+              authenticated);
   EXPECT_GT(merged, 0);
+  EXPECT_GT(authenticated, 0);
   ExpectForgotten(pushed.app);
   EXPECT_TRUE(testing::WaitFor([&] {
     return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
