@@ -20,9 +20,10 @@ ferry_server. Jobs:
   hold=DIR
         the checked shuffle, then a wait while the test acts on its map outputs, and
         the shuffle read again (see hold_jobs)
-  push-read
-        what Spark's reducers read of push-based shuffle's merges in the jobs before it:
-        the sums over every stage of its REST API's push-read metrics (needs the UI)
+  push-read=DIR
+        what Spark's reducers read of push-based shuffle's merges in the application:
+        the sums over its tasks of Spark's push-read metrics, from its event log in DIR
+        (spark.eventLog.dir), read once the application has stopped
 """
 import glob
 import json
@@ -30,7 +31,6 @@ import operator
 import os
 import sys
 import time
-import urllib.request
 
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
@@ -243,35 +243,58 @@ def hold_jobs(spark, directory):
     result("read-again", **summary(shuffled.collect()))
 
 
-PUSH_READ_METRICS = [
-    "shuffleMergedFetchFallbackCount", "shuffleMergedRemoteBlocksFetched",
-    "shuffleMergedLocalBlocksFetched", "shuffleMergedRemoteChunksFetched",
-    "shuffleMergedLocalChunksFetched", "shuffleMergedRemoteBytesRead",
-    "shuffleMergedLocalBytesRead", "shuffleCorruptMergedBlockChunks"]
+# The event log's names of the push-read metrics (under a task's "Shuffle Read Metrics",
+# "Push Based Shuffle"), and the names the REST API gives them.
+PUSH_READ_METRICS = {
+    "Merged Fetch Fallback Count": "shuffleMergedFetchFallbackCount",
+    "Merged Remote Blocks Fetched": "shuffleMergedRemoteBlocksFetched",
+    "Merged Local Blocks Fetched": "shuffleMergedLocalBlocksFetched",
+    "Merged Remote Chunks Fetched": "shuffleMergedRemoteChunksFetched",
+    "Merged Local Chunks Fetched": "shuffleMergedLocalChunksFetched",
+    "Merged Remote Bytes Read": "shuffleMergedRemoteBytesRead",
+    "Merged Local Bytes Read": "shuffleMergedLocalBytesRead",
+    "Corrupt Merged Block Chunks": "shuffleCorruptMergedBlockChunks"}
 
 
-def push_read_jobs(spark):
-    sc = spark.sparkContext
-    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
-    with urllib.request.urlopen(url, timeout=60) as reply:
-        stages = json.load(reply)
-    result("push-read", stages=len(stages),
-           **{name: sum(stage.get(name, 0) for stage in stages) for name in PUSH_READ_METRICS})
+def push_read(directory, app_id):
+    """The sums of the push-read metrics of every task in the application's event log."""
+    sums = dict.fromkeys(PUSH_READ_METRICS.values(), 0)
+    tasks = 0
+    paths = [os.path.join(d, f) for d, _, files in os.walk(directory) for f in files
+             if app_id in f]
+    for path in paths:
+        with open(path) as log:
+            for line in log:
+                event = json.loads(line)
+                if event.get("Event") != "SparkListenerTaskEnd":
+                    continue
+                tasks += 1
+                push = (event.get("Task Metrics", {}).get("Shuffle Read Metrics", {})
+                        .get("Push Based Shuffle", {}))
+                for name, key in PUSH_READ_METRICS.items():
+                    sums[key] += push.get(name, 0)
+    result("push-read", tasks=tasks, **sums)
 
 
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs,
-            "push-read": push_read_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
+    event_log = None
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")
         if name == "lifecycle":
             lifecycle_jobs(spark, value)
         elif name == "hold":
             hold_jobs(spark, value)
+        elif name == "push-read":
+            event_log = value
         else:
             jobs[name](spark)
+    app_id = spark.sparkContext.applicationId
     spark.stop()
+    # The event log is whole once the application has stopped.
+    if event_log is not None:
+        push_read(event_log.removeprefix("file://"), app_id)
 
 
 if __name__ == "__main__":

@@ -257,11 +257,10 @@ TEST_P(YarnTest, JobsShuffleThroughFerryUnderDynamicAllocationAndItForgetsTheEnd
 // tasks push their blocks to ferry_server, the node's merger (one host: the mergers'
 // thresholds are lowered to one), the driver finalizes, and the reducers read the merged
 // partitions: from the disk (the merger is on their host; its merge dirs are the local
-// dirs of "shuffle-push-merger"), as Spark's push-read metrics say, with no fallback to
-// the unmerged blocks. With spark.authenticate, YARN's secret for the application: its
-// pushes, finalizes and merged reads are all authenticated. The answers are checked
-// against the same sums computed without Spark; once the application ends its merged
-// files are gone.
+// dirs of "shuffle-push-merger"), as Spark's push-read metrics (its event log) say, with
+// no fallback to the unmerged blocks. With spark.authenticate, YARN's secret for the application:
+// its pushes, finalizes and merged reads are all authenticated. The answers are checked against the
+// same sums computed without Spark; once the application ends its merged files are gone.
 TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
   options_.spark.push.enabled = true;
   options_.spark.auth.yarn = true;
@@ -277,9 +276,15 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
   conf["spark.shuffle.push.minShuffleSizeToWait"] = "0";
   // A serializer whose records can be moved: the shuffles of the RDD job are pushed too.
   conf["spark.serializer"] = "org.apache.spark.serializer.KryoSerializer";
-  conf["spark.ui.enabled"] = "true";
-  conf["spark.ui.port"] = "0";
-  const Ran pushed = Run("push-based shuffle", conf, {"checked", "sql", "push-read"});
+  // Its push-read metrics, from its event log.
+  TempDir event_log;
+  conf["spark.eventLog.enabled"] = "true";
+  conf["spark.eventLog.dir"] = "file://" + event_log.path();
+  // One plain file, not Spark 4's defaults (zstd, rolled over in a dir of files).
+  conf["spark.eventLog.compress"] = "false";
+  conf["spark.eventLog.rolling.enabled"] = "false";
+  const Ran pushed =
+      Run("push-based shuffle", conf, {"checked", "sql", "push-read=" + event_log.path()});
   const std::map<std::string, std::string> by_job = ByJob(pushed.results);
   ExpectSameSums(by_job, "shuffled", "expected");
   ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(pushed.results, "\n");
@@ -290,6 +295,7 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
     EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
     return value;
   };
+  EXPECT_GT(metric("tasks"), 0) << "no task in the event log in " << event_log.path();
   EXPECT_GT(metric("shuffleMergedLocalChunksFetched") + metric("shuffleMergedRemoteChunksFetched"),
             0)
       << read;
