@@ -107,14 +107,34 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
     if (!defaults.flush()) return absl::InternalError("cannot write spark-defaults.conf");
   }
   const std::string spark_class = options.spark.home + "/bin/spark-class";
-  const uint16_t master_port = FreeLoopbackPort();
-  cluster->master_ui_port_ = FreeLoopbackPort();
-  cluster->master_url_ = absl::StrCat("spark://", options.host, ":", master_port);
-  absl::StatusOr<pid_t> master = cluster->groups_.Launch(
-      {spark_class, "org.apache.spark.deploy.master.Master", "--host", options.host, "--port",
-       absl::StrCat(master_port), "--webui-port", absl::StrCat(cluster->master_ui_port_)},
-      cluster->DaemonEnv(), options.work_dir + "/master.log");
+  // The master binds ports of its choosing and names them in its log: a port picked free
+  // here could be taken by another process (another test's JVM) before the master binds
+  // it, and the master would then move to the next one.
+  const std::string master_log = options.work_dir + "/master.log";
+  absl::StatusOr<pid_t> master =
+      cluster->groups_.Launch({spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                               options.host, "--port", "0", "--webui-port", "0"},
+                              cluster->DaemonEnv(), master_log);
   if (!master.ok()) return master.status();
+  if (!WaitFor(
+          [&] {
+            const std::string log = ReadTextFile(master_log);
+            const std::string port = PortAfter(log, "Starting Spark master at spark://");
+            if (port.empty()) return false;
+            cluster->master_url_ = absl::StrCat("spark://", options.host, ":", port);
+            uint32_t ui = 0;
+            if (!absl::SimpleAtoi(PortAfter(log, "and started at http://"), &ui) || ui == 0 ||
+                ui > 65535) {
+              return false;
+            }
+            cluster->master_ui_port_ = static_cast<uint16_t>(ui);
+            return true;
+          },
+          absl::Seconds(120))) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Spark ", options.spark.version,
+        ": its master named no ports in 2m: ", ReadTextFile(master_log).substr(0, 4000)));
+  }
   for (int i = 0; i < options.workers; ++i) {
     const std::string local = absl::StrCat(options.local_dir_root, "/worker", i);
     const std::string work = absl::StrCat(options.work_dir, "/work", i);
@@ -142,6 +162,16 @@ absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options&
   }
   if (absl::Status up = cluster->WaitForWorkers(absl::Seconds(120)); !up.ok()) return up;
   return cluster;
+}
+
+std::string SparkCluster::PortAfter(const std::string& log, absl::string_view prefix) {
+  const size_t at = log.find(prefix.data(), 0, prefix.size());
+  if (at == std::string::npos) return "";
+  const size_t end = log.find_first_not_of(
+      "0123456789.:abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKLMNOPQRSTUVWXYZ", at + prefix.size());
+  const std::string address = log.substr(at + prefix.size(), end - at - prefix.size());
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? "" : address.substr(colon + 1);
 }
 
 absl::Status SparkCluster::WaitForWorkers(absl::Duration timeout) const {

@@ -107,6 +107,8 @@ class SparkCluster {
 
   const Options options_;
   std::string conf_dir_;
+  // The port in the first `prefix` + "host:port" of `log`; empty if none.
+  static std::string PortAfter(const std::string& log, absl::string_view prefix);
   std::string master_url_;
   uint16_t master_ui_port_ = 0;
   ProcessGroups groups_;         // every process started, killed at the end
