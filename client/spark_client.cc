@@ -330,15 +330,8 @@ class SparkConnection {
     FERRY_RETURN_IF_ERROR(SendBytes(
         sw::EncodeMergedBlockMetaRequest({id, app_id, p.shuffle_id, p.merge_id, p.reduce_id}),
         what));
-    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(what, /*whole=*/false));
-    FERRY_RETURN_IF_ERROR(ReadRest(frame, frame.length - 1, what, kMaxMergedMetaBytes));
-    absl::StatusOr<sw::ServerMessage> reply = sw::DecodeServerFrame(frame.bytes, kMaxReplyBytes);
-    if (!reply.ok()) return Protocol(what, reply.status().message());
-    if (auto* failure = std::get_if<sw::RpcFailure>(&*reply)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": shuffle service ", address_, " says: ", failure->error));
-    }
-    auto* meta = std::get_if<sw::MergedBlockMetaSuccess>(&*reply);
+    FERRY_ASSIGN_OR_RETURN(sw::ServerMessage reply, ReadMessage(what, kMaxMergedMetaBytes));
+    auto* meta = std::get_if<sw::MergedBlockMetaSuccess>(&reply);
     if (meta == nullptr || meta->request_id != id) {
       return Protocol(what, "a reply that is not the request's MergedBlockMetaSuccess");
     }
@@ -426,16 +419,25 @@ class SparkConnection {
     return stream->stream_id;
   }
 
-  // The next frame as an RPC's reply body (of request `id`, when given).
-  absl::StatusOr<std::string> ReadReply(std::optional<int64_t> id, absl::string_view what) {
+  // The next frame, whole (at most `max_bytes`), decoded; the service's RpcFailure as an
+  // error.
+  absl::StatusOr<sw::ServerMessage> ReadMessage(absl::string_view what,
+                                                uint64_t max_bytes = kMaxReplyBytes) {
     FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(what));
+    FERRY_RETURN_IF_ERROR(ReadRest(frame, frame.length - 1, what, max_bytes));
     absl::StatusOr<sw::ServerMessage> reply = sw::DecodeServerFrame(frame.bytes, kMaxReplyBytes);
     if (!reply.ok()) return Protocol(what, reply.status().message());
     if (auto* failure = std::get_if<sw::RpcFailure>(&*reply)) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": shuffle service ", address_, " says: ", failure->error));
     }
-    auto* response = std::get_if<sw::RpcResponse>(&*reply);
+    return *std::move(reply);
+  }
+
+  // The next frame as an RPC's reply body (of request `id`, when given).
+  absl::StatusOr<std::string> ReadReply(std::optional<int64_t> id, absl::string_view what) {
+    FERRY_ASSIGN_OR_RETURN(sw::ServerMessage reply, ReadMessage(what));
+    auto* response = std::get_if<sw::RpcResponse>(&reply);
     if (response == nullptr || (id.has_value() && response->request_id != *id)) {
       return Protocol(what, "a reply that is not the RPC's");
     }
@@ -499,8 +501,8 @@ class SparkConnection {
     return in_.has_value() ? &*in_ : nullptr;
   }
 
-  // Reads a frame's length and type; with `whole`, the rest of it too (bounded).
-  absl::StatusOr<Frame> ReadFrame(absl::string_view what, bool whole = true) {
+  // Reads a frame's length and type (ReadRest reads more of it).
+  absl::StatusOr<Frame> ReadFrame(absl::string_view what) {
     char prefix[kFramePrefixBytes];
     FERRY_RETURN_IF_ERROR(ReadExactly(prefix, sizeof(prefix), what));
     absl::StatusOr<uint64_t> length =
@@ -509,12 +511,10 @@ class SparkConnection {
     Frame frame;
     frame.bytes.assign(1, prefix[sw::kFrameLengthBytes]);
     frame.length = *length;
-    if (whole) FERRY_RETURN_IF_ERROR(ReadRest(frame, *length - 1, what));
     return frame;
   }
 
-  // Reads `n` more bytes of `frame` (bounded by `max`, kMaxReplyBytes unless said, and
-  // the frame).
+  // Reads `n` more bytes of `frame` (bounded by `max` and the frame).
   absl::Status ReadRest(Frame& frame, uint64_t n, absl::string_view what,
                         uint64_t max = kMaxReplyBytes) {
     if (n > max || frame.bytes.size() + n > frame.length) {
@@ -528,7 +528,7 @@ class SparkConnection {
   // Reads chunk `chunk` of the stream into the sink as block `block`: its size.
   absl::StatusOr<uint64_t> ReceiveChunk(int64_t stream_id, int32_t chunk, size_t block,
                                         const std::string& name, BlockSink& sink) {
-    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(name, /*whole=*/false));
+    FERRY_ASSIGN_OR_RETURN(Frame frame, ReadFrame(name));
     // A ChunkFetchSuccess's header only: its block goes to the sink. Any other frame
     // whole: a StreamResponse's block follows it.
     const bool in_frame =

@@ -44,6 +44,12 @@ std::string PushBlockName(const spark::PushBlockStream& p) {
                       p.reduce_id);
 }
 
+// NOT_FOUND for an application that registered no merge dirs here.
+absl::Status NotRegistered(absl::string_view app_id) {
+  return absl::NotFoundError(
+      absl::StrCat("application ", app_id, " is not registered with push-based shuffle here"));
+}
+
 // The directory of the file `at` names, opened beneath its root without following a
 // symlink, and the file's name in it.
 UniqueFd OpenDirOf(const ShuffleFileLocation& at, int flags, std::string* name, mode_t mode = 0) {
@@ -250,15 +256,8 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
     if (!made.ok()) {
       absl::MutexLock lock(&mu_);
       // Gone from the maps, unless the merge went first.
-      auto app = apps_.find(created->app_id);
-      if (app != apps_.end()) {
-        auto shuffle = app->second.shuffles.find(created->shuffle_id);
-        if (shuffle != app->second.shuffles.end()) {
-          auto it = shuffle->second.partitions.find(created->reduce_id);
-          if (it != shuffle->second.partitions.end() && it->second == created) {
-            shuffle->second.partitions.erase(it);
-          }
-        }
+      if (Shuffle* shuffle = HolderLocked(*created).second; shuffle != nullptr) {
+        shuffle->partitions.erase(created->reduce_id);
       }
       return made;  // the turn goes with the admission
     }
@@ -273,8 +272,7 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
   admission.block_id = PushBlockName(push);
   auto app_it = apps_.find(push.app_id);
   if (app_it == apps_.end()) {
-    return absl::NotFoundError(absl::StrCat("application ", push.app_id,
-                                            " is not registered with push-based shuffle here"));
+    return NotRegistered(push.app_id);
   }
   App& app = app_it->second;
   if (push.app_attempt_id != app.attempt_id) {
@@ -433,17 +431,26 @@ std::optional<PushReturnCode> PushMerger::Commit(Partition& partition, int32_t m
   if (code != PushReturnCode::kSuccess) return code;
   // The bytes count against the application while its merge holds the partition.
   absl::MutexLock lock(&mu_);
+  if (auto [app, shuffle] = HolderLocked(partition); shuffle != nullptr) {
+    app->bytes += static_cast<uint64_t>(length);
+    shuffle->bytes += static_cast<uint64_t>(length);
+  }
+  return code;
+}
+
+std::pair<PushMerger::App*, PushMerger::Shuffle*> PushMerger::HolderLocked(
+    const Partition& partition) {
   auto app = apps_.find(partition.app_id);
-  if (app == apps_.end()) return code;
+  if (app == apps_.end()) return {nullptr, nullptr};
   auto shuffle = app->second.shuffles.find(partition.shuffle_id);
   if (shuffle == app->second.shuffles.end() || shuffle->second.merge_id != partition.merge_id) {
-    return code;
+    return {nullptr, nullptr};
   }
   auto held = shuffle->second.partitions.find(partition.reduce_id);
-  if (held == shuffle->second.partitions.end() || held->second.get() != &partition) return code;
-  app->second.bytes += static_cast<uint64_t>(length);
-  shuffle->second.bytes += static_cast<uint64_t>(length);
-  return code;
+  if (held == shuffle->second.partitions.end() || held->second.get() != &partition) {
+    return {nullptr, nullptr};
+  }
+  return {&app->second, &shuffle->second};
 }
 
 absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
@@ -457,8 +464,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
     absl::MutexLock lock(&mu_);
     auto app_it = apps_.find(request.app_id);
     if (app_it == apps_.end()) {
-      return absl::NotFoundError(absl::StrCat("application ", request.app_id,
-                                              " is not registered with push-based shuffle here"));
+      return NotRegistered(request.app_id);
     }
     App& app = app_it->second;
     if (request.app_attempt_id != app.attempt_id) {
@@ -580,8 +586,7 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
     absl::MutexLock lock(&mu_);
     auto app = apps_.find(app_id);
     if (app == apps_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("application ", app_id, " is not registered with push-based shuffle here"));
+      return NotRegistered(app_id);
     }
     auto shuffle = app->second.shuffles.find(shuffle_id);
     if (shuffle != app->second.shuffles.end() && shuffle->second.merge_id > merge_id) {
@@ -650,8 +655,7 @@ absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> PushMerger::MergeDirs
   absl::MutexLock lock(&mu_);
   auto app = apps_.find(app_id);
   if (app == apps_.end() || app->second.merge_dirs == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("application ", app_id, " is not registered with push-based shuffle here"));
+    return NotRegistered(app_id);
   }
   return app->second.merge_dirs;
 }

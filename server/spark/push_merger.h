@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -274,6 +275,10 @@ class PushMerger {
     absl::flat_hash_map<int32_t, Shuffle> shuffles;
     uint64_t bytes = 0;
   };
+  // The application and shuffle whose merge holds `partition` still; nulls once it was
+  // finalized away, deleted or replaced.
+  std::pair<App*, Shuffle*> HolderLocked(const Partition& partition)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps, into *out, to be deleted.
   void Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

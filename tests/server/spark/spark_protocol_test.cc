@@ -1185,14 +1185,9 @@ TEST_F(SparkPushTest, APushToABusyPartitionWaitsItsTurnAndMerges) {
   SparkClient second(server_->spark_port());
   ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
   const std::string a(200000, 'a');
-  first.Send(sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}),
-                                          static_cast<int64_t>(a.size())) +
-             a.substr(0, 1000));
+  SendPush(first, {kApp, 1, 3, 0, 0, 0, 0}, static_cast<int64_t>(a.size()), a.substr(0, 1000));
   // The first holds the turn: its bytes go to the merged file as they come.
-  ASSERT_TRUE(testing::WaitFor([&] {
-    struct stat st {};
-    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 1000;
-  }));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 1000; }));
   second.Send(
       sw::EncodeUploadStreamHeader(8, sw::EncodePushBlockStream({kApp, 1, 3, 0, 1, 0, 0}), 2) +
       "bb");
@@ -1228,13 +1223,8 @@ TEST_F(SparkPushTest, ABlockPastTheMemoryBoundWaitsOnDisk) {
   SparkClient second(server_->spark_port());
   ASSERT_EQ(first.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
   const std::string a(5000, 'a');
-  first.Send(sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}),
-                                          static_cast<int64_t>(a.size())) +
-             a.substr(0, 1000));
-  ASSERT_TRUE(testing::WaitFor([&] {
-    struct stat st {};
-    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 1000;
-  }));
+  SendPush(first, {kApp, 1, 3, 0, 0, 0, 0}, static_cast<int64_t>(a.size()), a.substr(0, 1000));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 1000; }));
   // Past both bounds: a collision at once.
   EXPECT_EQ(Push(second, 1, 0, std::string(400000, 'x')).code,
             sw::PushReturnCode::kBlockAppendCollisionDetected);
@@ -1347,10 +1337,7 @@ TEST_F(SparkPushTest, AHalfSentPushCannotHoldItsPartition) {
   stalled.Send(
       sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 100000) +
       std::string(5000, 'x'));
-  ASSERT_TRUE(testing::WaitFor([&] {
-    struct stat st {};
-    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 5000;
-  }));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 5000; }));
   const sw::BlockPushReturnCode code = Push(waiting, 1, 0, "kept");
   EXPECT_EQ(code.code, sw::PushReturnCode::kSuccess);
   EXPECT_TRUE(stalled.Closed());
@@ -1477,10 +1464,7 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
   first.Send(
       sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 200) +
       std::string(100, 'a'));
-  ASSERT_TRUE(testing::WaitFor([&] {
-    struct stat st {};
-    return ::stat(MergedFile(0, "data").c_str(), &st) == 0 && st.st_size == 100;
-  }));
+  ASSERT_TRUE(testing::WaitFor([&] { return FileSize(MergedFile(0, "data")) == 100; }));
   EXPECT_EQ(Push(second, 1, 0, std::string(2000, 'b')).code,
             sw::PushReturnCode::kBlockAppendCollisionDetected);
   first.Send(std::string(100, 'a'));
