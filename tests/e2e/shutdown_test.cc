@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/raw_client.h"
 #include "tests/e2e/test_cluster.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -66,7 +67,7 @@ class ShutdownTest : public ::testing::Test {
     auto started = ServerProcess::Start(
         kServerBinary, data_dir_,
         {"--threads=2", absl::StrCat("--drain-timeout=", absl::FormatDuration(drain)),
-         "--log-level=" + log_level},
+         "--log-level=" + log_level, "--metrics-address=127.0.0.1:0"},
         log_);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
@@ -109,6 +110,13 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
     return ::ioctl(busy.get(), SIOCOUTQ, &unacked) == 0 && unacked == 0;
   })) << unacked
       << " bytes unacknowledged";
+  // The idle connection is the server's too (accepted, not only in its backlog, where the
+  // signal would reset it uncounted).
+  ASSERT_TRUE(testing::WaitFor([&] {
+    absl::StatusOr<double> open =
+        testing::ScrapeMetric(server_->metrics_port(), "ferry_connections_open");
+    return open.ok() && *open == 2;
+  }));
   const absl::Time signalled = absl::Now();
   ASSERT_EQ(::kill(server_->pid(), SIGTERM), 0);
 
