@@ -41,3 +41,18 @@ def machine():
                 cpu = line.split(":", 1)[1].strip()
                 break
     return f"{os.cpu_count()} x {cpu}, Linux {platform.release()}"
+
+
+def threads_cpu(pid, prefix):
+    """CPU seconds of the process's threads whose name begins with prefix (those alive)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                name, fields = f.read().split(" (", 1)[1].rsplit(")", 1)
+        except OSError:
+            continue  # the thread ended
+        if name.startswith(prefix):
+            fields = fields.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / HZ

@@ -11,8 +11,8 @@ Jobs, each its own job group, all in Spark SQL (the JVM does the work, not Pytho
           partitions, AQE's coalescing off: every reducer fetches SMALL_MAPS tiny blocks
 Prints one line per job, RESULT {"job": ..., "wall_s": ..., ...}, with what Spark's REST
 API (/api/v1/applications/<app>/stages) says of the job's stages: shuffle read bytes
-(remote and local), blocks, records, and the reducers' fetch wait, summed over every
-stage attempt; and "answer", what the job computed (the sort: the rows its reducers
+(remote and local), blocks, records, the reducers' fetch wait and push-based shuffle's
+merged reads, summed over every stage attempt; and "answer", what the job computed (the sort: the rows its reducers
 read), which must not depend on the shuffle service.
 """
 import json
@@ -41,7 +41,17 @@ def stage_metrics(spark, group):
                 remote_blocks=total("shuffleRemoteBlocksFetched"),
                 read_records=total("shuffleReadRecords"),
                 write_bytes=total("shuffleWriteBytes"),
-                executor_run_ms=total("executorRunTime"))
+                executor_run_ms=total("executorRunTime"),
+                # Push-based shuffle's reads: merged blocks and chunks, from the disk (the
+                # merger on the reducer's host) or the network, and the fallbacks to the
+                # unmerged blocks. Zero without push.
+                merged_blocks=total("shuffleMergedLocalBlocksFetched")
+                + total("shuffleMergedRemoteBlocksFetched"),
+                merged_chunks=total("shuffleMergedLocalChunksFetched")
+                + total("shuffleMergedRemoteChunksFetched"),
+                merged_bytes=total("shuffleMergedLocalBytesRead")
+                + total("shuffleMergedRemoteBytesRead"),
+                merged_fallbacks=total("shuffleMergedFetchFallbackCount"))
 
 
 def run(spark, group, body):

@@ -1,0 +1,183 @@
+"""A real YARN cluster for the benchmarks: a ResourceManager and one NodeManager, JVMs of
+their own on 127.0.0.1, with the YARN the Spark line bundles (scripts/setup fetches it
+to /opt/ferry-yarn/hadoop-<version>/lib), and the node's spark_shuffle aux service
+either Spark's own (benchmarks/yarn/SparkShuffleHost.java, compiled here against the
+Spark distribution) or Ferry's (server/yarn, beside a ferry_server reading its hand-off
+dir). The same setup as tests/testing/yarn_cluster.h, for a benchmark's rounds.
+"""
+import glob
+import os
+import signal
+import subprocess
+import time
+
+from benchlib import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+YARNS = os.environ.get("FERRY_YARN_ROOT", "/opt/ferry-yarn")
+# JDK 17 closes what Hadoop's RPC and web layers reach into.
+OPENS = ["java.lang", "java.lang.reflect", "java.util", "java.util.concurrent", "java.io",
+         "java.net", "java.nio", "sun.nio.ch"]
+LOG4J = """log4j.rootLogger=INFO, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
+"""
+
+
+def hadoop_jars(spark_home):
+    """The lib dir of the YARN whose version the Spark distribution's Hadoop client has."""
+    apis = glob.glob(os.path.join(spark_home, "jars", "hadoop-client-api-*.jar"))
+    if not apis:
+        raise RuntimeError(f"{spark_home} bundles no hadoop-client-api jar")
+    version = os.path.basename(apis[0])[len("hadoop-client-api-"):-len(".jar")]
+    lib = os.path.join(YARNS, f"hadoop-{version}", "lib")
+    if not os.path.exists(os.path.join(lib, f"hadoop-yarn-server-nodemanager-{version}.jar")):
+        raise RuntimeError(f"no YARN {version} in {lib}: scripts/setup fetches it")
+    return lib
+
+
+def site_xml(path, properties):
+    with open(path, "w") as f:
+        f.write('<?xml version="1.0"?>\n<configuration>\n')
+        for name, value in sorted(properties.items()):
+            f.write(f"  <property><name>{name}</name><value>{value}</value></property>\n")
+        f.write("</configuration>\n")
+
+
+def spark_host_jar(java, spark_home, hadoop_lib, work):
+    """benchmarks/yarn/SparkShuffleHost.java, compiled against this Spark and YARN."""
+    classes = os.path.join(work, "host-classes")
+    os.makedirs(classes)
+    source = os.path.join(ROOT, "benchmarks", "yarn", "SparkShuffleHost.java")
+    subprocess.run([os.path.join(java, "bin", "javac"), "--release", "17", "-nowarn", "-d",
+                    classes, "-cp", f"{hadoop_lib}/*:{spark_home}/jars/*", source], check=True)
+    jar = os.path.join(work, "spark-shuffle-host.jar")
+    subprocess.run([os.path.join(java, "bin", "jar"), "cf", jar, "-C", classes, "."], check=True)
+    return jar
+
+
+class YarnCluster:
+    """A ResourceManager and one NodeManager whose spark_shuffle is `aux` (the class, its
+    classpath and its yarn-site settings); processes in groups of their own, all under
+    `work`, the dir spark-submit's HADOOP_CONF_DIR (conf/) lives in."""
+
+    def __init__(self, java, spark_home, work, aux_class, aux_classpath, aux_site,
+                 memory_mb=8192, nm_heap="1g"):
+        self.java, self.work = java, work
+        self.conf = os.path.join(work, "conf")
+        self.local = os.path.join(work, "nm", "local")
+        self.procs = []
+        for d in (self.conf, self.local, os.path.join(work, "nm", "logs"),
+                  os.path.join(work, "nm", "recovery")):
+            os.makedirs(d)
+        lib = hadoop_jars(spark_home)
+        self.classpath = ":".join(sorted(glob.glob(os.path.join(lib, "*.jar"))))
+        site = {
+            "yarn.resourcemanager.hostname": "127.0.0.1",
+            "yarn.resourcemanager.scheduler.class":
+                "org.apache.hadoop.yarn.server.resourcemanager.scheduler.fifo.FifoScheduler",
+            "yarn.scheduler.minimum-allocation-mb": "256",
+            "yarn.resourcemanager.recovery.enabled": "false",
+            "yarn.nodemanager.hostname": "127.0.0.1",
+            "yarn.nodemanager.resource.memory-mb": str(memory_mb),
+            "yarn.nodemanager.resource.cpu-vcores": "8",
+            "yarn.nodemanager.vmem-check-enabled": "false",
+            "yarn.nodemanager.pmem-check-enabled": "false",
+            "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "100",
+            "yarn.nodemanager.local-dirs": self.local,
+            "yarn.nodemanager.log-dirs": os.path.join(work, "nm", "logs"),
+            "yarn.nodemanager.recovery.enabled": "true",
+            "yarn.nodemanager.recovery.dir": os.path.join(work, "nm", "recovery"),
+            "yarn.nodemanager.aux-services": "spark_shuffle",
+            "yarn.nodemanager.aux-services.spark_shuffle.class": aux_class,
+            "yarn.nodemanager.aux-services.spark_shuffle.classpath": aux_classpath,
+        }
+        for key in ("address", "scheduler.address", "resource-tracker.address", "admin.address",
+                    "webapp.address"):
+            site[f"yarn.resourcemanager.{key}"] = f"127.0.0.1:{free_port()}"
+        for key in ("address", "localizer.address", "webapp.address"):
+            site[f"yarn.nodemanager.{key}"] = f"127.0.0.1:{free_port()}"
+        site.update(aux_site)
+        site_xml(os.path.join(self.conf, "yarn-site.xml"), site)
+        site_xml(os.path.join(self.conf, "core-site.xml"),
+                 {"fs.defaultFS": "file:///", "hadoop.tmp.dir": os.path.join(work, "hadoop-tmp")})
+        with open(os.path.join(self.conf, "log4j.properties"), "w") as f:
+            f.write(LOG4J)
+        self.launch("resourcemanager", "384m",
+                    "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager")
+        self.node_manager = self.launch("nodemanager", nm_heap,
+                                        "org.apache.hadoop.yarn.server.nodemanager.NodeManager").pid
+        self.wait_log("nodemanager", "Registered with ResourceManager", 120)
+
+    def launch(self, name, heap, main):
+        argv = [os.path.join(self.java, "bin", "java"), f"-Xmx{heap}",
+                "-Djava.net.preferIPv4Stack=true"]
+        argv += [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in OPENS]
+        argv += ["-cp", f"{self.conf}:{self.classpath}", main]
+        log = open(os.path.join(self.work, f"{name}.log"), "ab")
+        proc = subprocess.Popen(argv, env=dict(os.environ, JAVA_HOME=self.java), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=self.work)
+        self.procs.append(proc)
+        return proc
+
+    def wait_log(self, name, line, timeout):
+        path = os.path.join(self.work, f"{name}.log")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(path, errors="replace") as f:
+                if line in f.read():
+                    return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.5)
+        with open(path, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"YARN in {self.work}: no '{line}' in {path}:\n{tail}")
+
+    def kill_containers(self):
+        """Every process beneath the NodeManager's local dirs (containers run in sessions
+        of their own, outside the NodeManager's group)."""
+        for _ in range(50):
+            found = 0
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) == os.getpid():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+                    if self.local + "/" in cmdline:
+                        os.kill(int(entry), signal.SIGKILL)
+                        found += 1
+                except (OSError, ProcessLookupError):
+                    continue
+            if not found:
+                return
+            time.sleep(0.1)
+
+    def stop(self):
+        for proc in reversed(self.procs):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.kill_containers()
+
+
+def submit_argv(spark_home, conf):
+    """spark-submit --master yarn (client mode) with the Spark jars at their local path
+    (the NodeManager is on this host: nothing uploaded)."""
+    conf = dict({"spark.yarn.jars": f"local:{spark_home}/jars/*", "spark.yarn.am.memory": "512m",
+                 "spark.yarn.report.interval": "5s"}, **conf)
+    argv = [os.path.join(spark_home, "bin", "spark-submit"), "--master", "yarn", "--deploy-mode",
+            "client"]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    return argv
