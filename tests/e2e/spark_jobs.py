@@ -20,6 +20,12 @@ ferry_server. Jobs:
   hold=DIR
         the checked shuffle, then a wait while the test acts on its map outputs, and
         the shuffle read again (see hold_jobs)
+  hold-idle=DIR
+        the same, the wait once dynamic allocation has released every executor: new
+        ones read the shuffle again
+  stop-mid-push=DIR
+        a pushed shuffle whose map tasks take their time, for the test to stop the
+        application while its blocks are being merged (see stop_mid_push)
   push-read=DIR
         what Spark's reducers read of push-based shuffle's merges in the application:
         the sums over its tasks of Spark's push-read metrics, from its event log in DIR
@@ -234,13 +240,30 @@ def cached_jobs(spark):
            recomputed=computed.value - before)
 
 
-def hold_jobs(spark, directory):
+def hold_jobs(spark, directory, idle=False):
     """The checked shuffle, held: once it is written the test looks at its map outputs
     (DIR/held.ready) while the application lives, and the shuffle is read again after
-    the test is done (DIR/held.done)."""
+    the test is done (DIR/held.done). idle: the test is told once dynamic allocation has
+    released every executor, so executors that did not write it read it again."""
     shuffled = checked_jobs(spark)
+    if idle:
+        wait_for_executors(spark.sparkContext, 0)
     handshake(directory, "held")
     result("read-again", **summary(shuffled.collect()))
+
+
+def stop_mid_push(spark, directory):
+    """A shuffle of 32 map tasks of a second each, pushed as each ends: the test SIGKILLs
+    the driver, the JVM running this Python whose pid names DIR/driver.<pid>, while the
+    pushes are being merged. Reaching the end is the test's failure ("not-stopped")."""
+    open(os.path.join(directory, f"driver.{os.getppid()}"), "w").close()
+
+    def slowly(rows):
+        time.sleep(1)
+        yield from (((i * 7919) % 5003, i) for i in rows)
+    reduced = spark.sparkContext.parallelize(range(400_000), 32).mapPartitions(slowly) \
+        .reduceByKey(operator.add, 6).count()
+    result("not-stopped", keys=reduced)
 
 
 # The event log's names of the push-read metrics (under a task's "Shuffle Read Metrics",
@@ -257,9 +280,11 @@ PUSH_READ_METRICS = {
 
 
 def push_read(directory, app_id):
-    """The sums of the push-read metrics of every task in the application's event log."""
+    """The sums of the push-read metrics of every task in the application's event log,
+    and last_stage_chunks: the merged chunks its last stage read."""
     sums = dict.fromkeys(PUSH_READ_METRICS.values(), 0)
     tasks = 0
+    chunks_by_stage = {}
     paths = [os.path.join(d, f) for d, _, files in os.walk(directory) for f in files
              if app_id in f]
     for path in paths:
@@ -273,7 +298,12 @@ def push_read(directory, app_id):
                         .get("Push Based Shuffle", {}))
                 for name, key in PUSH_READ_METRICS.items():
                     sums[key] += push.get(name, 0)
-    result("push-read", tasks=tasks, **sums)
+                stage = event.get("Stage ID", -1)
+                chunks_by_stage[stage] = chunks_by_stage.get(stage, 0) + \
+                    push.get("Merged Local Chunks Fetched", 0) + \
+                    push.get("Merged Remote Chunks Fetched", 0)
+    last = chunks_by_stage[max(chunks_by_stage)] if chunks_by_stage else 0
+    result("push-read", tasks=tasks, last_stage_chunks=last, **sums)
 
 
 def main():
@@ -284,8 +314,10 @@ def main():
         name, _, value = arg.partition("=")
         if name == "lifecycle":
             lifecycle_jobs(spark, value)
-        elif name == "hold":
-            hold_jobs(spark, value)
+        elif name in ("hold", "hold-idle"):
+            hold_jobs(spark, value, idle=name == "hold-idle")
+        elif name == "stop-mid-push":
+            stop_mid_push(spark, value)
         elif name == "push-read":
             event_log = value
         else:

@@ -10,7 +10,10 @@
 //   * spark.authenticate with YARN's secret per application: two applications at once,
 //     one with SASL and one with the AuthEngine, each refused the other's secret;
 //   * a NodeManager restarted (recovery) and ferry_server restarted between two jobs of
-//     one application, and an executor container SIGKILLed mid-reduce.
+//     one application, and an executor container SIGKILLed mid-reduce;
+//   * push-based shuffle merged by ferry_server and read merged (Spark's push-read
+//     metrics), with spark.authenticate, and read again by new executors after
+//     ferry_server restarted; an application stopped mid-merge leaves nothing open.
 // Every Spark version scripts/setup installed runs on the YARN its line bundles; without
 // Java, Spark or YARN's jars the test skips, saying so.
 #include <pwd.h>
@@ -253,69 +256,158 @@ TEST_P(YarnTest, JobsShuffleThroughFerryUnderDynamicAllocationAndItForgetsTheEnd
   ExpectForgotten(ferry.app);
 }
 
-// Push-based shuffle (spark.shuffle.push.enabled, which Spark runs only on YARN): the map
-// tasks push their blocks to ferry_server, the node's merger (one host: the mergers'
-// thresholds are lowered to one), the driver finalizes, and the reducers read the merged
-// partitions: from the disk (the merger is on their host; its merge dirs are the local
-// dirs of "shuffle-push-merger"), as Spark's push-read metrics (its event log) say, with
-// no fallback to the unmerged blocks. With spark.authenticate, YARN's secret for the application:
-// its pushes, finalizes and merged reads are all authenticated. The answers are checked against the
-// same sums computed without Spark; once the application ends its merged files are gone.
-TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMerges) {
-  options_.spark.push.enabled = true;
-  options_.spark.auth.yarn = true;
-  StartFerry();
-  std::map<std::string, std::string> conf = Conf();
-  conf["spark.authenticate"] = "true";
-  conf["spark.shuffle.service.enabled"] = "true";
-  conf["spark.shuffle.service.port"] = absl::StrCat(server_->spark_port());
+// Push-based shuffle (spark.shuffle.push.enabled, which Spark runs only on YARN) into
+// ferry_server, the node's merger (one host: the mergers' thresholds are lowered to one),
+// with every shuffle waiting for its pushes however small, a serializer whose records can
+// be moved (the RDD jobs' shuffles are pushed too), and the application's push-read
+// metrics in its event log (one plain file, not Spark 4's default of zstd rolled over in
+// a dir of files), under `event_log`.
+std::map<std::string, std::string> WithPush(std::map<std::string, std::string> conf,
+                                            const std::string& event_log) {
   conf["spark.shuffle.push.enabled"] = "true";
   conf["spark.shuffle.push.mergersMinStaticThreshold"] = "1";
   conf["spark.shuffle.push.mergersMinThresholdRatio"] = "0.01";
-  // Wait for the pushes before finalizing, however small the shuffle.
   conf["spark.shuffle.push.minShuffleSizeToWait"] = "0";
-  // A serializer whose records can be moved: the shuffles of the RDD job are pushed too.
   conf["spark.serializer"] = "org.apache.spark.serializer.KryoSerializer";
-  // Its push-read metrics, from its event log.
-  TempDir event_log;
   conf["spark.eventLog.enabled"] = "true";
-  conf["spark.eventLog.dir"] = "file://" + event_log.path();
-  // One plain file, not Spark 4's defaults (zstd, rolled over in a dir of files).
+  conf["spark.eventLog.dir"] = "file://" + event_log;
   conf["spark.eventLog.compress"] = "false";
   conf["spark.eventLog.rolling.enabled"] = "false";
-  const Ran pushed =
-      Run("push-based shuffle", conf, {"checked", "sql", "push-read=" + event_log.path()});
+  return conf;
+}
+
+// The map tasks push their blocks to ferry_server, the driver finalizes, and the
+// reducers read the merged partitions: from the disk (the merger is on their host; its
+// merge dirs are the local dirs of "shuffle-push-merger"), as Spark's push-read metrics
+// say, with no fallback to the unmerged blocks. With spark.authenticate, YARN's secret
+// for the application: its pushes, finalizes and merged reads are all authenticated.
+// Then the merges outlive ferry_server and the executors that pushed them: dynamic
+// allocation releases every executor, ferry_server restarts (its finalized merges, and
+// the registrations that give them their dirs, kept in its state dir), and new executors,
+// which know nothing of the merge dirs and ask the restarted ferry_server for them, read
+// the checked shuffle again, merged. The answers are checked against the same sums
+// computed without Spark; once the application ends its merged files are gone.
+TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterARestart) {
+  options_.spark.push.enabled = true;
+  options_.spark.auth.yarn = true;
+  StartFerry();
+  TempDir handshakes;
+  TempDir event_log;
+  std::map<std::string, std::string> conf = WithPush(WithFerry(), event_log.path());
+  conf["spark.authenticate"] = "true";
+  std::atomic<bool> app_ended{false};
+  Ran pushed;
+  std::thread application([&] {
+    pushed = Run("push-based shuffle, ferry_server restarted between the merge and a read", conf,
+                 {"sql", "hold-idle=" + handshakes.path(), "push-read=" + event_log.path()});
+    app_ended = true;
+  });
+  std::string failure;
+  double merged = 0, authenticated = 0;
+  [&] {
+    const std::string held = handshakes.path() + "/held.ready";
+    if (!testing::WaitFor([&] { return app_ended || ::access(held.c_str(), F_OK) == 0; },
+                          absl::Minutes(5)) ||
+        app_ended) {
+      failure = "the application did not reach held";
+      return;
+    }
+    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+    merged = testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
+    authenticated = testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome",
+                                       "authenticated");
+    FerryServerOptions options = options_;
+    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    server_->Shutdown();
+    server_.reset();
+    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
+    if (!restarted.ok()) {
+      failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+      return;
+    }
+    server_ = *std::move(restarted);
+    testing::Touch(handshakes.path() + "/held.done");
+  }();
+  application.join();
+  ASSERT_EQ(failure, "");
   const std::map<std::string, std::string> by_job = ByJob(pushed.results);
   ExpectSameSums(by_job, "shuffled", "expected");
+  ExpectSameSums(by_job, "read-again", "expected");
   ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(pushed.results, "\n");
   const std::string& read = by_job.at("push-read");
   std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
+  std::printf("ferry_server merged %.0f pushed blocks, authenticated %.0f connections\n", merged,
+              authenticated);
   const auto metric = [&](const char* name) {
     int64_t value = -1;
     EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
     return value;
   };
-  EXPECT_GT(metric("tasks"), 0) << "no task in the event log in " << event_log.path();
-  EXPECT_GT(metric("shuffleMergedLocalChunksFetched") + metric("shuffleMergedRemoteChunksFetched"),
-            0)
-      << read;
+  EXPECT_GT(metric("tasks"), 0) << read;
   EXPECT_GT(metric("shuffleMergedLocalBytesRead") + metric("shuffleMergedRemoteBytesRead"), 0)
       << read;
+  // The read after the restart, by new executors, is the last stage.
+  EXPECT_GT(metric("last_stage_chunks"), 0) << read;
   EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
-  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
-  const double merged =
-      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
-  const double authenticated =
-      testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome", "authenticated");
-  std::printf("ferry_server merged %.0f pushed blocks, authenticated %.0f connections\n", merged,
-              authenticated);
   EXPECT_GT(merged, 0);
   EXPECT_GT(authenticated, 0);
   ExpectForgotten(pushed.app);
   EXPECT_TRUE(testing::WaitFor([&] {
     return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
   }));
+}
+
+// An application stopped while its blocks are being merged (its driver SIGKILLed; its
+// executors, some mid-push, go with it): YARN ends it, and ferry_server forgets it and
+// keeps nothing open of its merges: no partition, no deferred block, no file.
+TEST_P(YarnTest, AnApplicationStoppedMidMergeLeavesNothingOpen) {
+  options_.spark.push.enabled = true;
+  StartFerry();
+  TempDir handshakes;
+  TempDir event_log;
+  std::atomic<bool> app_ended{false};
+  absl::StatusOr<YarnCluster::Submitted> submitted = absl::UnknownError("not run");
+  std::thread application([&] {
+    submitted = yarn_->Submit(kJobs, {"stop-mid-push=" + handshakes.path()},
+                              WithPush(WithFerry(), event_log.path()), kJobTimeout);
+    app_ended = true;
+  });
+  pid_t driver = 0;
+  double merged = 0;
+  const bool merging = testing::WaitFor(
+      [&] {
+        for (const std::string& name : handshakes.ListFiles()) {
+          if (absl::StartsWith(name, "driver.")) (void)absl::SimpleAtoi(name.substr(7), &driver);
+        }
+        const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+        merged = testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
+        return app_ended || (driver > 0 && merged > 0 &&
+                             testing::MetricSum(metrics, "ferry_spark_push_open_partitions") > 0);
+      },
+      absl::Minutes(4));
+  const bool stopped = merging && !app_ended && ::kill(driver, SIGKILL) == 0;
+  application.join();
+  ASSERT_TRUE(stopped) << "the application was not seen merging (driver " << driver << ", "
+                       << merged << " blocks merged)";
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_FALSE(absl::StrContains(submitted->output, "not-stopped"));
+  std::printf("Spark %s on YARN: driver %d SIGKILLed once ferry_server had merged %.0f blocks\n",
+              GetParam().version.c_str(), driver, merged);
+  ExpectForgotten(ApplicationOf(submitted->output));
+  EXPECT_TRUE(testing::WaitFor([&] {
+    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+    return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
+           testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
+  }));
+  // ferry_server runs in this process: none of its descriptors is a merged file.
+  std::vector<std::string> held;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    if (absl::StrContains(target, "shuffleMerged_")) held.push_back(target);
+  }
+  EXPECT_TRUE(held.empty()) << absl::StrJoin(held, "\n");
 }
 
 // A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
