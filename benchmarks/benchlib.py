@@ -56,3 +56,29 @@ def threads_cpu(pid, prefix):
             fields = fields.split()
             total += int(fields[11]) + int(fields[12])
     return total / HZ
+
+
+def evict(paths):
+    """Takes the files out of the page cache (written back first), and as root every
+    clean page of the machine too (/proc/sys/vm/drop_caches), so reading them is reading
+    the disk."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if os.geteuid() == 0:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+
+
+def device_reads(path):
+    """Reads the block device under `path` has completed (field 1 of its stat), or None."""
+    dev = os.stat(path).st_dev
+    stat = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat"
+    if not os.path.exists(stat):
+        return None
+    with open(stat) as f:
+        return int(f.read().split()[0])

@@ -1,11 +1,14 @@
 // spark_fetch: Ferry's C++ client for Spark's shuffle protocol (client/spark_client.h)
 // as a reader for benchmarks/spark_peers, beside Spark's own spark-ess-fetch: fetches
 // every partition of a shuffle from a Spark shuffle service (Spark's own or Ferry's
-// front door) into a DiscardSink, several times, and prints GB/s.
+// front door) into a DiscardSink, several times, and prints GB/s. --by-reducer: the
+// blocks in the order reducers ask for them (each partition from every map output in
+// turn), not map output by map output. --merged: push-based shuffle's merged partitions
+// instead (for each partition its meta, then every chunk), for benchmarks/push_merge.
 //
 //   spark_fetch --address=127.0.0.1:7337 --app=APP --exec-id=0 --shuffle=0
-//               --maps=0,1,2 --partitions=8 [--batch] [--connections=1]
-//               [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
+//               --maps=0,1,2 --partitions=8 [--batch | --by-reducer | --merged]
+//               [--connections=1] [--blocks-per-request=64] [--fetch-to-disk] [--iterations=3]
 //               [--register --local-dirs=D1,D2 --subdirs=64] [--auth-secret-file=F
 //               [--auth-engine-version=1|2]]
 #include <cstdio>
@@ -16,6 +19,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/block_sink.h"
 #include "client/spark_client.h"
 #include "common/flag_names.h"
@@ -27,6 +32,13 @@ ABSL_FLAG(int, shuffle, 0, "Shuffle id.");
 ABSL_FLAG(std::string, maps, "0", "Comma-separated map ids.");
 ABSL_FLAG(int, partitions, 1, "Reduce partitions per map output.");
 ABSL_FLAG(bool, batch, false, "One batch id per map output (all its partitions).");
+ABSL_FLAG(bool, by_reducer, false,
+          "Blocks ordered as reducers ask for them: partition 0 of every map output, then "
+          "partition 1, ...");
+ABSL_FLAG(bool, merged, false,
+          "Read push-based shuffle's merged partitions 0 .. partitions-1 of the shuffle's "
+          "merge 0 (MergedBlockMetaRequest, then FetchShuffleBlockChunks of every chunk) "
+          "on one connection; --maps is not used.");
 ABSL_FLAG(int, connections, 1, "Connections to the service.");
 ABSL_FLAG(int, blocks_per_request, 64, "Blocks per FetchShuffleBlocks.");
 ABSL_FLAG(bool, fetch_to_disk, false, "StreamRequest instead of ChunkFetchRequest.");
@@ -43,6 +55,48 @@ ABSL_FLAG(bool, sasl_encryption, false,
 ABSL_FLAG(int, auth_engine_version, 0,
           "With --auth-secret-file: authenticate with Spark's AuthEngine of this version "
           "(1 or 2) and encrypt with AES-CTR (spark.network.crypto.enabled); 0: SASL.");
+
+namespace {
+
+// Every merged partition, read once as a reducer reads it: its meta (the chunks'
+// bitmaps), then its chunks. Prints the same lines as the block fetch.
+int FetchMerged(ferry::SparkShuffleClient& client, const std::string& address,
+                const std::string& app, const std::string& exec, int shuffle, int partitions,
+                const ferry::SparkFetchOptions& options) {
+  uint64_t bytes = 0, chunks = 0;
+  const absl::Time start = absl::Now();
+  for (int r = 0; r < partitions; ++r) {
+    const ferry::SparkMergedPartition partition{shuffle, 0, r};
+    absl::StatusOr<std::vector<ferry::spark::Bitmap>> meta =
+        client.FetchMergedMeta(address, app, partition, options);
+    if (!meta.ok()) {
+      std::fprintf(stderr, "spark_fetch: merged partition %d: %s\n", r,
+                   meta.status().ToString().c_str());
+      return 1;
+    }
+    ferry::DiscardSink sink;
+    absl::StatusOr<ferry::SparkFetchStats> read = client.FetchMergedChunks(
+        address, app, exec, partition, static_cast<int32_t>(meta->size()), sink, options);
+    if (!read.ok()) {
+      std::fprintf(stderr, "spark_fetch: merged partition %d: %s\n", r,
+                   read.status().ToString().c_str());
+      return 1;
+    }
+    bytes += read->bytes;
+    chunks += read->blocks;
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::printf("iteration 1: %llu chunks, %llu bytes, %.3f s, %.3f GB/s\n",
+              static_cast<unsigned long long>(chunks), static_cast<unsigned long long>(bytes),
+              seconds, static_cast<double>(bytes) / seconds / 1e9);
+  std::printf(
+      "OK: total %llu bytes per iteration, best %.3f GB/s over 1 iteration(s), 1 "
+      "connection(s)\n",
+      static_cast<unsigned long long>(bytes), static_cast<double>(bytes) / seconds / 1e9);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ferry::ParseFlags(argc, argv);
@@ -73,20 +127,30 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::vector<ferry::spark::ShuffleBlockId> blocks;
   const int partitions = absl::GetFlag(FLAGS_partitions);
+  const int shuffle = absl::GetFlag(FLAGS_shuffle);
+  if (absl::GetFlag(FLAGS_merged))
+    return FetchMerged(client, address, app, exec, shuffle, partitions, options);
+  std::vector<int64_t> maps;
   for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_maps), ',')) {
     int64_t map = 0;
     if (!absl::SimpleAtoi(m, &map)) {
       std::fprintf(stderr, "spark_fetch: bad map id '%s'\n", std::string(m).c_str());
       return 2;
     }
-    if (absl::GetFlag(FLAGS_batch)) {
-      blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, 0, partitions});
-      continue;
+    maps.push_back(map);
+  }
+  std::vector<ferry::spark::ShuffleBlockId> blocks;
+  if (absl::GetFlag(FLAGS_batch)) {
+    for (const int64_t map : maps) blocks.push_back({shuffle, map, 0, partitions});
+  } else if (absl::GetFlag(FLAGS_by_reducer)) {
+    for (int r = 0; r < partitions; ++r) {
+      for (const int64_t map : maps) blocks.push_back({shuffle, map, r, r + 1});
     }
-    for (int r = 0; r < partitions; ++r)
-      blocks.push_back({absl::GetFlag(FLAGS_shuffle), map, r, r + 1});
+  } else {
+    for (const int64_t map : maps) {
+      for (int r = 0; r < partitions; ++r) blocks.push_back({shuffle, map, r, r + 1});
+    }
   }
   options.connections = absl::GetFlag(FLAGS_connections);
   options.blocks_per_request = static_cast<size_t>(absl::GetFlag(FLAGS_blocks_per_request));
