@@ -94,22 +94,57 @@ class YarnCluster:
             "yarn.nodemanager.aux-services.spark_shuffle.class": aux_class,
             "yarn.nodemanager.aux-services.spark_shuffle.classpath": aux_classpath,
         }
-        for key in ("address", "scheduler.address", "resource-tracker.address", "admin.address",
-                    "webapp.address"):
-            site[f"yarn.resourcemanager.{key}"] = f"127.0.0.1:{free_port()}"
-        for key in ("address", "localizer.address", "webapp.address"):
-            site[f"yarn.nodemanager.{key}"] = f"127.0.0.1:{free_port()}"
         site.update(aux_site)
-        site_xml(os.path.join(self.conf, "yarn-site.xml"), site)
         site_xml(os.path.join(self.conf, "core-site.xml"),
                  {"fs.defaultFS": "file:///", "hadoop.tmp.dir": os.path.join(work, "hadoop-tmp")})
         with open(os.path.join(self.conf, "log4j.properties"), "w") as f:
             f.write(LOG4J)
-        self.launch("resourcemanager", "384m",
-                    "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager")
-        self.node_manager = self.launch("nodemanager", nm_heap,
-                                        "org.apache.hadoop.yarn.server.nodemanager.NodeManager").pid
-        self.wait_log("nodemanager", "Registered with ResourceManager", 120)
+        try:
+            self.start(site, "resourcemanager", "384m",
+                       "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
+                       [f"yarn.resourcemanager.{key}" for key in (
+                           "address", "scheduler.address", "resource-tracker.address",
+                           "admin.address", "webapp.address")],
+                       "Transitioned to active state")
+            self.node_manager = self.start(
+                site, "nodemanager", nm_heap,
+                "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
+                [f"yarn.nodemanager.{key}" for key in ("address", "localizer.address",
+                                                       "webapp.address")],
+                "Registered with ResourceManager").pid
+        except BaseException:
+            self.stop()  # the daemons that did start
+            raise
+
+    # A port free_port() chose can be taken (another process's connection, say) before the
+    # JVM binds it, and the daemon then exits: each attempt takes new ports.
+    ATTEMPTS = 3
+
+    def start(self, site, name, heap, main, port_keys, ready, timeout=120):
+        """Launches a daemon on fresh ports (its `port_keys` in yarn-site.xml) until its log
+        says `ready`; a launch that exits first is tried again, up to ATTEMPTS."""
+        path = os.path.join(self.work, f"{name}.log")
+        for attempt in range(1, self.ATTEMPTS + 1):
+            for key in port_keys:
+                site[key] = f"127.0.0.1:{free_port()}"
+            site_xml(os.path.join(self.conf, "yarn-site.xml"), site)
+            since = os.path.getsize(path) if os.path.exists(path) else 0
+            proc = self.launch(name, heap, main)
+            deadline = time.time() + timeout
+            while time.time() < deadline and proc.poll() is None:
+                with open(path, errors="replace") as f:
+                    f.seek(since)
+                    if ready in f.read():
+                        return proc
+                time.sleep(0.5)
+            if proc.poll() is None or attempt == self.ATTEMPTS:
+                break  # up but not ready in time, or out of attempts
+            self.procs.remove(proc)
+        with open(path, errors="replace") as f:
+            f.seek(since)
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"YARN in {self.work}: no '{ready}' in {path} ({attempt} "
+                           f"attempts):\n{tail}")
 
     def launch(self, name, heap, main):
         argv = [os.path.join(self.java, "bin", "java"), f"-Xmx{heap}",
@@ -121,20 +156,6 @@ class YarnCluster:
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=self.work)
         self.procs.append(proc)
         return proc
-
-    def wait_log(self, name, line, timeout):
-        path = os.path.join(self.work, f"{name}.log")
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            with open(path, errors="replace") as f:
-                if line in f.read():
-                    return
-            if any(p.poll() is not None for p in self.procs):
-                break
-            time.sleep(0.5)
-        with open(path, errors="replace") as f:
-            tail = f.read()[-3000:]
-        raise RuntimeError(f"YARN in {self.work}: no '{line}' in {path}:\n{tail}")
 
     def kill_containers(self):
         """Every process beneath the NodeManager's local dirs (containers run in sessions
