@@ -147,6 +147,20 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
   }
 
   void StartFerry() { server_ = testing::StartServer(options_); }
+  // ferry_server stopped and started again on the same Spark port and state dir.
+  absl::Status RestartFerry() {
+    FerryServerOptions options = options_;
+    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
+    server_->Shutdown();
+    server_.reset();
+    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
+    if (!restarted.ok()) {
+      return absl::Status(restarted.status().code(),
+                          absl::StrCat("restarting ferry_server: ", restarted.status().message()));
+    }
+    server_ = *std::move(restarted);
+    return absl::OkStatus();
+  }
 
   std::map<std::string, std::string> Conf() const {
     return {{"spark.executor.memory", "512m"}, {"spark.executor.cores", "1"},
@@ -316,16 +330,10 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterAResta
     merged = testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
     authenticated = testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome",
                                        "authenticated");
-    FerryServerOptions options = options_;
-    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
-    server_->Shutdown();
-    server_.reset();
-    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
-    if (!restarted.ok()) {
-      failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+    if (absl::Status restarted = RestartFerry(); !restarted.ok()) {
+      failure = restarted.ToString();
       return;
     }
-    server_ = *std::move(restarted);
     testing::Touch(handshakes.path() + "/held.done");
   }();
   application.join();
@@ -574,16 +582,10 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
       return;
     }
     registered_before_restart = server_->spark_executors()->size();
-    FerryServerOptions options = options_;
-    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
-    server_->Shutdown();
-    server_.reset();
-    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
-    if (!restarted.ok()) {
-      failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+    if (absl::Status restarted = RestartFerry(); !restarted.ok()) {
+      failure = restarted.ToString();
       return;
     }
-    server_ = *std::move(restarted);
     registered_after_restart = server_->spark_executors()->size();
     testing::Touch(dir + "/restart.done");
 
