@@ -1,5 +1,6 @@
 """What the benchmark scripts share: loopback ports, a process's CPU and RSS, the machine."""
 import os
+import sys
 import platform
 import socket
 import time
@@ -82,3 +83,12 @@ def device_reads(path):
         return None
     with open(stat) as f:
         return int(f.read().split()[0])
+
+
+def java_home():
+    """The JDK scripts/setup installs (or $JAVA_HOME)."""
+    for home in (os.environ.get("JAVA_HOME", ""), "/usr/lib/jvm/java-17-openjdk-amd64",
+                 "/usr/lib/jvm/default-java"):
+        if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return home
+    sys.exit(f"{os.path.basename(sys.argv[0])}: no Java runtime (scripts/setup installs one)")
