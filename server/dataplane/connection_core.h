@@ -109,8 +109,8 @@ class ConnectionCore {
                          absl::Status* sink_status);
   // Moves `bytes` of the file `in_fd` at `in_offset` into the file `out_fd` at
   // `out_offset`: file -> pipe -> file by splice on io_uring (a pipe of the thread's
-  // pool), or, in copy mode or where no pipe is to be had, read and written. An error names neither
-  // file: the caller does.
+  // pool), or, in copy mode or where no pipe is to be had, read and written. An error
+  // names neither file: the caller does.
   absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
                         uint64_t bytes, absl::Time deadline);
 

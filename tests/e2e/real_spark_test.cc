@@ -547,16 +547,10 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     // Same ports and state dir: the application's executors (some long gone) find it
     // again, and their registrations come back from the state file.
     did.registered_before_restart = server_->spark_executors()->size();
-    FerryServerOptions options = options_;
-    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
-    server_->Shutdown();
-    server_.reset();
-    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
-    if (!restarted.ok()) {
-      did.failure = absl::StrCat("restarting ferry_server: ", restarted.status().ToString());
+    if (absl::Status restarted = testing::RestartServer(&server_, options_); !restarted.ok()) {
+      did.failure = restarted.ToString();
       return;
     }
-    server_ = *std::move(restarted);
     did.registered_after_restart = server_->spark_executors()->size();
     Touch(dir + "/restart.done");
 

@@ -127,6 +127,19 @@ std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options) {
   return *std::move(server);
 }
 
+absl::Status RestartServer(std::unique_ptr<FerryServer>* server, FerryServerOptions options) {
+  options.spark.address = absl::StrCat("127.0.0.1:", (*server)->spark_port());
+  (*server)->Shutdown();
+  server->reset();
+  absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
+  if (!restarted.ok()) {
+    return absl::Status(restarted.status().code(),
+                        absl::StrCat("restarting ferry_server: ", restarted.status().message()));
+  }
+  *server = *std::move(restarted);
+  return absl::OkStatus();
+}
+
 std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl, size_t pipe_bytes) {
   FerryServerOptions options = TestServerOptions(data_dir, config);

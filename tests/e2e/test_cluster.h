@@ -57,6 +57,9 @@ std::string ConfigName(const ServerConfig& config);
 FerryServerOptions TestServerOptions(const std::string& data_dir, ServerConfig config);
 // Starts a FerryServer (CHECK-fails on error).
 std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options);
+// Stops *server and starts it again with `options` on its Spark port (its state dir, if
+// `options` has one, gives back what it kept). *server is null if the start fails.
+absl::Status RestartServer(std::unique_ptr<FerryServer>* server, FerryServerOptions options);
 
 // The sum of metric `name`'s samples labelled `key`=`value` (CollectMetrics()).
 double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name,

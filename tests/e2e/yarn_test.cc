@@ -147,21 +147,6 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
   }
 
   void StartFerry() { server_ = testing::StartServer(options_); }
-  // ferry_server stopped and started again on the same Spark port and state dir.
-  absl::Status RestartFerry() {
-    FerryServerOptions options = options_;
-    options.spark.address = absl::StrCat("127.0.0.1:", server_->spark_port());
-    server_->Shutdown();
-    server_.reset();
-    absl::StatusOr<std::unique_ptr<FerryServer>> restarted = FerryServer::Start(options);
-    if (!restarted.ok()) {
-      return absl::Status(restarted.status().code(),
-                          absl::StrCat("restarting ferry_server: ", restarted.status().message()));
-    }
-    server_ = *std::move(restarted);
-    return absl::OkStatus();
-  }
-
   std::map<std::string, std::string> Conf() const {
     return {{"spark.executor.memory", "512m"}, {"spark.executor.cores", "1"},
             {"spark.executor.instances", "2"}, {"spark.driver.memory", "512m"},
@@ -330,7 +315,7 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterAResta
     merged = testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
     authenticated = testing::MetricSum(metrics, "ferry_spark_authentications_total", "outcome",
                                        "authenticated");
-    if (absl::Status restarted = RestartFerry(); !restarted.ok()) {
+    if (absl::Status restarted = testing::RestartServer(&server_, options_); !restarted.ok()) {
       failure = restarted.ToString();
       return;
     }
@@ -582,7 +567,7 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
       return;
     }
     registered_before_restart = server_->spark_executors()->size();
-    if (absl::Status restarted = RestartFerry(); !restarted.ok()) {
+    if (absl::Status restarted = testing::RestartServer(&server_, options_); !restarted.ok()) {
       failure = restarted.ToString();
       return;
     }
