@@ -235,6 +235,12 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   // the partition, and waits for the turn.
   std::string deferred;
   std::optional<PushMerger::Deferral> deferral;
+  // A waiting block's bound is given back before its answer, so a client that has its
+  // answer finds the bytes no longer counted.
+  const auto release_deferral = [&] {
+    deferral.reset();
+    std::string().swap(deferred);
+  };
   PushMerger::Turn turn = std::move(admitted->turn);
   if (!turn.held() && partition.turn().TryLock()) turn = PushMerger::Turn(shared);
   if (!turn.held()) {
@@ -275,6 +281,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
       core_.LogFailure(sink_status);  // the disk the block was to wait on
     }
     if (!turn.held()) {
+      release_deferral();
       merger->Count(PushMerger::Outcome::kCollision);
       return ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
                        admitted->block_id);
@@ -291,6 +298,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   }
   if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
     turn.Release();
+    release_deferral();
     merger->Count(!target.ok()        ? PushMerger::Outcome::kRefused
                   : target->duplicate ? PushMerger::Outcome::kDuplicate
                                       : PushMerger::OutcomeOf(target->code));
@@ -331,6 +339,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
         core_.ReceiveBodyToFile(length, deadline, target->fd.get(), target->offset, &sink_status);
     if (connected && sink_status.ok()) written = static_cast<int64_t>(length);
   }
+  release_deferral();
   // A block cut off or not written is not committed: the next append overwrites it.
   spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
   if (connected && sink_status.ok()) {
