@@ -59,32 +59,22 @@ ABSL_FLAG(int, auth_engine_version, 0,
 namespace {
 
 // Every merged partition, read once as a reducer reads it: its meta (the chunks'
-// bitmaps), then its chunks. Prints the same lines as the block fetch.
+// bitmaps), then its chunks, all on one connection. Prints the same lines as the block
+// fetch.
 int FetchMerged(ferry::SparkShuffleClient& client, const std::string& address,
                 const std::string& app, const std::string& exec, int shuffle, int partitions,
                 const ferry::SparkFetchOptions& options) {
-  uint64_t bytes = 0, chunks = 0;
+  std::vector<ferry::SparkMergedPartition> merged;
+  for (int r = 0; r < partitions; ++r) merged.push_back({shuffle, 0, r});
   const absl::Time start = absl::Now();
-  for (int r = 0; r < partitions; ++r) {
-    const ferry::SparkMergedPartition partition{shuffle, 0, r};
-    absl::StatusOr<std::vector<ferry::spark::Bitmap>> meta =
-        client.FetchMergedMeta(address, app, partition, options);
-    if (!meta.ok()) {
-      std::fprintf(stderr, "spark_fetch: merged partition %d: %s\n", r,
-                   meta.status().ToString().c_str());
-      return 1;
-    }
-    ferry::DiscardSink sink;
-    absl::StatusOr<ferry::SparkFetchStats> read = client.FetchMergedChunks(
-        address, app, exec, partition, static_cast<int32_t>(meta->size()), sink, options);
-    if (!read.ok()) {
-      std::fprintf(stderr, "spark_fetch: merged partition %d: %s\n", r,
-                   read.status().ToString().c_str());
-      return 1;
-    }
-    bytes += read->bytes;
-    chunks += read->blocks;
+  ferry::DiscardSink sink;
+  absl::StatusOr<ferry::SparkFetchStats> read =
+      client.FetchMergedPartitions(address, app, exec, merged, sink, nullptr, options);
+  if (!read.ok()) {
+    std::fprintf(stderr, "spark_fetch: merged partitions: %s\n", read.status().ToString().c_str());
+    return 1;
   }
+  const uint64_t bytes = read->bytes, chunks = read->blocks;
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("iteration 1: %llu chunks, %llu bytes, %.3f s, %.3f GB/s\n",
               static_cast<unsigned long long>(chunks), static_cast<unsigned long long>(bytes),

@@ -356,9 +356,10 @@ class SparkConnection {
 
   // A merged partition's chunks [0, chunks): a FetchShuffleBlockChunks answered with a
   // stream of them, each asked for with a ChunkFetchRequest; chunk i to `sink` as block i.
+  // Chunk c to `sink` as block first_index + c.
   absl::Status MergedChunks(const std::string& app_id, const std::string& exec_id,
-                            const SparkMergedPartition& p, int32_t chunks, BlockSink& sink,
-                            SparkFetchStats& stats) {
+                            const SparkMergedPartition& p, int32_t chunks, size_t first_index,
+                            BlockSink& sink, SparkFetchStats& stats) {
     const std::string what = absl::StrCat("the chunks of ", MergedName(p), " from ", address_);
     sw::FetchShuffleBlockChunks request{app_id,     exec_id,       p.shuffle_id,
                                         p.merge_id, {p.reduce_id}, {{}}};
@@ -380,7 +381,7 @@ class SparkConnection {
     for (int32_t c = 0; c < chunks; ++c) {
       FERRY_ASSIGN_OR_RETURN(
           uint64_t got,
-          ReceiveChunk(stream->stream_id, c, static_cast<size_t>(c),
+          ReceiveChunk(stream->stream_id, c, first_index + static_cast<size_t>(c),
                        absl::StrCat(MergedName(p), "_", c, " from ", address_), sink));
       stats.bytes += got;
       ++stats.blocks;
@@ -635,8 +636,32 @@ absl::StatusOr<SparkFetchStats> SparkShuffleClient::FetchMergedChunks(
   if (chunks <= 0) return stats;
   const absl::Time start = absl::Now();
   FERRY_RETURN_IF_ERROR(WithConnection(address, app_id, options, [&](SparkConnection& c) {
-    return c.MergedChunks(app_id, exec_id, partition, chunks, sink, stats);
+    return c.MergedChunks(app_id, exec_id, partition, chunks, 0, sink, stats);
   }));
+  stats.elapsed = absl::Now() - start;
+  return stats;
+}
+
+absl::StatusOr<SparkFetchStats> SparkShuffleClient::FetchMergedPartitions(
+    const std::string& address, const std::string& app_id, const std::string& exec_id,
+    const std::vector<SparkMergedPartition>& partitions, BlockSink& sink,
+    std::vector<std::vector<spark::Bitmap>>* bitmaps, const SparkFetchOptions& options) {
+  SparkFetchStats stats;
+  const absl::Time start = absl::Now();
+  const absl::Status read =
+      WithConnection(address, app_id, options, [&](SparkConnection& c) -> absl::Status {
+        for (const SparkMergedPartition& p : partitions) {
+          FERRY_ASSIGN_OR_RETURN(std::vector<spark::Bitmap> meta, c.MergedMeta(app_id, p));
+          const auto chunks = static_cast<int32_t>(meta.size());
+          if (chunks > 0) {
+            FERRY_RETURN_IF_ERROR(c.MergedChunks(app_id, exec_id, p, chunks,
+                                                 static_cast<size_t>(stats.blocks), sink, stats));
+          }
+          if (bitmaps != nullptr) bitmaps->push_back(std::move(meta));
+        }
+        return absl::OkStatus();
+      });
+  if (!read.ok()) return read;
   stats.elapsed = absl::Now() - start;
   return stats;
 }

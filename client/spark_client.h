@@ -110,6 +110,16 @@ class SparkShuffleClient {
                                                     const SparkMergedPartition& partition,
                                                     int32_t chunks, BlockSink& sink,
                                                     const SparkFetchOptions& options = {});
+  // Several merged partitions of one service in turn on one connection, as a reducer's
+  // connections to a service are reused (Spark's TransportClientFactory): each one's
+  // meta, then all its chunks. Chunk c of partitions[p] goes to `sink` as block
+  // c + the chunks of partitions[0 .. p-1]; `bitmaps` (if not null) gets each
+  // partition's meta.
+  absl::StatusOr<SparkFetchStats> FetchMergedPartitions(
+      const std::string& address, const std::string& app_id, const std::string& exec_id,
+      const std::vector<SparkMergedPartition>& partitions, BlockSink& sink,
+      std::vector<std::vector<spark::Bitmap>>* bitmaps = nullptr,
+      const SparkFetchOptions& options = {});
 };
 
 }  // namespace ferry

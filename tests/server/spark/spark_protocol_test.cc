@@ -1359,6 +1359,7 @@ TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
        std::vector<std::pair<int32_t, std::string>>{{0, "aaaa"}, {1, big}, {2, "cc"}, {3, "ee"}}) {
     ASSERT_EQ(Push(client, map, 0, block).code, sw::PushReturnCode::kSuccess);
   }
+  ASSERT_EQ(Push(client, 4, 1, "dddd").code, sw::PushReturnCode::kSuccess);
   // Before the finalize there is nothing to read.
   const Reply early =
       client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{0}}}));
@@ -1415,6 +1416,26 @@ TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
   EXPECT_EQ(sink.blocks()[2], "ccee");
   const absl::Status unmerged = ferry.FetchMergedMeta(address, kApp, {3, 0, 5}).status();
   EXPECT_NE(unmerged.message().find("shuffleChunk_3_0_5"), std::string::npos) << unmerged;
+
+  // Several partitions on one connection, their chunks numbered across them.
+  BuffersSink both(4);
+  std::vector<std::vector<sw::Bitmap>> metas;
+  absl::StatusOr<SparkFetchStats> read_both =
+      ferry.FetchMergedPartitions(address, kApp, kExec, {{3, 0, 1}, {3, 0, 0}}, both, &metas);
+  ASSERT_TRUE(read_both.ok()) << read_both.status();
+  EXPECT_EQ(read_both->blocks, 4);
+  EXPECT_EQ(read_both->bytes, 12 + big.size());
+  EXPECT_EQ(both.blocks()[0], "dddd");
+  EXPECT_EQ(both.blocks()[1], "aaaa");
+  EXPECT_TRUE(both.blocks()[2] == big);
+  EXPECT_EQ(both.blocks()[3], "ccee");
+  ASSERT_EQ(metas.size(), 2u);
+  EXPECT_EQ(metas[0], std::vector<sw::Bitmap>{sw::Bitmap::Of({4})});
+  EXPECT_EQ(metas[1].size(), 3u);
+  BuffersSink none(4);
+  const absl::Status missing_one =
+      ferry.FetchMergedPartitions(address, kApp, kExec, {{3, 0, 0}, {3, 0, 5}}, none).status();
+  EXPECT_NE(missing_one.message().find("shuffleChunk_3_0_5"), std::string::npos) << missing_one;
 }
 
 // A merge finalized before ferry_server restarts is served after it: the registration
