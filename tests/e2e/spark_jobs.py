@@ -26,6 +26,9 @@ ferry_server. Jobs:
   stop-mid-push=DIR
         a pushed shuffle whose map tasks take their time, for the test to stop the
         application while its blocks are being merged (see stop_mid_push)
+  kill-mid-push=DIR
+        the same checked, for the test to kill an executor while the map stage pushes
+        (see kill_mid_push)
   push-read=DIR
         what Spark's reducers read of push-based shuffle's merges in the application:
         the sums over its tasks of Spark's push-read metrics, from its event log in DIR
@@ -252,11 +255,19 @@ def hold_jobs(spark, directory, idle=False):
     result("read-again", **summary(shuffled.collect()))
 
 
+def start_mergers(sc):
+    """Spark picks a shuffle's mergers (the hosts of the executors it has had) when its
+    map stage starts, and pushes nothing of it without one: a job that brings executors
+    up first."""
+    sc.parallelize(range(8), 8).map(lambda i: time.sleep(0.5) or i).count()
+
+
 def stop_mid_push(spark, directory):
     """A shuffle of 32 map tasks of a second each, pushed as each ends: the test SIGKILLs
     the driver, the JVM running this Python whose pid names DIR/driver.<pid>, while the
     pushes are being merged. Reaching the end is the test's failure ("not-stopped")."""
     open(os.path.join(directory, f"driver.{os.getppid()}"), "w").close()
+    start_mergers(spark.sparkContext)
 
     def slowly(rows):
         time.sleep(1)
@@ -264,6 +275,29 @@ def stop_mid_push(spark, directory):
     reduced = spark.sparkContext.parallelize(range(400_000), 32).mapPartitions(slowly) \
         .reduceByKey(operator.add, 6).count()
     result("not-stopped", keys=reduced)
+
+
+def kill_mid_push(spark, directory):
+    """A checked pushed shuffle whose 16 map tasks take a second each, into 60 partitions:
+    the test SIGKILLs the executor above a map task's Python worker (DIR/mapping.<pid>)
+    once ferry_server has merged some of the stage's blocks. Spark runs the lost tasks
+    again on another executor, whose pushes of the same map indexes merge or are
+    duplicates, and the reducers read the merges."""
+    sc = spark.sparkContext
+    data = list(range(400_000))
+
+    def key(i):
+        return (i * 7919) % 5003
+
+    def slowly(rows):
+        open(os.path.join(directory, f"mapping.{os.getpid()}"), "w").close()
+        time.sleep(1)
+        return ((key(i), i) for i in rows)
+    result("expected-killed-mid-push", **summary(sums_by_key(data, key)))
+    start_mergers(sc)
+    sc.setJobGroup("killed-mid-push", "an executor SIGKILLed while the map stage pushes")
+    shuffled = sc.parallelize(data, 16).mapPartitions(slowly).reduceByKey(operator.add, 60)
+    result("killed-mid-push", **summary(shuffled.collect()), **attempts(sc, "killed-mid-push"))
 
 
 # The event log's names of the push-read metrics (under a task's "Shuffle Read Metrics",
@@ -318,6 +352,8 @@ def main():
             hold_jobs(spark, value, idle=name == "hold-idle")
         elif name == "stop-mid-push":
             stop_mid_push(spark, value)
+        elif name == "kill-mid-push":
+            kill_mid_push(spark, value)
         elif name == "push-read":
             event_log = value
         else:

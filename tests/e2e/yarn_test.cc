@@ -13,7 +13,8 @@
 //     one application, and an executor container SIGKILLed mid-reduce;
 //   * push-based shuffle merged by ferry_server and read merged (Spark's push-read
 //     metrics), with spark.authenticate, and read again by new executors after
-//     ferry_server restarted; an application stopped mid-merge leaves nothing open.
+//     ferry_server restarted; an application stopped mid-merge leaves nothing open;
+//     an executor killed mid-push leaves the merges whole.
 // Every Spark version scripts/setup installed runs on the YARN its line bundles; without
 // Java, Spark or YARN's jars the test skips, saying so.
 #include <pwd.h>
@@ -401,6 +402,71 @@ TEST_P(YarnTest, AnApplicationStoppedMidMergeLeavesNothingOpen) {
     if (absl::StrContains(target, "shuffleMerged_")) held.push_back(target);
   }
   EXPECT_TRUE(held.empty()) << absl::StrJoin(held, "\n");
+}
+
+// An executor SIGKILLed while the map stage pushes (ferry_server has merged some of the
+// stage's blocks, and its running map task is lost): its pushes in flight are cut and
+// not merged, Spark runs its lost tasks again on another executor, whose pushes of the
+// same map indexes merge or are answered as duplicates, and the reducers read the
+// merges whole: the sums are right, merged chunks are read, none is corrupt.
+TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
+  options_.spark.push.enabled = true;
+  StartFerry();
+  TempDir handshakes;
+  TempDir event_log;
+  std::atomic<bool> app_ended{false};
+  Ran ran;
+  std::thread application([&] {
+    ran = Run("push-based shuffle, an executor killed mid-push",
+              WithPush(WithFerry(), event_log.path()),
+              {"kill-mid-push=" + handshakes.path(), "push-read=" + event_log.path()});
+    app_ended = true;
+  });
+  pid_t executor = 0;
+  double merged = 0;
+  const bool pushing = testing::WaitFor(
+      [&] {
+        for (const std::string& name : handshakes.ListFiles()) {
+          pid_t mapper = 0;
+          if (absl::StartsWith(name, "mapping.") && absl::SimpleAtoi(name.substr(8), &mapper)) {
+            executor = testing::ExecutorOf(mapper);
+            if (executor != 0) break;
+          }
+        }
+        merged = testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total",
+                                    "outcome", "merged");
+        return app_ended || (executor != 0 && merged > 0);
+      },
+      absl::Minutes(4));
+  const bool killed = pushing && !app_ended && ::kill(executor, SIGKILL) == 0;
+  application.join();
+  ASSERT_TRUE(killed) << "no executor was seen pushing (executor " << executor << ", " << merged
+                      << " blocks merged)";
+  std::printf("Spark %s on YARN: executor %d SIGKILLed once ferry_server had merged %.0f blocks\n",
+              GetParam().version.c_str(), executor, merged);
+  const std::map<std::string, std::string> by_job = ByJob(ran.results);
+  ExpectSameSums(by_job, "killed-mid-push", "expected-killed-mid-push");
+  ASSERT_EQ(by_job.count("killed-mid-push"), 1u) << absl::StrJoin(ran.results, "\n");
+  EXPECT_NE(JsonField(by_job.at("killed-mid-push"), "failed_tasks"), "0")
+      << by_job.at("killed-mid-push");
+  ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
+  const std::string& read = by_job.at("push-read");
+  std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
+  const auto metric = [&](const char* name) {
+    int64_t value = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
+    return value;
+  };
+  EXPECT_GT(metric("shuffleMergedLocalBytesRead") + metric("shuffleMergedRemoteBytesRead"), 0)
+      << read;
+  EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
+  EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+  ExpectForgotten(ran.app);
+  EXPECT_TRUE(testing::WaitFor([&] {
+    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+    return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
+           testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
+  }));
 }
 
 // A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
