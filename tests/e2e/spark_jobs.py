@@ -29,6 +29,9 @@ ferry_server. Jobs:
   kill-mid-push=DIR
         the same checked, for the test to kill an executor while the map stage pushes
         (see kill_mid_push)
+  late-push
+        a checked pushed shuffle whose last map task's blocks reach the merger after the
+        finalize (see late_push)
   push-read=DIR
         what Spark's reducers read of push-based shuffle's merges in the application:
         the sums over its tasks of Spark's push-read metrics, from its event log in DIR
@@ -300,6 +303,39 @@ def kill_mid_push(spark, directory):
     result("killed-mid-push", **summary(shuffled.collect()), **attempts(sc, "killed-mid-push"))
 
 
+def late_push(spark):
+    """A checked pushed shuffle whose last map task ends last and pushes 36 MB, run with
+    the finalize at the map stage's end (spark.shuffle.push.finalize.timeout=0s) and one
+    push request in flight (spark.reducer.maxSizeInFlight=1m): its blocks reach the merger
+    after the finalize, answered too late, and the reducers read them unmerged beside the
+    others' merges. No combine on the map side (partitionBy), so the blocks stay large."""
+    sc = spark.sparkContext
+    start_mergers(sc)
+
+    def rows(m):
+        return range(m * 100_000, m * 100_000 + (6_000 if m == 7 else 600))
+
+    def key(i):
+        return (i * 7919) % 5003
+
+    def generate(m):
+        if m == 7:
+            time.sleep(2)
+        # Bytes the shuffle's compression cannot shrink; the sums do not read them.
+        size = 6_000 if m == 7 else 100
+        return ((key(i), (i, os.urandom(size))) for i in rows(m))
+
+    def sums(pairs):
+        out = {}
+        for k, (i, _) in pairs:
+            out[k] = out.get(k, 0) + i
+        return out.items()
+    data = [i for m in range(8) for i in rows(m)]
+    result("expected-late-push", **summary(sums_by_key(data, key)))
+    shuffled = sc.parallelize(range(8), 8).flatMap(generate).partitionBy(60).mapPartitions(sums)
+    result("late-push", **summary(shuffled.collect()))
+
+
 # The event log's names of the push-read metrics (under a task's "Shuffle Read Metrics",
 # "Push Based Shuffle"), and the names the REST API gives them.
 PUSH_READ_METRICS = {
@@ -342,7 +378,8 @@ def push_read(directory, app_id):
 
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs,
+            "late-push": late_push}
     event_log = None
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")

@@ -14,7 +14,8 @@
 //   * push-based shuffle merged by ferry_server and read merged (Spark's push-read
 //     metrics), with spark.authenticate, and read again by new executors after
 //     ferry_server restarted; an application stopped mid-merge leaves nothing open;
-//     an executor killed mid-push leaves the merges whole.
+//     an executor killed mid-push leaves the merges whole; pushes after the finalize
+//     are answered too late and read unmerged.
 // Every Spark version scripts/setup installed runs on the YARN its line bundles; without
 // Java, Spark or YARN's jars the test skips, saying so.
 #include <pwd.h>
@@ -466,6 +467,52 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
     const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
     return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
            testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
+  }));
+}
+
+// Pushes that reach ferry_server after the driver finalized their merge: the finalize at
+// the map stage's end (spark.shuffle.push.finalize.timeout=0s) while the last map task's
+// 36 MB are still being pushed, one request in flight. ferry_server answers them too late
+// (Spark's pusher then stops), the merge holds the blocks that came in time, and the
+// reducers read those merged and the rest unmerged: the sums are right.
+TEST_P(YarnTest, PushesAfterTheFinalizeAreAnsweredTooLateAndReadUnmerged) {
+  options_.spark.push.enabled = true;
+  StartFerry();
+  TempDir event_log;
+  std::map<std::string, std::string> conf = WithPush(WithFerry(), event_log.path());
+  conf["spark.shuffle.push.finalize.timeout"] = "0s";
+  conf["spark.reducer.maxSizeInFlight"] = "1m";
+  const Ran ran = Run("push-based shuffle, pushes after the finalize", conf,
+                      {"late-push", "push-read=" + event_log.path()});
+  const std::map<std::string, std::string> by_job = ByJob(ran.results);
+  ExpectSameSums(by_job, "late-push", "expected-late-push");
+  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+  const double merged =
+      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
+  const double too_late =
+      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "too_late");
+  std::printf("Spark %s on YARN: ferry_server merged %.0f blocks, answered %.0f too late\n",
+              GetParam().version.c_str(), merged, too_late);
+  EXPECT_GT(merged, 0);
+  EXPECT_GT(too_late, 0);
+  ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
+  const std::string& read = by_job.at("push-read");
+  std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
+  const auto metric = [&](const char* name) {
+    int64_t value = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
+    return value;
+  };
+  // 8 maps x 60 partitions: the merges hold the blocks that came in time.
+  const int64_t merged_read =
+      metric("shuffleMergedLocalBlocksFetched") + metric("shuffleMergedRemoteBlocksFetched");
+  EXPECT_GT(merged_read, 0) << read;
+  EXPECT_LT(merged_read, 8 * 60) << read;
+  EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
+  EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+  ExpectForgotten(ran.app);
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
   }));
 }
 
