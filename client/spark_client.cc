@@ -355,8 +355,8 @@ class SparkConnection {
   }
 
   // A merged partition's chunks [0, chunks): a FetchShuffleBlockChunks answered with a
-  // stream of them, each asked for with a ChunkFetchRequest; chunk i to `sink` as block i.
-  // Chunk c to `sink` as block first_index + c.
+  // stream of them, each asked for with a ChunkFetchRequest; chunk i to `sink` as block
+  // first_index + i.
   absl::Status MergedChunks(const std::string& app_id, const std::string& exec_id,
                             const SparkMergedPartition& p, int32_t chunks, size_t first_index,
                             BlockSink& sink, SparkFetchStats& stats) {

@@ -217,6 +217,22 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
           << field << " of " << by_job.at(job) << " vs " << by_job.at(expected);
     }
   }
+  // Spark's push-read metric `name` in the push-read job's RESULT line `read`.
+  static int64_t PushRead(const std::string& read, const char* name) {
+    int64_t value = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
+    return value;
+  }
+  // Once `app` has ended: ferry_server has forgotten it and holds nothing of its merges,
+  // no partition open and no block waiting.
+  void ExpectMergesClosed(const std::string& app) {
+    ExpectForgotten(app);
+    EXPECT_TRUE(testing::WaitFor([&] {
+      const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+      return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
+             testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
+    }));
+  }
   static std::map<std::string, std::string> ByJob(const std::vector<std::string>& results) {
     std::map<std::string, std::string> by_job;  // RESULT {"job": J, ...}
     for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
@@ -333,11 +349,7 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterAResta
   std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
   std::printf("ferry_server merged %.0f pushed blocks, authenticated %.0f connections\n", merged,
               authenticated);
-  const auto metric = [&](const char* name) {
-    int64_t value = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
-    return value;
-  };
+  const auto metric = [&](const char* name) { return PushRead(read, name); };
   EXPECT_GT(metric("tasks"), 0) << read;
   EXPECT_GT(metric("shuffleMergedLocalBytesRead") + metric("shuffleMergedRemoteBytesRead"), 0)
       << read;
@@ -347,10 +359,7 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterAResta
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
   EXPECT_GT(merged, 0);
   EXPECT_GT(authenticated, 0);
-  ExpectForgotten(pushed.app);
-  EXPECT_TRUE(testing::WaitFor([&] {
-    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
-  }));
+  ExpectMergesClosed(pushed.app);
 }
 
 // An application stopped while its blocks are being merged (its driver SIGKILLed; its
@@ -389,12 +398,7 @@ TEST_P(YarnTest, AnApplicationStoppedMidMergeLeavesNothingOpen) {
   EXPECT_FALSE(absl::StrContains(submitted->output, "not-stopped"));
   std::printf("Spark %s on YARN: driver %d SIGKILLed once ferry_server had merged %.0f blocks\n",
               GetParam().version.c_str(), driver, merged);
-  ExpectForgotten(ApplicationOf(submitted->output));
-  EXPECT_TRUE(testing::WaitFor([&] {
-    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
-    return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
-           testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
-  }));
+  ExpectMergesClosed(ApplicationOf(submitted->output));
   // ferry_server runs in this process: none of its descriptors is a merged file.
   std::vector<std::string> held;
   for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -453,21 +457,12 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
   ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
   const std::string& read = by_job.at("push-read");
   std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
-  const auto metric = [&](const char* name) {
-    int64_t value = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
-    return value;
-  };
+  const auto metric = [&](const char* name) { return PushRead(read, name); };
   EXPECT_GT(metric("shuffleMergedLocalBytesRead") + metric("shuffleMergedRemoteBytesRead"), 0)
       << read;
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
   EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
-  ExpectForgotten(ran.app);
-  EXPECT_TRUE(testing::WaitFor([&] {
-    const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
-    return testing::MetricSum(metrics, "ferry_spark_push_open_partitions") == 0 &&
-           testing::MetricSum(metrics, "ferry_spark_push_deferred_bytes") == 0;
-  }));
+  ExpectMergesClosed(ran.app);
 }
 
 // Pushes that reach ferry_server after the driver finalized their merge: the finalize at
@@ -498,11 +493,7 @@ TEST_P(YarnTest, PushesAfterTheFinalizeAreAnsweredTooLateAndReadUnmerged) {
   ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
   const std::string& read = by_job.at("push-read");
   std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
-  const auto metric = [&](const char* name) {
-    int64_t value = -1;
-    EXPECT_TRUE(absl::SimpleAtoi(JsonField(read, name), &value)) << name << " in " << read;
-    return value;
-  };
+  const auto metric = [&](const char* name) { return PushRead(read, name); };
   // 8 maps x 60 partitions: the merges hold the blocks that came in time.
   const int64_t merged_read =
       metric("shuffleMergedLocalBlocksFetched") + metric("shuffleMergedRemoteBlocksFetched");
@@ -510,10 +501,7 @@ TEST_P(YarnTest, PushesAfterTheFinalizeAreAnsweredTooLateAndReadUnmerged) {
   EXPECT_LT(merged_read, 8 * 60) << read;
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
   EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
-  ExpectForgotten(ran.app);
-  EXPECT_TRUE(testing::WaitFor([&] {
-    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions") == 0;
-  }));
+  ExpectMergesClosed(ran.app);
 }
 
 // A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
