@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -217,6 +218,33 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
           << field << " of " << by_job.at(job) << " vs " << by_job.at(expected);
     }
   }
+  // Waits (4 minutes at most) until a process of the application is named, by a file
+  // `prefix`<pid> in `handshakes` whose pid `victim` maps to it, and ferry_server has
+  // merged some of its pushes with a partition still open; then SIGKILLs it. Its pid, or
+  // 0 if the application ended first or none was seen; *merged: the blocks merged then.
+  pid_t KillWhenMerging(
+      const TempDir& handshakes, const std::string& prefix, const std::atomic<bool>& app_ended,
+      double* merged, absl::FunctionRef<pid_t(pid_t)> victim = [](pid_t pid) { return pid; }) {
+    pid_t target = 0;
+    const bool merging = testing::WaitFor(
+        [&] {
+          for (const std::string& name : handshakes.ListFiles()) {
+            pid_t named = 0;
+            if (absl::StartsWith(name, prefix) &&
+                absl::SimpleAtoi(name.substr(prefix.size()), &named)) {
+              target = victim(named);
+              if (target != 0) break;
+            }
+          }
+          const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
+          *merged =
+              testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
+          return app_ended || (target > 0 && *merged > 0 &&
+                               testing::MetricSum(metrics, "ferry_spark_push_open_partitions") > 0);
+        },
+        absl::Minutes(4));
+    return merging && !app_ended && ::kill(target, SIGKILL) == 0 ? target : 0;
+  }
   // Spark's push-read metric `name` in the push-read job's RESULT line `read`.
   static int64_t PushRead(const std::string& read, const char* name) {
     int64_t value = -1;
@@ -377,23 +405,11 @@ TEST_P(YarnTest, AnApplicationStoppedMidMergeLeavesNothingOpen) {
                               WithPush(WithFerry(), event_log.path()), kJobTimeout);
     app_ended = true;
   });
-  pid_t driver = 0;
   double merged = 0;
-  const bool merging = testing::WaitFor(
-      [&] {
-        for (const std::string& name : handshakes.ListFiles()) {
-          if (absl::StartsWith(name, "driver.")) (void)absl::SimpleAtoi(name.substr(7), &driver);
-        }
-        const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
-        merged = testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
-        return app_ended || (driver > 0 && merged > 0 &&
-                             testing::MetricSum(metrics, "ferry_spark_push_open_partitions") > 0);
-      },
-      absl::Minutes(4));
-  const bool stopped = merging && !app_ended && ::kill(driver, SIGKILL) == 0;
+  const pid_t driver = KillWhenMerging(handshakes, "driver.", app_ended, &merged);
+  const bool stopped = driver > 0;
   application.join();
-  ASSERT_TRUE(stopped) << "the application was not seen merging (driver " << driver << ", "
-                       << merged << " blocks merged)";
+  ASSERT_TRUE(stopped) << "the application was not seen merging (" << merged << " blocks merged)";
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   EXPECT_FALSE(absl::StrContains(submitted->output, "not-stopped"));
   std::printf("Spark %s on YARN: driver %d SIGKILLed once ferry_server had merged %.0f blocks\n",
@@ -427,26 +443,12 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
               {"kill-mid-push=" + handshakes.path(), "push-read=" + event_log.path()});
     app_ended = true;
   });
-  pid_t executor = 0;
   double merged = 0;
-  const bool pushing = testing::WaitFor(
-      [&] {
-        for (const std::string& name : handshakes.ListFiles()) {
-          pid_t mapper = 0;
-          if (absl::StartsWith(name, "mapping.") && absl::SimpleAtoi(name.substr(8), &mapper)) {
-            executor = testing::ExecutorOf(mapper);
-            if (executor != 0) break;
-          }
-        }
-        merged = testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total",
-                                    "outcome", "merged");
-        return app_ended || (executor != 0 && merged > 0);
-      },
-      absl::Minutes(4));
-  const bool killed = pushing && !app_ended && ::kill(executor, SIGKILL) == 0;
+  const pid_t executor = KillWhenMerging(handshakes, "mapping.", app_ended, &merged,
+                                         [](pid_t mapper) { return testing::ExecutorOf(mapper); });
+  const bool killed = executor > 0;
   application.join();
-  ASSERT_TRUE(killed) << "no executor was seen pushing (executor " << executor << ", " << merged
-                      << " blocks merged)";
+  ASSERT_TRUE(killed) << "no executor was seen pushing (" << merged << " blocks merged)";
   std::printf("Spark %s on YARN: executor %d SIGKILLed once ferry_server had merged %.0f blocks\n",
               GetParam().version.c_str(), executor, merged);
   const std::map<std::string, std::string> by_job = ByJob(ran.results);
