@@ -480,6 +480,10 @@ int Fetch(ShuffleClient& client) {
                  static_cast<unsigned long long>(stats->blocks), unreadable.size(), app.c_str());
     return 1;
   }
+  // The failovers it took, for the operator: each on stderr, their count in the JSON.
+  for (const absl::Status& why : stats->retried) {
+    std::fprintf(stderr, "ferry fetch: tried again after: %s\n", why.ToString().c_str());
+  }
   const double seconds = absl::ToDoubleSeconds(stats->elapsed);
   if (absl::GetFlag(FLAGS_json)) {
     return PrintJson({{"app", app},
@@ -489,6 +493,7 @@ int Fetch(ShuffleClient& client) {
                       {"seconds", seconds},
                       {"gbps", seconds > 0 ? static_cast<double>(stats->bytes) / seconds / 1e9 : 0},
                       {"verified", options.verify_checksums},
+                      {"retried", stats->retried.size()},
                       {"written_to", to}});
   }
   std::printf("fetched %llu blocks, %llu bytes in %.3f s: %.3f GB/s (%s, %s)\n",

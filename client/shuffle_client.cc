@@ -162,6 +162,7 @@ absl::StatusOr<FetchStats> ShuffleClient::Fetch(const std::string& app_id,
       break;
     }
     if (round > 0) {
+      stats.retried.push_back(status);  // the last round's error, tried again now
       // The calling thread sleeps between rounds: no fiber runs.
       absl::SleepFor(backoff.Next(jitter));
     }

@@ -66,6 +66,10 @@ struct FetchStats {
   uint64_t blocks = 0;
   size_t servers = 0;
   absl::Duration elapsed;  // the rounds' time, control calls and data, not the pauses
+  // The error that ended each round that was tried again (a server that did not
+  // answer, a connection lost, a busy server), in order: the failovers a fetch that
+  // succeeded still went through.
+  std::vector<absl::Status> retried;
 };
 
 class ShuffleClient {

@@ -80,6 +80,11 @@ TEST_F(FailoverTest, ServerKilledMidFetchFailsOverToAReplica) {
   ASSERT_EQ(seen.size(), kSizes.size());
   for (auto& [index, count] : seen) EXPECT_EQ(count, 1) << "block " << index;
   EXPECT_GT(replica->data_server().connections_accepted(), 0u);
+  // One failover, its cause named: the primary's stream, cut off.
+  ASSERT_EQ(stats->retried.size(), 1u);
+  EXPECT_NE(stats->retried[0].message().find("from server " + primary->control_target()),
+            std::string::npos)
+      << stats->retried[0];
 }
 
 TEST_F(FailoverTest, ServerThatComesBackIsResumedAfterTheLastWholeBlock) {

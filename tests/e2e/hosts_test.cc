@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/shuffle_client.h"
 #include "client/spark_client.h"
 #include "common/io/ops.h"
@@ -55,6 +57,10 @@ const std::vector<std::string> kSlowLink = {"tbf", "rate",    "40mbit", "burst",
                                             "32k", "latency", "400ms"};
 
 enum class Family { kIpv4, kIpv6 };
+
+using MonotonicTime = std::chrono::steady_clock::time_point;
+MonotonicTime MonotonicNow() { return std::chrono::steady_clock::now(); }
+absl::Duration Since(MonotonicTime start) { return absl::FromChrono(MonotonicNow() - start); }
 
 // One cluster for the whole test binary, torn down when it ends.
 class ClusterEnvironment : public ::testing::Environment {
@@ -149,13 +155,14 @@ class HostsTest : public ::testing::Test {
   }
 
   // A sink that checks every block's bytes and notes in `last` when each map output's
-  // last block arrived, after `start`.
-  CallbackSink Arrivals(const std::vector<BlockLocation>& blocks, absl::Time start,
+  // last block arrived, after `start`. Monotonic: gRPC's deadlines are, and a step of
+  // the wall clock must not move an arrival across one.
+  CallbackSink Arrivals(const std::vector<BlockLocation>& blocks, MonotonicTime start,
                         std::map<int64_t, absl::Duration>& last) const {
     return CallbackSink([&blocks, start, &last, this](size_t index, absl::string_view bytes) {
       const BlockId& b = blocks[index].block;
       EXPECT_TRUE(bytes == data_.Expected(0, b.map_id, b.start_reduce_id, b.end_reduce_id));
-      last[b.map_id] = absl::Now() - start;
+      last[b.map_id] = Since(start);
       return absl::OkStatus();
     });
   }
@@ -385,6 +392,9 @@ TEST_F(HostsTest, TheCliFetchesEveryMapOutputOnceAndFailsOverToTheHostThatAlsoLi
   EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"blocks\":", 5 * kSizes.size())))
       << cli->output;
   EXPECT_TRUE(absl::StrContains(cli->output, absl::StrCat("\"bytes\":", 5 * total))) << cli->output;
+  // One failover, told on stderr and counted in the JSON.
+  EXPECT_TRUE(absl::StrContains(cli->output, "\"retried\":1")) << cli->output;
+  EXPECT_TRUE(absl::StrContains(cli->output, "ferry fetch: tried again after: ")) << cli->output;
   // Host 0 sent map outputs 0 and 7, host 3 its own; host 2 its own and what host 1 had
   // not sent whole of map output 1.
   EXPECT_EQ(SentBytes(0), static_cast<double>(2 * total));
@@ -399,17 +409,26 @@ TEST_F(HostsTest, HostThatAcceptsButNeverAnswersHoldsBackNoOtherAndIsPassedOver)
   ASSERT_EQ(::kill(servers_[0]->pid(), SIGSTOP), 0);
   const std::vector<BlockLocation> blocks = Blocks(4, true);
   std::map<int64_t, absl::Duration> last;  // when each map output's last block arrived
-  const absl::Time start = absl::Now();
+  const MonotonicTime start = MonotonicNow();
   CallbackSink sink = Arrivals(blocks, start, last);
   const absl::Duration rpc_timeout = absl::Seconds(3);
   ShuffleClient client(rpc_timeout);
   absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink, QuickToNotice());
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_LT(Since(start), absl::Seconds(10));
   // The others' blocks came while host 0's OpenStream waited for its deadline; host 0's
-  // came from its replica after it.
+  // came from its replica after it, in the one round that followed.
   for (int64_t i = 1; i < 4; ++i) EXPECT_LT(last[i], rpc_timeout / 2) << "map " << i;
-  EXPECT_GE(last[0], rpc_timeout);
+  ASSERT_EQ(stats->retried.size(), 1u);
+  const absl::Status& why = stats->retried[0];
+  EXPECT_TRUE(absl::StrContains(why.message(), "OpenStream to " + servers_[0]->control_target()))
+      << why;
+  // The call's deadline gave up on it, unless gRPC's connection did first (UNAVAILABLE).
+  EXPECT_TRUE(absl::IsDeadlineExceeded(why) || absl::IsUnavailable(why)) << why;
+  if (absl::IsDeadlineExceeded(why)) {
+    EXPECT_GE(last[0], rpc_timeout) << why;
+  }
+  for (int64_t i = 1; i < 4; ++i) EXPECT_GT(last[0], last[i]) << "map " << i << ": " << why;
   ASSERT_EQ(::kill(servers_[0]->pid(), SIGCONT), 0);
   EXPECT_EQ(OpenStreamCalls(1), 2);
   EXPECT_EQ(OpenStreamCalls(2), 1);
@@ -421,8 +440,7 @@ TEST_F(HostsTest, ASlowHostDoesNotHoldBackTheOthersBytes) {
   ASSERT_TRUE(cluster_->Shape(0, kSlowLink).ok());
   const std::vector<BlockLocation> blocks = Blocks(4, false);
   std::map<int64_t, absl::Duration> last;  // when each map output's last block arrived
-  const absl::Time start = absl::Now();
-  CallbackSink sink = Arrivals(blocks, start, last);
+  CallbackSink sink = Arrivals(blocks, MonotonicNow(), last);
   ShuffleClient client;
   absl::StatusOr<FetchStats> stats = client.Fetch(kApp, blocks, sink);
   ASSERT_TRUE(stats.ok()) << stats.status();
