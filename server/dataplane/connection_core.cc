@@ -185,6 +185,7 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     }
     // Nothing left to serve: push what was sent before waiting on the peer.
     control_.serving = false;
+    PushHeld();
     sender_.EndResponse();
     const ssize_t n = ReceivePlain(buffer_.get() + end_, capacity_ - end_);
     if (n <= 0) return false;  // closed, reset, idle, draining, stopping or unsealable
@@ -197,6 +198,7 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
                                  absl::FunctionRef<absl::Status(absl::string_view)> sink,
                                  absl::Status* sink_status) {
   *sink_status = absl::OkStatus();
+  if (bytes > end_ - begin_) PushHeld();  // the rest is waited for
   const auto take = [&](const char* data, size_t n) {
     if (sink_status->ok()) *sink_status = sink(absl::string_view(data, n));
     bytes -= n;
@@ -208,8 +210,7 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
     begin_ += held;
   }
   if (bytes == 0) return true;
-  // The rest straight from the peer, into the emptied buffer: never past the body, so
-  // the next frame stays the peer's to send.
+  // The rest straight from the peer, into the emptied buffer.
   begin_ = end_ = 0;
   // Larger reads for a larger body, within the request-buffer budget (the next frame
   // shrinks the buffer back); the base buffer when the budget has no room.
@@ -220,10 +221,19 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
   framed_any_ = true;
   frame_deadline_ = deadline;  // one deadline for the whole body, as for a frame
   while (bytes > 0) {
-    const ssize_t n =
-        ReceivePlain(buffer_.get(), static_cast<size_t>(std::min<uint64_t>(bytes, capacity_)));
+    // A rest that fills less than the buffer is read with whatever follows it: a peer
+    // that pipelines small uploads (Spark's pusher) then has its next requests read with
+    // this one's end, not a read each.
+    const size_t ask =
+        bytes < capacity_ ? capacity_ : static_cast<size_t>(std::min<uint64_t>(bytes, capacity_));
+    const ssize_t n = ReceivePlain(buffer_.get(), ask);
     if (n <= 0) return false;
-    take(buffer_.get(), static_cast<size_t>(n));
+    const size_t body = static_cast<size_t>(std::min<uint64_t>(bytes, static_cast<uint64_t>(n)));
+    take(buffer_.get(), body);
+    if (static_cast<size_t>(n) > body) {
+      begin_ = body;  // the next frame's first bytes
+      end_ = static_cast<size_t>(n);
+    }
   }
   frame_deadline_ = absl::InfiniteFuture();
   return true;
@@ -239,9 +249,12 @@ bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int 
     offset += n;
     return absl::OkStatus();
   };
+  if (bytes > end_ - begin_) PushHeld();  // the rest is waited for
   absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
+  // A small rest is read and written (and read with what follows it, see ReceiveBody):
+  // for it a pipe's two splices cost more than a read and a write.
   if (layer_ == nullptr && options_.mode == DataPlaneMode::kSplice && control_.pipes != nullptr &&
-      bytes > end_ - begin_) {
+      bytes > end_ - begin_ + kSmallBodyBytes) {
     pipe = control_.pipes->Take(deadline);
   }
   if (!pipe.ok()) return ReceiveBody(bytes, deadline, write, sink_status);
@@ -357,9 +370,16 @@ void ConnectionCore::LogFailure(const absl::Status& status) {
   LogPeerFailure(socket_.get(), DoorName(door_), status);
 }
 
-bool ConnectionCore::SendBytes(absl::string_view bytes) {
-  return sender_.Send(bytes.data(), bytes.size(), /*more=*/false) ==
+bool ConnectionCore::SendBytes(absl::string_view bytes, bool hold) {
+  held_ = hold;
+  return sender_.Send(bytes.data(), bytes.size(), /*more=*/hold) ==
          static_cast<ssize_t>(bytes.size());
+}
+
+void ConnectionCore::PushHeld() {
+  if (!held_) return;
+  held_ = false;
+  sender_.Push();
 }
 
 absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlock& block,

@@ -66,6 +66,9 @@ class ConnectionCore {
   static constexpr size_t kBaseBufferBytes = size_t{4} << 10;
   // The most of an upload's body read at a time.
   static constexpr size_t kBodyReadBytes = size_t{256} << 10;
+  // ReceiveBodyToFile reads and writes a body's rest of at most this many bytes instead
+  // of splicing it.
+  static constexpr uint64_t kSmallBodyBytes = uint64_t{16} << 10;
 
   // `options` and `control` (all of its pointers set) must outlive the core.
   ConnectionCore(UniqueFd socket, FrontDoor door, const ConnectionOptions& options,
@@ -95,13 +98,15 @@ class ConnectionCore {
   // is one), the last by `deadline`. A sink that fails gets nothing more: the rest is
   // read and dropped, and its first error is in *sink_status. False when the connection
   // is to close (the peer closed, reset or stalled past the deadline, the server stops)
-  // before every byte came.
+  // before every byte came. A rest smaller than the buffer is read with what the peer
+  // sent after it, which stays in the buffer for NextFrame.
   bool ReceiveBody(uint64_t bytes, absl::Time deadline,
                    absl::FunctionRef<absl::Status(absl::string_view)> sink,
                    absl::Status* sink_status);
   // The same into the file `fd` at `offset`, zero copy where it can be: what arrived
-  // with the frame is written, the rest goes socket -> pipe -> file by splice (a pipe of
-  // the thread's pool; the file leg on io_uring, so the thread never waits on a disk).
+  // with the frame is written, a rest of more than kSmallBodyBytes goes socket -> pipe ->
+  // file by splice (a pipe of the thread's pool; the file leg on io_uring, so the thread
+  // never waits on a disk).
   // Through a security layer, in copy mode, or with no pipe to be had, the bytes are
   // read and written.
   // A write error is in *sink_status (the rest is read and dropped).
@@ -127,8 +132,14 @@ class ConnectionCore {
   absl::Status SendBlock(absl::string_view header, const StreamBlock& block, uint64_t offset,
                          absl::FunctionRef<std::string()> name, bool* in_frame);
   // Sends bytes of the protocol's own (an error, an RPC reply); false when they did not
-  // all go out.
-  bool SendBytes(absl::string_view bytes);
+  // all go out. `hold` when the peer has sent its next request already (pipelined
+  // pushes): the kernel holds these bytes (MSG_MORE) so that the answers to several
+  // requests share a TCP segment and the peer's wakeup, until PushHeld(), the next wait
+  // on the peer, or any other send.
+  bool SendBytes(absl::string_view bytes, bool hold = false);
+  // Sends what SendBytes held; a protocol calls it before whatever may wait (a lock, a
+  // worker), so that no answer waits on another request.
+  void PushHeld();
 
   // From now on every byte either way passes through `layer`: the protocol negotiated
   // it in the frame just handled, and has answered that frame (or the connection starts
@@ -184,6 +195,8 @@ class ConnectionCore {
   size_t plain_taken_ = 0;
   bool layer_failed_ = false;  // bytes that did not open: nothing after them is read
   std::string own_output_;     // the layer's own bytes to send
+  // SendBytes left bytes in the socket with MSG_MORE.
+  bool held_ = false;
   // When the request being served began, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;

@@ -89,8 +89,11 @@ class SparkProtocol {
   bool ServeChunk(int64_t stream_id, int32_t chunk_index, const std::string* stream_name);
   bool SendChunkFailure(int64_t stream_id, int32_t chunk_index, const std::string* stream_name,
                         absl::string_view error);
-  bool SendFrame(const std::string& frame) { return core_.SendBytes(frame); }
-  bool Reply(int64_t request_id, const absl::StatusOr<std::string>& body);
+  bool SendFrame(const std::string& frame, bool hold = false) {
+    return core_.SendBytes(frame, hold);
+  }
+  // `hold`: as ConnectionCore::SendBytes holds it (a reply's success only).
+  bool Reply(int64_t request_id, const absl::StatusOr<std::string>& body, bool hold = false);
 
   ConnectionCore& core_;
   SparkShuffleService& service_;
@@ -137,6 +140,8 @@ bool SparkProtocol::Handle(absl::string_view frame) {
     core_.LogFailure(message.status());
     return false;
   }
+  // Only pushes pipelined behind pushes leave their answers held (ReplyPush).
+  if (!std::holds_alternative<spark::UploadStream>(*message)) core_.PushHeld();
   if (auth_.has_value() && !auth_->authenticated()) return Authenticate(*message);
   return std::visit([this](const auto& m) { return On(m); }, *message);
 }
@@ -212,6 +217,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   // when they would (or the partition is busy with a write).
   absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push, /*on_worker=*/false);
   if (admitted.ok() && admitted->needs_worker) {
+    core_.PushHeld();  // a worker may take a while
     admitted = service_.RunBlocking<PushMerger::Admission>(
         [merger, push = *push] { return merger->Admit(push, /*on_worker=*/true); });
   }
@@ -246,6 +252,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   if (!turn.held()) {
     absl::StatusOr<PushMerger::Deferral> held = merger->DeferInMemory(core_.peer_host(), length);
     if (!held.ok()) {
+      core_.PushHeld();  // a worker may take a while
       held = service_.RunBlocking<PushMerger::Deferral>(
           [merger, partition = admitted->partition, client = core_.peer_host(), length] {
             return merger->DeferOnDisk(*partition, client, length);
@@ -274,6 +281,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     if (!connected) return false;
     if (sink_status.ok()) {
       PushMerger::Waiting waiting(*merger);
+      core_.PushHeld();  // the turn may take a while
       if (partition.turn().Lock(absl::Now() + merger->options().push_timeout)) {
         turn = PushMerger::Turn(shared);
       }
@@ -291,6 +299,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   absl::StatusOr<PushMerger::Target> target = merger->TargetOf(
       partition, push->map_index, static_cast<int64_t>(length), /*on_worker=*/false);
   if (target.ok() && target->needs_worker) {
+    core_.PushHeld();  // a worker may take a while
     target = service_.RunBlocking<PushMerger::Target>(
         [merger, shared, map = push->map_index, length = static_cast<int64_t>(length)] {
           return merger->TargetOf(*shared, map, length, /*on_worker=*/true);
@@ -348,6 +357,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
     if (!committed.has_value()) {
       // The commit writes (or waits for a finalize's writes): on a worker, whose job holds
       // the turn until it has run, or is dropped unrun.
+      core_.PushHeld();  // a worker may take a while
       absl::StatusOr<spark::PushReturnCode> on_worker = service_.RunBlocking<spark::PushReturnCode>(
           [merger, shared, turn = std::move(turn),
            fd = std::make_shared<UniqueFd>(std::move(target->fd)), map = push->map_index,
@@ -377,8 +387,12 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
 }
 
 bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id) {
-  return Reply(id, spark::EncodeBlockPushReturnCode(
-                       {code, code == spark::PushReturnCode::kSuccess ? "" : block_id}));
+  // Spark's pusher sends a map's blocks back to back: while the next push is here
+  // already, this answer is held for the next one's (ConnectionCore::SendBytes).
+  return Reply(id,
+               spark::EncodeBlockPushReturnCode(
+                   {code, code == spark::PushReturnCode::kSuccess ? "" : block_id}),
+               /*hold=*/core_.partial_frame_bytes() > 0);
 }
 
 bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {
@@ -553,12 +567,12 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::UnsupportedRpc& m) {
                        "merges, block uploads or Mesos messages)")));
 }
 
-bool SparkProtocol::Reply(int64_t request_id, const absl::StatusOr<std::string>& body) {
+bool SparkProtocol::Reply(int64_t request_id, const absl::StatusOr<std::string>& body, bool hold) {
   core_.EndRequest(body.status());
   if (!body.ok()) {
     return SendFrame(spark::EncodeRpcFailure(request_id, body.status().ToString()));
   }
-  return SendFrame(spark::EncodeRpcResponse(request_id, *body));
+  return SendFrame(spark::EncodeRpcResponse(request_id, *body), hold);
 }
 
 bool SparkProtocol::SendChunkFailure(int64_t stream_id, int32_t chunk_index,

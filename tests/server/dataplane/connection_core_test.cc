@@ -5,6 +5,8 @@
 #include "server/dataplane/connection_core.h"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -146,6 +148,73 @@ TEST_P(ConnectionCoreTest, PipelinedFramesComeOutWholeAndInOrder) {
                                               "\x04"
                                               "fghi"}));
   EXPECT_FALSE(control_.serving);  // it ended waiting for the peer
+}
+
+TEST_P(ConnectionCoreTest, AnUploadsBodyIsReadWithTheUploadsThatFollowIt) {
+  // Two uploads (a frame, then a body outside it): the first frame with a part of its
+  // body, then the rest of that body together with the whole second upload.
+  const std::string body1(3000, 'x');
+  const std::string body2 = "second body";
+  PeerSends(FourByteFrame("one") + body1.substr(0, 100));
+  std::string got1;
+  std::string got2;
+  std::vector<std::string> frames;
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{4, 1024, FourByteLength};
+    absl::string_view frame;
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    frames.emplace_back(frame.substr(4));
+    PeerSends(body1.substr(100) + FourByteFrame("two") + body2);
+    ::shutdown(peer_.get(), SHUT_WR);
+    absl::Status sink;
+    const auto into = [](std::string* out) {
+      return [out](absl::string_view bytes) {
+        out->append(bytes.data(), bytes.size());
+        return absl::OkStatus();
+      };
+    };
+    ASSERT_TRUE(
+        core.ReceiveBody(body1.size(), absl::Now() + absl::Seconds(10), into(&got1), &sink));
+    EXPECT_TRUE(sink.ok()) << sink;
+    // The second upload came in the same read as the first body's end.
+    EXPECT_EQ(core.partial_frame_bytes(), 4 + 3 + body2.size());
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    frames.emplace_back(frame.substr(4));
+    ASSERT_TRUE(
+        core.ReceiveBody(body2.size(), absl::Now() + absl::Seconds(10), into(&got2), &sink));
+    EXPECT_FALSE(core.NextFrame(framing, &frame));  // the peer closed
+    EXPECT_EQ(core.partial_frame_bytes(), 0u);
+  });
+  EXPECT_EQ(frames, (std::vector<std::string>{"one", "two"}));
+  EXPECT_TRUE(got1 == body1);
+  EXPECT_EQ(got2, body2);
+}
+
+TEST_P(ConnectionCoreTest, AHeldAnswerStaysInTheSocketUntilPushed) {
+  const int fd = server_.get();
+  // Bytes the socket holds that TCP has not sent yet.
+  const auto unsent = [fd] {
+    int n = -1;
+    EXPECT_EQ(::ioctl(fd, SIOCOUTQNSD, &n), 0);
+    return n;
+  };
+  std::string answers;
+  WithCore([&](ConnectionCore& core) {
+    const absl::Time sent = absl::Now();
+    ASSERT_TRUE(core.SendBytes("ra", /*hold=*/true));
+    ASSERT_TRUE(core.SendBytes("rb", /*hold=*/true));
+    // TCP sends held bytes by itself after 200 ms: a check this thread reaches later
+    // (a loaded machine) proves nothing.
+    const int held = unsent();
+    if (absl::Now() - sent < absl::Milliseconds(100)) {
+      EXPECT_EQ(held, 4);
+    }
+    core.PushHeld();
+    EXPECT_EQ(unsent(), 0);
+  });
+  char buf[16];
+  const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(std::max<ssize_t>(n, 0))), "rarb");
 }
 
 TEST_P(ConnectionCoreTest, ALargeFrameGrowsTheBufferAgainstTheBudgetAndGivesItBack) {
