@@ -29,7 +29,7 @@ ferry_server. Jobs:
   kill-mid-push=DIR
         the same checked, for the test to kill an executor while the map stage pushes
         (see kill_mid_push)
-  late-push
+  late-push=DIR
         a checked pushed shuffle whose last map task's blocks reach the merger after the
         finalize (see late_push)
   push-read=DIR
@@ -258,6 +258,14 @@ def hold_jobs(spark, directory, idle=False):
     result("read-again", **summary(shuffled.collect()))
 
 
+def wait_for(ready, seconds=60):
+    """Until `ready()` holds, for at most `seconds`: a task waiting on what the test or
+    another task does."""
+    deadline = time.monotonic() + seconds
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def start_mergers(sc):
     """Spark picks a shuffle's mergers (the hosts of the executors it has had) when its
     map stage starts, and pushes nothing of it without one: a job that brings executors
@@ -281,34 +289,41 @@ def stop_mid_push(spark, directory):
 
 
 def kill_mid_push(spark, directory):
-    """A checked pushed shuffle whose 16 map tasks take a second each, into 60 partitions:
-    the test SIGKILLs the executor above a map task's Python worker (DIR/mapping.<pid>)
-    once ferry_server has merged some of the stage's blocks. Spark runs the lost tasks
+    """A checked pushed shuffle of 16 map tasks into 60 partitions: the test SIGKILLs the
+    executor above a map task's Python worker (DIR/mapping.<pid>) once ferry_server has
+    merged some of the stage's blocks, then writes DIR/killed. Spark runs the lost tasks
     again on another executor, whose pushes of the same map indexes merge or are
     duplicates, and the reducers read the merges."""
     sc = spark.sparkContext
     data = list(range(400_000))
+    killed = os.path.join(directory, "killed")
 
     def key(i):
         return (i * 7919) % 5003
 
-    def slowly(rows):
-        open(os.path.join(directory, f"mapping.{os.getpid()}"), "w").close()
-        time.sleep(1)
+    def mapping(index, rows):
+        # The first 8 end at once, so that ferry_server merges their blocks; the others
+        # wait for the kill (a minute at most), so that it lands while they run, and run
+        # again after it go on at once.
+        if index >= 8 and not os.path.exists(killed):
+            open(os.path.join(directory, f"mapping.{os.getpid()}"), "w").close()
+            wait_for(lambda: os.path.exists(killed))
         return ((key(i), i) for i in rows)
     result("expected-killed-mid-push", **summary(sums_by_key(data, key)))
     start_mergers(sc)
     sc.setJobGroup("killed-mid-push", "an executor SIGKILLed while the map stage pushes")
-    shuffled = sc.parallelize(data, 16).mapPartitions(slowly).reduceByKey(operator.add, 60)
+    shuffled = sc.parallelize(data, 16).mapPartitionsWithIndex(mapping) \
+        .reduceByKey(operator.add, 60)
     result("killed-mid-push", **summary(shuffled.collect()), **attempts(sc, "killed-mid-push"))
 
 
-def late_push(spark):
+def late_push(spark, directory):
     """A checked pushed shuffle whose last map task ends last and pushes 36 MB, run with
     the finalize at the map stage's end (spark.shuffle.push.finalize.timeout=0s) and one
     push request in flight (spark.reducer.maxSizeInFlight=1m): its blocks reach the merger
     after the finalize, answered too late, and the reducers read them unmerged beside the
-    others' merges. No combine on the map side (partitionBy), so the blocks stay large."""
+    others' merges. No combine on the map side (partitionBy), so the blocks stay large.
+    Map 7 starts its rows once the other maps have made theirs (DIR/made.<map>)."""
     sc = spark.sparkContext
     start_mergers(sc)
 
@@ -320,10 +335,13 @@ def late_push(spark):
 
     def generate(m):
         if m == 7:
-            time.sleep(2)
+            wait_for(lambda: len(glob.glob(os.path.join(directory, "made.*"))) == 7)
         # Bytes the shuffle's compression cannot shrink; the sums do not read them.
         size = 6_000 if m == 7 else 100
-        return ((key(i), (i, os.urandom(size))) for i in rows(m))
+        for i in rows(m):
+            yield key(i), (i, os.urandom(size))
+        if m != 7:
+            open(os.path.join(directory, f"made.{m}"), "w").close()
 
     def sums(pairs):
         out = {}
@@ -378,8 +396,7 @@ def push_read(directory, app_id):
 
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs,
-            "late-push": late_push}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
     event_log = None
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")
@@ -391,6 +408,8 @@ def main():
             stop_mid_push(spark, value)
         elif name == "kill-mid-push":
             kill_mid_push(spark, value)
+        elif name == "late-push":
+            late_push(spark, value)
         elif name == "push-read":
             event_log = value
         else:

@@ -447,6 +447,7 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
   const pid_t executor = KillWhenMerging(handshakes, "mapping.", app_ended, &merged,
                                          [](pid_t mapper) { return testing::ExecutorOf(mapper); });
   const bool killed = executor > 0;
+  std::ofstream(handshakes.path() + "/killed").close();  // the waiting map tasks go on
   application.join();
   ASSERT_TRUE(killed) << "no executor was seen pushing (" << merged << " blocks merged)";
   std::printf("Spark %s on YARN: executor %d SIGKILLed once ferry_server had merged %.0f blocks\n",
@@ -476,11 +477,12 @@ TEST_P(YarnTest, PushesAfterTheFinalizeAreAnsweredTooLateAndReadUnmerged) {
   options_.spark.push.enabled = true;
   StartFerry();
   TempDir event_log;
+  TempDir handshakes;
   std::map<std::string, std::string> conf = WithPush(WithFerry(), event_log.path());
   conf["spark.shuffle.push.finalize.timeout"] = "0s";
   conf["spark.reducer.maxSizeInFlight"] = "1m";
   const Ran ran = Run("push-based shuffle, pushes after the finalize", conf,
-                      {"late-push", "push-read=" + event_log.path()});
+                      {"late-push=" + handshakes.path(), "push-read=" + event_log.path()});
   const std::map<std::string, std::string> by_job = ByJob(ran.results);
   ExpectSameSums(by_job, "late-push", "expected-late-push");
   const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
