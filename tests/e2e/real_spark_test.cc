@@ -740,8 +740,15 @@ TEST_P(RealSparkHostsTest, ReducersFetchFromTheFerryServerOfEachHost) {
   options.host = (*hosts)->client_ipv4();
   absl::StatusOr<std::unique_ptr<SparkCluster>> cluster = SparkCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
+  // Both hosts must write map outputs and run reducers: Spark's standalone scheduler
+  // starts tasks once one executor is up (the minimum ratio is 0), and when the other
+  // host's executor comes late the first runs every map task and the other host's
+  // ferry_server has nothing to send.
+  std::map<std::string, std::string> conf = WithService(kServicePort);
+  conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0";
+  conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "120s";
   absl::StatusOr<SparkCluster::Submitted> ran =
-      (*cluster)->Submit(kJobs, {"checked"}, WithService(kServicePort), kJobTimeout);
+      (*cluster)->Submit(kJobs, {"checked"}, conf, kJobTimeout);
   ASSERT_TRUE(ran.ok()) << ran.status();
   ASSERT_EQ(ran->exit_code, 0) << ran->output.substr(ran->output.size() -
                                                      std::min<size_t>(ran->output.size(), 6000))
@@ -749,6 +756,9 @@ TEST_P(RealSparkHostsTest, ReducersFetchFromTheFerryServerOfEachHost) {
   ASSERT_EQ(ran->results.size(), 2u) << absl::StrJoin(ran->results, "\n");
   EXPECT_EQ(absl::StrReplaceAll(ran->results[0], {{"\"expected\"", "\"shuffled\""}}),
             ran->results[1]);
+  // The driver began once both executors were up, not when its wait ran out.
+  EXPECT_TRUE(absl::StrContains(ran->output, "reached minRegisteredResourcesRatio: 1.0"))
+      << (*cluster)->DiagnosticLogs();
   // Each host's ferry_server sent the other host's reducers blocks.
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<double> sent = testing::ScrapeMetric(
