@@ -47,12 +47,12 @@ absl::Status MergedPartition::CloseChunk(int64_t offset, bool with_bitmap) {
   // The index entry first and the bitmap after it; the ends move only when both are
   // written, so a failed boundary is rewritten whole at the next one.
   absl::Status s =
-      WriteAt(files_.index.get(), absl::string_view(reinterpret_cast<const char*>(&big_endian), 8),
+      WriteAt(index_.get(), absl::string_view(reinterpret_cast<const char*>(&big_endian), 8),
               index_end_, absl::StrCat(name_, ".index"));
   std::string bitmap;
   if (s.ok() && with_bitmap) {
     bitmap = chunk_maps_.Serialize();
-    s = WriteAt(files_.meta.get(), bitmap, meta_end_, absl::StrCat(name_, ".meta"));
+    s = WriteAt(meta_.get(), bitmap, meta_end_, absl::StrCat(name_, ".meta"));
   }
   if (!s.ok()) return s;
   index_end_ += 8;
@@ -92,7 +92,7 @@ absl::StatusOr<MergedPartition::Final> MergedPartition::Finalize() {
   }
   result.size = chunk_start_;
   const std::pair<const UniqueFd*, int64_t> cuts[] = {
-      {&files_.data, chunk_start_}, {&files_.index, index_end_}, {&files_.meta, meta_end_}};
+      {data_.get(), chunk_start_}, {&index_, index_end_}, {&meta_, meta_end_}};
   for (const auto& [fd, length] : cuts) {
     struct stat st {};
     if (::fstat(fd->get(), &st) != 0 ||

@@ -39,7 +39,10 @@ class MergedPartition {
 
   // Where the next block goes in the data file, and the descriptor to write it with.
   int64_t end() const { return end_; }
-  int data_fd() const { return files_.data.get(); }
+  int data_fd() const { return data_->get(); }
+  // The data file's descriptor, shared: a writer holding it outside the partition's
+  // lock keeps it open past a Finalize that lets the partition go.
+  const std::shared_ptr<const UniqueFd>& shared_data() const { return data_; }
   // Whether a block of `map_index` is merged already.
   bool Has(uint32_t map_index) const { return merged_.Contains(map_index); }
   const spark::Bitmap& merged() const { return merged_; }
@@ -69,11 +72,17 @@ class MergedPartition {
 
  private:
   MergedPartition(Files files, int64_t min_chunk_bytes, std::string name)
-      : files_(std::move(files)), min_chunk_bytes_(min_chunk_bytes), name_(std::move(name)) {}
+      : data_(std::make_shared<const UniqueFd>(std::move(files.data))),
+        index_(std::move(files.index)),
+        meta_(std::move(files.meta)),
+        min_chunk_bytes_(min_chunk_bytes),
+        name_(std::move(name)) {}
   // Writes the index entry `offset` and, with a map index, the chunk's bitmap.
   absl::Status CloseChunk(int64_t offset, bool with_bitmap);
 
-  Files files_;
+  const std::shared_ptr<const UniqueFd> data_;
+  const UniqueFd index_;
+  const UniqueFd meta_;
   const int64_t min_chunk_bytes_;
   const std::string name_;
   int64_t end_ = 0;          // after the last committed block

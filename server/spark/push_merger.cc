@@ -351,7 +351,6 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
   Target target;
   bool gone = false;
   absl::Status broken;
-  int dup_errno = 0;
   const auto read = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(partition.mu) {
     broken = partition.broken;
     gone = partition.finalized || partition.files == nullptr;
@@ -360,8 +359,7 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
       target.duplicate = true;
       return;
     }
-    target.fd = UniqueFd(::fcntl(partition.files->data_fd(), F_DUPFD_CLOEXEC, 0));
-    if (!target.fd.valid()) dup_errno = errno;
+    target.fd = partition.files->shared_data();
     target.offset = partition.files->end();
   };
   if (on_worker) {
@@ -375,10 +373,6 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     return target;
   }
   if (!broken.ok()) return broken;
-  if (dup_errno != 0) {
-    return absl::ErrnoToStatus(dup_errno,
-                               absl::StrCat("dup the data file of ", partition.data_at.display));
-  }
   absl::MutexLock lock(&mu_);
   auto app = apps_.find(partition.app_id);
   if (gone || app == apps_.end()) {
@@ -390,7 +384,7 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
           shuffle != app->second.shuffles.end() && shuffle->second.merge_id > partition.merge_id;
     }
     target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
-    target.fd.Reset();
+    target.fd.reset();
     return target;
   }
   if (!target.duplicate &&

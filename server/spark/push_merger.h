@@ -162,9 +162,9 @@ class PushMerger {
   struct Target {
     spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
     bool duplicate = false;
-    // The data file, the writer's own descriptor of it (a finalize closes the
-    // partition's meanwhile), and where the block goes.
-    UniqueFd fd;
+    // The data file, its descriptor shared with the partition (open until the writer is
+    // done, should a finalize let the partition go meanwhile), and where the block goes.
+    std::shared_ptr<const UniqueFd> fd;
     int64_t offset = 0;
     // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it):
     // ask again on a worker.

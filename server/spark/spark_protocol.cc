@@ -320,7 +320,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   int64_t written = 0;
   const auto write = [&](absl::string_view bytes) -> absl::Status {
     const ssize_t n =
-        WriteAll(target->fd.get(), bytes.data(), bytes.size(), target->offset + written);
+        WriteAll(target->fd->get(), bytes.data(), bytes.size(), target->offset + written);
     if (n != static_cast<ssize_t>(bytes.size())) {
       return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
                                  absl::StrCat("append ", admitted->block_id, " to its merge"));
@@ -330,8 +330,8 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   };
   bool connected = true;
   if (received && deferral->spill.valid()) {
-    sink_status = core_.CopyFile(deferral->spill.get(), 0, target->fd.get(), target->offset, length,
-                                 absl::Now() + merger->options().push_timeout);
+    sink_status = core_.CopyFile(deferral->spill.get(), 0, target->fd->get(), target->offset,
+                                 length, absl::Now() + merger->options().push_timeout);
     if (sink_status.ok()) {
       written = static_cast<int64_t>(length);
     } else {
@@ -345,7 +345,7 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   } else {
     // Straight from the socket into the merged file.
     connected =
-        core_.ReceiveBodyToFile(length, deadline, target->fd.get(), target->offset, &sink_status);
+        core_.ReceiveBodyToFile(length, deadline, target->fd->get(), target->offset, &sink_status);
     if (connected && sink_status.ok()) written = static_cast<int64_t>(length);
   }
   release_deferral();
@@ -353,15 +353,14 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
   spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
   if (connected && sink_status.ok()) {
     std::optional<spark::PushReturnCode> committed =
-        merger->Commit(partition, push->map_index, written, target->fd.get(), /*on_worker=*/false);
+        merger->Commit(partition, push->map_index, written, target->fd->get(), /*on_worker=*/false);
     if (!committed.has_value()) {
       // The commit writes (or waits for a finalize's writes): on a worker, whose job holds
       // the turn until it has run, or is dropped unrun.
       core_.PushHeld();  // a worker may take a while
       absl::StatusOr<spark::PushReturnCode> on_worker = service_.RunBlocking<spark::PushReturnCode>(
-          [merger, shared, turn = std::move(turn),
-           fd = std::make_shared<UniqueFd>(std::move(target->fd)), map = push->map_index,
-           written]() mutable -> absl::StatusOr<spark::PushReturnCode> {
+          [merger, shared, turn = std::move(turn), fd = std::move(target->fd),
+           map = push->map_index, written]() mutable -> absl::StatusOr<spark::PushReturnCode> {
             const std::optional<spark::PushReturnCode> done =
                 merger->Commit(*shared, map, written, fd->get(), /*on_worker=*/true);
             turn.Release();

@@ -75,10 +75,10 @@ class PushMergerTest : public ::testing::Test {
     EXPECT_TRUE(target.ok()) << target.status();
     PushReturnCode code = target->code;
     if (code == PushReturnCode::kSuccess && !target->duplicate) {
-      EXPECT_EQ(::pwrite(target->fd.get(), block.data(), block.size(), target->offset),
+      EXPECT_EQ(::pwrite(target->fd->get(), block.data(), block.size(), target->offset),
                 static_cast<ssize_t>(block.size()));
       code = *merger.Commit(partition, push.map_index, static_cast<int64_t>(block.size()),
-                            target->fd.get(), /*on_worker=*/true);
+                            target->fd->get(), /*on_worker=*/true);
     }
     return code;
   }
@@ -172,8 +172,8 @@ TEST_F(PushMergerTest, AWriteThatLandsAfterFinalizeIsCut) {
   absl::StatusOr<PushMerger::Target> target = merger->TargetOf(*admitted->partition, 1, 6, true);
   ASSERT_TRUE(target.ok());
   ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
-  ASSERT_EQ(::pwrite(target->fd.get(), "latecomer", 9, target->offset), 9);
-  EXPECT_EQ(merger->Commit(*admitted->partition, 1, 9, target->fd.get(), true),
+  ASSERT_EQ(::pwrite(target->fd->get(), "latecomer", 9, target->offset), 9);
+  EXPECT_EQ(merger->Commit(*admitted->partition, 1, 9, target->fd->get(), true),
             PushReturnCode::kTooLateBlockPush);
   admitted->partition->turn().Unlock();
   EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "data")), "kept");
@@ -282,16 +282,16 @@ TEST_F(PushMergerTest, OnAConnectionsThreadNothingIsWritten) {
     absl::StatusOr<PushMerger::Target> target = merger->TargetOf(
         *admitted->partition, map, static_cast<int64_t>(block.size()), /*on_worker=*/false);
     EXPECT_TRUE(target.ok() && !target->needs_worker);
-    EXPECT_EQ(::pwrite(target->fd.get(), block.data(), block.size(), target->offset),
+    EXPECT_EQ(::pwrite(target->fd->get(), block.data(), block.size(), target->offset),
               static_cast<ssize_t>(block.size()));
     std::optional<PushReturnCode> in_place =
         merger->Commit(*admitted->partition, map, static_cast<int64_t>(block.size()),
-                       target->fd.get(), /*on_worker=*/false);
+                       target->fd->get(), /*on_worker=*/false);
     if (in_place.has_value()) return *in_place;
     // The chunk closes: nothing was recorded, and the worker records it.
     EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "index")).size(), 8u);
     return *merger->Commit(*admitted->partition, map, static_cast<int64_t>(block.size()),
-                           target->fd.get(), /*on_worker=*/true);
+                           target->fd->get(), /*on_worker=*/true);
   };
   EXPECT_EQ(append(1, "bcd"), PushReturnCode::kSuccess);  // 4 bytes: within the chunk
   EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "index")).size(), 8u);
