@@ -32,14 +32,18 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
       std::min<uint64_t>(1024, limit / 4) + 64 + 4 * static_cast<uint64_t>(options.data.threads);
   // Splice mode's pipes, pooled by the threads, and per connection its socket and, while
   // the disk reads for it, a duplicate of its pipe (DiskReader); copy mode, the socket.
+  // A connection pushing a block to a busy merged partition holds the socket and the
+  // file the block waits in.
   const bool splice = options.connection.mode == DataPlaneMode::kSplice;
-  const uint64_t per_connection = splice ? 2 : 1;
+  const bool push = !options.spark.address.empty() && options.spark.push.enabled;
+  const uint64_t per_connection = splice || push ? 2 : 1;
   const uint64_t threads = static_cast<uint64_t>(std::max(options.data.threads, 1));
-  if (limit < plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the open-file limit (RLIMIT_NOFILE) is ", limit, " descriptors; ferry_server needs ",
-        "at least ", plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0),
-        " (raise it: LimitNOFILE=)"));
+  const uint64_t least = plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0) +
+                         (push ? 4 * PushMerger::kFilesPerPartition : 0);
+  if (limit < least) {
+    return absl::InvalidArgumentError(absl::StrCat("the open-file limit (RLIMIT_NOFILE) is ", limit,
+                                                   " descriptors; ferry_server needs ", "at least ",
+                                                   least, " (raise it: LimitNOFILE=)"));
   }
   uint64_t spare = limit - plan.reserve;
   if (splice) {
@@ -51,6 +55,12 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
     plan.max_pipes = static_cast<size_t>(
         std::clamp<uint64_t>(wanted, threads, std::max<uint64_t>(threads, spare / 16)));
     spare -= 2 * plan.max_pipes;
+  }
+  if (push) {
+    // The merged partitions being written, in at most a quarter of the rest.
+    plan.max_merged_partitions = std::clamp<uint64_t>(options.spark.push.max_open_partitions, 1,
+                                                      spare / 4 / PushMerger::kFilesPerPartition);
+    spare -= PushMerger::kFilesPerPartition * plan.max_merged_partitions;
   }
   plan.max_data_files = static_cast<size_t>(spare / 4);
   plan.max_cached_map_outputs = static_cast<size_t>(
@@ -69,6 +79,14 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
     absl::StrAppend(&plan.clamped, "--max-open-files lowered from ",
                     options.store.max_cached_map_outputs, " to ", plan.max_cached_map_outputs,
                     " to fit ", limit, " descriptors. ");
+  }
+  if (push && plan.max_merged_partitions < options.spark.push.max_open_partitions) {
+    plan.clamped_a_setting |=
+        options.spark.push.max_open_partitions != defaults.spark.push.max_open_partitions;
+    absl::StrAppend(&plan.clamped, "--spark-push-max-open-partitions lowered from ",
+                    options.spark.push.max_open_partitions, " to ", plan.max_merged_partitions,
+                    " to fit ", limit, " descriptors (", PushMerger::kFilesPerPartition,
+                    " each). ");
   }
   if (plan.max_connections < options.data.max_connections) {
     plan.clamped_a_setting |= options.data.max_connections != defaults.data.max_connections;
@@ -151,6 +169,9 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.store.max_data_files = plan.max_data_files;
   server->options_.data.max_connections = plan.max_connections;
   server->options_.data.max_pipes = plan.max_pipes;
+  if (plan.max_merged_partitions > 0) {
+    server->options_.spark.push.max_open_partitions = plan.max_merged_partitions;
+  }
   server->descriptors_ = std::move(plan);
   FERRY_ASSIGN_OR_RETURN(server->store_, BlockStore::Open(server->options_.store));
   const Clock& clock = options.clock != nullptr ? *options.clock : Clock::Real();
@@ -171,8 +192,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark.address.empty()) {
-    FERRY_ASSIGN_OR_RETURN(server->spark_,
-                           SparkFrontDoor::Open(options.spark, server->store_.get(), clock));
+    FERRY_ASSIGN_OR_RETURN(
+        server->spark_, SparkFrontDoor::Open(server->options_.spark, server->store_.get(), clock));
     server->options_.spark.executors.dir_roots = server->spark_->roots();
     FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door,
                            server->spark_->Listener(&server->options_.connection));

@@ -76,10 +76,13 @@ struct FerryServerOptions {
 // How the descriptors under the process's soft RLIMIT_NOFILE are shared out: a reserve
 // for the control plane (gRPC's connections, which gRPC cannot cap) and the threads'
 // rings; in splice mode the threads' pipes (--max-pipes, or what the user's pipe budget
-// allows, in at most an eighth of the rest); a quarter of the rest for data files
-// (cached, or held by open streams); the rest for data-plane connections (two
-// descriptors each in splice mode: the socket and, while the disk reads for it, its
-// pipe's duplicate; one in copy mode). Limits that do not fit are lowered, never raised.
+// allows, in at most an eighth of the rest); with push-based shuffle, the merged
+// partitions being written (three files each) in at most a quarter of the rest; a
+// quarter of the rest for data files (cached, or held by open streams); the rest for
+// data-plane connections (two descriptors each in splice mode: the socket and, while
+// the disk reads for it, its pipe's duplicate; with push-based shuffle, the socket and
+// the file a pushed block waits in; one in copy mode without it). Limits that do not
+// fit are lowered, never raised.
 struct DescriptorPlan {
   uint64_t limit = 0;
   uint64_t reserve = 0;
@@ -89,6 +92,8 @@ struct DescriptorPlan {
   size_t max_connections = 0;
   // The threads' splice pipes in all (0 in copy mode).
   size_t max_pipes = 0;
+  // --spark-push-max-open-partitions, as it fits (0 without push-based shuffle).
+  uint64_t max_merged_partitions = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.
   std::string clamped;
   // Whether a limit lowered is one the operator set (not its default): worth a warning.

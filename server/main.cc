@@ -201,7 +201,10 @@ int Main() {
   LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
             << " reserved, up to " << fds.max_data_files << " data files ("
             << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
-            << options.data.max_connections_per_client << " per client)";
+            << options.data.max_connections_per_client << " per client)"
+            << (fds.max_merged_partitions > 0
+                    ? absl::StrCat(", ", fds.max_merged_partitions, " merged partitions")
+                    : "");
   if (fds.clamped_a_setting) {
     LOG(WARNING) << "ferry_server: " << fds.clamped;
   } else if (!fds.clamped.empty()) {

@@ -52,6 +52,10 @@ FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_min_chunk_bytes, min_ch
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_open_partitions, max_open_partitions,
                   "Merged partitions being written at once (three open files each); a push "
                   "for another is refused.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_open_partitions_per_app,
+                  max_open_partitions_per_app,
+                  "Merged partitions one application may be writing at once, of "
+                  "--spark-push-max-open-partitions; a push of it for another is refused.");
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_bytes, max_app_bytes,
                   "Merged bytes one application may hold on this node; pushes past them are "
                   "refused.");

@@ -80,6 +80,8 @@ absl::Status PushMerger::Options::Validate() const {
                                    static_cast<uint64_t>(min_chunk_bytes), 1, uint64_t{1} << 31));
   FERRY_RETURN_IF_ERROR(
       CheckRange("--spark-push-max-open-partitions", max_open_partitions, 1, uint64_t{1} << 20));
+  FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-open-partitions-per-app",
+                                   max_open_partitions_per_app, 1, uint64_t{1} << 20));
   FERRY_RETURN_IF_ERROR(
       CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50));
   FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-deferred-memory-per-client",
@@ -234,7 +236,7 @@ absl::Status PushMerger::CreateFiles(Partition& partition) {
       if (made[i].st_ino != 0) UnlinkBeneath(partition.Locate(kSuffixes[i]), &made[i]);
     }
     absl::MutexLock lock(&mu_);
-    --open_partitions_;
+    ClosedLocked(partition.app_id, 1);
   }
   return status;
 }
@@ -316,6 +318,13 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
       return absl::ResourceExhaustedError(absl::StrCat(
           options_.max_open_partitions, " merged partitions are open on this shuffle service"));
     }
+    uint64_t& open_of_app = open_by_app_[push.app_id];
+    if (open_of_app >= options_.max_open_partitions_per_app) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("application ", push.app_id, " has ", open_of_app,
+                       " merged partitions open on this shuffle service, its share"));
+    }
+    ++open_of_app;
     auto partition = std::make_shared<Partition>();
     partition->dirs = app.merge_dirs;
     partition->app_id = push.app_id;
@@ -502,7 +511,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
   }
   {
     absl::MutexLock lock(&mu_);
-    open_partitions_ -= closed;
+    ClosedLocked(request.app_id, closed);
   }
   SaveState();
   return statuses;
@@ -556,20 +565,29 @@ void PushMerger::Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<
   shuffle.partitions.clear();
 }
 
+void PushMerger::ClosedLocked(const std::string& app_id, uint64_t n) {
+  if (n == 0) return;
+  open_partitions_ -= n;
+  auto app = open_by_app_.find(app_id);
+  if (app == open_by_app_.end()) return;
+  app->second -= std::min(app->second, n);
+  if (app->second == 0) open_by_app_.erase(app);
+}
+
 void PushMerger::DeleteFiles(const std::vector<std::shared_ptr<Partition>>& partitions) {
-  uint64_t closed = 0;
+  absl::flat_hash_map<std::string, uint64_t> closed;
   for (const std::shared_ptr<Partition>& partition : partitions) {
     {
       absl::MutexLock p(&partition->mu);
-      if (partition->files != nullptr) ++closed;
+      if (partition->files != nullptr) ++closed[partition->app_id];
       partition->files.reset();
       partition->finalized = true;
     }
     for (const char* suffix : kSuffixes) UnlinkBeneath(partition->Locate(suffix));
   }
-  if (closed == 0) return;
+  if (closed.empty()) return;
   absl::MutexLock lock(&mu_);
-  open_partitions_ -= closed;
+  for (const auto& [app_id, n] : closed) ClosedLocked(app_id, n);
 }
 
 absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string& app_id,

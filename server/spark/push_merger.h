@@ -50,13 +50,17 @@ namespace ferry {
 
 class PushMerger {
  public:
+  // A merged partition being written holds its .data, .index and .meta open.
+  static constexpr uint64_t kFilesPerPartition = 3;
   struct Options {
     // Merge pushed blocks (push-based shuffle); false: pushes are refused.
     bool enabled = false;
     // spark.shuffle.push.server.minChunkSizeInMergedShuffleFile.
     int64_t min_chunk_bytes = int64_t{2} << 20;
-    // Partitions being merged at once, each with three open files.
-    uint64_t max_open_partitions = 1024;
+    // Partitions being merged at once, each with three open files: in all, and of one
+    // application (so that one cannot take every one from the others).
+    uint64_t max_open_partitions = 4096;
+    uint64_t max_open_partitions_per_app = 1024;
     // Merged bytes one application may hold on this node.
     uint64_t max_app_bytes = uint64_t{64} << 30;
     // How long a push may take to arrive once it holds its partition (the others wait
@@ -279,6 +283,8 @@ class PushMerger {
   // finalized away, deleted or replaced.
   std::pair<App*, Shuffle*> HolderLocked(const Partition& partition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `n` of `app_id`'s open partitions closed.
+  void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps, into *out, to be deleted.
   void Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -317,6 +323,8 @@ class PushMerger {
   std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
   uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
+  // By application (its partitions' files stay open past its end until they are closed).
+  absl::flat_hash_map<std::string, uint64_t> open_by_app_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};
   std::atomic<uint64_t> merged_bytes_{0};
   std::atomic<int64_t> waiting_{0};

@@ -60,6 +60,43 @@ TEST(DescriptorPlanTest, PipesAsAskedFitAnEighthOfTheDescriptors) {
   EXPECT_EQ(plan->max_pipes, 10u);
 }
 
+TEST(DescriptorPlanTest, MergedPartitionsFitAQuarterOfTheDescriptors) {
+  FerryServerOptions options;
+  options.data.threads = 2;
+  options.spark.address = "127.0.0.1:0";
+  options.spark.push.enabled = true;
+  auto plan = PlanDescriptors(1 << 20, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->max_merged_partitions, options.spark.push.max_open_partitions);
+  EXPECT_TRUE(plan->clamped.empty()) << plan->clamped;
+  plan = PlanDescriptors(8192, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_LT(plan->max_merged_partitions, options.spark.push.max_open_partitions);
+  EXPECT_GT(plan->max_merged_partitions, 300u);
+  EXPECT_LE(3 * plan->max_merged_partitions, (8192 - plan->reserve) / 4);
+  // Everything fits: a connection pushing holds its socket and a waiting block's file.
+  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + 3 * plan->max_merged_partitions +
+                plan->max_data_files + 2 * plan->max_connections,
+            8192u);
+  EXPECT_NE(plan->clamped.find("--spark-push-max-open-partitions lowered from 4096"),
+            std::string::npos)
+      << plan->clamped;
+  EXPECT_FALSE(plan->clamped_a_setting);
+  // Without push-based shuffle, none are planned.
+  options.spark.push.enabled = false;
+  plan = PlanDescriptors(8192, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->max_merged_partitions, 0u);
+  // Copy mode with push-based shuffle: two descriptors a connection.
+  options.spark.push.enabled = true;
+  options.connection.mode = DataPlaneMode::kCopy;
+  plan = PlanDescriptors(8192, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_LE(plan->reserve + 3 * plan->max_merged_partitions + plan->max_data_files +
+                2 * plan->max_connections,
+            8192u);
+}
+
 TEST(DescriptorPlanTest, TooFewDescriptorsIsAnError) {
   auto plan = PlanDescriptors(64, FerryServerOptions{});
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "common/spark/merge_dirs.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process_groups.h"
@@ -219,6 +220,39 @@ TEST_F(PushMergerTest, PartitionsAndBytesAreBounded) {
   ASSERT_TRUE(merger->Remove({kApp, 1, 3, -1}).ok());
   EXPECT_EQ(merger->open_partitions(), 0u);
   EXPECT_EQ(Append(*merger, Push(1, 2), "12345"), PushReturnCode::kSuccess);
+}
+
+TEST_F(PushMergerTest, OneApplicationHoldsAtMostItsShareOfTheOpenPartitions) {
+  PushMerger::Options options;
+  options.max_open_partitions = 3;
+  options.max_open_partitions_per_app = 2;
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  constexpr char kOther[] = "application_1_0002";
+  merger->RegisterAttempt(kOther, 1, Dirs(2));
+  const auto other = [&](int32_t map, int32_t reduce) {
+    return spark::PushBlockStream{kOther, 1, /*shuffle_id=*/3, 0, map, reduce, 0};
+  };
+  ASSERT_EQ(Append(*merger, Push(0, 0), "12345"), PushReturnCode::kSuccess);
+  ASSERT_EQ(Append(*merger, Push(0, 1), "12345"), PushReturnCode::kSuccess);
+  // A third of the first application's: past its share, though the node has room.
+  absl::StatusOr<PushMerger::Admission> refused = merger->Admit(Push(0, 2), true);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), kApp)) << refused.status();
+  // Its open partitions take more blocks; the other application opens one of its own.
+  EXPECT_EQ(Append(*merger, Push(1, 1), "67"), PushReturnCode::kSuccess);
+  EXPECT_EQ(Append(*merger, other(0, 0), "abc"), PushReturnCode::kSuccess);
+  EXPECT_EQ(merger->open_partitions(), 3u);
+  // The node's bound holds for both.
+  EXPECT_EQ(merger->Admit(other(0, 1), true).status().code(), absl::StatusCode::kResourceExhausted);
+  // A finalize gives the first application's share back; the other's end, its own.
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  EXPECT_EQ(merger->open_partitions(), 1u);
+  EXPECT_EQ(Append(*merger, other(0, 1), "abc"), PushReturnCode::kSuccess);
+  EXPECT_EQ(merger->Admit(other(0, 2), true).status().code(), absl::StatusCode::kResourceExhausted);
+  merger->ApplicationEnded(kOther);
+  EXPECT_EQ(merger->open_partitions(), 0u);
+  EXPECT_EQ(Append(*merger, Push(0, 0, /*merge_id=*/1), "12345"), PushReturnCode::kSuccess);
+  EXPECT_EQ(Append(*merger, Push(0, 1, /*merge_id=*/1), "12345"), PushReturnCode::kSuccess);
 }
 
 // Blocks waiting for their partition: in memory up to its bounds, then in unnamed files

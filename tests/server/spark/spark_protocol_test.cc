@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -1468,12 +1469,13 @@ TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
 
 // The bounds of push-based shuffle, each pushed past: the memory for blocks waiting for
 // a busy partition (past it a block is drained and answered "collision"), the partitions
-// open at once, and an application's merged bytes, which do not stop another
-// application's pushes.
+// open at once, of one application and in all, and an application's merged bytes;
+// neither an application's partitions nor its bytes stop another application's pushes.
 TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
   push_.max_deferred_memory_per_client = 1000;
   push_.max_deferred_disk_per_client = 0;
-  push_.max_open_partitions = 3;
+  push_.max_open_partitions = 4;
+  push_.max_open_partitions_per_app = 3;
   push_.max_app_bytes = 300;
   Start();
   SparkClient first(server_->spark_port());
@@ -1497,37 +1499,50 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
                                "outcome", "collision"),
             1);
 
-  // Partitions open at once: two more fit, a fourth is refused with an error (the body
-  // drained, the connection goes on).
+  // The application's partitions open at once: two more fit its share, a fourth is
+  // refused with an error (the body drained, the connection goes on), though the
+  // service has room for one more.
   EXPECT_EQ(Push(second, 1, 1, "x").code, sw::PushReturnCode::kSuccess);
   EXPECT_EQ(Push(second, 1, 2, "x").code, sw::PushReturnCode::kSuccess);
-  second.Send(
-      sw::EncodeUploadStreamHeader(9, sw::EncodePushBlockStream({kApp, 1, 3, 0, 1, 3, 0}), 1) +
-      "x");
-  std::optional<Reply> refused = second.Read();
-  ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
-  EXPECT_NE(refused->text.find("merged partitions are open"), std::string::npos) << refused->text;
-
+  const auto refused_with = [](SparkClient& client, int64_t id, const sw::PushBlockStream& push,
+                               const std::string& body, absl::string_view why) {
+    client.Send(sw::EncodeUploadStreamHeader(id, sw::EncodePushBlockStream(push),
+                                             static_cast<int64_t>(body.size())) +
+                body);
+    std::optional<Reply> refused = client.Read();
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
+    EXPECT_TRUE(absl::StrContains(refused->text, why)) << refused->text;
+  };
+  ASSERT_NO_FATAL_FAILURE(
+      refused_with(second, 9, {kApp, 1, 3, 0, 1, 3, 0}, "x", "merged partitions open on"));
   // The application's bytes: 202 merged, 100 more would pass its 300.
-  second.Send(
-      sw::EncodeUploadStreamHeader(10, sw::EncodePushBlockStream({kApp, 1, 3, 0, 2, 0, 0}), 100) +
-      std::string(100, 'c'));
-  refused = second.Read();
-  ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
-  EXPECT_NE(refused->text.find("would pass its bound"), std::string::npos) << refused->text;
-  // Another application is not held by this one's bytes (its partitions fit the bound
-  // once these are finalized).
-  ASSERT_EQ(second.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
-            sw::MessageType::kRpcResponse);
-  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions"), 0);
+  ASSERT_NO_FATAL_FAILURE(refused_with(second, 10, {kApp, 1, 3, 0, 2, 0, 0}, std::string(100, 'c'),
+                                       "would pass its bound"));
+
+  // Another application is held by neither: it opens the service's last partition and
+  // merges more bytes than the first has room for; a partition past the service's bound
+  // is refused.
   SparkClient app2(server_->spark_port());
   ASSERT_NO_FATAL_FAILURE(RegisterApp2(app2));
   app2.Send(sw::EncodeUploadStreamHeader(11, sw::EncodePushBlockStream({"app-2", 1, 3, 0, 0, 0, 0}),
                                          250) +
             std::string(250, 'd'));
   std::optional<Reply> merged = app2.Read();
+  ASSERT_TRUE(merged.has_value());
+  ASSERT_EQ(merged->type, sw::MessageType::kRpcResponse) << merged->text;
+  EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(merged->body)).code,
+            sw::PushReturnCode::kSuccess);
+  ASSERT_NO_FATAL_FAILURE(
+      refused_with(app2, 12, {"app-2", 1, 3, 0, 0, 1, 0}, "e", "merged partitions are open"));
+  // The first application's finalize gives its partitions back.
+  ASSERT_EQ(second.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions"), 1);
+  app2.Send(
+      sw::EncodeUploadStreamHeader(13, sw::EncodePushBlockStream({"app-2", 1, 3, 0, 0, 1, 0}), 1) +
+      "e");
+  merged = app2.Read();
   ASSERT_TRUE(merged.has_value());
   ASSERT_EQ(merged->type, sw::MessageType::kRpcResponse) << merged->text;
   EXPECT_EQ(std::get<sw::BlockPushReturnCode>(*sw::DecodeShuffleReply(merged->body)).code,
