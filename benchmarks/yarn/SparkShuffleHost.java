@@ -148,6 +148,11 @@ public class SparkShuffleHost extends AuxiliaryService {
     handler.applicationRemoved(id, false);  // the local dirs are YARN's to delete
   }
 
+  /** The port Spark's server listens on (spark.shuffle.service.port; 0 picks one). */
+  int port() {
+    return server.getPort();
+  }
+
   @Override
   public ByteBuffer getMetaData() {
     return ByteBuffer.allocate(0);
