@@ -62,6 +62,7 @@ namespace {
 using ::ferry::testing::DataFilesByShuffle;
 using ::ferry::testing::EnvironmentOf;
 using ::ferry::testing::ExecutorOf;
+using ::ferry::testing::ExecutorsBeneath;
 using ::ferry::testing::JsonField;
 using ::ferry::testing::ShuffleFiles;
 using ::ferry::testing::SparkCluster;
@@ -564,18 +565,31 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
       return false;
     };
     if (!await("a reduce task of the kill job", reducing)) return;
-    const pid_t executor = ExecutorOf(reducer);
-    if (executor == 0) {
+    const pid_t first_reducer = ExecutorOf(reducer);
+    if (first_reducer == 0) {
       did.failure = absl::StrCat("no executor JVM above reduce task process ", reducer);
       return;
     }
     const auto everywhere = DataFilesByShuffle(ShuffleFiles(local_root_));
     const int reduced = everywhere.empty() ? -1 : everywhere.rbegin()->first;
-    for (absl::string_view executor_dir :
-         absl::StrSplit(EnvironmentOf(executor, "SPARK_EXECUTOR_DIRS"), ':', absl::SkipEmpty())) {
-      const auto mine = DataFilesByShuffle(ShuffleFiles(std::string(executor_dir)));
-      if (auto it = mine.find(reduced); it != mine.end())
-        did.killed_map_outputs += it->second.size();
+    const auto map_outputs_of = [&](pid_t executor) {
+      size_t outputs = 0;
+      for (absl::string_view executor_dir :
+           absl::StrSplit(EnvironmentOf(executor, "SPARK_EXECUTOR_DIRS"), ':', absl::SkipEmpty())) {
+        const auto mine = DataFilesByShuffle(ShuffleFiles(std::string(executor_dir)));
+        if (auto it = mine.find(reduced); it != mine.end()) outputs += it->second.size();
+      }
+      return outputs;
+    };
+    // The first reduce task's executor, if it wrote map outputs of the shuffle; else
+    // the other, which then wrote them all (it was up first, and took every map task
+    // before the first reducer's executor came).
+    pid_t executor = first_reducer;
+    did.killed_map_outputs = map_outputs_of(executor);
+    for (pid_t other : ExecutorsBeneath(local_root_)) {
+      if (did.killed_map_outputs > 0) break;
+      executor = other;
+      did.killed_map_outputs = map_outputs_of(other);
     }
     if (::kill(executor, SIGKILL) == 0) did.killed = executor;
 

@@ -38,6 +38,24 @@ std::string EnvironmentOf(pid_t pid, const std::string& name) {
   return "";
 }
 
+std::vector<pid_t> ExecutorsBeneath(const std::string& root) {
+  std::vector<pid_t> executors;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it("/proc", error), end; !error && it != end;
+       it.increment(error)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &pid)) continue;
+    if (!absl::StrContains(ReadTextFile(absl::StrCat("/proc/", pid, "/cmdline")),
+                           "CoarseGrainedExecutorBackend")) {
+      continue;
+    }
+    if (absl::StartsWith(EnvironmentOf(pid, "SPARK_EXECUTOR_DIRS"), root + "/")) {
+      executors.push_back(pid);
+    }
+  }
+  return executors;
+}
+
 std::map<std::string, std::string> ShuffleFiles(const std::string& root) {
   std::map<std::string, std::string> files;
   std::error_code error;

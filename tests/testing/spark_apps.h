@@ -14,6 +14,9 @@ namespace ferry::testing {
 // The executor JVM (CoarseGrainedExecutorBackend) that process `pid` (the Python worker
 // of one of its tasks) descends from, or 0.
 pid_t ExecutorOf(pid_t pid);
+// The executor JVMs running now whose local dirs (SPARK_EXECUTOR_DIRS) lie beneath
+// `root`.
+std::vector<pid_t> ExecutorsBeneath(const std::string& root);
 // Process `pid`'s environment variable `name`, or "".
 std::string EnvironmentOf(pid_t pid, const std::string& name);
 // Spark's shuffle files beneath `root` (shuffle_<shuffle>_<map>_0.data, .index and
