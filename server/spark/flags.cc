@@ -59,6 +59,10 @@ FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_open_partitions_per
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_bytes, max_app_bytes,
                   "Merged bytes one application may hold on this node; pushes past them are "
                   "refused.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_min_free_disk, min_free_disk,
+                  "Bytes a merge dir's file system keeps free: a pushed block that would leave "
+                  "less is refused (a waiting block answered as a collision), and read "
+                  "unmerged.");
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_timeout, push_timeout,
                   "How long a pushed block may take to arrive once it holds its partition, and "
                   "how long a push waits for its partition.");

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -74,6 +75,21 @@ void UnlinkBeneath(const ShuffleFileLocation& at, const struct stat* only = null
 
 }  // namespace
 
+absl::Status PushMerger::LeavesFreeDisk(int fd, uint64_t bytes,
+                                        const ShuffleFileLocation& at) const {
+  struct statvfs disk {};
+  if (::fstatvfs(fd, &disk) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("statvfs the file system of ", at.display));
+  }
+  const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  if (available < bytes || available - bytes < options_.min_free_disk) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the file system of ", at.display, " has ", available, " bytes free; ", bytes,
+        " more would leave less than --spark-push-min-free-disk, ", options_.min_free_disk));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PushMerger::Options::Validate() const {
   // A chunk of at most 2 GiB: Spark's reducers read a chunk in one frame.
   FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-min-chunk-bytes",
@@ -116,6 +132,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
     return absl::ErrnoToStatus(
         errno, absl::StrCat("open a file for a waiting block beside ", partition.data_at.display));
   }
+  FERRY_RETURN_IF_ERROR(LeavesFreeDisk(deferral.spill.get(), bytes, partition.data_at));
   deferrals_[1].fetch_add(1, std::memory_order_relaxed);
   return deferral;
 }
@@ -401,6 +418,10 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     return absl::ResourceExhaustedError(absl::StrCat("application ", partition.app_id,
                                                      " would pass its bound of ",
                                                      options_.max_app_bytes, " merged bytes here"));
+  }
+  if (!target.duplicate) {
+    FERRY_RETURN_IF_ERROR(
+        LeavesFreeDisk(target.fd->get(), static_cast<uint64_t>(length), partition.data_at));
   }
   return target;
 }

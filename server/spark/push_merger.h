@@ -63,6 +63,9 @@ class PushMerger {
     uint64_t max_open_partitions_per_app = 1024;
     // Merged bytes one application may hold on this node.
     uint64_t max_app_bytes = uint64_t{64} << 30;
+    // Bytes a merge dir's file system keeps free: a block that would leave less is
+    // refused (the executors' map outputs and everything else on the disk need room).
+    uint64_t min_free_disk = uint64_t{5} << 30;
     // How long a push may take to arrive once it holds its partition (the others wait
     // for it), and how long one waits for its partition.
     absl::Duration push_timeout = absl::Seconds(30);
@@ -283,6 +286,9 @@ class PushMerger {
   // finalized away, deleted or replaced.
   std::pair<App*, Shuffle*> HolderLocked(const Partition& partition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when `bytes` more written to the file system of `fd` (a file of the partition at
+  // `at`) leave it Options::min_free_disk free; RESOURCE_EXHAUSTED otherwise.
+  absl::Status LeavesFreeDisk(int fd, uint64_t bytes, const ShuffleFileLocation& at) const;
   // Counts `n` of `app_id`'s open partitions closed.
   void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps, into *out, to be deleted.

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -253,6 +254,32 @@ TEST_F(PushMergerTest, OneApplicationHoldsAtMostItsShareOfTheOpenPartitions) {
   EXPECT_EQ(merger->open_partitions(), 0u);
   EXPECT_EQ(Append(*merger, Push(0, 0, /*merge_id=*/1), "12345"), PushReturnCode::kSuccess);
   EXPECT_EQ(Append(*merger, Push(0, 1, /*merge_id=*/1), "12345"), PushReturnCode::kSuccess);
+}
+
+// The merge dirs' file system keeps --spark-push-min-free-disk free: a block that would
+// leave less is refused, and waits neither on that disk.
+TEST_F(PushMergerTest, ABlockThatWouldLeaveTheDiskTooFullIsRefused) {
+  struct statvfs disk {};
+  ASSERT_EQ(::statvfs(root_.path().c_str(), &disk), 0);
+  const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  PushMerger::Options options;
+  options.min_free_disk = 0;
+  std::unique_ptr<PushMerger> roomy = Merger(options);
+  ASSERT_EQ(Append(*roomy, Push(0, 0), "12345"), PushReturnCode::kSuccess);
+  // A floor above what is free now (the disk cannot gain that much meanwhile).
+  options.min_free_disk = available + (uint64_t{1} << 40);
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(0, 1), true);
+  ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr) << admitted.status();
+  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(*admitted->partition, 0, 5, true);
+  EXPECT_EQ(target.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(target.status().message(), "--spark-push-min-free-disk"))
+      << target.status();
+  absl::StatusOr<PushMerger::Deferral> waiting =
+      merger->DeferOnDisk(*admitted->partition, "127.0.0.1", 5);
+  EXPECT_EQ(waiting.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(waiting.status().message(), "--spark-push-min-free-disk"))
+      << waiting.status();
 }
 
 // Blocks waiting for their partition: in memory up to its bounds, then in unnamed files

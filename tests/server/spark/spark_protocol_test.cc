@@ -1549,6 +1549,27 @@ TEST_F(SparkPushTest, EachPushBoundHoldsAndSparesTheOthers) {
             sw::PushReturnCode::kSuccess);
 }
 
+// A block that would leave the merge dirs' file system less than
+// --spark-push-min-free-disk is refused with an error (its body drained), and the
+// connection goes on.
+TEST_F(SparkPushTest, ABlockThatWouldFillTheDiskIsRefusedAndTheConnectionGoesOn) {
+  push_.min_free_disk = uint64_t{1} << 60;
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  client.Send(
+      sw::EncodeUploadStreamHeader(7, sw::EncodePushBlockStream({kApp, 1, 3, 0, 0, 0, 0}), 5) +
+      "12345");
+  std::optional<Reply> refused = client.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->type, sw::MessageType::kRpcFailure);
+  EXPECT_TRUE(absl::StrContains(refused->text, "--spark-push-min-free-disk")) << refused->text;
+  EXPECT_EQ(FileSize(MergedFile(0, "data")), 0);
+  // The finalize finds nothing merged.
+  const Reply statuses = client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0}));
+  EXPECT_EQ(statuses.type, sw::MessageType::kRpcResponse) << statuses.text;
+}
+
 // One client host (127.0.0.2) floods the service: blocks waiting for a partition it holds
 // with a stalled push, past its memory and disk bounds, and thousands of tiny pushes on
 // many connections. Another application's pushes from another host still wait in memory
