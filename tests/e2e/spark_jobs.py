@@ -131,24 +131,30 @@ def checked_jobs(spark):
     return shuffled
 
 
+def wait_for(ready, seconds=60):
+    """Until `ready()` holds, for at most `seconds`; whether it held. What the test or
+    another task does is polled every 50 ms."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def handshake(directory, step, timeout=240):
     """Tells the test `step` is reached (DIR/step.ready) and waits for DIR/step.done."""
     open(os.path.join(directory, step + ".ready"), "w").close()
     done = os.path.join(directory, step + ".done")
-    deadline = time.time() + timeout
-    while not os.path.exists(done):
-        if time.time() > deadline:
-            raise RuntimeError(f"the test did not answer {step} in {timeout} s")
-        time.sleep(0.05)
+    if not wait_for(lambda: os.path.exists(done), timeout):
+        raise RuntimeError(f"the test did not answer {step} in {timeout} s")
 
 
 def wait_for_executors(sc, n, timeout=120):
     """Waits until exactly n executors are alive (dynamic allocation adds and removes them)."""
-    deadline = time.time() + timeout
-    while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 != n:  # the driver is one
-        if time.time() > deadline:
-            raise RuntimeError(f"{n} executors were not alive after {timeout} s")
-        time.sleep(0.1)
+    # The driver is one of them.
+    if not wait_for(lambda: sc._jsc.sc().getExecutorMemoryStatus().size() - 1 == n, timeout):
+        raise RuntimeError(f"{n} executors were not alive after {timeout} s")
 
 
 def attempts(sc, group):
@@ -256,14 +262,6 @@ def hold_jobs(spark, directory, idle=False):
         wait_for_executors(spark.sparkContext, 0)
     handshake(directory, "held")
     result("read-again", **summary(shuffled.collect()))
-
-
-def wait_for(ready, seconds=60):
-    """Until `ready()` holds, for at most `seconds`: a task waiting on what the test or
-    another task does."""
-    deadline = time.monotonic() + seconds
-    while not ready() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def start_mergers(sc):
