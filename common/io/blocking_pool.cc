@@ -29,6 +29,7 @@ struct BlockingPool::Job {
   // Set when the waiter has left (deadline, stop): a job not started yet never runs, so
   // work no one waits for does not hold a worker.
   std::atomic<bool> abandoned{false};
+  uint64_t tenant = 0;
   UniqueFd done;
 
   void Signal(int result) {
@@ -39,9 +40,23 @@ struct BlockingPool::Job {
   }
 };
 
+namespace {
+// The job this worker runs, while it runs.
+thread_local const std::atomic<bool>* current_abandoned = nullptr;
+}  // namespace
+
 absl::Status BlockingPool::Options::Validate() const {
   if (max_queued < 1) return absl::InvalidArgumentError("a blocking pool must queue a job");
   return CheckRange("blocking-threads", threads, 1, 1024);
+}
+
+bool BlockingPool::Abandoned() {
+  return current_abandoned != nullptr && current_abandoned->load(std::memory_order_relaxed);
+}
+
+size_t BlockingPool::TenantShare() const {
+  if (options_.max_per_tenant > 0) return options_.max_per_tenant;
+  return std::max<size_t>(options_.threads, 2) - 1;
 }
 
 BlockingPool::BlockingPool(const Options& options) : options_(options) {
@@ -56,24 +71,42 @@ BlockingPool::~BlockingPool() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(queue_);
+    for (auto& [id, tenant] : tenants_) {
+      for (auto& [key, job] : tenant.parked) dropped.emplace(key, std::move(job));
+    }
+    tenants_.clear();
   }
   for (std::thread& t : threads_) t.join();
   for (const auto& [key, job] : dropped) job->Signal(Job::kDropped);
 }
 
+absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline) {
+  return Run(std::move(fn), deadline, Order());
+}
+
 absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadline, Order order) {
   auto job = std::make_shared<Job>();
   job->fn = std::move(fn);
+  job->tenant = order.tenant;
   job->done = UniqueFd(::eventfd(0, EFD_CLOEXEC));
   if (!job->done.valid()) return absl::ErrnoToStatus(errno, "eventfd for a blocking job");
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("the blocking-work pool is stopping");
-    if (queue_.size() >= options_.max_queued) {
+    if (queue_.size() + parked_ >= options_.max_queued) {
       return absl::ResourceExhaustedError(absl::StrCat("server busy: ", options_.max_queued,
                                                        " blocking jobs are waiting; retry later"));
     }
-    queue_.emplace(Key{order.stream, order.offset, arrivals_++}, job);
+    const Key key{order.stream, order.offset, arrivals_++};
+    if (order.tenant == 0) {
+      queue_.emplace(key, job);
+    } else if (Tenant& tenant = tenants_[order.tenant]; tenant.in_flight < TenantShare()) {
+      ++tenant.in_flight;
+      queue_.emplace(key, job);
+    } else {
+      tenant.parked.emplace_back(key, job);
+      ++parked_;
+    }
   }
   uint64_t value = 0;
   // The job holds its own reference to the eventfd, so a worker signalling after this
@@ -95,7 +128,24 @@ absl::Status BlockingPool::Run(absl::AnyInvocable<void()> fn, absl::Time deadlin
 
 size_t BlockingPool::queued() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size();
+  return queue_.size() + parked_;
+}
+
+void BlockingPool::TenantDoneLocked(uint64_t tenant_id) {
+  if (tenant_id == 0) return;
+  auto it = tenants_.find(tenant_id);
+  if (it == tenants_.end()) return;
+  Tenant& tenant = it->second;
+  --tenant.in_flight;
+  if (!tenant.parked.empty()) {
+    // Queued as if it came now: the sweep has passed where it stood.
+    auto& [key, job] = tenant.parked.front();
+    queue_.emplace(Key{std::get<0>(key), std::get<1>(key), arrivals_++}, std::move(job));
+    tenant.parked.pop_front();
+    --parked_;
+    ++tenant.in_flight;
+  }
+  if (tenant.in_flight == 0) tenants_.erase(it);
 }
 
 void BlockingPool::Work() {
@@ -111,16 +161,20 @@ void BlockingPool::Work() {
       job = std::move(next->second);
       queue_.erase(next);
     }
-    if (job->abandoned.load(std::memory_order_relaxed)) {
-      job->fn = nullptr;
-      job->Signal(Job::kDropped);
-      continue;
+    const bool abandoned = job->abandoned.load(std::memory_order_relaxed);
+    if (!abandoned) {
+      current_abandoned = &job->abandoned;
+      job->fn();
+      current_abandoned = nullptr;
     }
-    job->fn();
     // What the job captured goes before the waiter hears, so that nothing it held
     // outlives the wait.
     job->fn = nullptr;
-    job->Signal(Job::kRan);
+    {
+      absl::MutexLock lock(&mu_);
+      TenantDoneLocked(job->tenant);
+    }
+    job->Signal(abandoned ? Job::kDropped : Job::kRan);
   }
 }
 

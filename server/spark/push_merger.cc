@@ -575,8 +575,14 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
     apps_.erase(it);
     std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; });
   }
+  ForgetIndexes(app_id);
   DeleteFiles(deleted);
   SaveState();
+}
+
+void PushMerger::ForgetIndexes(const std::string& app_id) {
+  absl::MutexLock lock(&index_mu_);
+  indexes_.EraseIf([&](const IndexKey& key, const auto&) { return key.app_id == app_id; });
 }
 
 void PushMerger::Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out) {
@@ -662,23 +668,50 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
   if (static_cast<uint64_t>(meta_st.st_size) > kMaxIndexFileBytes * 64) {
     return damaged(absl::StrCat("its meta file has ", meta_st.st_size, " bytes"));
   }
-  std::string bytes(static_cast<size_t>(index_st.st_size), '\0');
-  if (PreadFull(index->fd.get(), bytes.data(), bytes.size(), 0) !=
-      static_cast<ssize_t>(bytes.size())) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("read ", index->path));
+  const IndexKey key{app_id, shuffle_id, merge_id, reduce_id};
+  const auto same_file = [&](const CachedIndex& c) {
+    return c.dev == static_cast<uint64_t>(index_st.st_dev) &&
+           c.ino == static_cast<uint64_t>(index_st.st_ino) && c.size == index_st.st_size &&
+           c.mtime_ns == absl::ToUnixNanos(absl::TimeFromTimespec(index_st.st_mtim));
+  };
+  std::shared_ptr<const CachedIndex> cached;
+  {
+    absl::MutexLock lock(&index_mu_);
+    if (const auto* found = indexes_.Find(key); found != nullptr && same_file(**found)) {
+      cached = *found;
+    }
   }
-  // A map output's index, checked as one (common/shuffle_files). The chunks may end before
-  // the data does: a push that lands after the finalize is cut back by its writer.
-  uint64_t end = 0;
-  if (bytes.size() >= 8) {
-    std::memcpy(&end, bytes.data() + bytes.size() - 8, 8);
-    end = be64toh(end);
+  if (cached == nullptr) {
+    index_reads_.fetch_add(1, std::memory_order_relaxed);
+    std::string bytes(static_cast<size_t>(index_st.st_size), '\0');
+    if (PreadFull(index->fd.get(), bytes.data(), bytes.size(), 0) !=
+        static_cast<ssize_t>(bytes.size())) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("read ", index->path));
+    }
+    // A map output's index, checked as one (common/shuffle_files). The chunks may end
+    // before the data does: a push that lands after the finalize is cut back by its writer.
+    uint64_t end = 0;
+    if (bytes.size() >= 8) {
+      std::memcpy(&end, bytes.data() + bytes.size() - 8, 8);
+      end = be64toh(end);
+    }
+    auto parsed = std::make_shared<CachedIndex>();
+    parsed->dev = static_cast<uint64_t>(index_st.st_dev);
+    parsed->ino = static_cast<uint64_t>(index_st.st_ino);
+    parsed->size = index_st.st_size;
+    parsed->mtime_ns = absl::ToUnixNanos(absl::TimeFromTimespec(index_st.st_mtim));
+    FERRY_ASSIGN_OR_RETURN(std::vector<uint64_t> offsets, ParseIndex(bytes, end, index->path));
+    parsed->offsets = std::make_shared<const std::vector<uint64_t>>(std::move(offsets));
+    cached = parsed;
+    absl::MutexLock lock(&index_mu_);
+    indexes_.Insert(key, cached, 64 + parsed->offsets->size() * sizeof(uint64_t));
   }
-  if (end > static_cast<uint64_t>(data_st.st_size)) {
-    return damaged(
-        absl::StrCat("its chunks end at ", end, " but the data has ", data_st.st_size, " bytes"));
+  if (!cached->offsets->empty() &&
+      cached->offsets->back() > static_cast<uint64_t>(data_st.st_size)) {
+    return damaged(absl::StrCat("its chunks end at ", cached->offsets->back(), " but the data has ",
+                                data_st.st_size, " bytes"));
   }
-  FERRY_ASSIGN_OR_RETURN(files.offsets, ParseIndex(bytes, end, index->path));
+  files.offsets = cached->offsets;
   files.meta_bytes = meta_st.st_size;
   return files;
 }
@@ -736,6 +769,11 @@ void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
                            "Bytes of pushed blocks merged into merged partitions.",
                            MetricKind::kCounter,
                            static_cast<double>(merged_bytes_.load(std::memory_order_relaxed))));
+  out->push_back(OneSample("ferry_spark_push_index_reads_total",
+                           "Finalized merged partitions' indexes read from disk; a partition read "
+                           "again while unchanged is found cached.",
+                           MetricKind::kCounter,
+                           static_cast<double>(index_reads_.load(std::memory_order_relaxed))));
   out->push_back(OneSample("ferry_spark_push_open_partitions",
                            "Merged partitions being written (three open files each; "
                            "--spark-push-max-open-partitions).",

@@ -45,6 +45,7 @@
 #include "server/ops/metrics.h"
 #include "server/spark/merged_partition.h"
 #include "server/storage/segment.h"
+#include "server/storage/weighted_cache.h"
 
 namespace ferry {
 
@@ -228,10 +229,11 @@ class PushMerger {
   // its bound).
   struct MergedFiles {
     std::shared_ptr<const DataFile> data;
-    std::vector<uint64_t> offsets;
+    // Shared with the cache: never copied per request.
+    std::shared_ptr<const std::vector<uint64_t>> offsets;
     std::shared_ptr<const DataFile> meta;
     int64_t meta_bytes = 0;
-    int32_t chunks() const { return static_cast<int32_t>(offsets.size()) - 1; }
+    int32_t chunks() const { return static_cast<int32_t>(offsets->size()) - 1; }
   };
   absl::StatusOr<MergedFiles> OpenMerged(const std::string& app_id, int32_t shuffle_id,
                                          int32_t merge_id, int32_t reduce_id) const;
@@ -316,6 +318,24 @@ class PushMerger {
     int32_t shuffle_id;
     int32_t merge_id;
   };
+  // The offsets of a finalized partition's index, while the index is this file.
+  struct IndexKey {
+    std::string app_id;
+    int32_t shuffle_id, merge_id, reduce_id;
+    template <typename H>
+    friend H AbslHashValue(H h, const IndexKey& k) {
+      return H::combine(std::move(h), k.app_id, k.shuffle_id, k.merge_id, k.reduce_id);
+    }
+    bool operator==(const IndexKey&) const = default;
+  };
+  struct CachedIndex {
+    uint64_t dev, ino;
+    int64_t size, mtime_ns;
+    std::shared_ptr<const std::vector<uint64_t>> offsets;
+  };
+  // Drops the application's cached indexes.
+  void ForgetIndexes(const std::string& app_id) ABSL_LOCKS_EXCLUDED(index_mu_);
+
   // Rewrites the state file from what is finalized now (plus what was loaded and not yet
   // claimed by a registration). Errors are logged: the merges still serve until a
   // restart. I/O: on a blocking worker or a thread of its own.
@@ -333,7 +353,11 @@ class PushMerger {
   absl::flat_hash_map<std::string, uint64_t> open_by_app_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};
   std::atomic<uint64_t> merged_bytes_{0};
+  mutable std::atomic<uint64_t> index_reads_{0};  // merged indexes read (not found cached)
   std::atomic<int64_t> waiting_{0};
+  mutable absl::Mutex index_mu_;
+  mutable WeightedCache<IndexKey, std::shared_ptr<const CachedIndex>> indexes_
+      ABSL_GUARDED_BY(index_mu_){4096, uint64_t{64} << 20};
   ClientBudget deferred_memory_;
   ClientBudget deferred_disk_;
   std::atomic<uint64_t> deferrals_[2] = {};  // in memory, on disk

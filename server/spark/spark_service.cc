@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,11 @@
 namespace ferry {
 
 namespace {
+
+// An application's blocking jobs, which take at most its share of the workers.
+BlockingPool::Order TenantOrder(absl::string_view app_id) {
+  return {.stream = 0, .offset = 0, .tenant = absl::HashOf(app_id) | 1};
+}
 
 // Spark's CorruptionCause values.
 constexpr uint8_t kDiskIssue = 0;
@@ -89,7 +95,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
               FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, registration));
               return true;
             },
-            absl::Now() + options_.blocking_timeout)
+            absl::Now() + options_.blocking_timeout, TenantOrder(registration.app_id))
         .status();
   }
   if (push_ != nullptr) {
@@ -104,7 +110,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
         FERRY_RETURN_IF_ERROR(executors->Check(*shared));
         return true;
       },
-      absl::Now() + options_.blocking_timeout);
+      absl::Now() + options_.blocking_timeout, TenantOrder(shared->app_id));
   if (!checked.ok()) return checked.status();
   // Charged to the application: the one the connection proved it is, or, without
   // spark.authenticate, the one it names from that host. A new executor never waits
@@ -134,7 +140,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
             FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, *shared));
             return true;
           },
-          absl::Now() + options_.blocking_timeout)
+          absl::Now() + options_.blocking_timeout, TenantOrder(shared->app_id))
       .status();
 }
 
@@ -283,22 +289,34 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
         "FetchShuffleBlockChunks: push-based shuffle is not served here "
         "(ferry_server --spark-push-merge)");
   }
+  // Each reduce id costs a partition's lookup even with no chunk named: it counts as a
+  // chunk at least, against the stream's bound and the client's.
   size_t count = 0;
-  for (const std::vector<int32_t>& ids : request.chunk_ids) count += ids.size();
+  for (const std::vector<int32_t>& ids : request.chunk_ids)
+    count += std::max<size_t>(ids.size(), 1);
   if (count > options_.max_chunks_per_stream) {
-    return absl::InvalidArgumentError(absl::StrCat("FetchShuffleBlockChunks names ", count,
-                                                   " chunks; at most ",
-                                                   options_.max_chunks_per_stream, " are taken"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FetchShuffleBlockChunks names ", request.reduce_ids.size(),
+                     " reduce ids and their chunks, ", count, " in all; at most ",
+                     options_.max_chunks_per_stream, " are taken"));
   }
   FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease lease, open_chunks_.Acquire(client, count));
   using Chunks = std::vector<SparkChunk>;
   absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
       [push = push_, request]() -> absl::StatusOr<Chunks> {
         Chunks out;
+        // Each partition opened once, however often the request names it.
+        absl::flat_hash_map<int32_t, PushMerger::MergedFiles> partitions;
         for (size_t r = 0; r < request.reduce_ids.size(); ++r) {
-          FERRY_ASSIGN_OR_RETURN(PushMerger::MergedFiles files,
-                                 push->OpenMerged(request.app_id, request.shuffle_id,
-                                                  request.shuffle_merge_id, request.reduce_ids[r]));
+          auto [it, added] = partitions.try_emplace(request.reduce_ids[r]);
+          if (added) {
+            if (BlockingPool::Abandoned()) return absl::CancelledError("its caller left");
+            FERRY_ASSIGN_OR_RETURN(
+                it->second, push->OpenMerged(request.app_id, request.shuffle_id,
+                                             request.shuffle_merge_id, request.reduce_ids[r]));
+          }
+          const PushMerger::MergedFiles& files = it->second;
+          const std::vector<uint64_t>& offsets = *files.offsets;
           for (int32_t chunk : request.chunk_ids[r]) {
             SparkChunk c;
             c.block.id = {request.shuffle_id, request.shuffle_merge_id, request.reduce_ids[r],
@@ -308,15 +326,15 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
                   absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
             } else {
               c.block.file = files.data;
-              c.block.offset = files.offsets[chunk];
-              c.block.length = files.offsets[chunk + 1] - files.offsets[chunk];
+              c.block.offset = offsets[chunk];
+              c.block.length = offsets[chunk + 1] - offsets[chunk];
             }
             out.push_back(std::move(c));
           }
         }
         return out;
       },
-      absl::Now() + options_.blocking_timeout);
+      absl::Now() + options_.blocking_timeout, TenantOrder(request.app_id));
   if (!chunks.ok()) return chunks.status();
   SparkStream stream = NewStream(*std::move(chunks), std::move(lease));
   stream.merged = true;
@@ -335,7 +353,7 @@ absl::StatusOr<PushMerger::MergedFiles> SparkShuffleService::MergedMeta(
         return push->OpenMerged(request.app_id, request.shuffle_id, request.shuffle_merge_id,
                                 request.reduce_id);
       },
-      absl::Now() + options_.blocking_timeout);
+      absl::Now() + options_.blocking_timeout, TenantOrder(request.app_id));
 }
 
 absl::StatusOr<StreamBlock> SparkShuffleService::OpenRddBlock(
@@ -423,7 +441,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
         }
         return out;
       },
-      absl::Now() + options_.blocking_timeout);
+      absl::Now() + options_.blocking_timeout, TenantOrder(app_id));
   if (!chunks.ok()) return chunks.status();
   return NewStream(*std::move(chunks), std::move(lease));
 }

@@ -158,7 +158,7 @@ absl::StatusOr<size_t> DiskReader::Submit(std::shared_ptr<const DataFile> file, 
                                           const char* what, ReadFn read) {
   Disk& disk = DiskOf(*file);
   const std::string path = file->path;
-  const BlockingPool::Order order{file->identity.inode, pos};
+  const BlockingPool::Order order{.stream = file->identity.inode, .offset = pos};
   const uint64_t ahead = std::min<uint64_t>(readahead, disk.readahead);
   auto result = std::make_shared<ssize_t>(0);
   // The job holds the file: a caller gone early must not leave it reading a descriptor

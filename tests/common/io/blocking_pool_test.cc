@@ -239,5 +239,72 @@ TEST(BlockingPoolTest, WorkersSweepQueuedJobsByTheirOrder) {
   EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
+// One tenant's jobs take at most its share of the workers, however many it sends: the
+// others' jobs run beside them, and its own parked jobs all run once workers are free.
+TEST(BlockingPoolTest, ATenantsJobsNeverHoldEveryWorker) {
+  absl::Notification release;
+  BlockingPool pool({.threads = 2});  // a tenant's share: 1
+  std::atomic<int> greedy_running{0};
+  std::atomic<int> greedy_most{0};
+  std::atomic<int> greedy_ran{0};
+  RunInFiber([&] {
+    WaitGroup done;
+    for (int i = 0; i < 6; ++i) {
+      done.Add(1);
+      FiberScheduler::Current()
+          ->Spawn([&] {
+            absl::Status s = pool.Run(
+                [&] {
+                  const int now = greedy_running.fetch_add(1) + 1;
+                  int most = greedy_most.load();
+                  while (now > most && !greedy_most.compare_exchange_weak(most, now)) {
+                  }
+                  release.WaitForNotificationWithTimeout(kPatience);
+                  greedy_running.fetch_sub(1);
+                  greedy_ran.fetch_add(1);
+                },
+                Soon(), {.stream = 0, .offset = 0, .tenant = 7});
+            EXPECT_TRUE(s.ok()) << s;
+            done.Done();
+          })
+          .IgnoreError();
+    }
+    FiberScheduler::Current()->Yield();
+    // Tenant 7 holds one worker (its others are parked): another tenant's job runs now.
+    absl::Status other = pool.Run([] {}, Soon(), {.stream = 0, .offset = 0, .tenant = 8});
+    EXPECT_TRUE(other.ok()) << other;
+    // (Blocking this thread is safe: its fibers are parked, the workers other threads.)
+    const absl::Time give_up = absl::Now() + kPatience;
+    while (greedy_running.load() == 0 && absl::Now() < give_up)
+      absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_EQ(pool.queued(), 5u);
+    release.Notify();
+    done.Wait();
+  });
+  EXPECT_EQ(greedy_most.load(), 1);
+  EXPECT_EQ(greedy_ran.load(), 6);
+  EXPECT_EQ(pool.queued(), 0u);
+}
+
+// A running job whose waiter has left can see it and stop early.
+TEST(BlockingPoolTest, ARunningJobSeesItsWaiterLeave) {
+  BlockingPool pool({.threads = 1});
+  auto stopped_early = std::make_shared<absl::Notification>();
+  EXPECT_FALSE(BlockingPool::Abandoned());  // not on a worker
+  RunInFiber([&] {
+    absl::Status s = pool.Run(
+        [stopped_early] {
+          const absl::Time give_up = absl::Now() + kPatience;
+          while (!BlockingPool::Abandoned() && absl::Now() < give_up) {
+            absl::SleepFor(absl::Milliseconds(1));
+          }
+          if (BlockingPool::Abandoned()) stopped_early->Notify();
+        },
+        absl::Now() + absl::Milliseconds(100));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  });
+  EXPECT_TRUE(stopped_early->WaitForNotificationWithTimeout(kPatience));
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1439,6 +1439,57 @@ TEST_F(SparkPushTest, ReducersReadMergedChunksAndTheirBitmaps) {
   EXPECT_NE(missing_one.message().find("shuffleChunk_3_0_5"), std::string::npos) << missing_one;
 }
 
+// A merged read costs what it asks for: a reduce id named a hundred thousand times is
+// opened and its index read once, an index is read again only once it changes (8 MiB
+// of zeros, a million empty chunks, named 2,000 times), and a request naming more reduce
+// ids than a stream holds chunks is refused before any work.
+TEST_F(SparkPushTest, AMergedReadCostsWhatItAsksFor) {
+  SparkShuffleService::Options service;
+  service.max_chunks_per_stream = 150000;
+  Start(service);
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  ASSERT_EQ(Push(client, 0, 0, "merged").code, sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  const auto index_reads = [&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_index_reads_total");
+  };
+  const auto request = [&](int n, std::vector<int32_t> chunks) {
+    return sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, std::vector<int32_t>(n, 0),
+                                              std::vector<std::vector<int32_t>>(n, chunks)});
+  };
+  const auto [stream, chunks] = StreamHandleOf(client.Call(request(100000, {0})));
+  EXPECT_EQ(chunks, 100000);
+  EXPECT_EQ(index_reads(), 1);
+  client.Send(sw::EncodeChunkFetchRequest({stream, 0}));
+  std::optional<Reply> chunk = client.Read();
+  ASSERT_TRUE(chunk.has_value());
+  ASSERT_EQ(chunk->type, sw::MessageType::kChunkFetchSuccess) << chunk->text;
+  EXPECT_EQ(chunk->body, "merged");
+  // Reduce ids with no chunk count as chunks: past the stream's bound, refused.
+  const Reply refused = client.Call(request(150001, {}));
+  EXPECT_EQ(refused.type, sw::MessageType::kRpcFailure);
+  EXPECT_NE(refused.text.find("150001 reduce ids"), std::string::npos) << refused.text;
+  EXPECT_EQ(index_reads(), 1);
+
+  // The index replaced by 8 MiB of zeros (a million empty chunks): read once more.
+  {
+    const std::string zeros(size_t{8} << 20, '\0');
+    const std::string path = MergedFile(0, "index");
+    ASSERT_EQ(::unlink(path.c_str()), 0);
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(zeros.data(), 1, zeros.size(), f), zeros.size());
+    std::fclose(f);
+  }
+  const Reply zeros = client.Call(request(2000, {5}));
+  ASSERT_EQ(zeros.type, sw::MessageType::kRpcResponse) << zeros.text;
+  EXPECT_EQ(index_reads(), 2);
+  EXPECT_EQ(client.Call(request(2000, {7})).type, sw::MessageType::kRpcResponse);
+  EXPECT_EQ(index_reads(), 2);
+}
+
 // A merge finalized before ferry_server restarts is served after it: the registration
 // kept in --state-dir gives it its dirs again and the state file says it is finalized.
 TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
