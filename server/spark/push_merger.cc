@@ -580,6 +580,16 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
   SaveState();
 }
 
+void PushMerger::ForgetUnclaimed() {
+  bool forgot = false;
+  {
+    absl::MutexLock lock(&mu_);
+    forgot = !loaded_.empty();
+    loaded_.clear();
+  }
+  if (forgot) SaveState();
+}
+
 void PushMerger::ForgetIndexes(const std::string& app_id) {
   absl::MutexLock lock(&index_mu_);
   indexes_.EraseIf([&](const IndexKey& key, const auto&) { return key.app_id == app_id; });

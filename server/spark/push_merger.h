@@ -199,8 +199,12 @@ class PushMerger {
   absl::StatusOr<spark::MergeStatuses> Finalize(const spark::FinalizeShuffleMerge& request);
   // Deletes a merge's files (the merge id given, or every merge of the shuffle with -1).
   absl::Status Remove(const spark::RemoveShuffleMerge& request);
-  // Deletes every merge of the application.
+  // Deletes every merge of the application, closing the files of those still open, and
+  // forgets it (its finalized merges leave the state file).
   void ApplicationEnded(const std::string& app_id);
+  // After a restart's registrations (RegisterAttempt): forgets the finalized merges the
+  // state file kept of applications no registration names (they ended meanwhile).
+  void ForgetUnclaimed();
 
   uint64_t open_partitions() const;
   // The application's current attempt's merge dirs (GetLocalDirsForExecutors of

@@ -564,7 +564,8 @@ absl::Status ExecutorRegistry::NotRegistered(absl::string_view app_id,
 }
 
 absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
-                                            std::vector<Registered>* removed) {
+                                            std::vector<Registered>* removed,
+                                            std::vector<std::string>* gone) {
   if (keys.empty()) return absl::OkStatus();
   std::string records;
   for (const Key& key : keys) {
@@ -577,15 +578,28 @@ absl::Status ExecutorRegistry::ForgetLocked(const std::vector<Key>& keys,
   {
     absl::MutexLock lock(&mu_);
     for (const Key& key : keys) EraseLocked(executors_.find(key), removed);
+    for (const Key& key : keys) {
+      auto next = executors_.lower_bound(Key(key.first, ""));
+      const bool none_left = next == executors_.end() || next->first.first != key.first;
+      if (none_left && std::find(gone->begin(), gone->end(), key.first) == gone->end()) {
+        gone->push_back(key.first);
+      }
+    }
   }
   MaybeCompactLocked();
   return absl::OkStatus();
+}
+
+void ExecutorRegistry::TellGone(const std::vector<std::string>& apps) const {
+  if (options_.app_gone == nullptr) return;
+  for (const std::string& app : apps) options_.app_gone(app);
 }
 
 absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_view app_id,
                                                                    absl::string_view exec_id,
                                                                    bool delete_local_dirs) {
   std::vector<Registered> removed;
+  std::vector<std::string> gone;
   // The dirs to delete: each once, and none that a remaining registration overlaps.
   std::vector<spark::ExecutorDirs::LocalDir> doomed;
   Removal result;
@@ -598,7 +612,7 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
          ++it) {
       keys.push_back(it->first);
     }
-    FERRY_RETURN_IF_ERROR(ForgetLocked(keys, &removed));
+    FERRY_RETURN_IF_ERROR(ForgetLocked(keys, &removed, &gone));
     result.executors = removed.size();
     if (delete_local_dirs) {
       for (const Registered& registered : removed) {
@@ -631,6 +645,7 @@ absl::StatusOr<ExecutorRegistry::Removal> ExecutorRegistry::Remove(absl::string_
       ++result.dirs_deleted;
     }
   }
+  TellGone(gone);
   return result;
 }
 
@@ -651,17 +666,21 @@ absl::StatusOr<size_t> ExecutorRegistry::ForgetVanished() {
              errno == ENOENT;
     });
   });
-  absl::MutexLock write(&write_mu_);
   std::vector<Key> vanished;
-  for (const auto& [key, dirs] : all) {
-    auto it = executors_.find(key);
-    if (it != executors_.end() && it->second.dirs == dirs) vanished.push_back(key);
+  std::vector<std::string> gone;
+  {
+    absl::MutexLock write(&write_mu_);
+    for (const auto& [key, dirs] : all) {
+      auto it = executors_.find(key);
+      if (it != executors_.end() && it->second.dirs == dirs) vanished.push_back(key);
+    }
+    FERRY_RETURN_IF_ERROR(ForgetLocked(vanished, nullptr, &gone));
   }
-  FERRY_RETURN_IF_ERROR(ForgetLocked(vanished, nullptr));
   for (const Key& key : vanished) {
     LOG(INFO) << "forgot Spark executor " << key.second << " of app " << key.first
               << ": its local dirs are gone";
   }
+  TellGone(gone);
   return vanished.size();
 }
 

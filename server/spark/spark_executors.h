@@ -87,6 +87,11 @@ class ExecutorRegistry {
     // Whether an application has ended (on YARN, its end marker): its executors are
     // refused. Called under the registry's write lock; null: none ends.
     std::function<bool(absl::string_view app_id)> ended = nullptr;
+    // Called once the last registration of an application is forgotten, whatever said
+    // so (RemoveSparkApp, YARN's end marker, its dirs deleted and swept): the
+    // application's end, for the parts that keep something of it. Called outside the
+    // registry's locks, on the thread that forgot it; null: no one listens.
+    std::function<void(const std::string& app_id)> app_gone = nullptr;
     // On YARN: a local dir must lie inside its application's own dir,
     // <root>/usercache/<user>/appcache/<application id>/..., as YARN lays them out and
     // deletes them; any other dir is another application's, or none's.
@@ -224,9 +229,13 @@ class ExecutorRegistry {
   // Rewrites the state file from executors_ and reopens the journal; on failure the
   // journal appended to before (if any) stays as it was.
   absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Forgets `keys` in the state file, then in memory.
-  absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed)
+  // Forgets `keys` in the state file, then in memory; the applications left with no
+  // registration go in *gone.
+  absl::Status ForgetLocked(const std::vector<Key>& keys, std::vector<Registered>* removed,
+                            std::vector<std::string>* gone)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Options::app_gone for each of `apps`.
+  void TellGone(const std::vector<std::string>& apps) const ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
   const Options options_;
   const Clock& clock_;

@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
   }
   FERRY_ASSIGN_OR_RETURN(executors.dir_roots,
                          Roots(options.executors.dir_roots, door->yarn_.get()));
+  executors.app_gone = [door = door.get()](const std::string& app) { door->ApplicationGone(app); };
   FERRY_ASSIGN_OR_RETURN(door->executors_, ExecutorRegistry::Open(executors, clock));
   door->pool_ = std::make_unique<BlockingPool>(options.blocking);
   door->service_ = std::make_unique<SparkShuffleService>(
@@ -115,6 +116,8 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
                      << " after the restart: " << s;
       }
     }
+    // Merges of applications no registration names any more ended with them.
+    door->push_->ForgetUnclaimed();
   }
   FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->yarn_.get()));
   if (options.tls.enabled()) {
@@ -185,10 +188,8 @@ void SparkFrontDoor::ForgetEndedYarnApps() {
                    << ", which ended: " << removed.status();
       return;
     }
-    store_->DropSpark(app, "");
-    // Its merges (push-based shuffle) go too: YARN deletes the merge dirs with the
-    // application's, and the merger lets go of the partitions it still holds open.
-    if (push_ != nullptr) push_->ApplicationEnded(app);
+    // Its cached map outputs and its merges went with its last registration
+    // (ApplicationGone).
     yarn_->Handled(app);
     // The NodeManager tells every aux service of every application's end, Spark's or not.
     if (removed->executors > 0) {
@@ -196,6 +197,13 @@ void SparkFrontDoor::ForgetEndedYarnApps() {
                 << " executors' registrations";
     }
   }
+}
+
+void SparkFrontDoor::ApplicationGone(const std::string& app_id) {
+  store_->DropSpark(app_id, "");
+  // The merger lets go of the partitions it holds open and deletes the merges' files
+  // (on YARN, YARN deletes the merge dirs with the application's too).
+  if (push_ != nullptr) push_->ApplicationEnded(app_id);
 }
 
 void SparkFrontDoor::AppendMetrics(std::vector<MetricFamilySamples>* out) const {

@@ -87,6 +87,9 @@ class SparkFrontDoor {
   SparkFrontDoor(const Options& options, BlockStore* store) : options_(options), store_(store) {}
   // Forgets the YARN applications whose end the NodeManager has handed over.
   void ForgetEndedYarnApps();
+  // An application's last registration is forgotten (its end, from whatever source):
+  // its cached map outputs and its merges go.
+  void ApplicationGone(const std::string& app_id);
 
   const Options options_;
   BlockStore* const store_;

@@ -130,6 +130,31 @@ TEST_F(ExecutorRegistryTest, RemovingAnAppCanDeleteItsLocalDirsButNothingOutside
   EXPECT_EQ(registry->Remove("app-9", "", true)->executors, 0u);
 }
 
+// An application ends (Options::app_gone) once its last registration is forgotten,
+// removed one executor at a time, all at once, or swept with its dirs gone; never while
+// one remains.
+TEST_F(ExecutorRegistryTest, AnApplicationIsGoneWithItsLastRegistration) {
+  std::vector<std::string> gone;
+  auto registry = ExecutorRegistry::Open(
+      {.dir_roots = {root_}, .state_dir = state_, .app_gone = [&](const std::string& app) {
+         gone.push_back(app);
+       }});
+  ASSERT_TRUE(registry.ok()) << registry.status();
+  ASSERT_EQ(::mkdir((root_ + "/blockmgr-3").c_str(), 0755), 0);
+  ASSERT_TRUE((*registry)->Register(Registration("app-1", "0", {root_ + "/blockmgr-1"})).ok());
+  ASSERT_TRUE((*registry)->Register(Registration("app-1", "1", {root_ + "/blockmgr-2"})).ok());
+  ASSERT_TRUE((*registry)->Register(Registration("app-2", "0", {root_ + "/blockmgr-3"})).ok());
+  ASSERT_TRUE((*registry)->Remove("app-1", "0", false).ok());
+  EXPECT_TRUE(gone.empty());
+  ASSERT_TRUE((*registry)->Remove("app-1", "1", false).ok());
+  EXPECT_EQ(gone, std::vector<std::string>{"app-1"});
+  ASSERT_EQ(::rmdir((root_ + "/blockmgr-3").c_str()), 0);
+  ASSERT_TRUE((*registry)->ForgetVanished().ok());
+  EXPECT_EQ(gone, (std::vector<std::string>{"app-1", "app-2"}));
+  ASSERT_TRUE((*registry)->Remove("app-2", "", false).ok());  // nothing left to forget
+  EXPECT_EQ(gone.size(), 2u);
+}
+
 TEST_F(ExecutorRegistryTest, LocalDirsOutsideTheRootsAreRefused) {
   auto registry = Open();
   auto outside = registry->Register(Registration("app", "0", {dir_.path() + "/elsewhere"}));

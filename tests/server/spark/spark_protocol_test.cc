@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cerrno>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -1488,6 +1489,61 @@ TEST_F(SparkPushTest, AMergedReadCostsWhatItAsksFor) {
   EXPECT_EQ(index_reads(), 2);
   EXPECT_EQ(client.Call(request(2000, {7})).type, sw::MessageType::kRpcResponse);
   EXPECT_EQ(index_reads(), 2);
+}
+
+// An application's end reaches its merges whatever says so: its registrations removed
+// (ferry remove-app, YARN's marker) or its dirs deleted and swept. Its open partitions
+// close, its merged files go, its finalized merges leave the state file, and the
+// partitions it held are another application's to open.
+TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
+  TempDir state;
+  state_dir_ = state.path();
+  push_.max_open_partitions = 2;
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  ASSERT_EQ(Push(client, 0, 0, "finalized").code, sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  for (int32_t reduce : {0, 1}) {
+    SendPush(client, {kApp, 1, 4, 0, 0, reduce, 0}, 4, "open");
+    ASSERT_EQ(NextCode(client), sw::PushReturnCode::kSuccess);
+  }
+  const auto open_partitions = [&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_open_partitions");
+  };
+  EXPECT_EQ(open_partitions(), 2);
+  const std::string state_file = absl::StrCat(state.path(), "/spark-push-finalized");
+  const auto state_text = [&] {
+    std::ifstream in(state_file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_NE(state_text().find(kApp), std::string::npos);
+  // The other application is refused while every partition is held.
+  RegisterApp2(client);
+  SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "x");
+  std::optional<Reply> full = client.Read();
+  ASSERT_TRUE(full.has_value());
+  EXPECT_EQ(full->type, sw::MessageType::kRpcFailure);
+
+  ASSERT_TRUE(server_->spark_executors()->Remove(kApp, "", /*delete_local_dirs=*/false).ok());
+  EXPECT_EQ(open_partitions(), 0);
+  EXPECT_EQ(FileSize(MergedFile(0, "data")), -1);
+  EXPECT_EQ(state_text().find(kApp), std::string::npos) << state_text();
+  EXPECT_EQ(client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{0}}})).type,
+            sw::MessageType::kRpcFailure);
+  SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "x");
+  EXPECT_EQ(NextCode(client), sw::PushReturnCode::kSuccess);
+  EXPECT_EQ(open_partitions(), 1);
+
+  // app-2's dirs deleted, as a Worker deletes an ended application's: the sweep ends it.
+  std::error_code deleted;
+  std::filesystem::remove_all(absl::StrCat(roots_.path(), "/app2"), deleted);
+  ASSERT_FALSE(deleted) << deleted.message();
+  absl::StatusOr<size_t> swept = server_->spark_executors()->ForgetVanished();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(*swept, 1u);
+  EXPECT_EQ(open_partitions(), 0);
 }
 
 // A merge finalized before ferry_server restarts is served after it: the registration
