@@ -1,8 +1,14 @@
 #include "common/flag_names.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -15,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,45 +57,102 @@ std::string Program(const char* argv0) {
   std::exit(2);
 }
 
+// Flag files: regular files of at most this many bytes, nested at most this deep.
+constexpr size_t kMaxFlagFileBytes = size_t{1} << 20;
+constexpr int kMaxFlagFileDepth = 8;
+
+// A flag file's text: a regular file's (a FIFO or a device would block or never end),
+// within kMaxFlagFileBytes. Exits 2 otherwise. `chain` holds the files that include it,
+// by identity: one that includes itself, at any depth, is an error.
+std::string FlagFileText(const std::string& path, std::vector<std::pair<dev_t, ino_t>>* chain) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    FlagFileError(path, absl::StrCat("cannot read this --flagfile: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    FlagFileError(path, "this --flagfile is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxFlagFileBytes) {
+    ::close(fd);
+    FlagFileError(path,
+                  absl::StrCat("this --flagfile holds more than ", kMaxFlagFileBytes, " bytes"));
+  }
+  for (const auto& [dev, ino] : *chain) {
+    if (dev == st.st_dev && ino == st.st_ino) {
+      ::close(fd);
+      FlagFileError(path, "this --flagfile includes itself");
+    }
+  }
+  chain->emplace_back(st.st_dev, st.st_ino);
+  std::string text(static_cast<size_t>(st.st_size) + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxFlagFileBytes) {
+    FlagFileError(path,
+                  absl::StrCat("this --flagfile holds more than ", kMaxFlagFileBytes, " bytes"));
+  }
+  text.resize(got);
+  return text;
+}
+
 // The flags of a flag file, their names spelled as absl spells them: one flag per line;
 // blank lines and lines starting with '#' are skipped, as absl does. Each line is
 // checked here, so that an error names the file and the line: a line that is no flag,
-// a flag no one defines, a value its flag does not take. Exits 2 with that message
-// (or when the file cannot be read).
-std::vector<std::string> FlagFileLines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) FlagFileError(path, "cannot read this --flagfile");
+// a flag no one defines, a value its flag does not take. A --flagfile line is replaced
+// by that file's flags, checked the same way (at most kMaxFlagFileDepth deep). Exits 2
+// with that message (or when the file cannot be read).
+std::vector<std::string> FlagFileLines(const std::string& path,
+                                       std::vector<std::pair<dev_t, ino_t>>* chain) {
+  if (static_cast<int>(chain->size()) >= kMaxFlagFileDepth) {
+    FlagFileError(path, absl::StrCat("--flagfile nested more than ", kMaxFlagFileDepth, " deep"));
+  }
+  const std::string text = FlagFileText(path, chain);
   std::vector<std::string> lines;
-  std::string line;
+  int number = 0;
   // Bounded by the file's length.
-  for (int number = 1; std::getline(in, line); ++number) {
-    const absl::string_view text = absl::StripAsciiWhitespace(line);
-    if (text.empty() || text[0] == '#') continue;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    const absl::string_view stripped = absl::StripAsciiWhitespace(line);
+    if (stripped.empty() || stripped[0] == '#') continue;
     const std::string where = absl::StrCat(path, ":", number);
-    std::string flag(text);
+    std::string flag(stripped);
     if (flag.size() < 3 || flag[0] != '-' || flag[1] != '-') {
-      FlagFileError(where, absl::StrCat("'", text.substr(0, 80), "' is not a flag (--name=value)"));
+      FlagFileError(where, absl::StrCat("'", absl::CHexEscape(stripped.substr(0, 80)),
+                                        "' is not a flag (--name=value)"));
     }
     Underscore(flag);
     const size_t equals = flag.find('=');
     const std::string name = flag.substr(2, equals == std::string::npos ? flag.npos : equals - 2);
+    if (name == "flagfile" || name == "flag_file") {
+      if (equals == std::string::npos) FlagFileError(where, "--flagfile needs a file");
+      for (std::string& nested : FlagFileLines(flag.substr(equals + 1), chain)) {
+        lines.push_back(std::move(nested));
+      }
+      continue;
+    }
     absl::CommandLineFlag* defined = absl::FindCommandLineFlag(name);
     if (defined == nullptr) {
-      FlagFileError(where, absl::StrCat("unknown flag --", Dashed(name)));
+      FlagFileError(where, absl::StrCat("unknown flag --", absl::CHexEscape(Dashed(name))));
     }
-    if (name != "flagfile") {
-      // absl takes a bool flag without a value; everything else needs one.
-      const std::string value = equals != std::string::npos ? flag.substr(equals + 1)
-                                : defined->IsOfType<bool>() ? "true"
-                                                            : "";
-      std::string error;
-      if (!defined->ParseFrom(value, &error)) {
-        FlagFileError(where, absl::StrCat("--", Dashed(name), ": ", error));
-      }
+    // absl takes a bool flag without a value; everything else needs one.
+    const std::string value = equals != std::string::npos ? flag.substr(equals + 1)
+                              : defined->IsOfType<bool>() ? "true"
+                                                          : "";
+    std::string error;
+    if (!defined->ParseFrom(value, &error)) {
+      FlagFileError(where, absl::StrCat("--", Dashed(name), ": ", error));
     }
     Origins()[name] = where;
     lines.push_back(std::move(flag));
   }
+  chain->pop_back();
   return lines;
 }
 
@@ -285,7 +349,8 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv, std::vector<c
   for (int i = 0; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (i > 0 && (absl::StartsWith(a, "--flagfile=") || absl::StartsWith(a, "--flag-file="))) {
-      for (std::string& line : FlagFileLines(std::string(a.substr(a.find('=') + 1)))) {
+      std::vector<std::pair<dev_t, ino_t>> chain;
+      for (std::string& line : FlagFileLines(std::string(a.substr(a.find('=') + 1)), &chain)) {
         args.push_back(std::move(line));
       }
       continue;

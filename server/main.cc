@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <glog/logging.h>
@@ -125,6 +127,42 @@ void LogGrpcLine(gpr_log_func_args* args) {
   }
 }
 
+// Tells systemd (Type=notify) `state` from a thread of its own, in order: sd_notify
+// blocks while the manager's socket queue is full, and the main thread, which waits for
+// SIGTERM, must never wait for it. A line not sent by exit is not sent.
+class SystemdNotifier {
+ public:
+  void Tell(std::string state) {
+    absl::MutexLock lock(&mu_);
+    if (!started_) {
+      std::thread([this] { Run(); }).detach();
+      started_ = true;
+    }
+    queue_.push_back(std::move(state));
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::string state;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](std::deque<std::string>* q) { return !q->empty(); }, &queue_));
+        state = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (const int told = sd_notify(0, state.c_str()); told < 0) {
+        LOG(WARNING) << "ferry_server: cannot tell systemd " << state.substr(0, state.find('\n'))
+                     << ": " << std::strerror(-told);
+      }
+    }
+  }
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+};
+
 // An address as configured, with the port the server listens on (for port 0).
 std::string Where(const std::string& address, uint16_t port) {
   absl::StatusOr<ferry::HostPort> parsed = ferry::ParseHostPort(address);
@@ -233,9 +271,9 @@ int Main() {
     }
   }
   // systemd's Type=notify: ready once both planes (and Spark's, and the metrics) listen.
-  if (const int told = sd_notify(0, absl::StrCat("READY=1\nSTATUS=", serving).c_str()); told < 0) {
-    LOG(WARNING) << "ferry_server: cannot tell systemd it is ready: " << std::strerror(-told);
-  }
+  // Outlives main(): its thread may still be blocked in a send at exit.
+  static auto* systemd = new SystemdNotifier();
+  systemd->Tell(absl::StrCat("READY=1\nSTATUS=", serving));
   int signal = 0;
   for (;;) {
     sigwait(&signals, &signal);
@@ -245,7 +283,7 @@ int Main() {
     LOG(INFO) << "ferry_server: SIGHUP, log file reopened";
   }
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
-  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  systemd->Tell("STOPPING=1\nSTATUS=draining");
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
   // Streams reducers opened and have not closed: they fetch what is left elsewhere (or

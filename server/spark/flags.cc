@@ -56,6 +56,10 @@ FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_open_partitions_per
                   max_open_partitions_per_app,
                   "Merged partitions one application may be writing at once, of "
                   "--spark-push-max-open-partitions; a push of it for another is refused.");
+FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_partitions, max_app_partitions,
+                  "Merged partitions (being written or finalized, three files each) and "
+                  "shuffles one application may hold on this node; pushes for more are "
+                  "refused.");
 FERRY_OPTION_FLAG(ferry::PushMerger::Options, spark_push_max_app_bytes, max_app_bytes,
                   "Merged bytes one application may hold on this node; pushes past them are "
                   "refused.");

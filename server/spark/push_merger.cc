@@ -7,7 +7,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -37,12 +39,75 @@ constexpr const char* kSuffixes[] = {"data", "index", "meta"};
 // merged files on their own host from the disk. The application's dirs (0710 and less
 // on YARN) keep others out.
 constexpr mode_t kMergedFileMode = 0644;
-// A finalized merge is a line of under 200 bytes; far more than any node holds.
-constexpr size_t kMaxStateFileBytes = size_t{16} << 20;
+// A finalized merge is a line of under 200 bytes; the file is rewritten whole once it
+// holds twice what is live: far more than any node holds.
+constexpr size_t kMaxStateFileBytes = size_t{64} << 20;
+// Lines of a damaged state file logged one by one; the rest are counted.
+constexpr int kBadLinesLogged = 3;
+
+// A state file's line: a finalized merge ("app attempt shuffle merge"), or a deletion
+// ("- app attempt shuffle", '*' for every attempt or shuffle).
+std::string FinalizedLine(absl::string_view app, int32_t attempt, int32_t shuffle, int32_t merge) {
+  return absl::StrCat(app, "\t", attempt, "\t", shuffle, "\t", merge, "\n");
+}
+std::string DeletedLine(absl::string_view app, absl::string_view attempt,
+                        absl::string_view shuffle) {
+  return absl::StrCat("-\t", app, "\t", attempt, "\t", shuffle, "\n");
+}
+
+// A state file's text replayed: the finalized merges it keeps, by application and
+// shuffle (attempt, merge id), and its lines that are neither (the first few, and how
+// many).
+struct Replayed {
+  std::map<std::pair<std::string, int32_t>, std::pair<int32_t, int32_t>> merges;
+  uint64_t lines = 0;
+  uint64_t bad = 0;
+  std::vector<std::string> first_bad;
+};
+Replayed Replay(absl::string_view text) {
+  Replayed out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    ++out.lines;
+    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    int32_t attempt = 0, shuffle = 0, merge = 0;
+    if (f.size() == 4 && f[0] == "-" && IsValidAppId(f[1]) &&
+        (f[2] == "*" || absl::SimpleAtoi(f[2], &attempt)) &&
+        (f[3] == "*" || absl::SimpleAtoi(f[3], &shuffle))) {
+      const std::string app(f[1]);
+      for (auto it = out.merges.lower_bound({app, INT32_MIN});
+           it != out.merges.end() && it->first.first == app;) {
+        const bool doomed = (f[2] == "*" || it->second.first == attempt) &&
+                            (f[3] == "*" || it->first.second == shuffle);
+        it = doomed ? out.merges.erase(it) : std::next(it);
+      }
+      continue;
+    }
+    if (f.size() == 4 && IsValidAppId(f[0]) && absl::SimpleAtoi(f[1], &attempt) &&
+        absl::SimpleAtoi(f[2], &shuffle) && absl::SimpleAtoi(f[3], &merge)) {
+      out.merges[{std::string(f[0]), shuffle}] = {attempt, merge};
+      continue;
+    }
+    if (++out.bad <= kBadLinesLogged) {
+      out.first_bad.push_back(absl::CHexEscape(line.substr(0, 100)));
+    }
+  }
+  return out;
+}
 
 std::string PushBlockName(const spark::PushBlockStream& p) {
   return absl::StrCat("shufflePush_", p.shuffle_id, "_", p.shuffle_merge_id, "_", p.map_index, "_",
                       p.reduce_id);
+}
+
+// Writes all of `bytes` to `fd`; false (errno set) otherwise.
+bool WriteFull(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 // NOT_FOUND for an application that registered no merge dirs here.
@@ -75,19 +140,35 @@ void UnlinkBeneath(const ShuffleFileLocation& at, const struct stat* only = null
 
 }  // namespace
 
-absl::Status PushMerger::LeavesFreeDisk(int fd, uint64_t bytes,
-                                        const ShuffleFileLocation& at) const {
+absl::StatusOr<std::shared_ptr<const void>> PushMerger::ClaimDisk(int fd, uint64_t bytes,
+                                                                  const ShuffleFileLocation& at) {
+  struct stat st {};
   struct statvfs disk {};
-  if (::fstatvfs(fd, &disk) != 0) {
+  if (::fstat(fd, &st) != 0 || ::fstatvfs(fd, &disk) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("statvfs the file system of ", at.display));
   }
+  const uint64_t dev = static_cast<uint64_t>(st.st_dev);
   const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
-  if (available < bytes || available - bytes < options_.min_free_disk) {
+  absl::MutexLock lock(&disk_mu_);
+  auto [it, added] = in_flight_.try_emplace(dev, 0);
+  const uint64_t admitted = it->second;
+  const uint64_t after = available < admitted ? 0 : available - admitted;
+  if (after < bytes || after - bytes < options_.min_free_disk) {
+    if (added) in_flight_.erase(it);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the file system of ", at.display, " has ", available, " bytes free; ", bytes,
+        "the file system of ", at.display, " has ", available, " bytes free, ", admitted,
+        " of them admitted to pushes being written; ", bytes,
         " more would leave less than --spark-push-min-free-disk, ", options_.min_free_disk));
   }
-  return absl::OkStatus();
+  it->second += bytes;
+  // Given back once the bytes are written (or not): the handle's end.
+  return std::shared_ptr<const void>(nullptr, [this, dev, bytes](const void*) {
+    absl::MutexLock release(&disk_mu_);
+    auto held = in_flight_.find(dev);
+    if (held == in_flight_.end()) return;
+    held->second -= std::min(held->second, bytes);
+    if (held->second == 0) in_flight_.erase(held);
+  });
 }
 
 absl::Status PushMerger::Options::Validate() const {
@@ -100,6 +181,8 @@ absl::Status PushMerger::Options::Validate() const {
                                    max_open_partitions_per_app, 1, uint64_t{1} << 20));
   FERRY_RETURN_IF_ERROR(
       CheckRange("--spark-push-max-app-bytes", max_app_bytes, 1, uint64_t{1} << 50));
+  FERRY_RETURN_IF_ERROR(
+      CheckRange("--spark-push-max-app-partitions", max_app_partitions, 1, uint64_t{1} << 24));
   FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-deferred-memory-per-client",
                                    max_deferred_memory_per_client, 0, max_deferred_memory));
   FERRY_RETURN_IF_ERROR(CheckRange("--spark-push-max-deferred-disk-per-client",
@@ -132,7 +215,8 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
     return absl::ErrnoToStatus(
         errno, absl::StrCat("open a file for a waiting block beside ", partition.data_at.display));
   }
-  FERRY_RETURN_IF_ERROR(LeavesFreeDisk(deferral.spill.get(), bytes, partition.data_at));
+  FERRY_ASSIGN_OR_RETURN(deferral.in_flight,
+                         ClaimDisk(deferral.spill.get(), bytes, partition.data_at));
   deferrals_[1].fetch_add(1, std::memory_order_relaxed);
   return deferral;
 }
@@ -140,7 +224,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
 void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
                                  std::shared_ptr<const spark::ExecutorDirs> merge_dirs) {
   std::vector<std::shared_ptr<Partition>> deleted;
-  bool finalized = false;
+  std::string records;
   {
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = apps_.try_emplace(app_id);
@@ -148,65 +232,126 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
     if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
     // A newer attempt: the former one's merges go.
     for (auto& [shuffle_id, shuffle] : app.shuffles) {
-      finalized = finalized || shuffle.finalized;
-      Detach(app, shuffle, &deleted);
+      Detach(app_id, shuffle_id, app, shuffle, &deleted, &records);
     }
     app.shuffles.clear();
     app.bytes = 0;
+    app.cost = 0;
     app.attempt_id = attempt_id;
     app.merge_dirs = std::move(merge_dirs);
     // Merges finalized before a restart.
     std::erase_if(loaded_, [&](const Finalized& merge) {
       if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
-      app.shuffles[merge.shuffle_id] = Shuffle{merge.merge_id, true, {}};
+      Shuffle& shuffle = app.shuffles[merge.shuffle_id];
+      shuffle.merge_id = merge.merge_id;
+      shuffle.finalized = true;
+      ++app.cost;
       return true;
     });
   }
   DeleteFiles(deleted);
-  if (finalized) SaveState();
+  AppendState(records);
+}
+
+absl::StatusOr<std::string> PushMerger::CheckState(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxStateFileBytes);
+  if (absl::IsNotFound(text.status())) return absl::StrCat(path, ": none yet");
+  if (absl::IsInvalidArgument(text.status())) {
+    return absl::StrCat(path, ": would be set aside at start (", text.status().message(), ")");
+  }
+  if (!text.ok()) return text.status();
+  const Replayed replayed = Replay(*text);
+  return absl::StrCat(
+      path, ": ", replayed.merges.size(), " finalized merges",
+      replayed.bad > 0 ? absl::StrCat(", ", replayed.bad, " damaged lines skipped") : "");
 }
 
 absl::Status PushMerger::LoadState() {
   if (options_.state_file.empty()) return absl::OkStatus();
   absl::StatusOr<std::string> text = ReadSmallFile(options_.state_file, kMaxStateFileBytes);
   if (absl::IsNotFound(text.status())) return absl::OkStatus();
-  if (!text.ok()) return text.status();
-  absl::MutexLock lock(&mu_);
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
-    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
-    Finalized merge;
-    if (f.size() != 4 || !IsValidAppId(f[0]) || !absl::SimpleAtoi(f[1], &merge.attempt_id) ||
-        !absl::SimpleAtoi(f[2], &merge.shuffle_id) || !absl::SimpleAtoi(f[3], &merge.merge_id)) {
-      LOG(WARNING) << options_.state_file << ": skipping a line that is no finalized merge: "
-                   << absl::CHexEscape(line.substr(0, 100));
-      continue;
+  if (absl::IsInvalidArgument(text.status())) {
+    // Not a file this server wrote, or past any it writes: the server starts without it
+    // (reducers read what it named unmerged).
+    const std::string aside = absl::StrCat(options_.state_file, ".set-aside");
+    LOG(WARNING) << text.status().message() << "; set aside as " << aside
+                 << ", finalized merges start empty";
+    if (::rename(options_.state_file.c_str(), aside.c_str()) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("set ", options_.state_file, " aside"));
     }
-    merge.app_id = std::string(f[0]);
-    loaded_.push_back(std::move(merge));
+    return absl::OkStatus();
   }
+  if (!text.ok()) return text.status();
+  const Replayed replayed = Replay(*text);
+  for (const std::string& line : replayed.first_bad) {
+    LOG(WARNING) << options_.state_file
+                 << ": skipping a line that is no finalized merge nor a deletion: " << line;
+  }
+  if (replayed.bad > replayed.first_bad.size()) {
+    LOG(WARNING) << options_.state_file << ": skipped " << replayed.bad - replayed.first_bad.size()
+                 << " more such lines";
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, value] : replayed.merges) {
+      loaded_.push_back({key.first, value.first, key.second, value.second});
+    }
+  }
+  absl::MutexLock saving(&state_mu_);
+  state_lines_ = replayed.lines;
   return absl::OkStatus();
 }
 
-void PushMerger::SaveState() {
-  if (options_.state_file.empty()) return;
-  absl::MutexLock saving(&state_mu_);
+std::string PushMerger::StateTextLocked() const {
   std::string text;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [app_id, app] : apps_) {
-      for (const auto& [shuffle_id, shuffle] : app.shuffles) {
-        if (!shuffle.finalized) continue;
-        absl::StrAppend(&text, app_id, "\t", app.attempt_id, "\t", shuffle_id, "\t",
-                        shuffle.merge_id, "\n");
-      }
-    }
-    for (const Finalized& merge : loaded_) {
-      absl::StrAppend(&text, merge.app_id, "\t", merge.attempt_id, "\t", merge.shuffle_id, "\t",
-                      merge.merge_id, "\n");
+  for (const auto& [app_id, app] : apps_) {
+    for (const auto& [shuffle_id, shuffle] : app.shuffles) {
+      if (!shuffle.finalized || shuffle.finalized_reduce_ids.empty()) continue;
+      text += FinalizedLine(app_id, app.attempt_id, shuffle_id, shuffle.merge_id);
     }
   }
+  for (const Finalized& merge : loaded_) {
+    text += FinalizedLine(merge.app_id, merge.attempt_id, merge.shuffle_id, merge.merge_id);
+  }
+  return text;
+}
+
+void PushMerger::AppendState(const std::string& records) {
+  if (options_.state_file.empty() || records.empty()) return;
+  absl::MutexLock saving(&state_mu_);
+  state_lines_ += static_cast<uint64_t>(std::count(records.begin(), records.end(), '\n'));
+  absl::Status written;
+  if (state_fd_.valid()) {
+    if (!WriteFull(state_fd_.get(), records) || ::fdatasync(state_fd_.get()) != 0) {
+      written = absl::ErrnoToStatus(errno, absl::StrCat("append to ", options_.state_file));
+      state_fd_.Reset();
+    }
+  }
+  // Rewritten whole: the first time, after a failed write, or once it holds more than
+  // twice what is live.
+  std::string text;
+  uint64_t live = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_fd_.valid() && state_lines_ <= 1024) return;
+    text = StateTextLocked();
+    live = static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  if (state_fd_.valid() && state_lines_ <= 2 * live + 1024) return;
   if (absl::Status s = ReplaceFile(options_.state_file, text, 0600); !s.ok()) {
-    LOG(WARNING) << "keeping finalized merges across restarts: " << s;
+    written = s;
+  } else {
+    state_lines_ = live;
+    state_fd_ =
+        UniqueFd(::open(options_.state_file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
+    if (!state_fd_.valid()) {
+      written = absl::ErrnoToStatus(errno, absl::StrCat("open ", options_.state_file));
+    }
+  }
+  uint64_t held_back = 0;
+  if (!written.ok() && state_log_.Take(absl::Now(), &held_back)) {
+    LOG(WARNING) << "keeping finalized merges across restarts: " << written
+                 << (held_back > 0 ? absl::StrCat(" (", held_back, " such lines held back)") : "");
   }
 }
 
@@ -262,21 +407,23 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
                                                         bool on_worker) {
   std::shared_ptr<Partition> created;
   std::vector<std::shared_ptr<Partition>> deleted;
-  bool save = false;
+  std::string records;
   absl::StatusOr<Admission> admission;
   {
     absl::MutexLock lock(&mu_);
-    admission = AdmitLocked(push, on_worker, &created, &deleted, &save);
+    admission = AdmitLocked(push, on_worker, &created, &deleted, &records);
   }
   DeleteFiles(deleted);
-  if (save) SaveState();
+  AppendState(records);
   if (created != nullptr) {
     absl::Status made = CreateFiles(*created);
     if (!made.ok()) {
       absl::MutexLock lock(&mu_);
       // Gone from the maps, unless the merge went first.
-      if (Shuffle* shuffle = HolderLocked(*created).second; shuffle != nullptr) {
+      if (auto [app, shuffle] = HolderLocked(*created); shuffle != nullptr) {
         shuffle->partitions.erase(created->reduce_id);
+        --shuffle->cost;
+        --app->cost;
       }
       return made;  // the turn goes with the admission
     }
@@ -286,7 +433,7 @@ absl::StatusOr<PushMerger::Admission> PushMerger::Admit(const spark::PushBlockSt
 
 absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
     const spark::PushBlockStream& push, bool on_worker, std::shared_ptr<Partition>* created,
-    std::vector<std::shared_ptr<Partition>>* deleted, bool* save) {
+    std::vector<std::shared_ptr<Partition>>* deleted, std::string* records) {
   Admission admission;
   admission.block_id = PushBlockName(push);
   auto app_it = apps_.find(push.app_id);
@@ -304,6 +451,11 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
   auto [shuffle_it, new_shuffle] = app.shuffles.try_emplace(push.shuffle_id);
   Shuffle& shuffle = shuffle_it->second;
   if (new_shuffle) {
+    if (absl::Status bound = CostBoundLocked(push.app_id, app); !bound.ok()) {
+      app.shuffles.erase(shuffle_it);
+      return bound;
+    }
+    ++app.cost;
     shuffle.merge_id = push.shuffle_merge_id;
   } else if (push.shuffle_merge_id < shuffle.merge_id) {
     admission.code = PushReturnCode::kStaleBlockPush;
@@ -314,9 +466,9 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
       admission.needs_worker = true;
       return admission;
     }
-    *save = shuffle.finalized;
-    Detach(app, shuffle, deleted);
-    shuffle = Shuffle{push.shuffle_merge_id, false, {}};
+    Detach(push.app_id, push.shuffle_id, app, shuffle, deleted, records);
+    shuffle.merge_id = push.shuffle_merge_id;
+    shuffle.finalized = false;
   } else if (shuffle.finalized) {
     admission.code = PushReturnCode::kTooLateBlockPush;
     return admission;
@@ -331,6 +483,7 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
       admission.needs_worker = true;
       return admission;
     }
+    FERRY_RETURN_IF_ERROR(CostBoundLocked(push.app_id, app));
     if (open_partitions_ >= options_.max_open_partitions) {
       return absl::ResourceExhaustedError(absl::StrCat(
           options_.max_open_partitions, " merged partitions are open on this shuffle service"));
@@ -342,6 +495,8 @@ absl::StatusOr<PushMerger::Admission> PushMerger::AdmitLocked(
                        " merged partitions open on this shuffle service, its share"));
     }
     ++open_of_app;
+    ++app.cost;
+    ++shuffle.cost;
     auto partition = std::make_shared<Partition>();
     partition->dirs = app.merge_dirs;
     partition->app_id = push.app_id;
@@ -399,29 +554,33 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     return target;
   }
   if (!broken.ok()) return broken;
-  absl::MutexLock lock(&mu_);
-  auto app = apps_.find(partition.app_id);
-  if (gone || app == apps_.end()) {
-    // Finalized, or deleted by a newer merge or attempt meanwhile.
-    bool newer = false;
-    if (app != apps_.end()) {
-      auto shuffle = app->second.shuffles.find(partition.shuffle_id);
-      newer =
-          shuffle != app->second.shuffles.end() && shuffle->second.merge_id > partition.merge_id;
+  {
+    absl::MutexLock lock(&mu_);
+    auto app = apps_.find(partition.app_id);
+    if (gone || app == apps_.end()) {
+      // Finalized, or deleted by a newer merge or attempt meanwhile.
+      bool newer = false;
+      if (app != apps_.end()) {
+        auto shuffle = app->second.shuffles.find(partition.shuffle_id);
+        newer =
+            shuffle != app->second.shuffles.end() && shuffle->second.merge_id > partition.merge_id;
+      }
+      target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
+      target.fd.reset();
+      return target;
     }
-    target.code = newer ? PushReturnCode::kStaleBlockPush : PushReturnCode::kTooLateBlockPush;
-    target.fd.reset();
-    return target;
+    if (!target.duplicate &&
+        app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("application ", partition.app_id, " would pass its bound of ",
+                       options_.max_app_bytes, " merged bytes here"));
+    }
   }
-  if (!target.duplicate &&
-      app->second.bytes + static_cast<uint64_t>(length) > options_.max_app_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("application ", partition.app_id,
-                                                     " would pass its bound of ",
-                                                     options_.max_app_bytes, " merged bytes here"));
-  }
+  // The file system's free space: with no lock of the merger's held.
   if (!target.duplicate) {
-    FERRY_RETURN_IF_ERROR(
-        LeavesFreeDisk(target.fd->get(), static_cast<uint64_t>(length), partition.data_at));
+    FERRY_ASSIGN_OR_RETURN(
+        target.in_flight,
+        ClaimDisk(target.fd->get(), static_cast<uint64_t>(length), partition.data_at));
   }
   return target;
 }
@@ -483,6 +642,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
   statuses.shuffle_id = request.shuffle_id;
   statuses.shuffle_merge_id = request.shuffle_merge_id;
   std::vector<std::shared_ptr<Partition>> deleted;
+  std::string records;
   std::vector<std::pair<int32_t, std::shared_ptr<Partition>>> finalizing;
   {
     absl::MutexLock lock(&mu_);
@@ -499,7 +659,15 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
     }
     auto [it, inserted] = app.shuffles.try_emplace(request.shuffle_id);
     Shuffle& shuffle = it->second;
-    if (!inserted) {
+    if (inserted) {
+      // Never pushed here: finalized with nothing, kept (so that later pushes are too
+      // late) within the application's bound, and never in the state file.
+      if (!CostBoundLocked(request.app_id, app).ok()) {
+        app.shuffles.erase(it);
+        return statuses;
+      }
+      ++app.cost;
+    } else {
       if (request.shuffle_merge_id < shuffle.merge_id || shuffle.finalized) {
         return absl::FailedPreconditionError(
             absl::StrCat("Shuffle merge finalize request for shuffle ", request.shuffle_id,
@@ -507,7 +675,9 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
                          " is stale shuffle finalize request as shuffle blocks of a higher "
                          "shuffleMergeId for the shuffle is already being pushed"));
       }
-      if (request.shuffle_merge_id > shuffle.merge_id) Detach(app, shuffle, &deleted);
+      if (request.shuffle_merge_id > shuffle.merge_id) {
+        Detach(request.app_id, request.shuffle_id, app, shuffle, &deleted, &records);
+      }
     }
     shuffle.merge_id = request.shuffle_merge_id;
     shuffle.finalized = true;
@@ -517,6 +687,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
   }
   DeleteFiles(deleted);
   uint64_t closed = 0;
+  std::vector<std::shared_ptr<Partition>> empty;
   for (const auto& [reduce_id, partition] : finalizing) {
     absl::MutexLock p(&partition->mu);
     partition->finalized = true;
@@ -524,7 +695,10 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
     absl::StatusOr<MergedPartition::Final> final = partition->files->Finalize();
     partition->files.reset();
     ++closed;
-    if (!final.ok() || final->map_indexes.empty()) continue;
+    if (!final.ok() || final->map_indexes.empty()) {
+      empty.push_back(partition);  // no reducer reads it
+      continue;
+    }
     partition->final_size = final->size;
     statuses.bitmaps.push_back(std::move(final->map_indexes));
     statuses.reduce_ids.push_back(reduce_id);
@@ -533,14 +707,37 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
   {
     absl::MutexLock lock(&mu_);
     ClosedLocked(request.app_id, closed);
+    // What the merge keeps once finalized: the reduce ids that hold blocks, as Spark's
+    // resolver keeps them, unless the merge went meanwhile (its partitions went with it).
+    auto app = apps_.find(request.app_id);
+    if (app != apps_.end()) {
+      auto shuffle = app->second.shuffles.find(request.shuffle_id);
+      if (shuffle != app->second.shuffles.end() &&
+          shuffle->second.merge_id == request.shuffle_merge_id && shuffle->second.finalized &&
+          !shuffle->second.partitions.empty()) {
+        shuffle->second.partitions.clear();
+        shuffle->second.finalized_reduce_ids = statuses.reduce_ids;
+        app->second.cost -= shuffle->second.cost - 1 - statuses.reduce_ids.size();
+        shuffle->second.cost = 1 + statuses.reduce_ids.size();
+        if (!statuses.reduce_ids.empty()) {
+          records += FinalizedLine(request.app_id, request.app_attempt_id, request.shuffle_id,
+                                   request.shuffle_merge_id);
+        }
+      } else {
+        empty.clear();  // deleted with the merge
+      }
+    }
   }
-  SaveState();
+  for (const std::shared_ptr<Partition>& partition : empty) {
+    for (const char* suffix : kSuffixes) UnlinkBeneath(partition->Locate(suffix));
+  }
+  AppendState(records);
   return statuses;
 }
 
 absl::Status PushMerger::Remove(const spark::RemoveShuffleMerge& request) {
   std::vector<std::shared_ptr<Partition>> deleted;
-  bool finalized = false;
+  std::string records;
   {
     absl::MutexLock lock(&mu_);
     auto app_it = apps_.find(request.app_id);
@@ -556,38 +753,48 @@ absl::Status PushMerger::Remove(const spark::RemoveShuffleMerge& request) {
     if (request.shuffle_merge_id != -1 && request.shuffle_merge_id != it->second.merge_id) {
       return absl::OkStatus();  // not the merge held here
     }
-    finalized = it->second.finalized;
-    Detach(app, it->second, &deleted);
+    Detach(request.app_id, request.shuffle_id, app, it->second, &deleted, &records);
     app.shuffles.erase(it);
+    --app.cost;
   }
   DeleteFiles(deleted);
-  if (finalized) SaveState();
+  AppendState(records);
   return absl::OkStatus();
 }
 
 void PushMerger::ApplicationEnded(const std::string& app_id) {
   std::vector<std::shared_ptr<Partition>> deleted;
+  std::string records;
   {
     absl::MutexLock lock(&mu_);
     auto it = apps_.find(app_id);
-    if (it == apps_.end()) return;
-    for (auto& [shuffle_id, shuffle] : it->second.shuffles) Detach(it->second, shuffle, &deleted);
-    apps_.erase(it);
-    std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; });
+    const bool loaded =
+        std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; }) > 0;
+    if (it == apps_.end() && !loaded) return;
+    if (it != apps_.end()) {
+      for (auto& [shuffle_id, shuffle] : it->second.shuffles) {
+        Detach(app_id, shuffle_id, it->second, shuffle, &deleted, &records);
+      }
+      apps_.erase(it);
+    }
+    records = DeletedLine(app_id, "*", "*");
   }
   ForgetIndexes(app_id);
   DeleteFiles(deleted);
-  SaveState();
+  AppendState(records);
 }
 
 void PushMerger::ForgetUnclaimed() {
-  bool forgot = false;
+  std::string records;
   {
     absl::MutexLock lock(&mu_);
-    forgot = !loaded_.empty();
+    for (const Finalized& merge : loaded_) {
+      records +=
+          DeletedLine(merge.app_id, absl::StrCat(merge.attempt_id), absl::StrCat(merge.shuffle_id));
+    }
     loaded_.clear();
   }
-  if (forgot) SaveState();
+  AppendState(records);
 }
 
 void PushMerger::ForgetIndexes(const std::string& app_id) {
@@ -595,11 +802,36 @@ void PushMerger::ForgetIndexes(const std::string& app_id) {
   indexes_.EraseIf([&](const IndexKey& key, const auto&) { return key.app_id == app_id; });
 }
 
-void PushMerger::Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out) {
+absl::Status PushMerger::CostBoundLocked(const std::string& app_id, const App& app) const {
+  if (app.cost < options_.max_app_partitions) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("application ", app_id, " holds ", app.cost,
+                   " merged partitions and shuffles here, its bound "
+                   "(--spark-push-max-app-partitions)"));
+}
+
+void PushMerger::Detach(const std::string& app_id, int32_t shuffle_id, App& app, Shuffle& shuffle,
+                        std::vector<std::shared_ptr<Partition>>* out, std::string* records) {
   app.bytes -= shuffle.bytes;
   shuffle.bytes = 0;
+  app.cost -= shuffle.cost - 1;
+  shuffle.cost = 1;
   for (auto& [reduce_id, partition] : shuffle.partitions) out->push_back(std::move(partition));
   shuffle.partitions.clear();
+  // A finalized merge's partitions, made again to name their files.
+  for (int32_t reduce_id : shuffle.finalized_reduce_ids) {
+    auto partition = std::make_shared<Partition>();
+    partition->dirs = app.merge_dirs;
+    partition->app_id = app_id;
+    partition->shuffle_id = shuffle_id;
+    partition->merge_id = shuffle.merge_id;
+    partition->reduce_id = reduce_id;
+    out->push_back(std::move(partition));
+  }
+  if (shuffle.finalized && records != nullptr) {
+    *records += DeletedLine(app_id, absl::StrCat(app.attempt_id), absl::StrCat(shuffle_id));
+  }
+  shuffle.finalized_reduce_ids.clear();
 }
 
 void PushMerger::ClosedLocked(const std::string& app_id, uint64_t n) {

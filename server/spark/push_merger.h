@@ -41,6 +41,7 @@
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
 #include "common/unique_fd.h"
+#include "server/base/log_lines.h"
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/spark/merged_partition.h"
@@ -64,6 +65,9 @@ class PushMerger {
     uint64_t max_open_partitions_per_app = 1024;
     // Merged bytes one application may hold on this node.
     uint64_t max_app_bytes = uint64_t{64} << 30;
+    // Merged partitions (being written or finalized, three files each) and shuffles one
+    // application may hold on this node: what a finalize leaves behind is bounded too.
+    uint64_t max_app_partitions = uint64_t{1} << 18;
     // Bytes a merge dir's file system keeps free: a block that would leave less is
     // refused (the executors' map outputs and everything else on the disk need room).
     uint64_t min_free_disk = uint64_t{5} << 30;
@@ -85,9 +89,14 @@ class PushMerger {
   explicit PushMerger(Options options);
   // Reads the finalized merges the state file keeps, if any: an attempt registered
   // later (RegisterAttempt, as a restarted server learns its registrations) finds its
-  // merges finalized, and reducers read them. Lines that are not a finalized merge are
-  // skipped (logged).
+  // merges finalized, and reducers read them. The file is a journal: a line per
+  // finalized merge, and a line per merge (or application) deleted since; lines that
+  // are neither are skipped (a few logged, then counted). A file past its bound is set
+  // aside (logged): the server starts without what it kept.
   absl::Status LoadState();
+  // What LoadState() would read, changing nothing (ferry_server --check-config): a line
+  // saying how many finalized merges it keeps, or why the server would not read it.
+  static absl::StatusOr<std::string> CheckState(const std::string& path);
   const Options& options() const { return options_; }
 
   // An application attempt's merge dirs (where its executors said, beneath the roots
@@ -174,6 +183,8 @@ class PushMerger {
     // done, should a finalize let the partition go meanwhile), and where the block goes.
     std::shared_ptr<const UniqueFd> fd;
     int64_t offset = 0;
+    // The block's bytes, counted against its file system's free space until written.
+    std::shared_ptr<const void> in_flight;
     // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it):
     // ask again on a worker.
     bool needs_worker = false;
@@ -218,6 +229,7 @@ class PushMerger {
   struct Deferral {
     ClientBudget::Lease lease;
     UniqueFd spill;
+    std::shared_ptr<const void> in_flight;  // the spill's bytes, as Target's
   };
   absl::StatusOr<Deferral> DeferInMemory(const std::string& client, uint64_t bytes);
   // Opens the file: call on a blocking worker.
@@ -279,26 +291,41 @@ class PushMerger {
   struct Shuffle {
     int32_t merge_id = 0;
     bool finalized = false;
+    // Being written; once finalized, only the reduce ids of those that hold blocks are
+    // kept (as Spark's resolver keeps them), for their files' deletion.
     absl::flat_hash_map<int32_t, std::shared_ptr<Partition>> partitions;
+    std::vector<int32_t> finalized_reduce_ids;
     uint64_t bytes = 0;  // merged
+    // Against Options::max_app_partitions: itself and its partitions.
+    uint64_t cost = 1;
   };
   struct App {
     int32_t attempt_id = -1;
     std::shared_ptr<const spark::ExecutorDirs> merge_dirs;
     absl::flat_hash_map<int32_t, Shuffle> shuffles;
     uint64_t bytes = 0;
+    uint64_t cost = 0;  // its shuffles' costs
   };
+  // RESOURCE_EXHAUSTED when the application holds max_app_partitions already.
+  absl::Status CostBoundLocked(const std::string& app_id, const App& app) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The application and shuffle whose merge holds `partition` still; nulls once it was
   // finalized away, deleted or replaced.
   std::pair<App*, Shuffle*> HolderLocked(const Partition& partition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // OK when `bytes` more written to the file system of `fd` (a file of the partition at
-  // `at`) leave it Options::min_free_disk free; RESOURCE_EXHAUSTED otherwise.
-  absl::Status LeavesFreeDisk(int fd, uint64_t bytes, const ShuffleFileLocation& at) const;
+  // When `bytes` more written to the file system of `fd` (a file of the partition at
+  // `at`), with the bytes admitted to it and not written yet, leave it
+  // Options::min_free_disk free: the bytes, counted as admitted until the handle goes;
+  // RESOURCE_EXHAUSTED otherwise.
+  absl::StatusOr<std::shared_ptr<const void>> ClaimDisk(int fd, uint64_t bytes,
+                                                        const ShuffleFileLocation& at);
   // Counts `n` of `app_id`'s open partitions closed.
   void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes `shuffle`'s partitions out of the maps, into *out, to be deleted.
-  void Detach(App& app, Shuffle& shuffle, std::vector<std::shared_ptr<Partition>>* out)
+  // Takes `shuffle`'s partitions out of the maps (a finalized one's as partitions made
+  // for their deletion), into *out, to be deleted; a finalized merge's deletion goes in
+  // *records, for the state file.
+  void Detach(const std::string& app_id, int32_t shuffle_id, App& app, Shuffle& shuffle,
+              std::vector<std::shared_ptr<Partition>>* out, std::string* records)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes and deletes detached partitions' files (I/O: on a blocking worker or a thread
   // of its own).
@@ -310,7 +337,7 @@ class PushMerger {
   absl::StatusOr<Admission> AdmitLocked(const spark::PushBlockStream& push, bool on_worker,
                                         std::shared_ptr<Partition>* created,
                                         std::vector<std::shared_ptr<Partition>>* deleted,
-                                        bool* save) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                        std::string* records) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates a partition's files (I/O), and gives them to it unless it was finalized or
   // deleted meanwhile (then they go again); the error otherwise, kept in the partition.
   absl::Status CreateFiles(Partition& partition) ABSL_LOCKS_EXCLUDED(mu_);
@@ -340,14 +367,24 @@ class PushMerger {
   // Drops the application's cached indexes.
   void ForgetIndexes(const std::string& app_id) ABSL_LOCKS_EXCLUDED(index_mu_);
 
-  // Rewrites the state file from what is finalized now (plus what was loaded and not yet
-  // claimed by a registration). Errors are logged: the merges still serve until a
-  // restart. I/O: on a blocking worker or a thread of its own.
-  void SaveState() ABSL_LOCKS_EXCLUDED(mu_, state_mu_);
+  // Appends `records` (lines: finalized merges, deletions) to the state file and syncs
+  // it; rewrites it whole from what is finalized now (and what was loaded and not yet
+  // claimed) once it holds more than twice that, or after a failed write. Errors are
+  // logged (within a budget): the merges still serve until a restart. I/O: on a blocking
+  // worker or a thread of its own.
+  void AppendState(const std::string& records) ABSL_LOCKS_EXCLUDED(mu_, state_mu_);
+  // The state file's whole text now: a line per finalized merge.
+  std::string StateTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  // Orders the state file's rewrites; taken before mu_, never by a fiber.
+  // Orders the state file's writes; taken before mu_, never by a fiber.
   absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  UniqueFd state_fd_ ABSL_GUARDED_BY(state_mu_);  // appended to; invalid: rewrite first
+  uint64_t state_lines_ ABSL_GUARDED_BY(state_mu_) = 0;
+  LineBudget state_log_{2};
+  // Bytes admitted to each file system (by device) and not written yet.
+  absl::Mutex disk_mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> in_flight_ ABSL_GUARDED_BY(disk_mu_);
   mutable absl::Mutex mu_;
   // Loaded from the state file, for attempts not registered yet.
   std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);

@@ -190,6 +190,13 @@ absl::StatusOr<std::unique_ptr<ExecutorRegistry>> ExecutorRegistry::Open(Options
   if (registry->options_.state_dir.empty()) return registry;
   const std::string path = absl::StrCat(registry->options_.state_dir, "/", kStateFile);
   FERRY_ASSIGN_OR_RETURN(const Loaded loaded, registry->Load(path));
+  if (registry->options_.read_only) {
+    if (!loaded.damage.empty()) {
+      return absl::DataLossError(absl::StrCat(path, ": ", loaded.damage,
+                                              " (set aside at start; what precedes it is kept)"));
+    }
+    return registry;
+  }
   absl::MutexLock lock(&registry->write_mu_);
   registry->OpenJournalLocked(path, loaded);
   return registry;

@@ -92,6 +92,9 @@ class ExecutorRegistry {
     // application's end, for the parts that keep something of it. Called outside the
     // registry's locks, on the thread that forgot it; null: no one listens.
     std::function<void(const std::string& app_id)> app_gone = nullptr;
+    // The state file is read and never written (ferry_server --check-config, while the
+    // server that writes it may run).
+    bool read_only = false;
     // On YARN: a local dir must lie inside its application's own dir,
     // <root>/usercache/<user>/appcache/<application id>/..., as YARN lays them out and
     // deletes them; any other dir is another application's, or none's.

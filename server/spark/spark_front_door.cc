@@ -18,6 +18,9 @@ namespace ferry {
 
 namespace {
 
+// In --state-dir: the finalized merges of push-based shuffle (PushMerger::LoadState).
+constexpr char kPushStateFile[] = "spark-push-finalized";
+
 // The roots: --spark-dir-roots, and on YARN (`yarn`) the NodeManager's local dirs as it
 // names them (so as its executors name their dirs). FAILED_PRECONDITION when there are
 // none.
@@ -103,7 +106,7 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
   if (options.push.enabled) {
     PushMerger::Options push = options.push;
     if (!options.executors.state_dir.empty()) {
-      push.state_file = absl::StrCat(options.executors.state_dir, "/spark-push-finalized");
+      push.state_file = absl::StrCat(options.executors.state_dir, "/", kPushStateFile);
     }
     door->push_ = std::make_unique<PushMerger>(push);
     FERRY_RETURN_IF_ERROR(door->push_->LoadState());
@@ -135,11 +138,20 @@ absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
     absl::StrAppend(&out, "YARN hand-off dir: ", options.yarn.dir, "\n");
   }
   FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(executors.dir_roots, yarn.get()));
-  // The state file is the running server's: only its dir is looked at.
+  // The state files are the running server's: read as it would read them, never written.
   const std::string state_dir = executors.state_dir;
-  executors.state_dir.clear();
-  FERRY_RETURN_IF_ERROR(ExecutorRegistry::Open(executors).status());
+  executors.read_only = true;
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorRegistry> registry,
+                         ExecutorRegistry::Open(executors));
   absl::StrAppend(&out, "Spark dir roots: ", absl::StrJoin(executors.dir_roots, ","), "\n");
+  if (!state_dir.empty()) {
+    absl::StrAppend(&out, "Spark executors kept: ", registry->size(), "\n");
+    if (options.push.enabled) {
+      FERRY_ASSIGN_OR_RETURN(std::string kept,
+                             PushMerger::CheckState(absl::StrCat(state_dir, "/", kPushStateFile)));
+      absl::StrAppend(&out, "push-based shuffle state: ", kept, "\n");
+    }
+  }
   if (!state_dir.empty()) {
     FERRY_RETURN_IF_ERROR(CheckDirectory("--state-dir", state_dir, W_OK | X_OK));
     absl::StrAppend(&out, "state dir: ", state_dir, "\n");

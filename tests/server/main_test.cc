@@ -1,7 +1,11 @@
 // ferry_server as an operator starts it: the binary, its output and exit codes.
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstddef>
@@ -91,6 +95,71 @@ TEST_F(CheckConfigTest, AWrongLineIsNamedByFileAndLine) {
   EXPECT_TRUE(absl::StrContains(missing.output, dir_.path() + "/none")) << missing.output;
 }
 
+// Flag files are regular files within a bound, nested at most 8 deep and never in a
+// circle; a nested one's lines are checked as the outer one's, named by file and line.
+TEST_F(CheckConfigTest, FlagFilesAreBoundedAndNestedOnesCheckedAsTheOuter) {
+  const std::string self = dir_.path() + "/self.flags";
+  FlagFile("self.flags", {"--data-dir=" + dir_.path(), "--flagfile=" + self});
+  const std::string nested = FlagFile("nested.flags", {"--threads=abc"});
+  const std::string outer =
+      FlagFile("outer.flags", {"--data-dir=" + dir_.path(), "--flag-file=" + nested});
+  std::string deep = FlagFile("deep0.flags", {"--data-dir=" + dir_.path()});
+  for (int i = 1; i <= 9; ++i) {
+    deep = FlagFile(absl::StrCat("deep", i, ".flags"), {"--flagfile=" + deep});
+  }
+  const std::string big = dir_.path() + "/big.flags";
+  {
+    std::ofstream out(big);
+    for (int i = 0; i < 70000; ++i) out << "# a comment line of some length\n";
+  }
+  struct Case {
+    std::string file;
+    std::string said;
+  };
+  for (const Case& c : std::vector<Case>{
+           {self, self + ": this --flagfile includes itself"},
+           {"/dev/zero", "/dev/zero: this --flagfile is not a regular file"},
+           {dir_.path(), dir_.path() + ": this --flagfile is not a regular file"},
+           {outer, nested + ":3: --threads: Illegal value 'abc'"},
+           {deep, "--flagfile nested more than 8 deep"},
+           {big, big + ": this --flagfile holds more than 1048576 bytes"},
+       }) {
+    testing::CommandResult ran = Server({"--flagfile=" + c.file, "--check-config"});
+    EXPECT_EQ(ran.exit_code, 2) << c.file << ": " << ran.output;
+    EXPECT_TRUE(absl::StrContains(ran.output, c.said)) << c.file << ": " << ran.output;
+  }
+}
+
+// --check-config reads every state file the server would read, and says what it keeps
+// or why it would set one aside; it writes none.
+TEST_F(CheckConfigTest, TheStateFilesAreReadAsTheServerWouldReadThem) {
+  const std::string state = dir_.path() + "/state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  std::ofstream(state + "/spark-push-finalized") << "app-1\t1\t3\t0\njunk\n";
+  const std::string flags =
+      FlagFile("push.flags",
+               {"--data-dir=" + dir_.path(), "--spark-address=127.0.0.1:7337",
+                "--spark-dir-roots=" + dir_.path(), "--state-dir=" + state, "--spark-push-merge",
+                "--control-address=127.0.0.1:1", "--data-address=127.0.0.1:2"});
+  testing::CommandResult ran = Server({"--flagfile=" + flags, "--check-config"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_TRUE(absl::StrContains(ran.output, "Spark executors kept: 0")) << ran.output;
+  EXPECT_TRUE(absl::StrContains(ran.output,
+                                "spark-push-finalized: 1 finalized merges, 1 damaged "
+                                "lines skipped"))
+      << ran.output;
+  ASSERT_EQ(::truncate((state + "/spark-push-finalized").c_str(), off_t{65} << 20), 0);
+  ran = Server({"--flagfile=" + flags, "--check-config"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_TRUE(absl::StrContains(ran.output, "would be set aside at start")) << ran.output;
+  struct stat st {};
+  ASSERT_EQ(::stat((state + "/spark-push-finalized").c_str(), &st), 0);  // still there
+  // A journal of executors that is not one: the error the server would meet.
+  std::ofstream(state + "/spark-executors") << "\xff\xff\xff\xffgarbage";
+  ran = Server({"--flagfile=" + flags, "--check-config"});
+  EXPECT_TRUE(absl::StrContains(ran.output, "spark-executors")) << ran.output;
+}
+
 // Every usage error: one line naming the flag, exit 2.
 TEST(MainTest, UsageErrorsAreOneLineAndExitTwo) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
@@ -166,6 +235,37 @@ TEST(MainTest, TellsSystemdWhenItIsReadyAndWhenItStops) {
   EXPECT_TRUE(absl::StrContains(ready, "control plane on " + (*server)->control_target())) << ready;
   ASSERT_TRUE((*server)->SignalAndWait(SIGTERM, absl::Seconds(30)).ok());
   EXPECT_EQ(next(), "STOPPING=1\nSTATUS=draining");
+}
+
+// A manager whose notify socket's queue is full (it reads nothing) cannot keep the
+// server from serving or from stopping on SIGTERM.
+TEST(MainTest, AFullNotifySocketNeverHoldsTheServer) {
+  testing::TempDir dir;
+  const std::string name = absl::StrCat("ferry-notify-full-", ::getpid());
+  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::copy(name.begin(), name.end(), addr.sun_path + 1);
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(&addr), length), 0);
+  UniqueFd filler(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  int sent = 0;
+  for (; sent < 100000; ++sent) {
+    if (::sendto(filler.get(), "x", 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr),
+                 length) != 1) {
+      break;
+    }
+  }
+  ASSERT_EQ(errno, EAGAIN) << "the queue did not fill after " << sent << " datagrams";
+  ::setenv("NOTIFY_SOCKET", ("@" + name).c_str(), 1);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start("server/ferry_server", dir.path(), {"--threads=1"});
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int> stopped = (*server)->SignalAndWait(SIGTERM, absl::Seconds(30));
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(*stopped, 0);
 }
 
 }  // namespace

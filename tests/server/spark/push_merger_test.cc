@@ -8,6 +8,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -391,6 +392,141 @@ TEST_F(PushMergerTest, FinalizedMergesAreKeptInTheStateFile) {
   // Removed: gone from the file too.
   ASSERT_TRUE(restarted.Remove({kApp, 1, 3, 0}).ok());
   EXPECT_EQ(testing::ReadTextFile(options.state_file), "");
+}
+
+// What an application keeps after a finalize is bounded: a finalized merge keeps the
+// reduce ids that hold blocks (its partitions let go), a shuffle and each partition
+// count against --spark-push-max-app-partitions, a push past it is refused, a finalize
+// of a shuffle never pushed is answered and kept only within it, and a removal gives
+// its share back.
+TEST_F(PushMergerTest, WhatAFinalizeLeavesIsBounded) {
+  PushMerger::Options options;
+  options.max_app_partitions = 10;
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  const auto push = [](int32_t shuffle, int32_t reduce) {
+    return spark::PushBlockStream{kApp, 1, shuffle, 0, 0, reduce, 0};
+  };
+  for (int32_t reduce = 0; reduce < 5; ++reduce) {
+    ASSERT_EQ(Append(*merger, push(3, reduce), "x"), PushReturnCode::kSuccess);
+  }
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());  // 6 of 10
+  for (int32_t reduce = 0; reduce < 3; ++reduce) {
+    ASSERT_EQ(Append(*merger, push(4, reduce), "y"), PushReturnCode::kSuccess);  // 10
+  }
+  absl::StatusOr<PushMerger::Admission> past = merger->Admit(push(4, 3), true);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kResourceExhausted) << past.status();
+  EXPECT_TRUE(absl::StrContains(past.status().message(), "--spark-push-max-app-partitions"));
+  // A shuffle never pushed: finalized with nothing, and not kept past the bound.
+  absl::StatusOr<spark::MergeStatuses> never = merger->Finalize({kApp, 1, 9, 0});
+  ASSERT_TRUE(never.ok()) << never.status();
+  EXPECT_TRUE(never->reduce_ids.empty());
+  // The finalized merge removed: its files go, and its share is free again.
+  ASSERT_TRUE(merger->Remove({kApp, 1, 3, 0}).ok());
+  EXPECT_FALSE(Exists(File(1, 0, 4, "data")));
+  EXPECT_EQ(Append(*merger, push(4, 3), "z"), PushReturnCode::kSuccess);
+  // The finalized merge of the other shuffle still names its files for their deletion.
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 4, 0}).ok());
+  spark::ExecutorDirs dirs = *Dirs(1);
+  const std::string shuffle4 =
+      root_.path() + "/" + dirs.Locate(spark::MergedFileName(kApp, 4, 0, 3, "data")).relative;
+  EXPECT_TRUE(Exists(shuffle4));
+  merger->ApplicationEnded(kApp);
+  EXPECT_FALSE(Exists(shuffle4));
+}
+
+// The disk floor counts the bytes admitted and not written yet: concurrent pushes
+// cannot together go below it.
+TEST_F(PushMergerTest, TheDiskFloorCountsBytesAdmittedAndNotWritten) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  struct statvfs disk {};
+  ASSERT_EQ(::statvfs(root_.path().c_str(), &disk), 0);
+  const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  if (available < 4 * kGiB) GTEST_SKIP() << "needs 4 GiB free here, has " << available;
+  PushMerger::Options options;
+  // Room for two 1 GiB blocks but not three, half a GiB either way for what else
+  // writes to this disk meanwhile (nothing is written here).
+  options.min_free_disk = available - 2 * kGiB - kGiB / 2;
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  std::vector<std::shared_ptr<PushMerger::Partition>> partitions;
+  std::vector<PushMerger::Target> targets;
+  for (int32_t reduce = 0; reduce < 3; ++reduce) {
+    absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(0, reduce), true);
+    ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr) << admitted.status();
+    partitions.push_back(admitted->partition);
+  }
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PushMerger::Target> target =
+        merger->TargetOf(*partitions[i], 0, static_cast<int64_t>(kGiB), true);
+    ASSERT_TRUE(target.ok()) << target.status();
+    targets.push_back(*std::move(target));
+  }
+  absl::StatusOr<PushMerger::Target> third =
+      merger->TargetOf(*partitions[2], 0, static_cast<int64_t>(kGiB), true);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_TRUE(absl::StrContains(third.status().message(), "admitted to pushes being written"));
+  targets.pop_back();  // one written (or given up): its bytes count no more
+  EXPECT_TRUE(merger->TargetOf(*partitions[2], 0, static_cast<int64_t>(kGiB), true).ok());
+}
+
+// The state file is a journal: a finalize appends a line, a finalize of nothing pushed
+// appends none, a removal appends its deletion; the file is rewritten whole once it
+// holds twice what is live, so it stays bounded however many merges come and go.
+TEST_F(PushMergerTest, TheStateFileIsAppendedToAndStaysBounded) {
+  PushMerger::Options options;
+  options.state_file = root_.path() + "/push-state";
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  const auto lines = [&] {
+    const std::string text = testing::ReadTextFile(options.state_file);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 8, 0}).ok());  // never pushed
+  EXPECT_EQ(lines(), 1);
+  long most = 0;
+  for (int32_t shuffle = 10; shuffle < 610; ++shuffle) {
+    ASSERT_EQ(Append(*merger, {kApp, 1, shuffle, 0, 0, 0, 0}, "b"), PushReturnCode::kSuccess);
+    ASSERT_TRUE(merger->Finalize({kApp, 1, shuffle, 0}).ok());
+    ASSERT_TRUE(merger->Remove({kApp, 1, shuffle, 0}).ok());
+    most = std::max<long>(most, lines());
+  }
+  EXPECT_GT(most, 1000);
+  EXPECT_LE(most, 1030);
+  EXPECT_LT(lines(), 1030);
+  PushMerger restarted(options);
+  ASSERT_TRUE(restarted.LoadState().ok());
+  restarted.RegisterAttempt(kApp, 1, Dirs(1));
+  EXPECT_TRUE(restarted.OpenMerged(kApp, 3, 0, 0).ok());
+  EXPECT_EQ(restarted.OpenMerged(kApp, 300, 0, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// A damaged or oversized state file never keeps the server from starting: damaged lines
+// are skipped (counted, a few logged), an oversized file is set aside; --check-config
+// says either.
+TEST_F(PushMergerTest, ADamagedOrOversizedStateFileIsSkippedOrSetAside) {
+  PushMerger::Options options;
+  options.state_file = root_.path() + "/push-state";
+  {
+    std::ofstream out(options.state_file);
+    out << kApp << "\t1\t3\t0\n";
+    for (int i = 0; i < 100000; ++i) out << "junk " << i << "\n";
+  }
+  absl::StatusOr<std::string> checked = PushMerger::CheckState(options.state_file);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(*checked, options.state_file + ": 1 finalized merges, 100000 damaged lines skipped");
+  {
+    PushMerger merger(options);
+    EXPECT_TRUE(merger.LoadState().ok());
+  }
+  ASSERT_EQ(::truncate(options.state_file.c_str(), off_t{65} << 20), 0);
+  checked = PushMerger::CheckState(options.state_file);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_TRUE(absl::StrContains(*checked, "would be set aside")) << *checked;
+  PushMerger merger(options);
+  EXPECT_TRUE(merger.LoadState().ok());
+  EXPECT_FALSE(Exists(options.state_file));
+  EXPECT_TRUE(Exists(options.state_file + ".set-aside"));
 }
 
 }  // namespace

@@ -1514,11 +1514,8 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   };
   EXPECT_EQ(open_partitions(), 2);
   const std::string state_file = absl::StrCat(state.path(), "/spark-push-finalized");
-  const auto state_text = [&] {
-    std::ifstream in(state_file);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  EXPECT_NE(state_text().find(kApp), std::string::npos);
+  const auto kept = [&] { return PushMerger::CheckState(state_file).value_or("unreadable"); };
+  EXPECT_EQ(kept(), absl::StrCat(state_file, ": 1 finalized merges"));
   // The other application is refused while every partition is held.
   RegisterApp2(client);
   SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "x");
@@ -1529,7 +1526,7 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   ASSERT_TRUE(server_->spark_executors()->Remove(kApp, "", /*delete_local_dirs=*/false).ok());
   EXPECT_EQ(open_partitions(), 0);
   EXPECT_EQ(FileSize(MergedFile(0, "data")), -1);
-  EXPECT_EQ(state_text().find(kApp), std::string::npos) << state_text();
+  EXPECT_EQ(kept(), absl::StrCat(state_file, ": 0 finalized merges"));
   EXPECT_EQ(client.Call(sw::EncodeFetchShuffleBlockChunks({kApp, kExec, 3, 0, {0}, {{0}}})).type,
             sw::MessageType::kRpcFailure);
   SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "x");
