@@ -74,6 +74,7 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
   }
   // The secret's bytes (Spark's JavaUtils.stringToBytes: UTF-8); none without
   // spark.authenticate.
+  data.unparsed = !trimmed.empty() && trimmed.front() == '{';
   if (!bytes.empty()) data.secret = Secret(bytes);
   return data;
 }
@@ -240,6 +241,12 @@ void YarnApps::ReadAppLocked(const std::string& name) {
     }
   }
   if (!app.data.ok()) Warn(app.data.status().message());
+  if (app.data.ok() && app.data->unparsed) {
+    Warn(absl::StrCat(path, " starts as a JSON object but is none (or nests deeper than ",
+                      kMaxJsonDepth,
+                      "): its whole bytes are the secret, as Spark's service "
+                      "takes them"));
+  }
   forget();
   absl::MutexLock lock(&mu_);
   apps_.insert_or_assign(name, std::move(app));

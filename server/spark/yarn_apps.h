@@ -68,11 +68,16 @@ class YarnApps {
     // spark.yarn.shuffle.server.recovery.disabled: the application asked that the
     // service keep nothing of it across a restart.
     bool recovery_disabled = false;
+    // It looked like a JSON object and did not parse as one (Spark's service logs
+    // "Unable to parse application data" then): its bytes are the secret.
+    bool unparsed = false;
   };
   // Spark's two formats, told apart as Spark's own service tells them (Jackson's
   // readValue into a map): a JSON object (what follows it ignored) is the payload,
-  // anything else is the secret's bytes. An object nested deeper than kMaxJsonDepth is
-  // no payload (Jackson refuses deep nesting too), so the parse costs time linear in
+  // anything else is the secret's bytes. An object nested deeper than kMaxJsonDepth
+  // (Jackson's own bound, StreamReadConstraints' default since 2.15, which Spark 3.5 and
+  // 4 ship) is no payload, as Spark's service then takes the whole bytes as the secret
+  // (ServiceData::unparsed says so, for a log line); the parse costs time linear in
   // the bytes and nothing more. INVALID_ARGUMENT for a payload whose fields are of the
   // wrong types.
   static absl::StatusOr<ServiceData> ParseServiceData(absl::string_view bytes);
@@ -80,7 +85,7 @@ class YarnApps {
   // The largest service data read (Spark's is a 256-bit secret in base64, or that in
   // a JSON object of two fields); the aux service writes no more.
   static constexpr size_t kMaxServiceDataBytes = 64 * 1024;
-  static constexpr int kMaxJsonDepth = 32;
+  static constexpr int kMaxJsonDepth = 1000;
   // Applications tracked (apps/ and stopped/ each); past it, new ones are refused with a
   // warning.
   static constexpr size_t kMaxApps = 100000;

@@ -593,6 +593,34 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   EXPECT_LT(victim_ms.back(), 2000);
 }
 
+// Round six, 9: service data nested 33 deep authenticated with neither its inner
+// secret nor its bytes. Now it is read as Spark's service (Jackson, 1000 deep) reads
+// it: the inner secret; deeper, the whole bytes, with a warning.
+TEST_F(SparkAttackTest, DeepServiceDataAuthenticatesAsSparksServiceReadsIt) {
+  testing::TempDir handoff;
+  for (const char* sub : {"/apps", "/stopped"}) {
+    ASSERT_EQ(::mkdir((handoff.path() + sub).c_str(), 0750), 0);
+  }
+  const auto hand_over = [&](const std::string& app, const std::string& data) {
+    const std::string path = handoff.path() + "/apps/" + app;
+    std::ofstream(path + ".tmp") << data;
+    ASSERT_EQ(::chmod((path + ".tmp").c_str(), 0640), 0);
+    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  };
+  hand_over("application_1_0033", absl::StrCat(R"({"secret":"d33","a":)", std::string(32, '['),
+                                               std::string(32, ']'), "}"));
+  const std::string too_deep = absl::StrCat(R"({"secret":"d1001","a":)", std::string(1000, '['),
+                                            std::string(1000, ']'), "}");
+  hand_over("application_1_1001", too_deep);
+  options_.spark.yarn.dir = handoff.path();
+  options_.spark.auth.yarn = true;
+  Start();
+  SparkClient d33(port());
+  EXPECT_TRUE(testing::AuthenticateWithAuthEngine(d33, "application_1_0033", "d33", 2).ok());
+  SparkClient whole(port());
+  EXPECT_TRUE(testing::AuthenticateWithAuthEngine(whole, "application_1_1001", too_deep, 2).ok());
+}
+
 // Round five, 4: the registration budget was per address, so every executor of a node
 // shared one: an application re-registering from 128 connections (or registering dirs
 // that are not there) kept another application's new executors on that host from

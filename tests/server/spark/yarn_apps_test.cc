@@ -88,6 +88,12 @@ TEST(ServiceDataTest, DeepNestingIsNoPayload) {
       absl::StrCat(R"({"secret":"s","x":)", std::string(YarnApps::kMaxJsonDepth - 1, '['),
                    std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
   EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or(Secret("none")), "s");
+  EXPECT_FALSE(YarnApps::ParseServiceData(within)->unparsed);
+  EXPECT_TRUE(YarnApps::ParseServiceData(objects)->unparsed);
+  // 33 deep, as Jackson reads it: the inner secret.
+  const std::string d33 =
+      absl::StrCat(R"({"secret":"d33","a":)", std::string(32, '['), std::string(32, ']'), "}");
+  EXPECT_EQ(YarnApps::ParseServiceData(d33)->secret.value_or(Secret("none")), "d33");
   EXPECT_FALSE(
       YarnApps::ParseServiceData(std::string(YarnApps::kMaxServiceDataBytes + 1, 'x')).ok());
 }
