@@ -85,6 +85,29 @@ TEST(FlagNamesTest, AFlagFilesLinesAreCheckedAndRemembered) {
               ::testing::ExitedWithCode(2), "none: cannot read this --flagfile");
 }
 
+// Nested flag files are expanded in place and checked as the outer one; a circle, a
+// file that is not regular, and nesting past 8 are usage errors naming the file.
+TEST(FlagNamesTest, NestedFlagFilesAreCheckedAndBounded) {
+  testing::TempDir dir;
+  const std::string inner = dir.path() + "/inner";
+  const std::string outer = dir.path() + "/outer";
+  std::ofstream(inner) << "--mode=copy\n";
+  std::ofstream(outer) << "--threads=5\n--flag-file=" << inner << "\n--data-dir=/o\n";
+  EXPECT_EQ(Normalize({"prog", "--flagfile=" + outer}),
+            (std::vector<std::string>{"prog", "--threads=5", "--mode=copy", "--data_dir=/o"}));
+  EXPECT_EQ(FlagOrigin("mode"), inner + ":1");
+  std::ofstream(inner, std::ios::trunc) << "--threads=x\n";
+  EXPECT_EXIT(Normalize({"prog", "--flagfile=" + outer}), ::testing::ExitedWithCode(2),
+              "inner:1: --threads: Illegal value 'x'");
+  std::ofstream(inner, std::ios::trunc) << "--flagfile=" << outer << "\n";
+  EXPECT_EXIT(Normalize({"prog", "--flagfile=" + outer}), ::testing::ExitedWithCode(2),
+              "outer: this --flagfile includes itself");
+  EXPECT_EXIT(Normalize({"prog", "--flagfile=/dev/zero"}), ::testing::ExitedWithCode(2),
+              "/dev/zero: this --flagfile is not a regular file");
+  EXPECT_EXIT(Normalize({"prog", "--flagfile=" + dir.path()}), ::testing::ExitedWithCode(2),
+              "this --flagfile is not a regular file");
+}
+
 // A program with commands: --help lists them; `prog CMD --help` (wherever the flags
 // and their values stand) and `prog help CMD` show that command's usage and flags only.
 TEST(FlagNamesTest, HelpIsPerCommand) {
