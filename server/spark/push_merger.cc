@@ -1011,6 +1011,16 @@ void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
                            "Bytes of pushed blocks merged into merged partitions.",
                            MetricKind::kCounter,
                            static_cast<double>(merged_bytes_.load(std::memory_order_relaxed))));
+  uint64_t admitted = 0;
+  {
+    absl::MutexLock lock(&disk_mu_);
+    for (const auto& [dev, bytes] : in_flight_) admitted += bytes;
+  }
+  out->push_back(OneSample("ferry_spark_push_admitted_bytes",
+                           "Bytes of pushed blocks admitted to their merged files (or to a file "
+                           "to wait in) and not written yet: --spark-push-min-free-disk counts "
+                           "them as used.",
+                           MetricKind::kGauge, static_cast<double>(admitted)));
   out->push_back(OneSample("ferry_spark_push_index_reads_total",
                            "Finalized merged partitions' indexes read from disk; a partition read "
                            "again while unchanged is found cached.",

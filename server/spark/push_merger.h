@@ -67,7 +67,7 @@ class PushMerger {
     uint64_t max_app_bytes = uint64_t{64} << 30;
     // Merged partitions (being written or finalized, three files each) and shuffles one
     // application may hold on this node: what a finalize leaves behind is bounded too.
-    uint64_t max_app_partitions = uint64_t{1} << 18;
+    uint64_t max_app_partitions = uint64_t{1} << 16;
     // Bytes a merge dir's file system keeps free: a block that would leave less is
     // refused (the executors' map outputs and everything else on the disk need room).
     uint64_t min_free_disk = uint64_t{5} << 30;
@@ -383,7 +383,7 @@ class PushMerger {
   uint64_t state_lines_ ABSL_GUARDED_BY(state_mu_) = 0;
   LineBudget state_log_{2};
   // Bytes admitted to each file system (by device) and not written yet.
-  absl::Mutex disk_mu_;
+  mutable absl::Mutex disk_mu_;
   absl::flat_hash_map<uint64_t, uint64_t> in_flight_ ABSL_GUARDED_BY(disk_mu_);
   mutable absl::Mutex mu_;
   // Loaded from the state file, for attempts not registered yet.

@@ -6,16 +6,23 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -42,6 +49,7 @@
 #include "tests/testing/certificate.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/process_groups.h"
+#include "tests/testing/small_tmpfs.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
@@ -1543,6 +1551,130 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   EXPECT_EQ(open_partitions(), 0);
 }
 
+// Round six, 1: four requests of two million reduce ids took 43 s of the server's CPU
+// and held every blocking worker, and another application's new executor could not
+// register for 30 s. Now each costs its lookups (one partition opened once), and the
+// other application's registrations and merged reads go on meanwhile.
+TEST_F(SparkPushTest, MergedReadFloodsSpareAnotherApplication) {
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  ASSERT_EQ(Push(client, 0, 0, "merged").code, sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+            sw::MessageType::kRpcResponse);
+  RegisterApp2(client);
+  SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "v");
+  ASSERT_EQ(NextCode(client), sw::PushReturnCode::kSuccess);
+  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({"app-2", 1, 0, 0})).type,
+            sw::MessageType::kRpcResponse);
+
+  constexpr int kReduceIds = 500000;
+  const std::string flood = sw::EncodeFetchShuffleBlockChunks(
+      {kApp, kExec, 3, 0, std::vector<int32_t>(kReduceIds, 0),
+       std::vector<std::vector<int32_t>>(kReduceIds, std::vector<int32_t>{})});
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const absl::Time start = absl::Now();
+  std::atomic<int> streams{0};
+  std::vector<std::thread> attackers;
+  for (int a = 0; a < 4; ++a) {
+    attackers.emplace_back([&, a] {
+      const std::string source = absl::StrCat("127.0.0.", 2 + a);
+      SparkClient attacker(server_->spark_port(), source.c_str());
+      for (int i = 0; i < 3; ++i) {
+        if (attacker.Call(flood).type == sw::MessageType::kRpcResponse) streams++;
+      }
+    });
+  }
+  std::vector<double> victim_ms;
+  const std::string other = absl::StrCat(roots_.path(), "/app2");
+  for (int i = 0; i < 20; ++i) {
+    SparkClient victim(server_->spark_port(), "127.0.0.9");
+    const absl::Time began = absl::Now();
+    const Reply registered = victim.Call(sw::EncodeRegisterExecutor(
+        {"app-2",
+         absl::StrCat("v", i),
+         {{other + "/blockmgr-2"},
+          kSubdirs,
+          R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"})"}}));
+    ASSERT_EQ(registered.type, sw::MessageType::kRpcResponse) << registered.text;
+    victim.Send(sw::EncodeMergedBlockMetaRequest({7, "app-2", 0, 0, 0}));
+    std::optional<Reply> meta = victim.Read();
+    ASSERT_TRUE(meta.has_value());
+    ASSERT_EQ(meta->type, sw::MessageType::kMergedBlockMetaSuccess) << meta->text;
+    victim_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - began));
+  }
+  for (std::thread& attacker : attackers) attacker.join();
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto cpu = [](const rusage& r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+  };
+  std::sort(victim_ms.begin(), victim_ms.end());
+  std::printf(
+      "12 requests of %d reduce ids (4 hosts at once) in %.2f s, %.2f s of CPU (server and "
+      "clients), %d streams opened; the other application's registration and merged meta "
+      "meanwhile: median %.2f ms, max %.2f ms\n",
+      kReduceIds, absl::ToDoubleSeconds(absl::Now() - start), cpu(after) - cpu(before),
+      streams.load(), victim_ms[victim_ms.size() / 2], victim_ms.back());
+  EXPECT_GT(streams.load(), 0);
+  EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_index_reads_total"), 2);
+  // Was 30 s (the registration failed); the bound leaves room for a sanitizer's build.
+  EXPECT_LT(victim_ms.back(), 5000);
+}
+
+// Round six, 3: zero-length pushes to 1,024 new reduce ids, a finalize, the next shuffle
+// id, and so on, made the server keep 358,400 finalized partitions (407 MB) and 1,075,200
+// files. Now a finalized partition keeps its reduce id, and an application's partitions
+// and shuffles are bounded (--spark-push-max-app-partitions): past it pushes are refused.
+TEST_F(SparkPushTest, AZeroLengthFloodIsBoundedByTheApplicationsShare) {
+  push_.max_app_partitions = 5000;
+  Start();
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+  const auto rss_kib = [] {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (absl::StartsWith(line, "VmRSS:")) return std::stol(line.substr(6));
+    }
+    return 0L;
+  };
+  const long rss_before = rss_kib();
+  int merged = 0;
+  int refused = 0;
+  for (int32_t shuffle = 10; shuffle < 20; ++shuffle) {
+    for (int32_t reduce = 0; reduce < 1024; ++reduce) {
+      SendPush(client, {kApp, 1, shuffle, 0, 0, reduce, 0}, 0, "");
+    }
+    for (int32_t reduce = 0; reduce < 1024; ++reduce) {
+      std::optional<Reply> reply = client.Read();
+      ASSERT_TRUE(reply.has_value());
+      if (reply->type == sw::MessageType::kRpcResponse) ++merged;
+      if (reply->type == sw::MessageType::kRpcFailure) {
+        EXPECT_TRUE(absl::StrContains(reply->text, "--spark-push-max-app-partitions"))
+            << reply->text;
+        ++refused;
+      }
+    }
+    ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, shuffle, 0})).type,
+              sw::MessageType::kRpcResponse);
+  }
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           absl::StrCat(roots_.path(), "/merge_manager_1"))) {
+    if (entry.is_regular_file()) ++files;
+  }
+  std::printf(
+      "10,240 zero-length pushes to new partitions, a finalize every 1,024: %d merged, "
+      "%d refused, %zu files, RSS %+ld KiB (server and client)\n",
+      merged, refused, files, rss_kib() - rss_before);
+  // Each shuffle costs one, each partition one: 5,000 in all.
+  EXPECT_LE(merged, 5000);
+  EXPECT_GT(refused, 5000);
+  EXPECT_LE(files, 3u * 5000);
+}
+
 // A merge finalized before ferry_server restarts is served after it: the registration
 // kept in --state-dir gives it its dirs again and the state file says it is finalized.
 TEST_F(SparkPushTest, AFinalizedMergeIsServedAfterARestart) {
@@ -1672,6 +1804,86 @@ TEST_F(SparkPushTest, ABlockThatWouldFillTheDiskIsRefusedAndTheConnectionGoesOn)
   // The finalize finds nothing merged.
   const Reply statuses = client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0}));
   EXPECT_EQ(statuses.type, sw::MessageType::kRpcResponse) << statuses.text;
+}
+
+// Round six, 4: the disk floor was checked per block against free space now, so 8
+// pushes of 60 MiB at once into a 512 MiB file system with a 256 MiB floor all merged
+// and left 31.9 MiB. Now the bytes admitted and not written yet count: while all 8 are
+// in flight, 4 are admitted and 4 refused, and the floor holds once they are written.
+TEST_F(SparkPushTest, ConcurrentPushesCannotTogetherPassTheDiskFloor) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  auto disk = testing::SmallTmpfs::Mount(roots_.path() + "/disk", 512 * kMiB);
+  if (!disk.ok()) GTEST_SKIP() << disk.status();
+  const std::string local = (*disk)->path() + "/blockmgr-3";
+  const std::string merge = (*disk)->path() + "/merge_manager_1";
+  for (const std::string& dir : {local, merge}) ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0);
+  for (int i = 0; i < kSubdirs; ++i) {
+    ASSERT_EQ(::mkdir(absl::StrFormat("%s/%02x", merge, i).c_str(), 0750), 0);
+  }
+  push_.min_free_disk = 256 * kMiB;
+  Start();
+  SparkClient registrar(server_->spark_port());
+  ASSERT_EQ(
+      registrar
+          .Call(sw::EncodeRegisterExecutor(
+              {"app-3",
+               "0",
+               {{local},
+                kSubdirs,
+                R"(org.apache.spark.shuffle.sort.SortShuffleManager:{"mergeDir":"merge_manager_1","attemptId":"1"})"}}))
+          .type,
+      sw::MessageType::kRpcResponse);
+  const auto metric = [&](const char* name, const char* label = nullptr,
+                          const char* value = nullptr) {
+    const std::vector<MetricFamilySamples> all = server_->CollectMetrics();
+    return label == nullptr ? testing::MetricSum(all, name)
+                            : testing::MetricSum(all, name, label, value);
+  };
+  constexpr int kPushes = 8;
+  constexpr int64_t kBlock = 60 * kMiB;
+  const std::string body(static_cast<size_t>(kBlock), 'p');
+  std::vector<std::unique_ptr<SparkClient>> pushers;
+  for (int i = 0; i < kPushes; ++i) {
+    pushers.push_back(std::make_unique<SparkClient>(server_->spark_port()));
+    // Each push's header and its first byte: admitted (or refused) and held in flight.
+    SendPush(*pushers.back(), {"app-3", 1, 3, 0, 0, i, 0}, kBlock, body.substr(0, 1));
+  }
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return metric("ferry_spark_push_admitted_bytes") == 4 * kBlock &&
+           metric("ferry_spark_push_blocks_total", "outcome", "refused") == 4;
+  })) << metric("ferry_spark_push_admitted_bytes")
+      << " bytes admitted, " << metric("ferry_spark_push_blocks_total", "outcome", "refused")
+      << " refused";
+  std::vector<std::thread> rest;
+  std::vector<std::optional<Reply>> replies(kPushes);
+  for (int i = 0; i < kPushes; ++i) {
+    rest.emplace_back([&, i] {
+      pushers[i]->Send(body.substr(1));
+      replies[i] = pushers[i]->Read();
+    });
+  }
+  for (std::thread& t : rest) t.join();
+  int merged = 0;
+  int refused = 0;
+  for (const std::optional<Reply>& reply : replies) {
+    ASSERT_TRUE(reply.has_value());
+    if (reply->type == sw::MessageType::kRpcResponse) ++merged;
+    if (reply->type == sw::MessageType::kRpcFailure &&
+        absl::StrContains(reply->text, "--spark-push-min-free-disk")) {
+      ++refused;
+    }
+  }
+  struct statvfs after {};
+  ASSERT_EQ(::statvfs((*disk)->path().c_str(), &after), 0);
+  const uint64_t free_bytes = static_cast<uint64_t>(after.f_bavail) * after.f_frsize;
+  std::printf(
+      "8 concurrent 60 MiB pushes into 512 MiB with a 256 MiB floor: %d merged, %d "
+      "refused, %.1f MiB free after\n",
+      merged, refused, static_cast<double>(free_bytes) / kMiB);
+  EXPECT_EQ(merged, 4);
+  EXPECT_EQ(refused, 4);
+  EXPECT_GE(free_bytes, 256 * kMiB);
+  EXPECT_EQ(metric("ferry_spark_push_admitted_bytes"), 0);
 }
 
 // One client host (127.0.0.2) floods the service: blocks waiting for a partition it holds
