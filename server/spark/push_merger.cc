@@ -777,7 +777,8 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
       }
       apps_.erase(it);
     }
-    records = DeletedLine(app_id, "*", "*");
+    // One line for all it kept, if it kept any.
+    if (!records.empty() || loaded) records = DeletedLine(app_id, "*", "*");
   }
   ForgetIndexes(app_id);
   DeleteFiles(deleted);
