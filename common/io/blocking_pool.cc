@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/io/ops.h"
@@ -52,6 +53,10 @@ absl::Status BlockingPool::Options::Validate() const {
 
 bool BlockingPool::Abandoned() {
   return current_abandoned != nullptr && current_abandoned->load(std::memory_order_relaxed);
+}
+
+BlockingPool::Order BlockingPool::TenantOrder(absl::string_view name) {
+  return {.stream = 0, .offset = 0, .tenant = absl::HashOf(name) | 1};
 }
 
 size_t BlockingPool::TenantShare() const {

@@ -39,6 +39,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -73,6 +74,8 @@ class BlockingPool {
     // Whose job it is (a hash of an application's id, say); 0: no one's, unbounded.
     uint64_t tenant = 0;
   };
+  // A job of the tenant `name` (an application's id), in no particular order.
+  static Order TenantOrder(absl::string_view name);
 
   // Runs `job` on a worker; the calling fiber waits until it has run. OK once it ran;
   // RESOURCE_EXHAUSTED when max_queued jobs are waiting already; DEADLINE_EXCEEDED

@@ -3,7 +3,7 @@
 // spark.authenticate (SparkSecrets::Options), TLS (SparkTls::Options) and YARN
 // (YarnApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_merger.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_front_door.h"

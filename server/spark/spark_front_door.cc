@@ -108,7 +108,8 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
     if (!options.executors.state_dir.empty()) {
       push.state_file = absl::StrCat(options.executors.state_dir, "/", kPushStateFile);
     }
-    door->push_ = std::make_unique<PushMerger>(push);
+    door->push_ =
+        std::make_unique<PushService>(push, door->pool_.get(), options.service.blocking_timeout);
     FERRY_RETURN_IF_ERROR(door->push_->LoadState());
     door->service_->EnablePush(door->push_.get());
     // A restarted server: the registrations kept give the merges their dirs again, and

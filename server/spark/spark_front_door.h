@@ -17,7 +17,7 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_service.h"
 #include "server/spark/spark_auth.h"
 #include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
@@ -100,7 +100,7 @@ class SparkFrontDoor {
   std::unique_ptr<ExecutorRegistry> executors_;
   // Before the pool: the pool's jobs use it, and the pool is destroyed (its workers
   // joined) first.
-  std::unique_ptr<PushMerger> push_;  // null without --spark-push-merge
+  std::unique_ptr<PushService> push_;  // null without --spark-push-merge
   std::unique_ptr<BlockingPool> pool_;
   std::unique_ptr<SparkShuffleService> service_;
   std::unique_ptr<SparkSecrets> secrets_;

@@ -17,7 +17,7 @@
 #include "common/spark/merge_dirs.h"
 #include "common/spark/wire.h"
 #include "common/status_macros.h"
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_service.h"
 #include "server/spark/spark_authenticator.h"
 
 namespace ferry {
@@ -64,6 +64,8 @@ class SparkProtocol {
   bool On(const spark::StreamRequest& stream);
   bool On(const spark::OneWayMessage& message);
   bool On(const spark::UploadStream& upload);
+  // The push an upload carries, or why it is refused unread.
+  absl::StatusOr<spark::PushBlockStream> PushOf(const spark::UploadStream& upload);
   // A push's answer: Spark's BlockPushReturnCode, naming the block unless a success.
   bool ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id);
   bool On(const spark::MergedBlockMetaRequest& request);
@@ -169,220 +171,69 @@ bool SparkProtocol::On(const spark::OneWayMessage& message) {
   // one-way message has no reply, whatever becomes of it.
   absl::StatusOr<spark::ShuffleRpc> rpc = spark::DecodeShuffleRpc(message.body);
   auto* remove = rpc.ok() ? std::get_if<spark::RemoveShuffleMerge>(&*rpc) : nullptr;
-  PushMerger* merger = service_.push();
-  if (remove != nullptr && merger != nullptr && CheckApp(remove->app_id).ok()) {
-    absl::StatusOr<bool> removed =
-        service_.RunBlocking<bool>([merger, m = *remove]() -> absl::StatusOr<bool> {
-          FERRY_RETURN_IF_ERROR(merger->Remove(m));
-          return true;
-        });
-    if (!removed.ok()) core_.LogFailure(removed.status());
+  PushService* push = service_.push();
+  if (remove != nullptr && push != nullptr && CheckApp(remove->app_id).ok()) {
+    if (absl::Status removed = push->Remove(*remove); !removed.ok()) core_.LogFailure(removed);
   }
   return true;
 }
 
-bool SparkProtocol::On(const spark::UploadStream& upload) {
-  const int64_t id = upload.request_id;
-  PushMerger* merger = service_.push();
-  // Refusals that leave the body unread close the connection: it follows unframed.
-  if (merger == nullptr) {
-    Reply(id, absl::UnimplementedError(
-                  "UploadStream (push-based shuffle, block upload) is not served here "
-                  "(ferry_server --spark-push-merge); the connection closes"));
-    return false;
+// The connection's side of an upload, for the push unit.
+class ConnectionBody : public PushBody {
+ public:
+  explicit ConnectionBody(ConnectionCore& core) : core_(core) {}
+  bool Receive(uint64_t bytes, absl::Time deadline,
+               absl::FunctionRef<absl::Status(absl::string_view)> sink,
+               absl::Status* sink_status) override {
+    return core_.ReceiveBody(bytes, deadline, sink, sink_status);
+  }
+  bool ReceiveToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
+                     absl::Status* sink_status) override {
+    return core_.ReceiveBodyToFile(bytes, deadline, fd, offset, sink_status);
+  }
+  absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
+                        uint64_t bytes, absl::Time deadline) override {
+    return core_.CopyFile(in_fd, in_offset, out_fd, out_offset, bytes, deadline);
+  }
+  void Flush() override { core_.PushHeld(); }
+  const std::string& peer_host() override { return core_.peer_host(); }
+  void LogFailure(const absl::Status& status) override { core_.LogFailure(status); }
+
+ private:
+  ConnectionCore& core_;
+};
+
+absl::StatusOr<spark::PushBlockStream> SparkProtocol::PushOf(const spark::UploadStream& upload) {
+  if (service_.push() == nullptr) {
+    return absl::UnimplementedError(
+        "UploadStream (push-based shuffle, block upload) is not served here "
+        "(ferry_server --spark-push-merge); the connection closes");
   }
   if (static_cast<uint64_t>(upload.body_bytes) > kMaxPushedBlockBytes) {
-    Reply(id, absl::InvalidArgumentError(absl::StrCat("a pushed block of ", upload.body_bytes,
-                                                      " bytes; at most ", kMaxPushedBlockBytes,
-                                                      " are taken")));
-    return false;
+    return absl::InvalidArgumentError(absl::StrCat("a pushed block of ", upload.body_bytes,
+                                                   " bytes; at most ", kMaxPushedBlockBytes,
+                                                   " are taken"));
   }
-  absl::StatusOr<spark::PushBlockStream> push = spark::DecodePushBlockStream(upload.meta);
+  FERRY_ASSIGN_OR_RETURN(spark::PushBlockStream push, spark::DecodePushBlockStream(upload.meta));
+  FERRY_RETURN_IF_ERROR(CheckApp(push.app_id));
+  return push;
+}
+
+bool SparkProtocol::On(const spark::UploadStream& upload) {
+  const int64_t id = upload.request_id;
+  absl::StatusOr<spark::PushBlockStream> push = PushOf(upload);
   if (!push.ok()) {
+    // The body follows unframed: a refusal that leaves it unread closes the connection.
     Reply(id, push.status());
     return false;
   }
-  if (absl::Status allowed = CheckApp(push->app_id); !allowed.ok()) {
-    Reply(id, allowed);
-    return false;
-  }
-  const uint64_t length = static_cast<uint64_t>(upload.body_bytes);
-  const absl::Time deadline = absl::Now() + merger->options().push_timeout;
-  absl::Status sink_status;
-  const auto drain = [&] {
-    return core_.ReceiveBody(
-        length, deadline, [](absl::string_view) { return absl::OkStatus(); }, &sink_status);
-  };
-  // The merger's calls run here while they touch no disk, and on a blocking worker
-  // when they would (or the partition is busy with a write).
-  absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(*push, /*on_worker=*/false);
-  if (admitted.ok() && admitted->needs_worker) {
-    core_.PushHeld();  // a worker may take a while
-    admitted = service_.RunBlocking<PushMerger::Admission>(
-        [merger, push = *push] { return merger->Admit(push, /*on_worker=*/true); });
-  }
-  if (!admitted.ok()) {
-    merger->Count(PushMerger::Outcome::kRefused);
-    return drain() && Reply(id, admitted.status());
-  }
-  if (admitted->partition == nullptr) {
-    // Answered without the block: a duplicate (success), or too late, stale, or a
-    // former attempt's, whose connection Spark's service closes after the answer.
-    merger->Count(admitted->code == spark::PushReturnCode::kSuccess
-                      ? PushMerger::Outcome::kDuplicate
-                      : PushMerger::OutcomeOf(admitted->code));
-    const bool replied = drain() && ReplyPush(id, admitted->code, admitted->block_id);
-    return replied && admitted->code != spark::PushReturnCode::kTooOldAttemptPush;
-  }
-  const std::shared_ptr<PushMerger::Partition> shared = admitted->partition;
-  PushMerger::Partition& partition = *shared;
-  // The partition's turn. Taken at once, the block goes straight to the merged file as
-  // it arrives; otherwise it arrives into memory, or past its bounds into a file beside
-  // the partition, and waits for the turn.
-  std::string deferred;
-  std::optional<PushMerger::Deferral> deferral;
-  // A waiting block's bound is given back before its answer, so a client that has its
-  // answer finds the bytes no longer counted.
-  const auto release_deferral = [&] {
-    deferral.reset();
-    std::string().swap(deferred);
-  };
-  PushMerger::Turn turn = std::move(admitted->turn);
-  if (!turn.held() && partition.turn().TryLock()) turn = PushMerger::Turn(shared);
-  if (!turn.held()) {
-    absl::StatusOr<PushMerger::Deferral> held = merger->DeferInMemory(core_.peer_host(), length);
-    if (!held.ok()) {
-      core_.PushHeld();  // a worker may take a while
-      held = service_.RunBlocking<PushMerger::Deferral>(
-          [merger, partition = admitted->partition, client = core_.peer_host(), length] {
-            return merger->DeferOnDisk(*partition, client, length);
-          });
-    }
-    if (!held.ok()) {
-      if (!absl::IsResourceExhausted(held.status())) core_.LogFailure(held.status());
-      merger->Count(PushMerger::Outcome::kCollision);
-      return drain() && ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
-                                  admitted->block_id);
-    }
-    deferral = *std::move(held);
-    bool connected = true;
-    if (deferral->spill.valid()) {
-      connected = core_.ReceiveBodyToFile(length, deadline, deferral->spill.get(), 0, &sink_status);
-    } else {
-      deferred.reserve(static_cast<size_t>(length));
-      connected = core_.ReceiveBody(
-          length, deadline,
-          [&](absl::string_view bytes) {
-            deferred.append(bytes.data(), bytes.size());
-            return absl::OkStatus();
-          },
-          &sink_status);
-    }
-    if (!connected) return false;
-    if (sink_status.ok()) {
-      PushMerger::Waiting waiting(*merger);
-      core_.PushHeld();  // the turn may take a while
-      if (partition.turn().Lock(absl::Now() + merger->options().push_timeout)) {
-        turn = PushMerger::Turn(shared);
-      }
-    } else {
-      core_.LogFailure(sink_status);  // the disk the block was to wait on
-    }
-    if (!turn.held()) {
-      release_deferral();
-      merger->Count(PushMerger::Outcome::kCollision);
-      return ReplyPush(id, spark::PushReturnCode::kBlockAppendCollisionDetected,
-                       admitted->block_id);
-    }
-  }
-  const bool received = deferral.has_value();
-  absl::StatusOr<PushMerger::Target> target = merger->TargetOf(
-      partition, push->map_index, static_cast<int64_t>(length), /*on_worker=*/false);
-  if (target.ok() && target->needs_worker) {
-    core_.PushHeld();  // a worker may take a while
-    target = service_.RunBlocking<PushMerger::Target>(
-        [merger, shared, map = push->map_index, length = static_cast<int64_t>(length)] {
-          return merger->TargetOf(*shared, map, length, /*on_worker=*/true);
-        });
-  }
-  if (!target.ok() || target->code != spark::PushReturnCode::kSuccess || target->duplicate) {
-    turn.Release();
-    release_deferral();
-    merger->Count(!target.ok()        ? PushMerger::Outcome::kRefused
-                  : target->duplicate ? PushMerger::Outcome::kDuplicate
-                                      : PushMerger::OutcomeOf(target->code));
-    if (!received && !drain()) return false;
-    if (!target.ok()) return Reply(id, target.status());
-    return ReplyPush(id, target->code, admitted->block_id);
-  }
-  // A waiting block's bytes, written with io_uring at the partition's end: the fiber
-  // waits, not its thread.
-  int64_t written = 0;
-  const auto write = [&](absl::string_view bytes) -> absl::Status {
-    const ssize_t n =
-        WriteAll(target->fd->get(), bytes.data(), bytes.size(), target->offset + written);
-    if (n != static_cast<ssize_t>(bytes.size())) {
-      return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO,
-                                 absl::StrCat("append ", admitted->block_id, " to its merge"));
-    }
-    written += n;
-    return absl::OkStatus();
-  };
-  bool connected = true;
-  if (received && deferral->spill.valid()) {
-    sink_status = core_.CopyFile(deferral->spill.get(), 0, target->fd->get(), target->offset,
-                                 length, absl::Now() + merger->options().push_timeout);
-    if (sink_status.ok()) {
-      written = static_cast<int64_t>(length);
-    } else {
-      sink_status =
-          absl::Status(sink_status.code(),
-                       absl::StrCat("append ", admitted->block_id,
-                                    " from where it waited to its merge: ", sink_status.message()));
-    }
-  } else if (received) {
-    sink_status = write(deferred);
-  } else {
-    // Straight from the socket into the merged file.
-    connected =
-        core_.ReceiveBodyToFile(length, deadline, target->fd->get(), target->offset, &sink_status);
-    if (connected && sink_status.ok()) written = static_cast<int64_t>(length);
-  }
-  release_deferral();
-  // A block cut off or not written is not committed: the next append overwrites it.
-  spark::PushReturnCode code = spark::PushReturnCode::kSuccess;
-  if (connected && sink_status.ok()) {
-    std::optional<spark::PushReturnCode> committed =
-        merger->Commit(partition, push->map_index, written, target->fd->get(), /*on_worker=*/false);
-    if (!committed.has_value()) {
-      // The commit writes (or waits for a finalize's writes): on a worker, whose job holds
-      // the turn until it has run, or is dropped unrun.
-      core_.PushHeld();  // a worker may take a while
-      absl::StatusOr<spark::PushReturnCode> on_worker = service_.RunBlocking<spark::PushReturnCode>(
-          [merger, shared, turn = std::move(turn), fd = std::move(target->fd),
-           map = push->map_index, written]() mutable -> absl::StatusOr<spark::PushReturnCode> {
-            const std::optional<spark::PushReturnCode> done =
-                merger->Commit(*shared, map, written, fd->get(), /*on_worker=*/true);
-            turn.Release();
-            return done.value_or(spark::PushReturnCode::kTooLateBlockPush);
-          });
-      if (on_worker.ok()) {
-        committed = *on_worker;
-      } else {
-        sink_status = on_worker.status();
-      }
-    }
-    code = committed.value_or(spark::PushReturnCode::kSuccess);
-  }
-  turn.Release();
-  if (!connected) return false;
-  if (!sink_status.ok()) {
-    merger->Count(PushMerger::Outcome::kRefused);
-    return Reply(id, sink_status);
-  }
-  merger->Count(PushMerger::OutcomeOf(code),
-                code == spark::PushReturnCode::kSuccess ? static_cast<uint64_t>(written) : 0);
-  return ReplyPush(id, code, admitted->block_id);
+  ConnectionBody body(core_);
+  const PushService::Answer answer =
+      service_.push()->Upload(*push, static_cast<uint64_t>(upload.body_bytes), body);
+  if (!answer.connected) return false;
+  const bool replied = answer.code.ok() ? ReplyPush(id, *answer.code, answer.block_id)
+                                        : Reply(id, answer.code.status());
+  return replied && !answer.close;
 }
 
 bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id) {
@@ -397,7 +248,13 @@ bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std:
 bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {
   const int64_t id = request.request_id;
   if (absl::Status allowed = CheckApp(request.app_id); !allowed.ok()) return Reply(id, allowed);
-  absl::StatusOr<PushMerger::MergedFiles> files = service_.MergedMeta(request);
+  PushService* push = service_.push();
+  if (push == nullptr) {
+    return Reply(id, absl::UnimplementedError(
+                         "MergedBlockMetaRequest: push-based shuffle is not served here "
+                         "(ferry_server --spark-push-merge)"));
+  }
+  absl::StatusOr<PushMerger::MergedFiles> files = push->Meta(request);
   if (!files.ok()) return Reply(id, files.status());
   // The header, then the meta file's bitmaps in the frame, sent as a block is.
   const std::string header = spark::EncodeMergedBlockMetaSuccessHeader(
@@ -523,31 +380,23 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::DiagnoseCorruption& m) {
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::FinalizeShuffleMerge& m) {
-  PushMerger* merger = service_.push();
-  if (merger == nullptr) {
+  PushService* push = service_.push();
+  if (push == nullptr) {
     return OnRpc(id, spark::UnsupportedRpc{
                          static_cast<uint8_t>(spark::BlockTransferType::kFinalizeShuffleMerge)});
   }
-  // Each partition's files are cut: on a blocking worker.
-  absl::StatusOr<std::string> statuses =
-      service_.RunBlocking<std::string>([merger, m]() -> absl::StatusOr<std::string> {
-        FERRY_ASSIGN_OR_RETURN(spark::MergeStatuses s, merger->Finalize(m));
-        return spark::EncodeMergeStatuses(s);
-      });
-  return Reply(id, statuses);
+  absl::StatusOr<spark::MergeStatuses> statuses = push->Finalize(m);
+  if (!statuses.ok()) return Reply(id, statuses.status());
+  return Reply(id, spark::EncodeMergeStatuses(*statuses));
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::RemoveShuffleMerge& m) {
-  PushMerger* merger = service_.push();
-  if (merger == nullptr) {
+  PushService* push = service_.push();
+  if (push == nullptr) {
     return OnRpc(id, spark::UnsupportedRpc{
                          static_cast<uint8_t>(spark::BlockTransferType::kRemoveShuffleMerge)});
   }
-  absl::StatusOr<bool> removed = service_.RunBlocking<bool>([merger, m]() -> absl::StatusOr<bool> {
-    FERRY_RETURN_IF_ERROR(merger->Remove(m));
-    return true;
-  });
-  if (!removed.ok()) return Reply(id, removed.status());
+  if (absl::Status removed = push->Remove(m); !removed.ok()) return Reply(id, removed);
   return Reply(id, std::string());
 }
 

@@ -10,7 +10,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -27,11 +26,6 @@
 namespace ferry {
 
 namespace {
-
-// An application's blocking jobs, which take at most its share of the workers.
-BlockingPool::Order TenantOrder(absl::string_view app_id) {
-  return {.stream = 0, .offset = 0, .tenant = absl::HashOf(app_id) | 1};
-}
 
 // Spark's CorruptionCause values.
 constexpr uint8_t kDiskIssue = 0;
@@ -95,7 +89,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
               FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, registration));
               return true;
             },
-            absl::Now() + options_.blocking_timeout, TenantOrder(registration.app_id))
+            absl::Now() + options_.blocking_timeout, BlockingPool::TenantOrder(registration.app_id))
         .status();
   }
   if (push_ != nullptr) {
@@ -110,7 +104,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
         FERRY_RETURN_IF_ERROR(executors->Check(*shared));
         return true;
       },
-      absl::Now() + options_.blocking_timeout, TenantOrder(shared->app_id));
+      absl::Now() + options_.blocking_timeout, BlockingPool::TenantOrder(shared->app_id));
   if (!checked.ok()) return checked.status();
   // Charged to the application: the one the connection proved it is, or, without
   // spark.authenticate, the one it names from that host. A new executor never waits
@@ -140,7 +134,7 @@ absl::Status SparkShuffleService::Register(spark::RegisterExecutor registration,
             FERRY_RETURN_IF_ERROR(RegisterPushWith(push, executors, *shared));
             return true;
           },
-          absl::Now() + options_.blocking_timeout, TenantOrder(shared->app_id))
+          absl::Now() + options_.blocking_timeout, BlockingPool::TenantOrder(shared->app_id))
       .status();
 }
 
@@ -148,7 +142,7 @@ absl::Status SparkShuffleService::RegisterPush(const spark::RegisterExecutor& re
   return RegisterPushWith(push_, executors_, registration);
 }
 
-absl::Status SparkShuffleService::RegisterPushWith(PushMerger* push, ExecutorRegistry* executors,
+absl::Status SparkShuffleService::RegisterPushWith(PushService* push, ExecutorRegistry* executors,
                                                    const spark::RegisterExecutor& registration) {
   if (push == nullptr) return absl::OkStatus();
   FERRY_ASSIGN_OR_RETURN(std::optional<spark::MergeDirInfo> merge,
@@ -301,59 +295,16 @@ absl::StatusOr<SparkStream> SparkShuffleService::OpenStream(
                      options_.max_chunks_per_stream, " are taken"));
   }
   FERRY_ASSIGN_OR_RETURN(ClientBudget::Lease lease, open_chunks_.Acquire(client, count));
-  using Chunks = std::vector<SparkChunk>;
-  absl::StatusOr<Chunks> chunks = pool_->Call<Chunks>(
-      [push = push_, request]() -> absl::StatusOr<Chunks> {
-        Chunks out;
-        // Each partition opened once, however often the request names it.
-        absl::flat_hash_map<int32_t, PushMerger::MergedFiles> partitions;
-        for (size_t r = 0; r < request.reduce_ids.size(); ++r) {
-          auto [it, added] = partitions.try_emplace(request.reduce_ids[r]);
-          if (added) {
-            if (BlockingPool::Abandoned()) return absl::CancelledError("its caller left");
-            FERRY_ASSIGN_OR_RETURN(
-                it->second, push->OpenMerged(request.app_id, request.shuffle_id,
-                                             request.shuffle_merge_id, request.reduce_ids[r]));
-          }
-          const PushMerger::MergedFiles& files = it->second;
-          const std::vector<uint64_t>& offsets = *files.offsets;
-          for (int32_t chunk : request.chunk_ids[r]) {
-            SparkChunk c;
-            c.block.id = {request.shuffle_id, request.shuffle_merge_id, request.reduce_ids[r],
-                          chunk};
-            if (chunk < 0 || chunk >= files.chunks()) {
-              c.status = absl::NotFoundError(
-                  absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
-            } else {
-              c.block.file = files.data;
-              c.block.offset = offsets[chunk];
-              c.block.length = offsets[chunk + 1] - offsets[chunk];
-            }
-            out.push_back(std::move(c));
-          }
-        }
-        return out;
-      },
-      absl::Now() + options_.blocking_timeout, TenantOrder(request.app_id));
-  if (!chunks.ok()) return chunks.status();
-  SparkStream stream = NewStream(*std::move(chunks), std::move(lease));
+  absl::StatusOr<std::vector<PushService::Chunk>> merged = push_->Chunks(request);
+  if (!merged.ok()) return merged.status();
+  std::vector<SparkChunk> chunks(merged->size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    chunks[i].block = std::move((*merged)[i].block);
+    chunks[i].status = std::move((*merged)[i].status);
+  }
+  SparkStream stream = NewStream(std::move(chunks), std::move(lease));
   stream.merged = true;
   return stream;
-}
-
-absl::StatusOr<PushMerger::MergedFiles> SparkShuffleService::MergedMeta(
-    const spark::MergedBlockMetaRequest& request) {
-  if (push_ == nullptr) {
-    return absl::UnimplementedError(
-        "MergedBlockMetaRequest: push-based shuffle is not served here "
-        "(ferry_server --spark-push-merge)");
-  }
-  return pool_->Call<PushMerger::MergedFiles>(
-      [push = push_, request]() {
-        return push->OpenMerged(request.app_id, request.shuffle_id, request.shuffle_merge_id,
-                                request.reduce_id);
-      },
-      absl::Now() + options_.blocking_timeout, TenantOrder(request.app_id));
 }
 
 absl::StatusOr<StreamBlock> SparkShuffleService::OpenRddBlock(
@@ -441,7 +392,7 @@ absl::StatusOr<SparkStream> SparkShuffleService::Open(const std::string& app_id,
         }
         return out;
       },
-      absl::Now() + options_.blocking_timeout, TenantOrder(app_id));
+      absl::Now() + options_.blocking_timeout, BlockingPool::TenantOrder(app_id));
   if (!chunks.ok()) return chunks.status();
   return NewStream(*std::move(chunks), std::move(lease));
 }

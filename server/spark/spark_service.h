@@ -31,7 +31,7 @@
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_service.h"
 #include "server/spark/spark_executors.h"
 #include "server/storage/block_store.h"
 #include "server/storage/segment.h"
@@ -115,8 +115,8 @@ class SparkShuffleService {
   const Options& options() const { return options_; }
   // Push-based shuffle: executors' merge dirs go to `merger` (which must outlive the
   // service), and the protocol merges pushes with it. Call before serving.
-  void EnablePush(PushMerger* merger) { push_ = merger; }
-  PushMerger* push() const { return push_; }
+  void EnablePush(PushService* push) { push_ = push; }
+  PushService* push() const { return push_; }
   // Gives the push merger a registered executor's merge dirs (siblings of its local
   // dirs, named by its shuffle manager's push-based shuffle part); none without one.
   // PERMISSION_DENIED for a merge dir that another application's registration names
@@ -124,7 +124,7 @@ class SparkShuffleService {
   absl::Status RegisterPush(const spark::RegisterExecutor& registration);
   // The same, of a service's parts, for a blocking worker's job (which may outlive the
   // service; the parts outlive the workers).
-  static absl::Status RegisterPushWith(PushMerger* push, ExecutorRegistry* executors,
+  static absl::Status RegisterPushWith(PushService* push, ExecutorRegistry* executors,
                                        const spark::RegisterExecutor& registration);
   const Clock& clock() const { return clock_; }
   // Chunks held by open streams now.
@@ -155,8 +155,6 @@ class SparkShuffleService {
   // fails the request (as in Spark); a chunk id outside it fails its chunk.
   absl::StatusOr<SparkStream> OpenStream(const spark::FetchShuffleBlockChunks& request,
                                          const std::string& client);
-  // A finalized merged partition's chunk bitmaps (MergedBlockMetaRequest).
-  absl::StatusOr<PushMerger::MergedFiles> MergedMeta(const spark::MergedBlockMetaRequest& request);
   // The file of a chunk of an RDD stream (SparkStream::rdd_dirs): `rdd_<rdd>_<split>` in
   // the executor's hashed dirs, whole, as Spark's resolver serves it. NOT_FOUND when
   // the executor has no such block; DATA_LOSS for anything but a regular file.
@@ -200,7 +198,7 @@ class SparkShuffleService {
   BlockStore* const store_;
   ExecutorRegistry* const executors_;
   BlockingPool* const pool_;
-  PushMerger* push_ = nullptr;
+  PushService* push_ = nullptr;
   std::atomic<int64_t> next_stream_id_;
   ClientBudget open_chunks_;
   ClientBudget diagnoses_;

@@ -43,7 +43,7 @@
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_merger.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/certificate.h"

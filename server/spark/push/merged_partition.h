@@ -11,8 +11,8 @@
 // Not thread-safe: its merge (PushMerger) orders the appends to one partition and calls
 // it under its lock; what writes (Create, a Commit that closes a chunk, Finalize) from a
 // blocking worker, as the writes reach a disk.
-#ifndef FERRY_SERVER_SPARK_MERGED_PARTITION_H_
-#define FERRY_SERVER_SPARK_MERGED_PARTITION_H_
+#ifndef FERRY_SERVER_SPARK_PUSH_MERGED_PARTITION_H_
+#define FERRY_SERVER_SPARK_PUSH_MERGED_PARTITION_H_
 
 #include <cstdint>
 #include <memory>
@@ -97,4 +97,4 @@ class MergedPartition {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_MERGED_PARTITION_H_
+#endif  // FERRY_SERVER_SPARK_PUSH_MERGED_PARTITION_H_

@@ -1,4 +1,4 @@
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_merger.h"
 
 #include <endian.h>
 #include <fcntl.h>
@@ -140,34 +140,43 @@ void UnlinkBeneath(const ShuffleFileLocation& at, const struct stat* only = null
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const void>> PushMerger::ClaimDisk(int fd, uint64_t bytes,
-                                                                  const ShuffleFileLocation& at) {
-  struct stat st {};
-  struct statvfs disk {};
-  if (::fstat(fd, &st) != 0 || ::fstatvfs(fd, &disk) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("statvfs the file system of ", at.display));
+absl::StatusOr<std::optional<std::shared_ptr<const void>>> PushMerger::ClaimDisk(
+    uint64_t dev, int fd, uint64_t bytes, const ShuffleFileLocation& at, bool on_worker) {
+  if (on_worker) {
+    struct statvfs disk {};
+    if (::fstatvfs(fd, &disk) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("statvfs the file system of ", at.display));
+    }
+    const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+    absl::MutexLock lock(&disk_mu_);
+    Disk& sampled = disks_[dev];
+    sampled.available = available;
+    sampled.sampled = absl::Now();
+    sampled.written = 0;
   }
-  const uint64_t dev = static_cast<uint64_t>(st.st_dev);
-  const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
   absl::MutexLock lock(&disk_mu_);
-  auto [it, added] = in_flight_.try_emplace(dev, 0);
-  const uint64_t admitted = it->second;
-  const uint64_t after = available < admitted ? 0 : available - admitted;
-  if (after < bytes || after - bytes < options_.min_free_disk) {
-    if (added) in_flight_.erase(it);
+  auto it = disks_.find(dev);
+  if (it == disks_.end() || absl::Now() - it->second.sampled > kFreeSpaceStaleness) {
+    return std::nullopt;  // not on a worker, or a worker's sample went stale meanwhile
+  }
+  Disk& disk = it->second;
+  const uint64_t taken = disk.written + disk.in_flight;
+  const uint64_t left = disk.available < taken ? 0 : disk.available - taken;
+  if (left < bytes || left - bytes < options_.min_free_disk) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the file system of ", at.display, " has ", available, " bytes free, ", admitted,
-        " of them admitted to pushes being written; ", bytes,
+        "the file system of ", at.display, " has ", left, " bytes free (", disk.in_flight,
+        " more admitted to pushes being written); ", bytes,
         " more would leave less than --spark-push-min-free-disk, ", options_.min_free_disk));
   }
-  it->second += bytes;
-  // Given back once the bytes are written (or not): the handle's end.
+  disk.in_flight += bytes;
+  // Given back once the bytes are written (or not): the handle's end. Written bytes
+  // count against the sample until the next one sees them.
   return std::shared_ptr<const void>(nullptr, [this, dev, bytes](const void*) {
     absl::MutexLock release(&disk_mu_);
-    auto held = in_flight_.find(dev);
-    if (held == in_flight_.end()) return;
-    held->second -= std::min(held->second, bytes);
-    if (held->second == 0) in_flight_.erase(held);
+    auto held = disks_.find(dev);
+    if (held == disks_.end()) return;
+    held->second.in_flight -= std::min(held->second.in_flight, bytes);
+    held->second.written += bytes;
   });
 }
 
@@ -215,8 +224,19 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
     return absl::ErrnoToStatus(
         errno, absl::StrCat("open a file for a waiting block beside ", partition.data_at.display));
   }
-  FERRY_ASSIGN_OR_RETURN(deferral.in_flight,
-                         ClaimDisk(deferral.spill.get(), bytes, partition.data_at));
+  struct stat st {};
+  if (::fstat(deferral.spill.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("stat a file beside ", partition.data_at.display));
+  }
+  FERRY_ASSIGN_OR_RETURN(std::optional<std::shared_ptr<const void>> claimed,
+                         ClaimDisk(static_cast<uint64_t>(st.st_dev), deferral.spill.get(), bytes,
+                                   partition.data_at, /*on_worker=*/true));
+  if (!claimed.has_value()) {
+    return absl::UnavailableError(
+        absl::StrCat("the free space of ", partition.data_at.display, " was not sampled in time"));
+  }
+  deferral.in_flight = *std::move(claimed);
   deferrals_[1].fetch_add(1, std::memory_order_relaxed);
   return deferral;
 }
@@ -388,6 +408,7 @@ absl::Status PushMerger::CreateFiles(Partition& partition) {
       partition.broken = status;
     } else if (!gone) {
       partition.files = *std::move(merged);
+      partition.dev = static_cast<uint64_t>(made[0].st_dev);
     }
   }
   if (!status.ok() || gone) {
@@ -531,6 +552,7 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
                                                         int64_t length, bool on_worker) {
   Target target;
   bool gone = false;
+  uint64_t dev = 0;
   absl::Status broken;
   const auto read = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(partition.mu) {
     broken = partition.broken;
@@ -542,6 +564,7 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
     }
     target.fd = partition.files->shared_data();
     target.offset = partition.files->end();
+    dev = partition.dev;
   };
   if (on_worker) {
     absl::MutexLock p(&partition.mu);
@@ -578,9 +601,15 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
   }
   // The file system's free space: with no lock of the merger's held.
   if (!target.duplicate) {
-    FERRY_ASSIGN_OR_RETURN(
-        target.in_flight,
-        ClaimDisk(target.fd->get(), static_cast<uint64_t>(length), partition.data_at));
+    FERRY_ASSIGN_OR_RETURN(std::optional<std::shared_ptr<const void>> claimed,
+                           ClaimDisk(dev, target.fd->get(), static_cast<uint64_t>(length),
+                                     partition.data_at, on_worker));
+    if (!claimed.has_value()) {
+      target = Target();
+      target.needs_worker = true;
+      return target;
+    }
+    target.in_flight = *std::move(claimed);
   }
   return target;
 }
@@ -1015,7 +1044,7 @@ void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   uint64_t admitted = 0;
   {
     absl::MutexLock lock(&disk_mu_);
-    for (const auto& [dev, bytes] : in_flight_) admitted += bytes;
+    for (const auto& [dev, disk] : disks_) admitted += disk.in_flight;
   }
   out->push_back(OneSample("ferry_spark_push_admitted_bytes",
                            "Bytes of pushed blocks admitted to their merged files (or to a file "

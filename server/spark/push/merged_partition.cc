@@ -1,4 +1,4 @@
-#include "server/spark/merged_partition.h"
+#include "server/spark/push/merged_partition.h"
 
 #include <endian.h>
 #include <sys/stat.h>

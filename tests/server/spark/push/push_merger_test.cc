@@ -1,7 +1,7 @@
 // The merges of push-based shuffle, as Spark's RemoteBlockPushResolver keeps them:
 // attempts, merge ids and the codes each push is answered with; the files a finalized
 // merge leaves; the bounds.
-#include "server/spark/push_merger.h"
+#include "server/spark/push/push_merger.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // A merged partition's files, byte for byte as Spark's RemoteBlockPushResolver writes
 // them for the same blocks: the data, the chunk offsets, one bitmap per chunk.
-#include "server/spark/merged_partition.h"
+#include "server/spark/push/merged_partition.h"
 
 #include <endian.h>
 #include <fcntl.h>

@@ -22,8 +22,8 @@
 // that finds its partition's turn taken waits for it with its block in memory, past the
 // memory bounds in an unnamed file beside the partition (Defer), past those too it is
 // answered as a collision; each bound is in all and per client.
-#ifndef FERRY_SERVER_SPARK_PUSH_MERGER_H_
-#define FERRY_SERVER_SPARK_PUSH_MERGER_H_
+#ifndef FERRY_SERVER_SPARK_PUSH_PUSH_MERGER_H_
+#define FERRY_SERVER_SPARK_PUSH_PUSH_MERGER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -44,7 +44,7 @@
 #include "server/base/log_lines.h"
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
-#include "server/spark/merged_partition.h"
+#include "server/spark/push/merged_partition.h"
 #include "server/storage/segment.h"
 #include "server/storage/weighted_cache.h"
 
@@ -126,6 +126,7 @@ class PushMerger {
     // Null while its files are being created, once they could not be (`broken`), and
     // once finalized or deleted.
     std::unique_ptr<MergedPartition> files ABSL_GUARDED_BY(mu);
+    uint64_t dev ABSL_GUARDED_BY(mu) = 0;  // the data file's file system
     absl::Status broken ABSL_GUARDED_BY(mu);
     bool finalized ABSL_GUARDED_BY(mu) = false;  // or deleted
     int64_t final_size ABSL_GUARDED_BY(mu) = 0;
@@ -185,8 +186,9 @@ class PushMerger {
     int64_t offset = 0;
     // The block's bytes, counted against its file system's free space until written.
     std::shared_ptr<const void> in_flight;
-    // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it):
-    // ask again on a worker.
+    // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it),
+    // or its file system's free space was last sampled too long ago: ask again on a
+    // worker.
     bool needs_worker = false;
   };
   // RESOURCE_EXHAUSTED when `length` more bytes would pass the application's bound
@@ -313,12 +315,16 @@ class PushMerger {
   // finalized away, deleted or replaced.
   std::pair<App*, Shuffle*> HolderLocked(const Partition& partition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When `bytes` more written to the file system of `fd` (a file of the partition at
-  // `at`), with the bytes admitted to it and not written yet, leave it
-  // Options::min_free_disk free: the bytes, counted as admitted until the handle goes;
-  // RESOURCE_EXHAUSTED otherwise.
-  absl::StatusOr<std::shared_ptr<const void>> ClaimDisk(int fd, uint64_t bytes,
-                                                        const ShuffleFileLocation& at);
+  // When `bytes` more written to file system `dev` (that of `fd`, a file of the
+  // partition at `at`) leave it Options::min_free_disk free: the bytes, counted as
+  // admitted until the handle goes; RESOURCE_EXHAUSTED otherwise. What is free is the
+  // last sample of the file system (fstatvfs, taken on a worker: never on a serving
+  // fiber, and never under a lock) less what was written since and what is admitted.
+  // Not on a worker, a sample older than kFreeSpaceStaleness: nullopt, nothing done (ask
+  // again on a worker, which samples it anew).
+  static constexpr absl::Duration kFreeSpaceStaleness = absl::Seconds(1);
+  absl::StatusOr<std::optional<std::shared_ptr<const void>>> ClaimDisk(
+      uint64_t dev, int fd, uint64_t bytes, const ShuffleFileLocation& at, bool on_worker);
   // Counts `n` of `app_id`'s open partitions closed.
   void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps (a finalized one's as partitions made
@@ -382,9 +388,16 @@ class PushMerger {
   UniqueFd state_fd_ ABSL_GUARDED_BY(state_mu_);  // appended to; invalid: rewrite first
   uint64_t state_lines_ ABSL_GUARDED_BY(state_mu_) = 0;
   LineBudget state_log_{2};
-  // Bytes admitted to each file system (by device) and not written yet.
+  // Each file system's (by device) free bytes when last sampled, the bytes written to
+  // it since, and those admitted and not written yet.
+  struct Disk {
+    uint64_t available = 0;
+    absl::Time sampled = absl::InfinitePast();
+    uint64_t written = 0;
+    uint64_t in_flight = 0;
+  };
   mutable absl::Mutex disk_mu_;
-  absl::flat_hash_map<uint64_t, uint64_t> in_flight_ ABSL_GUARDED_BY(disk_mu_);
+  absl::flat_hash_map<uint64_t, Disk> disks_ ABSL_GUARDED_BY(disk_mu_);
   mutable absl::Mutex mu_;
   // Loaded from the state file, for attempts not registered yet.
   std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);
@@ -406,4 +419,4 @@ class PushMerger {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_PUSH_MERGER_H_
+#endif  // FERRY_SERVER_SPARK_PUSH_PUSH_MERGER_H_
