@@ -35,11 +35,11 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
   // A connection pushing a block to a busy merged partition holds the socket and the
   // file the block waits in.
   const bool splice = options.connection.mode == DataPlaneMode::kSplice;
-  const bool push = !options.spark.address.empty() && options.spark.push.enabled;
-  const uint64_t per_connection = splice || push ? 2 : 1;
+  const SparkFrontDoor::Descriptors spark = SparkFrontDoor::DescriptorsOf(options.spark);
+  const uint64_t per_connection = std::max<uint64_t>(splice ? 2 : 1, 1 + spark.per_connection);
   const uint64_t threads = static_cast<uint64_t>(std::max(options.data.threads, 1));
-  const uint64_t least = plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0) +
-                         (push ? 4 * PushMerger::kFilesPerPartition : 0);
+  const uint64_t least =
+      plan.reserve + 1 + 4 * per_connection + (splice ? 2 * threads : 0) + 4 * spark.per_unit;
   if (limit < least) {
     return absl::InvalidArgumentError(absl::StrCat("the open-file limit (RLIMIT_NOFILE) is ", limit,
                                                    " descriptors; ferry_server needs ", "at least ",
@@ -56,11 +56,11 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
         std::clamp<uint64_t>(wanted, threads, std::max<uint64_t>(threads, spare / 16)));
     spare -= 2 * plan.max_pipes;
   }
-  if (push) {
-    // The merged partitions being written, in at most a quarter of the rest.
-    plan.max_merged_partitions = std::clamp<uint64_t>(options.spark.push.max_open_partitions, 1,
-                                                      spare / 4 / PushMerger::kFilesPerPartition);
-    spare -= PushMerger::kFilesPerPartition * plan.max_merged_partitions;
+  if (spark.per_unit > 0) {
+    // What the Spark front door holds open (merged partitions being written), in at most
+    // a quarter of the rest.
+    plan.spark_units = std::clamp<uint64_t>(spark.units, 1, spare / 4 / spark.per_unit);
+    spare -= spark.per_unit * plan.spark_units;
   }
   plan.max_data_files = static_cast<size_t>(spare / 4);
   plan.max_cached_map_outputs = static_cast<size_t>(
@@ -80,12 +80,10 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
                     options.store.max_cached_map_outputs, " to ", plan.max_cached_map_outputs,
                     " to fit ", limit, " descriptors. ");
   }
-  if (push && plan.max_merged_partitions < options.spark.push.max_open_partitions) {
-    plan.clamped_a_setting |=
-        options.spark.push.max_open_partitions != defaults.spark.push.max_open_partitions;
-    absl::StrAppend(&plan.clamped, "--spark-push-max-open-partitions lowered from ",
-                    options.spark.push.max_open_partitions, " to ", plan.max_merged_partitions,
-                    " to fit ", limit, " descriptors (", PushMerger::kFilesPerPartition,
+  if (spark.per_unit > 0 && plan.spark_units < spark.units) {
+    plan.clamped_a_setting |= !spark.units_are_default;
+    absl::StrAppend(&plan.clamped, spark.flag, " lowered from ", spark.units, " to ",
+                    plan.spark_units, " to fit ", limit, " descriptors (", spark.per_unit,
                     " each). ");
   }
   if (plan.max_connections < options.data.max_connections) {
@@ -169,9 +167,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.store.max_data_files = plan.max_data_files;
   server->options_.data.max_connections = plan.max_connections;
   server->options_.data.max_pipes = plan.max_pipes;
-  if (plan.max_merged_partitions > 0) {
-    server->options_.spark.push.max_open_partitions = plan.max_merged_partitions;
-  }
+  if (plan.spark_units > 0)
+    SparkFrontDoor::FitDescriptors(plan.spark_units, &server->options_.spark);
   server->descriptors_ = std::move(plan);
   FERRY_ASSIGN_OR_RETURN(server->store_, BlockStore::Open(server->options_.store));
   const Clock& clock = options.clock != nullptr ? *options.clock : Clock::Real();
@@ -225,7 +222,7 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->options_.control = control;
   server->service_ =
       std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get(),
-                                       server->spark_executors(), server->disks_.get());
+                                       server->spark_.get(), server->disks_.get());
 
   if (!options.metrics_address.empty()) {
     // civetweb does not say why it cannot listen.

@@ -92,8 +92,9 @@ struct DescriptorPlan {
   size_t max_connections = 0;
   // The threads' splice pipes in all (0 in copy mode).
   size_t max_pipes = 0;
-  // --spark-push-max-open-partitions, as it fits (0 without push-based shuffle).
-  uint64_t max_merged_partitions = 0;
+  // What the Spark front door holds open (SparkFrontDoor::Descriptors: merged
+  // partitions being written), as it fits; 0 when it holds none.
+  uint64_t spark_units = 0;
   // A sentence per limit lowered, for the start-up log; empty when none was.
   std::string clamped;
   // Whether a limit lowered is one the operator set (not its default): worth a warning.
@@ -128,19 +129,11 @@ class FerryServer {
   uint16_t spark_port() const { return spark_ != nullptr ? data_->port(1) : 0; }
   // The Spark front door; null when it is off.
   const SparkFrontDoor* spark_door() const { return spark_.get(); }
+  SparkFrontDoor* spark_door() { return spark_.get(); }
   // The metrics endpoint's port; 0 when it is off.
   uint16_t metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   // Every metric's samples now (what a scrape serves).
   std::vector<MetricFamilySamples> CollectMetrics() const;
-  // The registered Spark executors; null when the Spark front door is off.
-  ExecutorRegistry* spark_executors() { return spark_ != nullptr ? spark_->executors() : nullptr; }
-  const SparkSecrets* spark_secrets() const {
-    return spark_ != nullptr ? spark_->secrets() : nullptr;
-  }
-  // The Spark front door's service; null when it is off.
-  const SparkShuffleService* spark_service() const {
-    return spark_ != nullptr ? spark_->service() : nullptr;
-  }
   const DataServer& data_server() const { return *data_; }
   // "127.0.0.1:<port>" style address a client can dial for the control plane.
   std::string control_target() const;

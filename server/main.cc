@@ -240,8 +240,9 @@ int Main() {
             << " reserved, up to " << fds.max_data_files << " data files ("
             << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
             << options.data.max_connections_per_client << " per client)"
-            << (fds.max_merged_partitions > 0
-                    ? absl::StrCat(", ", fds.max_merged_partitions, " merged partitions")
+            << (fds.spark_units > 0
+                    ? absl::StrCat(", ", fds.spark_units, " ",
+                                   ferry::SparkFrontDoor::DescriptorsOf(options.spark).what)
                     : "");
   if (fds.clamped_a_setting) {
     LOG(WARNING) << "ferry_server: " << fds.clamped;

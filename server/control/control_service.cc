@@ -69,13 +69,8 @@ grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const
 }
 
 ControlService::ControlService(ControlServiceOptions options, BlockStore* store,
-                               TicketRegistry* tickets, ExecutorRegistry* executors,
-                               const DiskReader* disks)
-    : options_(std::move(options)),
-      store_(store),
-      tickets_(tickets),
-      executors_(executors),
-      disks_(disks) {
+                               TicketRegistry* tickets, SparkApps* spark, const DiskReader* disks)
+    : options_(std::move(options)), store_(store), tickets_(tickets), spark_(spark), disks_(disks) {
   if (options_.data_host == "0.0.0.0" || options_.data_host == "::") options_.data_host.clear();
 }
 
@@ -240,13 +235,13 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
 absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(
     const std::string& app_id, const std::string& spark_exec_id, const std::vector<BlockId>& keys) {
   if (spark_exec_id.empty()) return store_->ResolveAll(app_id, keys);
-  if (executors_ == nullptr) {
+  if (spark_ == nullptr) {
     return absl::FailedPreconditionError(
         "the request names a Spark executor, but the Spark front door is off "
         "(--spark-address)");
   }
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const spark::ExecutorDirs> dirs,
-                         executors_->FindDirs(app_id, spark_exec_id));
+                         spark_->ExecutorDirs(app_id, spark_exec_id));
   return AllResolved(
       store_->ResolveBlocks(SparkExecutorLayout(app_id, spark_exec_id, std::move(dirs)), keys));
 }
@@ -261,7 +256,7 @@ grpc::Status ControlService::RemoveSparkApp(grpc::ServerContext* context,
 
 grpc::Status ControlService::RemoveSparkAppAdmitted(const ferry::v1::RemoveSparkAppRequest& request,
                                                     ferry::v1::RemoveSparkAppResponse* response) {
-  if (executors_ == nullptr) {
+  if (spark_ == nullptr) {
     return ToGrpcStatus(
         absl::FailedPreconditionError("the Spark front door is off (--spark-address)"));
   }
@@ -271,9 +266,8 @@ grpc::Status ControlService::RemoveSparkAppAdmitted(const ferry::v1::RemoveSpark
       !s.ok()) {
     return ToGrpcStatus(s);
   }
-  absl::StatusOr<ExecutorRegistry::Removal> removed =
-      executors_->Remove(request.app_id(), request.exec_id(), request.delete_local_dirs());
-  if (removed.ok()) store_->DropSpark(request.app_id(), request.exec_id());
+  absl::StatusOr<SparkApps::Removal> removed =
+      spark_->RemoveApp(request.app_id(), request.exec_id(), request.delete_local_dirs());
   if (!removed.ok()) return ToGrpcStatus(removed.status());
   response->set_executors_removed(static_cast<uint32_t>(removed->executors));
   response->set_local_dirs_deleted(static_cast<uint32_t>(removed->dirs_deleted));

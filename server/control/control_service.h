@@ -18,8 +18,8 @@
 #include "common/version.h"
 #include "proto/ferry.grpc.pb.h"
 #include "server/base/log_lines.h"
+#include "server/control/spark_apps.h"
 #include "server/ops/metrics.h"
-#include "server/spark/spark_executors.h"
 #include "server/storage/block_store.h"
 #include "server/storage/disk_reader.h"
 #include "server/tickets/ticket_registry.h"
@@ -60,10 +60,10 @@ struct ControlServiceOptions {
 
 class ControlService final : public ferry::v1::Ferry::Service {
  public:
-  // `store`, `tickets`, `executors` and `disks` must outlive the service; `executors` is
-  // null when the Spark front door is off, `disks` when no disk health is to be told.
+  // `store`, `tickets`, `spark` and `disks` must outlive the service; `spark` is null
+  // when the Spark front door is off, `disks` when no disk health is to be told.
   ControlService(ControlServiceOptions options, BlockStore* store, TicketRegistry* tickets,
-                 ExecutorRegistry* executors = nullptr, const DiskReader* disks = nullptr);
+                 SparkApps* spark = nullptr, const DiskReader* disks = nullptr);
 
   // The metrics' port, once they listen: before the control plane serves (the
   // metrics, which read this service's counters, start after it is made).
@@ -139,7 +139,7 @@ class ControlService final : public ferry::v1::Ferry::Service {
   ControlServiceOptions options_;
   BlockStore* store_;
   TicketRegistry* tickets_;
-  ExecutorRegistry* executors_;
+  SparkApps* spark_;
   const DiskReader* disks_;
   absl::Mutex heavy_mu_;
   int heavy_calls_ ABSL_GUARDED_BY(heavy_mu_) = 0;

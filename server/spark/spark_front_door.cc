@@ -212,6 +212,35 @@ void SparkFrontDoor::ForgetEndedYarnApps() {
   }
 }
 
+absl::StatusOr<SparkApps::Removal> SparkFrontDoor::RemoveApp(absl::string_view app_id,
+                                                             absl::string_view exec_id,
+                                                             bool delete_local_dirs) {
+  FERRY_ASSIGN_OR_RETURN(ExecutorRegistry::Removal removed,
+                         executors_->Remove(app_id, exec_id, delete_local_dirs));
+  // An executor's cached map outputs; the application's went with its last executor
+  // (ApplicationGone).
+  if (!exec_id.empty()) store_->DropSpark(app_id, exec_id);
+  return Removal{removed.executors, removed.dirs_deleted, std::move(removed.errors),
+                 std::move(removed.kept)};
+}
+
+SparkFrontDoor::Descriptors SparkFrontDoor::DescriptorsOf(const Options& options) {
+  Descriptors needs;
+  if (!options.enabled() || !options.push.enabled) return needs;
+  needs.per_connection = 1;
+  needs.per_unit = PushMerger::kFilesPerPartition;
+  needs.units = options.push.max_open_partitions;
+  needs.units_are_default =
+      options.push.max_open_partitions == PushMerger::Options().max_open_partitions;
+  needs.what = "merged partitions";
+  needs.flag = "--spark-push-max-open-partitions";
+  return needs;
+}
+
+void SparkFrontDoor::FitDescriptors(uint64_t units, Options* options) {
+  if (options->push.enabled) options->push.max_open_partitions = units;
+}
+
 void SparkFrontDoor::ApplicationGone(const std::string& app_id) {
   store_->DropSpark(app_id, "");
   // The merger lets go of the partitions it holds open and deletes the merges' files

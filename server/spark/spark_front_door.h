@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/io/blocking_pool.h"
 #include "server/base/clock.h"
+#include "server/control/spark_apps.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
@@ -27,7 +28,7 @@
 
 namespace ferry {
 
-class SparkFrontDoor {
+class SparkFrontDoor : public SparkApps {
  public:
   struct Options {
     // host:port for Spark's shuffle protocol (Spark's default port is 7337); empty: off.
@@ -75,6 +76,30 @@ class SparkFrontDoor {
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   // One line for the start-up log: roots, registrations, where secrets come from.
   std::string Describe() const;
+
+  // SparkApps: for the control plane.
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> ExecutorDirs(
+      absl::string_view app_id, absl::string_view exec_id) const override {
+    return executors_->FindDirs(app_id, exec_id);
+  }
+  absl::StatusOr<Removal> RemoveApp(absl::string_view app_id, absl::string_view exec_id,
+                                    bool delete_local_dirs) override;
+
+  // The descriptors its parts hold beyond a connection's socket, for the server's
+  // descriptor plan: one more per connection with push-based shuffle (a pushed block
+  // waiting in a file), and the merged partitions being written, three files each, of
+  // which it wants options.push.max_open_partitions (`flag`). None when it is off.
+  struct Descriptors {
+    uint64_t per_connection = 0;
+    uint64_t per_unit = 0;
+    uint64_t units = 0;
+    bool units_are_default = true;
+    std::string what;  // "merged partitions", for the start-up log
+    std::string flag;  // the setting `units` is
+  };
+  static Descriptors DescriptorsOf(const Options& options);
+  // `options` with what it wants lowered to `units`.
+  static void FitDescriptors(uint64_t units, Options* options);
 
   ExecutorRegistry* executors() { return executors_.get(); }
   const SparkSecrets* secrets() const { return secrets_.get(); }

@@ -131,7 +131,7 @@ TEST_F(SparkAttackTest, ARegistrationWhoseDirsWereDeletedDoesNotStopARestart) {
   auto restarted = FerryServer::Start(options_);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   server_ = *std::move(restarted);
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
   SparkClient client(port());
   EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
@@ -184,7 +184,7 @@ TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart)
   const auto gap = [&] {
     struct stat st;
     if (::stat(journal.c_str(), &st) != 0) return int64_t{-1};
-    return static_cast<int64_t>(2 * server_->spark_executors()->bytes() + (1 << 20)) -
+    return static_cast<int64_t>(2 * server_->spark_door()->executors()->bytes() + (1 << 20)) -
            static_cast<int64_t>(st.st_size);
   };
   // One executor re-registered with another shuffle manager until the journal is within
@@ -203,7 +203,7 @@ TEST_F(SparkAttackTest, ARemovalThatCompactsTheJournalStaysRemovedAfterARestart)
   EXPECT_EQ(removed->executors_removed(), 80u);
   server_.reset();
   Start();
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
   SparkClient after(port());
   EXPECT_EQ(FetchOne(after, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
@@ -236,7 +236,7 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
   ASSERT_TRUE((*tmpfs)->Fill().ok());
   Start();
   ASSERT_NE(server_, nullptr);
-  EXPECT_EQ(server_->spark_executors()->size(), 60u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 60u);
   SparkClient client(port());
   EXPECT_EQ(FetchOne(client, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
   const Reply refused =
@@ -246,7 +246,7 @@ TEST_F(SparkAttackTest, AFullStateDiskDoesNotKeepTheServerFromStarting) {
   server_.reset();
   ASSERT_TRUE((*tmpfs)->Unfill().ok());
   Start();
-  EXPECT_EQ(server_->spark_executors()->size(), 60u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 60u);
   SparkClient after(port());
   EXPECT_EQ(FetchOne(after, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
@@ -279,7 +279,7 @@ TEST_F(SparkAttackTest, DeepDirChainsCostARegistrationNothing) {
   EXPECT_EQ(FetchOne(client, kApp, kExec), FetchOne(client, kApp, kExec));
   server_.reset();
   Start();
-  EXPECT_TRUE(server_->spark_executors()->Find("evil", "ok").ok());
+  EXPECT_TRUE(server_->spark_door()->executors()->Find("evil", "ok").ok());
 }
 
 // 64 connections re-registering in a loop with an alternating shuffle manager made
@@ -431,11 +431,11 @@ TEST_F(SparkAttackTest, OneClientCannotHoldEveryOpenChunkNorHoldThemForever) {
   // stream is closed at its next frame, and its share is free again.
   attacker.Send(sw::EncodeChunkFetchRequest({0, 0}));
   ASSERT_TRUE(attacker.Read().has_value());
-  EXPECT_EQ(server_->spark_service()->open_chunks(), 400u);
+  EXPECT_EQ(server_->spark_door()->service()->open_chunks(), 400u);
   clock_.Advance(absl::Hours(1) + absl::Seconds(1));
   EXPECT_TRUE(WaitFor([&] {
     attacker.Send(sw::EncodeChunkFetchRequest({0, 0}));
-    return attacker.Read().has_value() && server_->spark_service()->open_chunks() == 0;
+    return attacker.Read().has_value() && server_->spark_door()->service()->open_chunks() == 0;
   }));
   EXPECT_EQ(FetchOne(attacker, kApp, kExec), testing::PartitionBytes(3, 1000, 1, 20));
 }
@@ -504,14 +504,14 @@ TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDir
       << many_dirs.text;
   Reply nul = client.Call(Registration(kApp, "9", {dirs_[0] + std::string("\0/x", 3)}));
   EXPECT_EQ(nul.type, sw::MessageType::kRpcFailure);  // 18.12
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
 
   ASSERT_EQ(client.Call(Registration("ended", "0", {dirs_[2]})).type,
             sw::MessageType::kRpcResponse);
   ASSERT_EQ(client.Call(VictimRegistration()).type, sw::MessageType::kRpcResponse);
   ASSERT_EQ(::rmdir(dirs_[2].c_str()), 0);
-  EXPECT_TRUE(WaitFor([&] { return server_->spark_executors()->size() == 1; }));
-  EXPECT_FALSE(server_->spark_executors()->Find("ended", "0").ok());
+  EXPECT_TRUE(WaitFor([&] { return server_->spark_door()->executors()->size() == 1; }));
+  EXPECT_FALSE(server_->spark_door()->executors()->Find("ended", "0").ok());
 }
 
 // Round five, 1: a YARN application's service data was parsed at every handshake, before

@@ -247,8 +247,10 @@ TEST_P(FailingDiskTest, SparkChunksOnTheFailingDiskFailAndTheOthersArrive) {
   options.spark.address = "127.0.0.1:0";
   options.spark.executors.dir_roots = {dir_.path()};
   server_ = testing::StartServer(options);
-  ASSERT_TRUE(
-      server_->spark_executors()->Register({kSparkApp, "1", {local_dirs, kSubdirs, "sort"}}).ok());
+  ASSERT_TRUE(server_->spark_door()
+                  ->executors()
+                  ->Register({kSparkApp, "1", {local_dirs, kSubdirs, "sort"}})
+                  .ok());
   testing::SparkClient client(server_->spark_port());
   std::string first_failure;
   for (size_t m = 0; m < maps.size(); ++m) {

@@ -547,12 +547,12 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
     if (!await("restart", exists("restart.ready"))) return;
     // Same ports and state dir: the application's executors (some long gone) find it
     // again, and their registrations come back from the state file.
-    did.registered_before_restart = server_->spark_executors()->size();
+    did.registered_before_restart = server_->spark_door()->executors()->size();
     if (absl::Status restarted = testing::RestartServer(&server_, options_); !restarted.ok()) {
       did.failure = restarted.ToString();
       return;
     }
-    did.registered_after_restart = server_->spark_executors()->size();
+    did.registered_after_restart = server_->spark_door()->executors()->size();
     Touch(dir + "/restart.done");
 
     pid_t reducer = 0;
@@ -709,9 +709,9 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   EXPECT_GE(removed, 2);
   // The application ended; its worker deleted the executors' dirs, and ferry_server's
   // sweep forgot their registrations.
-  EXPECT_TRUE(
-      testing::WaitFor([&] { return server_->spark_executors()->size() == 0; }, absl::Seconds(30)))
-      << server_->spark_executors()->size() << " registrations left";
+  EXPECT_TRUE(testing::WaitFor([&] { return server_->spark_door()->executors()->size() == 0; },
+                               absl::Seconds(30)))
+      << server_->spark_door()->executors()->size() << " registrations left";
   EXPECT_EQ(ShuffleFiles(local_root_).size(), 0u);
 }
 

@@ -85,7 +85,9 @@ class SparkLayoutTest : public ::testing::TestWithParam<ServerConfig> {
     return {
         kApp, kExec, {local_dirs_, kSubdirs, "org.apache.spark.shuffle.sort.SortShuffleManager"}};
   }
-  void Register() { ASSERT_TRUE(server_->spark_executors()->Register(Registration()).ok()); }
+  void Register() {
+    ASSERT_TRUE(server_->spark_door()->executors()->Register(Registration()).ok());
+  }
 
   TempDir roots_;
   TempDir data_dir_;
@@ -131,13 +133,13 @@ TEST_P(SparkLayoutTest, RemovingAnAppForgetsItsExecutorsAndCanDeleteTheirDirs) {
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(removed->executors_removed(), 1u);
   EXPECT_EQ(removed->local_dirs_deleted(), 2u);
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
   struct stat st;
   for (const std::string& dir : local_dirs_) EXPECT_NE(::lstat(dir.c_str(), &st), 0) << dir;
   // Gone from the state file too.
   server_->Shutdown();
   StartServer();
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
 }
 
 // Every partition of every map output, and what each holds; with `ranges`, one block
@@ -271,7 +273,7 @@ TEST_P(SparkFrontDoorTest, SparksClientRegistersAndFetchesEveryByteEveryWay) {
   const CommandResult registered = Fetch({"--register"});
   ASSERT_EQ(registered.exit_code, 0) << registered.output;
   EXPECT_NE(registered.output.find("verified"), std::string::npos) << registered.output;
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
   // Batch ids (one chunk per map), the old OpenBlocks protocol, Spark's fetch-to-disk
   // path (StreamRequest), several connections, and zero-length blocks asked for anyway.
   for (const std::vector<std::string>& variant : std::vector<std::vector<std::string>>{
@@ -303,7 +305,7 @@ TEST_P(SparkFrontDoorTest, LocalDirsOutsideTheRootsAreRefusedAtRegistration) {
   EXPECT_NE(fetched.exit_code, 0) << fetched.output;
   EXPECT_NE(fetched.output.find("is not beneath a root this server serves"), std::string::npos)
       << fetched.output;
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
 }
 
 TEST_P(SparkFrontDoorTest, RegistrationsSurviveARestart) {
@@ -311,7 +313,7 @@ TEST_P(SparkFrontDoorTest, RegistrationsSurviveARestart) {
   server_->Shutdown();
   server_.reset();
   StartServer();
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
   const CommandResult fetched = Fetch({"--batch"});
   EXPECT_EQ(fetched.exit_code, 0) << fetched.output;
 }
@@ -388,7 +390,7 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
         << absl::StrJoin(variant, " ") << "\n"
         << fetched.output;
   }
-  EXPECT_EQ(server_->spark_secrets()->handshakes(SparkSecrets::Outcome::kEncrypted), 0u);
+  EXPECT_EQ(server_->spark_door()->secrets()->handshakes(SparkSecrets::Outcome::kEncrypted), 0u);
   const CommandResult wrong = Fetch({"--auth-secret", "a guess"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("SASL authentication of application app-20261130233000-0000 failed"),
@@ -399,7 +401,7 @@ TEST_P(SparkAuthTest, SparksClientFetchesWithTheSecretAndIsRefusedWithoutIt) {
   EXPECT_NE(none.output.find("Expected SaslMessage, received something else"), std::string::npos)
       << none.output;
   // The executor the failed clients named is still the one registered.
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
 }
 
 // spark.authenticate.enableSaslEncryption: Spark's client negotiates auth-conf (its
@@ -412,7 +414,7 @@ TEST_P(SparkAuthTest, SparksClientFetchesThroughSaslEncryption) {
       {{"--batch", "--include-empty"},
        {"--old-protocol", "--connections", "2"},
        {"--fetch-to-disk", downloads_.path()}});
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
   const CommandResult wrong =
@@ -428,7 +430,7 @@ TEST_P(SparkAuthTest, SparksClientFetchesThroughSaslEncryption) {
 TEST_P(SparkAuthTest, SparksClientFetchesThroughTheAuthEngineAndAesCtr) {
   FetchesEveryWay({"--auth-secret", kSecret, "--conf", "spark.network.crypto.enabled=true"},
                   {{"--batch"}, {"--old-protocol"}, {"--fetch-to-disk", downloads_.path()}});
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 4u);      // one a run at least
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);  // no fallback
   EXPECT_EQ(secrets.auth_engine_sessions(1), secrets.handshakes(SparkSecrets::Outcome::kEncrypted));
@@ -438,7 +440,7 @@ TEST_P(SparkAuthTest, SparksClientFetchesThroughTheAuthEngineAndAesCtr) {
       Fetch({"--auth-secret", "a guess", "--conf", "spark.network.crypto.enabled=true"});
   EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
   EXPECT_GE(secrets.handshakes(SparkSecrets::Outcome::kRefused), 1u);
-  EXPECT_EQ(server_->spark_executors()->size(), 1u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 1u);
 }
 
 TEST_P(SparkAuthTest, FerrysSparkClientAuthenticatesWithTheFrontDoor) {
@@ -463,7 +465,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientEncryptsWithTheFrontDoorInEitherVersion) 
   ASSERT_TRUE(client.RegisterExecutor(address, Registration(), options).ok());
   FetchEveryWay(address, WithSecret(kSecret, 1));
   FetchEveryWay(address, WithSecret(kSecret, 2));
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   EXPECT_GT(secrets.auth_engine_sessions(1), 0u);
   EXPECT_GT(secrets.auth_engine_sessions(2), 0u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
@@ -497,7 +499,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientSealsWithSaslEncryptionEitherWay) {
   const std::string ferry = absl::StrCat("127.0.0.1:", server_->spark_port());
   ASSERT_TRUE(client.RegisterExecutor(ferry, Registration(), Sealed(kSecret)).ok());
   FetchEveryWay(ferry, Sealed(kSecret));
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   EXPECT_GT(secrets.handshakes(SparkSecrets::Outcome::kEncrypted), 0u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
 

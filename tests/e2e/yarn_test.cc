@@ -196,11 +196,11 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
     ASSERT_FALSE(app.empty());
     EXPECT_TRUE(testing::WaitFor(
         [&] {
-          return server_->spark_executors()->size() == 0 && FilesIn(handoff_ + "/apps").empty() &&
-                 FilesIn(handoff_ + "/stopped").empty();
+          return server_->spark_door()->executors()->size() == 0 &&
+                 FilesIn(handoff_ + "/apps").empty() && FilesIn(handoff_ + "/stopped").empty();
         },
         absl::Seconds(60)))
-        << server_->spark_executors()->size()
+        << server_->spark_door()->executors()->size()
         << " registrations left; apps/: " << absl::StrJoin(FilesIn(handoff_ + "/apps"), " ")
         << "; stopped/: " << absl::StrJoin(FilesIn(handoff_ + "/stopped"), " ") << "\n"
         << "--- the NodeManagers' log lines of it\n"
@@ -580,7 +580,7 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
     for (size_t i = 0; i < 2; ++i) {
       const std::string& app = apps[i];
       const std::string& other = apps[1 - i];
-      const auto output = AMapOutputOf(*server_->spark_executors(), app);
+      const auto output = AMapOutputOf(*server_->spark_door()->executors(), app);
       ASSERT_TRUE(output.has_value()) << "no map output of " << app;
       SparkShuffleClient client;
       SparkFetchOptions own;
@@ -671,12 +671,12 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
       failure = s.ToString();
       return;
     }
-    registered_before_restart = server_->spark_executors()->size();
+    registered_before_restart = server_->spark_door()->executors()->size();
     if (absl::Status restarted = testing::RestartServer(&server_, options_); !restarted.ok()) {
       failure = restarted.ToString();
       return;
     }
-    registered_after_restart = server_->spark_executors()->size();
+    registered_after_restart = server_->spark_door()->executors()->size();
     testing::Touch(dir + "/restart.done");
 
     pid_t reducer = 0;

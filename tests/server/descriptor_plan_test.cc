@@ -67,16 +67,16 @@ TEST(DescriptorPlanTest, MergedPartitionsFitAQuarterOfTheDescriptors) {
   options.spark.push.enabled = true;
   auto plan = PlanDescriptors(1 << 20, options);
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->max_merged_partitions, options.spark.push.max_open_partitions);
+  EXPECT_EQ(plan->spark_units, options.spark.push.max_open_partitions);
   EXPECT_TRUE(plan->clamped.empty()) << plan->clamped;
   plan = PlanDescriptors(8192, options);
   ASSERT_TRUE(plan.ok());
-  EXPECT_LT(plan->max_merged_partitions, options.spark.push.max_open_partitions);
-  EXPECT_GT(plan->max_merged_partitions, 300u);
-  EXPECT_LE(3 * plan->max_merged_partitions, (8192 - plan->reserve) / 4);
+  EXPECT_LT(plan->spark_units, options.spark.push.max_open_partitions);
+  EXPECT_GT(plan->spark_units, 300u);
+  EXPECT_LE(3 * plan->spark_units, (8192 - plan->reserve) / 4);
   // Everything fits: a connection pushing holds its socket and a waiting block's file.
-  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + 3 * plan->max_merged_partitions +
-                plan->max_data_files + 2 * plan->max_connections,
+  EXPECT_LE(plan->reserve + 2 * plan->max_pipes + 3 * plan->spark_units + plan->max_data_files +
+                2 * plan->max_connections,
             8192u);
   EXPECT_NE(plan->clamped.find("--spark-push-max-open-partitions lowered from 4096"),
             std::string::npos)
@@ -86,15 +86,15 @@ TEST(DescriptorPlanTest, MergedPartitionsFitAQuarterOfTheDescriptors) {
   options.spark.push.enabled = false;
   plan = PlanDescriptors(8192, options);
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->max_merged_partitions, 0u);
+  EXPECT_EQ(plan->spark_units, 0u);
   // Copy mode with push-based shuffle: two descriptors a connection.
   options.spark.push.enabled = true;
   options.connection.mode = DataPlaneMode::kCopy;
   plan = PlanDescriptors(8192, options);
   ASSERT_TRUE(plan.ok());
-  EXPECT_LE(plan->reserve + 3 * plan->max_merged_partitions + plan->max_data_files +
-                2 * plan->max_connections,
-            8192u);
+  EXPECT_LE(
+      plan->reserve + 3 * plan->spark_units + plan->max_data_files + 2 * plan->max_connections,
+      8192u);
 }
 
 TEST(DescriptorPlanTest, TooFewDescriptorsIsAnError) {

@@ -139,9 +139,9 @@ PushService::Answer PushService::Uploading::Run() {
   turn_.Release();
   Answer answer{code, block_id_, connected_, false};
   if (!connected_) return answer;
-  merger_.Count(!code.ok() ? PushMerger::Outcome::kRefused : PushMerger::OutcomeOf(*code),
-                code.ok() && *code == PushReturnCode::kSuccess ? static_cast<uint64_t>(written)
-                                                               : 0);
+  merger_.Count(
+      !code.ok() ? PushMerger::Outcome::kRefused : PushMerger::OutcomeOf(*code),
+      code.ok() && *code == PushReturnCode::kSuccess ? static_cast<uint64_t>(written) : 0);
   return answer;
 }
 
@@ -154,8 +154,10 @@ std::optional<PushService::Answer> PushService::Uploading::TakeTurn() {
   if (!held.ok()) {
     body_.Flush();  // a worker may take a while
     held = service_.OnWorker<PushMerger::Deferral>(
-        push_.app_id, [merger = &merger_, partition = partition_, client = body_.peer_host(),
-                       length = length_] { return merger->DeferOnDisk(*partition, client, length); });
+        push_.app_id,
+        [merger = &merger_, partition = partition_, client = body_.peer_host(), length = length_] {
+          return merger->DeferOnDisk(*partition, client, length);
+        });
   }
   if (!held.ok()) {
     if (!absl::IsResourceExhausted(held.status())) body_.LogFailure(held.status());
@@ -197,20 +199,19 @@ absl::Status PushService::Uploading::Write(const PushMerger::Target& target, int
   if (!deferral_.has_value()) {
     // Straight from the socket into the merged file.
     absl::Status sink_status;
-    connected_ = body_.ReceiveToFile(length_, deadline_, target.fd->get(), target.offset,
-                                     &sink_status);
+    connected_ =
+        body_.ReceiveToFile(length_, deadline_, target.fd->get(), target.offset, &sink_status);
     if (!connected_) return absl::UnavailableError("the connection was lost");
     if (sink_status.ok()) *written = static_cast<int64_t>(length_);
     return sink_status;
   }
   if (deferral_->spill.valid()) {
-    absl::Status copied =
-        body_.CopyFile(deferral_->spill.get(), 0, target.fd->get(), target.offset, length_,
-                       absl::Now() + merger_.options().push_timeout);
+    absl::Status copied = body_.CopyFile(deferral_->spill.get(), 0, target.fd->get(), target.offset,
+                                         length_, absl::Now() + merger_.options().push_timeout);
     if (!copied.ok()) {
-      return absl::Status(copied.code(), absl::StrCat("append ", block_id_,
-                                                      " from where it waited to its merge: ",
-                                                      copied.message()));
+      return absl::Status(copied.code(),
+                          absl::StrCat("append ", block_id_,
+                                       " from where it waited to its merge: ", copied.message()));
     }
     *written = static_cast<int64_t>(length_);
     return absl::OkStatus();
@@ -226,7 +227,7 @@ absl::Status PushService::Uploading::Write(const PushMerger::Target& target, int
 }
 
 absl::StatusOr<PushReturnCode> PushService::Uploading::Commit(PushMerger::Target& target,
-                                                           int64_t written) {
+                                                              int64_t written) {
   std::optional<PushReturnCode> committed =
       merger_.Commit(*partition_, push_.map_index, written, target.fd->get(), false);
   if (committed.has_value()) return *committed;
@@ -234,9 +235,10 @@ absl::StatusOr<PushReturnCode> PushService::Uploading::Commit(PushMerger::Target
   // the turn until it has run, or is dropped unrun.
   body_.Flush();  // a worker may take a while
   return service_.OnWorker<PushReturnCode>(
-      push_.app_id, [merger = &merger_, partition = partition_, turn = std::move(turn_),
-                     fd = std::move(target.fd), map = push_.map_index,
-                     written]() mutable -> absl::StatusOr<PushReturnCode> {
+      push_.app_id,
+      [merger = &merger_, partition = partition_, turn = std::move(turn_),
+       fd = std::move(target.fd), map = push_.map_index,
+       written]() mutable -> absl::StatusOr<PushReturnCode> {
         const std::optional<PushReturnCode> done =
             merger->Commit(*partition, map, written, fd->get(), /*on_worker=*/true);
         turn.Release();
@@ -267,39 +269,37 @@ absl::Status PushService::Remove(const spark::RemoveShuffleMerge& request) {
 
 absl::StatusOr<std::vector<PushService::Chunk>> PushService::Chunks(
     const spark::FetchShuffleBlockChunks& request) {
-  return OnWorker<std::vector<Chunk>>(
-      request.app_id, [merger = &merger_, request]() -> absl::StatusOr<std::vector<Chunk>> {
-        std::vector<Chunk> out;
-        // Each partition opened once, however often the request names it.
-        absl::flat_hash_map<int32_t, PushMerger::MergedFiles> partitions;
-        for (size_t r = 0; r < request.reduce_ids.size(); ++r) {
-          auto [it, added] = partitions.try_emplace(request.reduce_ids[r]);
-          if (added) {
-            if (BlockingPool::Abandoned()) return absl::CancelledError("its caller left");
-            FERRY_ASSIGN_OR_RETURN(it->second,
-                                   merger->OpenMerged(request.app_id, request.shuffle_id,
-                                                      request.shuffle_merge_id,
-                                                      request.reduce_ids[r]));
-          }
-          const PushMerger::MergedFiles& files = it->second;
-          const std::vector<uint64_t>& offsets = *files.offsets;
-          for (int32_t chunk : request.chunk_ids[r]) {
-            Chunk c;
-            c.block.id = {request.shuffle_id, request.shuffle_merge_id, request.reduce_ids[r],
-                          chunk};
-            if (chunk < 0 || chunk >= files.chunks()) {
-              c.status = absl::NotFoundError(
-                  absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
-            } else {
-              c.block.file = files.data;
-              c.block.offset = offsets[chunk];
-              c.block.length = offsets[chunk + 1] - offsets[chunk];
-            }
-            out.push_back(std::move(c));
-          }
+  return OnWorker<std::vector<
+      Chunk>>(request.app_id, [merger = &merger_, request]() -> absl::StatusOr<std::vector<Chunk>> {
+    std::vector<Chunk> out;
+    // Each partition opened once, however often the request names it.
+    absl::flat_hash_map<int32_t, PushMerger::MergedFiles> partitions;
+    for (size_t r = 0; r < request.reduce_ids.size(); ++r) {
+      auto [it, added] = partitions.try_emplace(request.reduce_ids[r]);
+      if (added) {
+        if (BlockingPool::Abandoned()) return absl::CancelledError("its caller left");
+        FERRY_ASSIGN_OR_RETURN(it->second,
+                               merger->OpenMerged(request.app_id, request.shuffle_id,
+                                                  request.shuffle_merge_id, request.reduce_ids[r]));
+      }
+      const PushMerger::MergedFiles& files = it->second;
+      const std::vector<uint64_t>& offsets = *files.offsets;
+      for (int32_t chunk : request.chunk_ids[r]) {
+        Chunk c;
+        c.block.id = {request.shuffle_id, request.shuffle_merge_id, request.reduce_ids[r], chunk};
+        if (chunk < 0 || chunk >= files.chunks()) {
+          c.status = absl::NotFoundError(
+              absl::StrCat("the merged partition has ", files.chunks(), " chunks"));
+        } else {
+          c.block.file = files.data;
+          c.block.offset = offsets[chunk];
+          c.block.length = offsets[chunk + 1] - offsets[chunk];
         }
-        return out;
-      });
+        out.push_back(std::move(c));
+      }
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<PushMerger::MergedFiles> PushService::Meta(

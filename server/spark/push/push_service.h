@@ -122,8 +122,7 @@ class PushService {
   class Uploading;
   // Runs `fn` on a blocking worker, in `app_id`'s share of them, while the fiber waits.
   template <typename T>
-  absl::StatusOr<T> OnWorker(const std::string& app_id,
-                             absl::AnyInvocable<absl::StatusOr<T>()> fn);
+  absl::StatusOr<T> OnWorker(const std::string& app_id, absl::AnyInvocable<absl::StatusOr<T>()> fn);
 
   PushMerger merger_;
   BlockingPool* const pool_;

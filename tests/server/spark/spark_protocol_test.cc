@@ -563,7 +563,7 @@ TEST_F(SparkProtocolTest, TlsFromTheFirstByte) {
     SparkClient distrustful(server_->spark_port());
     EXPECT_FALSE(distrustful.StartTls(stranger->cert).ok());
   }
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
   SparkClient client(server_->spark_port());
   ASSERT_TRUE(client.StartTls(ca).ok());
   RegisterAndFetchBothWays(client);
@@ -650,7 +650,7 @@ TEST_F(SparkProtocolTest, AuthenticationComesFirstAndAnythingElseClosesTheConnec
         << reply.text;
     EXPECT_TRUE(client.Closed());
   }
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
   for (const std::string& frame :
        {sw::EncodeChunkFetchRequest({1, 0}), sw::EncodeStreamRequest("1_0"),
         sw::EncodeOneWayMessage(std::string("\x13", 1))}) {
@@ -903,7 +903,7 @@ TEST_F(SparkProtocolTest, PerApplicationSecretsComeFromTheirFilesOrTheSharedOne)
 // decrypt to the files' bytes. Each session's version is told from its first frame.
 TEST_F(SparkProtocolTest, TheAuthEngineEncryptsEveryByteInEitherVersion) {
   StartWithSecrets("engine secret");
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   for (int version : {1, 2}) {
     SCOPED_TRACE(version);
     SparkClient client(server_->spark_port());
@@ -927,7 +927,7 @@ TEST_F(SparkProtocolTest, VersionOneClientsAreRefusedWhenOnlyVersionTwoIsServed)
     client.Send(sw::EncodeRpcRequest(1, Registration()));
     EXPECT_TRUE(client.Closed());
   }
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
   SparkClient client(server_->spark_port());
   ASSERT_TRUE(testing::AuthenticateWithAuthEngine(client, kApp, "s", 2).ok());
   EXPECT_EQ(client.Call(Registration()).type, sw::MessageType::kRpcResponse);
@@ -975,7 +975,7 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
     client.Send(sw::EncodeRpcRequest(1, Registration()));
     EXPECT_TRUE(client.Closed());
   }
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
   // A client that authenticated but encrypts otherwise (as Spark's AES-GCM transport
   // cipher would) is closed at its first bytes.
   {
@@ -999,8 +999,8 @@ TEST_F(SparkProtocolTest, AuthEngineRefusalsCloseTheConnection) {
     EXPECT_TRUE(client.Closed());
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   }
-  EXPECT_EQ(server_->spark_executors()->size(), 0u);
-  const SparkSecrets& secrets = *server_->spark_secrets();
+  EXPECT_EQ(server_->spark_door()->executors()->size(), 0u);
+  const SparkSecrets& secrets = *server_->spark_door()->secrets();
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kRefused), 6u);
   SparkClient client(server_->spark_port());
   ASSERT_TRUE(testing::AuthenticateWithAuthEngine(client, kApp, "right", 1).ok());
@@ -1531,7 +1531,8 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   ASSERT_TRUE(full.has_value());
   EXPECT_EQ(full->type, sw::MessageType::kRpcFailure);
 
-  ASSERT_TRUE(server_->spark_executors()->Remove(kApp, "", /*delete_local_dirs=*/false).ok());
+  ASSERT_TRUE(
+      server_->spark_door()->executors()->Remove(kApp, "", /*delete_local_dirs=*/false).ok());
   EXPECT_EQ(open_partitions(), 0);
   EXPECT_EQ(FileSize(MergedFile(0, "data")), -1);
   EXPECT_EQ(kept(), absl::StrCat(state_file, ": 0 finalized merges"));
@@ -1545,7 +1546,7 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   std::error_code deleted;
   std::filesystem::remove_all(absl::StrCat(roots_.path(), "/app2"), deleted);
   ASSERT_FALSE(deleted) << deleted.message();
-  absl::StatusOr<size_t> swept = server_->spark_executors()->ForgetVanished();
+  absl::StatusOr<size_t> swept = server_->spark_door()->executors()->ForgetVanished();
   ASSERT_TRUE(swept.ok()) << swept.status();
   EXPECT_EQ(*swept, 1u);
   EXPECT_EQ(open_partitions(), 0);
