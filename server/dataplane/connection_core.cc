@@ -371,21 +371,28 @@ void ConnectionCore::LogFailure(const absl::Status& status) {
 }
 
 bool ConnectionCore::SendBytes(absl::string_view bytes, bool hold) {
-  held_ = hold;
-  return sender_.Send(bytes.data(), bytes.size(), /*more=*/hold) ==
-         static_cast<ssize_t>(bytes.size());
+  if (held_.empty() && !hold) {
+    return sender_.Send(bytes.data(), bytes.size(), /*more=*/false) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  held_.append(bytes.data(), bytes.size());
+  if (hold && held_.size() < kMaxHeldBytes) return true;
+  std::string out;
+  out.swap(held_);
+  return sender_.Send(out.data(), out.size(), /*more=*/false) == static_cast<ssize_t>(out.size());
 }
 
 void ConnectionCore::PushHeld() {
-  if (!held_) return;
-  held_ = false;
-  sender_.Push();
+  if (held_.empty()) return;
+  // A send that fails fails the connection's next I/O too.
+  (void)SendBytes("", /*hold=*/false);
 }
 
 absl::Status ConnectionCore::SendBlock(absl::string_view header, const StreamBlock& block,
                                        uint64_t offset, absl::FunctionRef<std::string()> name,
                                        bool* in_frame) {
   *in_frame = true;
+  PushHeld();  // answers held go first
   // A file that shrank since the block was resolved is caught here, before the header
   // promises bytes the file no longer has.
   FERRY_RETURN_IF_ERROR(CheckSegmentHeld(block, name));

@@ -133,12 +133,12 @@ class ConnectionCore {
                          absl::FunctionRef<std::string()> name, bool* in_frame);
   // Sends bytes of the protocol's own (an error, an RPC reply); false when they did not
   // all go out. `hold` when the peer has sent its next request already (pipelined
-  // pushes): the kernel holds these bytes (MSG_MORE) so that the answers to several
-  // requests share a TCP segment and the peer's wakeup, until PushHeld(), the next wait
-  // on the peer, or any other send.
+  // pushes): the bytes wait here (up to kMaxHeldBytes) so that the answers to several
+  // requests go out in one send, one TCP segment and one wakeup of the peer, at
+  // PushHeld(), the next wait on the peer, or any other send.
   bool SendBytes(absl::string_view bytes, bool hold = false);
   // Sends what SendBytes held; a protocol calls it before whatever may wait (a lock, a
-  // worker), so that no answer waits on another request.
+  // worker), so that no answer waits on another request, and before it closes.
   void PushHeld();
 
   // From now on every byte either way passes through `layer`: the protocol negotiated
@@ -195,8 +195,9 @@ class ConnectionCore {
   size_t plain_taken_ = 0;
   bool layer_failed_ = false;  // bytes that did not open: nothing after them is read
   std::string own_output_;     // the layer's own bytes to send
-  // SendBytes left bytes in the socket with MSG_MORE.
-  bool held_ = false;
+  // Answers SendBytes held back, to go out together.
+  static constexpr size_t kMaxHeldBytes = size_t{16} << 10;
+  std::string held_;
   // When the request being served began, and when its first byte went out.
   absl::Time request_start_;
   std::optional<absl::Time> first_byte_;

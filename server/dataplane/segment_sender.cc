@@ -86,11 +86,6 @@ void SegmentSender::EndResponse() {
   SetNoDelay(true);
 }
 
-void SegmentSender::Push() {
-  nodelay_ = false;
-  SetNoDelay(true);
-}
-
 SegmentSender::~SegmentSender() = default;
 
 void SegmentSender::TakeTurns(uint32_t blocks) {

@@ -131,9 +131,6 @@ class SegmentSender {
   // sent, and TCP_NODELAY again (pushing the tail at once) when it is done.
   void StartResponse(uint64_t bytes);
   void EndResponse();
-  // Sends at once what earlier Sends left in the socket with `more` (setting TCP_NODELAY
-  // pushes a socket's pending segments, whatever it was set to before).
-  void Push();
 
   // Counts the blocks sent; once the turn (kTurn or kTurnBlocks) is used up, lets the
   // thread's other fibers run.

@@ -519,6 +519,7 @@ void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service, SparkSe
     if (layer == nullptr || !core.Secure(std::move(layer))) return;
   }
   SparkProtocol(core, service, secrets, tls != nullptr).Serve();
+  core.PushHeld();  // answers held for a push that never came
 }
 
 }  // namespace ferry
