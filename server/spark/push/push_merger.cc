@@ -156,8 +156,9 @@ absl::StatusOr<std::optional<std::shared_ptr<const void>>> PushMerger::ClaimDisk
   }
   absl::MutexLock lock(&disk_mu_);
   auto it = disks_.find(dev);
-  if (it == disks_.end() || absl::Now() - it->second.sampled > kFreeSpaceStaleness) {
-    return std::nullopt;  // not on a worker, or a worker's sample went stale meanwhile
+  if (it == disks_.end() ||
+      (!on_worker && absl::Now() - it->second.sampled > options_.free_space_staleness)) {
+    return std::nullopt;  // the fiber's: no fresh sample
   }
   Disk& disk = it->second;
   const uint64_t taken = disk.written + disk.in_flight;

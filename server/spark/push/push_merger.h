@@ -71,6 +71,9 @@ class PushMerger {
     // Bytes a merge dir's file system keeps free: a block that would leave less is
     // refused (the executors' map outputs and everything else on the disk need room).
     uint64_t min_free_disk = uint64_t{5} << 30;
+    // How old a sample of a file system's free space may be for a push on a serving
+    // fiber to be admitted by it; older, the push samples anew on a blocking worker.
+    absl::Duration free_space_staleness = absl::Seconds(1);
     // How long a push may take to arrive once it holds its partition (the others wait
     // for it), and how long one waits for its partition.
     absl::Duration push_timeout = absl::Seconds(30);
@@ -320,9 +323,8 @@ class PushMerger {
   // admitted until the handle goes; RESOURCE_EXHAUSTED otherwise. What is free is the
   // last sample of the file system (fstatvfs, taken on a worker: never on a serving
   // fiber, and never under a lock) less what was written since and what is admitted.
-  // Not on a worker, a sample older than kFreeSpaceStaleness: nullopt, nothing done (ask
-  // again on a worker, which samples it anew).
-  static constexpr absl::Duration kFreeSpaceStaleness = absl::Seconds(1);
+  // Not on a worker, a sample older than Options::free_space_staleness: nullopt, nothing
+  // done (ask again on a worker, which samples it anew).
   absl::StatusOr<std::optional<std::shared_ptr<const void>>> ClaimDisk(
       uint64_t dev, int fd, uint64_t bytes, const ShuffleFileLocation& at, bool on_worker);
   // Counts `n` of `app_id`'s open partitions closed.

@@ -327,7 +327,9 @@ TEST_F(PushMergerTest, WaitingBlocksAreBoundedInMemoryAndOnDisk) {
 // deleting an older merge and a commit that closes a chunk are left to a worker, with
 // nothing done meanwhile; a commit within a chunk is done in place.
 TEST_F(PushMergerTest, OnAConnectionsThreadNothingIsWritten) {
-  std::unique_ptr<PushMerger> merger = Merger();  // chunks of 8 bytes
+  PushMerger::Options options;
+  options.free_space_staleness = absl::Hours(1);         // the first worker's sample serves
+  std::unique_ptr<PushMerger> merger = Merger(options);  // chunks of 8 bytes
   absl::StatusOr<PushMerger::Admission> fresh = merger->Admit(Push(0, 0), /*on_worker=*/false);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_TRUE(fresh->needs_worker);
@@ -527,6 +529,32 @@ TEST_F(PushMergerTest, ADamagedOrOversizedStateFileIsSkippedOrSetAside) {
   EXPECT_TRUE(merger.LoadState().ok());
   EXPECT_FALSE(Exists(options.state_file));
   EXPECT_TRUE(Exists(options.state_file + ".set-aside"));
+}
+
+// A serving fiber never samples a file system's free space (fstatvfs): without a fresh
+// sample, a push's target is left to a worker, which samples it; with one, the fiber
+// admits the block by it.
+TEST_F(PushMergerTest, OnlyAWorkerSamplesTheFreeSpace) {
+  for (const absl::Duration staleness : {absl::ZeroDuration(), absl::Hours(1)}) {
+    PushMerger::Options options;
+    options.free_space_staleness = staleness;
+    options.min_free_disk = 0;
+    std::unique_ptr<PushMerger> merger = Merger(options);
+    ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);  // sampled
+    absl::StatusOr<PushMerger::Admission> admitted = merger->Admit(Push(1, 0), false);
+    ASSERT_TRUE(admitted.ok() && admitted->partition != nullptr) << admitted.status();
+    ASSERT_TRUE(admitted->partition->turn().TryLock());
+    PushMerger::Turn turn(admitted->partition);
+    absl::StatusOr<PushMerger::Target> on_fiber =
+        merger->TargetOf(*admitted->partition, 1, 1, /*on_worker=*/false);
+    ASSERT_TRUE(on_fiber.ok()) << on_fiber.status();
+    // Stale (a zero staleness): the worker's; fresh: the fiber's.
+    EXPECT_EQ(on_fiber->needs_worker, staleness == absl::ZeroDuration());
+    absl::StatusOr<PushMerger::Target> on_worker =
+        merger->TargetOf(*admitted->partition, 1, 1, /*on_worker=*/true);
+    ASSERT_TRUE(on_worker.ok()) << on_worker.status();
+    EXPECT_FALSE(on_worker->needs_worker);
+  }
 }
 
 }  // namespace
