@@ -19,7 +19,7 @@
 //   * IVs (both versions): HKDF(info "inputIv") is the counter the server sends from,
 //     HKDF(info "outputIv") the one the client sends from.
 // Nothing on the wire says which version the client runs: the server derives both and
-// the first bytes the client sends tell (server/spark/spark_cipher.h).
+// the first bytes the client sends tell (server/spark/auth/spark_cipher.h).
 //
 // Everything here is OpenSSL's (libcrypto: X25519, HKDF, AES-GCM, AES-CTR, its
 // random generator). Errors never hold a secret or a key.

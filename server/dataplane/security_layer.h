@@ -1,5 +1,5 @@
 // A security layer a connection's protocol negotiated (AES-CTR after Spark's AuthEngine
-// on the Spark front door, server/spark/spark_cipher.h): once the connection core is
+// on the Spark front door, server/spark/auth/spark_cipher.h): once the connection core is
 // given one, every byte either way passes through it, so blocks are read into a buffer
 // and sealed instead of spliced.
 #ifndef FERRY_SERVER_DATAPLANE_SECURITY_LAYER_H_

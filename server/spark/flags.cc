@@ -3,13 +3,13 @@
 // spark.authenticate (SparkSecrets::Options), TLS (SparkTls::Options) and YARN
 // (YarnApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
+#include "server/spark/auth/spark_auth.h"
+#include "server/spark/auth/spark_tls.h"
+#include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_merger.h"
-#include "server/spark/spark_auth.h"
-#include "server/spark/spark_executors.h"
 #include "server/spark/spark_front_door.h"
 #include "server/spark/spark_service.h"
-#include "server/spark/spark_tls.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 
 FERRY_OPTION_FLAG(ferry::SparkFrontDoor::Options, spark_address, address,
                   "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "

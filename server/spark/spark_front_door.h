@@ -18,12 +18,12 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
+#include "server/spark/auth/spark_auth.h"
+#include "server/spark/auth/spark_tls.h"
+#include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_service.h"
-#include "server/spark/spark_auth.h"
-#include "server/spark/spark_executors.h"
 #include "server/spark/spark_service.h"
-#include "server/spark/spark_tls.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 #include "server/storage/block_store.h"
 
 namespace ferry {

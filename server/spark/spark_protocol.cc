@@ -17,8 +17,8 @@
 #include "common/spark/merge_dirs.h"
 #include "common/spark/wire.h"
 #include "common/status_macros.h"
+#include "server/spark/auth/spark_authenticator.h"
 #include "server/spark/push/push_service.h"
-#include "server/spark/spark_authenticator.h"
 
 namespace ferry {
 

@@ -32,9 +32,9 @@
 #include "common/unique_fd.h"
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/segment_sender.h"
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
+#include "server/spark/auth/spark_tls.h"
 #include "server/spark/spark_service.h"
-#include "server/spark/spark_tls.h"
 
 namespace ferry {
 

@@ -31,8 +31,8 @@
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"
+#include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_service.h"
-#include "server/spark/spark_executors.h"
 #include "server/storage/block_store.h"
 #include "server/storage/segment.h"
 

@@ -26,7 +26,7 @@
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/fake_clock.h"

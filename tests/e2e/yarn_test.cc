@@ -46,7 +46,7 @@
 #include "client/spark_client.h"
 #include "common/spark/layout.h"
 #include "gtest/gtest.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process_groups.h"

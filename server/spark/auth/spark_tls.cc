@@ -1,4 +1,4 @@
-#include "server/spark/spark_tls.h"
+#include "server/spark/auth/spark_tls.h"
 
 #include <openssl/bio.h>
 #include <openssl/ssl.h>

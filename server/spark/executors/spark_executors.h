@@ -43,8 +43,8 @@
 // by a second lock that lookups do not take.
 //
 // Thread-safe.
-#ifndef FERRY_SERVER_SPARK_SPARK_EXECUTORS_H_
-#define FERRY_SERVER_SPARK_SPARK_EXECUTORS_H_
+#ifndef FERRY_SERVER_SPARK_EXECUTORS_SPARK_EXECUTORS_H_
+#define FERRY_SERVER_SPARK_EXECUTORS_SPARK_EXECUTORS_H_
 
 #include <cstddef>
 #include <functional>
@@ -268,4 +268,4 @@ class ExecutorRegistry {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_EXECUTORS_H_
+#endif  // FERRY_SERVER_SPARK_EXECUTORS_SPARK_EXECUTORS_H_

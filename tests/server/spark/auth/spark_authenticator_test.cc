@@ -2,7 +2,7 @@
 // AuthEngine clients against it, and what it does with everything else before a
 // connection has authenticated. Over real sockets, with Spark's own clients:
 // spark_protocol_test and tests/e2e/spark_test.
-#include "server/spark/spark_authenticator.h"
+#include "server/spark/auth/spark_authenticator.h"
 
 #include <string>
 #include <utility>
@@ -14,7 +14,7 @@
 #include "common/spark/sasl.h"
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
 
 namespace ferry {
 namespace {

@@ -26,8 +26,8 @@
 // a parse.
 //
 // Thread-safe.
-#ifndef FERRY_SERVER_SPARK_YARN_APPS_H_
-#define FERRY_SERVER_SPARK_YARN_APPS_H_
+#ifndef FERRY_SERVER_SPARK_YARN_YARN_APPS_H_
+#define FERRY_SERVER_SPARK_YARN_YARN_APPS_H_
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -184,4 +184,4 @@ class YarnApps {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_YARN_APPS_H_
+#endif  // FERRY_SERVER_SPARK_YARN_YARN_APPS_H_

@@ -1,4 +1,4 @@
-#include "server/spark/spark_executors.h"
+#include "server/spark/executors/spark_executors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "server/spark/spark_authenticator.h"
+#include "server/spark/auth/spark_authenticator.h"
 
 #include <utility>
 #include <variant>
@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spark/crypto.h"
-#include "server/spark/spark_cipher.h"
+#include "server/spark/auth/spark_cipher.h"
 
 namespace ferry {
 

@@ -1,6 +1,6 @@
-// Where the Spark front door finds applications' secrets (server/spark/spark_auth.h),
+// Where the Spark front door finds applications' secrets (server/spark/auth/spark_auth.h),
 // from real files. The handshake itself: spark_protocol_test and tests/e2e/spark_test.
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
 
 #include <sys/stat.h>
 

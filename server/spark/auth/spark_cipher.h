@@ -13,8 +13,8 @@
 // decrypt to no frame under any key (a client that chose Spark's AES-GCM transport
 // cipher, spark.network.crypto.cipher=AES/GCM/NoPadding, which is not served) end the
 // connection with an error that says so.
-#ifndef FERRY_SERVER_SPARK_SPARK_CIPHER_H_
-#define FERRY_SERVER_SPARK_SPARK_CIPHER_H_
+#ifndef FERRY_SERVER_SPARK_AUTH_SPARK_CIPHER_H_
+#define FERRY_SERVER_SPARK_AUTH_SPARK_CIPHER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -69,4 +69,4 @@ class SparkCtrLayer final : public SecurityLayer {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_CIPHER_H_
+#endif  // FERRY_SERVER_SPARK_AUTH_SPARK_CIPHER_H_

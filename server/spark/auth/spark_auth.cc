@@ -1,4 +1,4 @@
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
-// How YARN's applications reach ferry_server (server/spark/yarn_apps.h), from real files
+// How YARN's applications reach ferry_server (server/spark/yarn/yarn_apps.h), from real files
 // laid out as the NodeManager's aux service (server/yarn) writes them, and the secrets
 // SparkSecrets takes from them. YARN itself: tests/e2e/yarn_test.
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 

@@ -12,12 +12,12 @@
 //     needs no restart; an application with a file of its own uses it, others the
 //     shared secret.
 //   * yarn: the secret YARN's NodeManager handed Ferry's aux service for the
-//     application (server/spark/yarn_apps.h), held in memory; an application
+//     application (server/spark/yarn/yarn_apps.h), held in memory; an application
 //     without one falls back to the two above.
 // A secret file holds the secret as Spark's setting holds it, surrounding whitespace
 // dropped. Secrets are never logged.
-#ifndef FERRY_SERVER_SPARK_SPARK_AUTH_H_
-#define FERRY_SERVER_SPARK_SPARK_AUTH_H_
+#ifndef FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_
+#define FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_
 
 #include <atomic>
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "common/secret.h"
 #include "server/ops/metrics.h"
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 
 namespace ferry {
 
@@ -96,4 +96,4 @@ class SparkSecrets {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_AUTH_H_
+#endif  // FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_

@@ -1,4 +1,4 @@
-#include "server/spark/spark_cipher.h"
+#include "server/spark/auth/spark_cipher.h"
 
 #include <algorithm>
 #include <utility>

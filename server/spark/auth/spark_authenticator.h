@@ -6,8 +6,8 @@
 // dispatcher behind it sees only an authenticated connection's messages and knows only
 // the application it authenticated as. docs/protocol.md has the bytes; docs/security.md
 // what each mode protects.
-#ifndef FERRY_SERVER_SPARK_SPARK_AUTHENTICATOR_H_
-#define FERRY_SERVER_SPARK_SPARK_AUTHENTICATOR_H_
+#ifndef FERRY_SERVER_SPARK_AUTH_SPARK_AUTHENTICATOR_H_
+#define FERRY_SERVER_SPARK_AUTH_SPARK_AUTHENTICATOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -21,7 +21,7 @@
 #include "common/spark/sasl.h"
 #include "common/spark/wire.h"
 #include "server/dataplane/security_layer.h"
-#include "server/spark/spark_auth.h"
+#include "server/spark/auth/spark_auth.h"
 
 namespace ferry {
 
@@ -90,4 +90,4 @@ class SparkAuthenticator {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_AUTHENTICATOR_H_
+#endif  // FERRY_SERVER_SPARK_AUTH_SPARK_AUTHENTICATOR_H_

@@ -6,8 +6,8 @@
 // connection's fiber drives it: blocks are read into a buffer and encrypted, as with
 // the AuthEngine's AES-CTR. (This kernel has no `tls` ULP, so kernel TLS, which would
 // keep blocks spliced, is not used.)
-#ifndef FERRY_SERVER_SPARK_SPARK_TLS_H_
-#define FERRY_SERVER_SPARK_SPARK_TLS_H_
+#ifndef FERRY_SERVER_SPARK_AUTH_SPARK_TLS_H_
+#define FERRY_SERVER_SPARK_AUTH_SPARK_TLS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -58,4 +58,4 @@ class SparkTls {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_SPARK_TLS_H_
+#endif  // FERRY_SERVER_SPARK_AUTH_SPARK_TLS_H_

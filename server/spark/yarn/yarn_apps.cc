@@ -1,4 +1,4 @@
-#include "server/spark/yarn_apps.h"
+#include "server/spark/yarn/yarn_apps.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,6 +1,6 @@
 // The AES-CTR layer of a Spark connection after the AuthEngine handshake: the version
 // told from the client's first frame, bytes taken in any pieces.
-#include "server/spark/spark_cipher.h"
+#include "server/spark/auth/spark_cipher.h"
 
 #include <string>
 #include <vector>
