@@ -175,38 +175,47 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->tickets_ = std::make_unique<TicketRegistry>(options.tickets, clock);
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
+  FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock));
+  FERRY_RETURN_IF_ERROR(server->StartControlPlane());
+  server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
+  return server;
+}
+
+absl::Status FerryServer::StartDataPlane(const Clock& clock) {
+  const FerryServerOptions& options = options_;
   DataServer::Listener ferry_door;
   FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
   ferry_door.host = data_address.host;
   ferry_door.port = data_address.port;
   ferry_door.origin = "--data-address";
-  ferry_door.handler = [tickets = server->tickets_.get(),
-                        connection = &server->options_.connection](UniqueFd socket,
-                                                                   ConnectionControl& control) {
+  ferry_door.handler = [tickets = tickets_.get(), connection = &options_.connection](
+                           UniqueFd socket, ConnectionControl& control) {
     ServeFerryConnection(std::move(socket), *tickets, *connection, control);
   };
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark.address.empty()) {
-    FERRY_ASSIGN_OR_RETURN(
-        server->spark_, SparkFrontDoor::Open(server->options_.spark, server->store_.get(), clock));
-    server->options_.spark.executors.dir_roots = server->spark_->roots();
-    FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door,
-                           server->spark_->Listener(&server->options_.connection));
+    FERRY_ASSIGN_OR_RETURN(spark_, SparkFrontDoor::Open(options_.spark, store_.get(), clock));
+    options_.spark.executors.dir_roots = spark_->roots();
+    FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door, spark_->Listener(&options_.connection));
     listeners.push_back(std::move(spark_door));
   }
-  FERRY_ASSIGN_OR_RETURN(
-      server->data_,
-      DataServer::Start(server->options_.data, std::move(listeners), server->disks_.get()));
+  FERRY_ASSIGN_OR_RETURN(data_,
+                         DataServer::Start(options_.data, std::move(listeners), disks_.get()));
+  return absl::OkStatus();
+}
 
+absl::Status FerryServer::StartControlPlane() {
+  const FerryServerOptions& options = options_;
+  FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
   ControlServiceOptions control = options.control;
   control.data_host = data_address.host;
-  control.data_port = server->data_->port();
+  control.data_port = data_->port();
   if (!options.advertise_data_address.empty()) {
     absl::StatusOr<HostPort> advertised = ParseHostPort(options.advertise_data_address);
     if (!advertised.ok() || advertised->port == 0) {
-      server->data_->Stop();
+      data_->Stop();
       return absl::InvalidArgumentError(absl::StrCat(
           "advertised data address '", options.advertise_data_address, "' is not host:port"));
     }
@@ -218,22 +227,19 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   control.copy_buffer_bytes = options.connection.copy_buffer_bytes;
   control.io_engine = AbslUnparseFlag(options.connection.engine);
   control.pipe_bytes = options.data.pipe_bytes;
-  control.spark_port = server->spark_ != nullptr ? server->data_->port(1) : 0;
-  server->options_.control = control;
-  server->service_ =
-      std::make_unique<ControlService>(control, server->store_.get(), server->tickets_.get(),
-                                       server->spark_.get(), server->disks_.get());
+  control.spark_port = spark_ != nullptr ? data_->port(1) : 0;
+  options_.control = control;
+  service_ = std::make_unique<ControlService>(control, store_.get(), tickets_.get(), spark_.get(),
+                                              disks_.get());
 
   if (!options.metrics_address.empty()) {
     // civetweb does not say why it cannot listen.
     if (absl::Status can = CheckCanListen(options.metrics_address); !can.ok()) {
       return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
     }
-    FERRY_ASSIGN_OR_RETURN(server->metrics_,
-                           MetricsExporter::Start(options.metrics_address, [s = server.get()] {
-                             return s->CollectMetrics();
-                           }));
-    server->service_->set_metrics_port(server->metrics_->port());
+    FERRY_ASSIGN_OR_RETURN(metrics_, MetricsExporter::Start(options.metrics_address,
+                                                            [this] { return CollectMetrics(); }));
+    service_->set_metrics_port(metrics_->port());
   }
 
   // gRPC's standard health service (SERVING until a drain begins) and server reflection,
@@ -261,15 +267,14 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   builder.SetMaxSendMessageSize(kMaxControlMessageBytes);
   // A control-plane client that goes quiet gives its descriptor back.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
-  builder.RegisterService(server->service_.get());
-  server->grpc_ = builder.BuildAndStart();
-  if (server->grpc_ == nullptr || selected_port == 0) {
+  builder.RegisterService(service_.get());
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || selected_port == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--control-address: cannot serve the control plane on ", options.control_address));
   }
-  server->control_port_ = static_cast<uint16_t>(selected_port);
-  server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
-  return server;
+  control_port_ = static_cast<uint16_t>(selected_port);
+  return absl::OkStatus();
 }
 
 std::vector<MetricFamilySamples> FerryServer::CollectMetrics() const {

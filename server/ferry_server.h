@@ -148,6 +148,10 @@ class FerryServer {
 
   // Lets go of expired streams and stale cached files every sweep_interval.
   void Sweep();
+  // Start()'s parts, in order: the data plane's listeners (Ferry's, the Spark front
+  // door's) and threads; the control plane (gRPC) and the metrics.
+  absl::Status StartDataPlane(const Clock& clock);
+  absl::Status StartControlPlane();
 
   FerryServerOptions options_;
   DescriptorPlan descriptors_;

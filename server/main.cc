@@ -177,6 +177,64 @@ std::string WithOrigin(absl::string_view message) {
   return origin.empty() ? std::string(message) : absl::StrCat(origin, ": ", message);
 }
 
+// The start-up log's lines on what the server holds: threads, the Spark front door,
+// the descriptor plan, the limits as served.
+void LogLimits(const ferry::FerryServer& server, const ferry::FerryServerOptions& options) {
+  LOG(INFO) << "ferry_server: data plane: " << options.data.threads << " threads, mode "
+            << AbslUnparseFlag(options.connection.mode) << ", io engine "
+            << AbslUnparseFlag(options.connection.engine);
+  if (const ferry::SparkFrontDoor* spark = server.spark_door()) {
+    LOG(INFO) << "ferry_server: " << spark->Describe();
+  }
+  const ferry::DescriptorPlan& fds = server.descriptors();
+  LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
+            << " reserved, up to " << fds.max_data_files << " data files ("
+            << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
+            << options.data.max_connections_per_client << " per client)"
+            << (fds.spark_units > 0
+                    ? absl::StrCat(", ", fds.spark_units, " ",
+                                   ferry::SparkFrontDoor::DescriptorsOf(options.spark).what)
+                    : "");
+  if (fds.clamped_a_setting) {
+    LOG(WARNING) << "ferry_server: " << fds.clamped;
+  } else if (!fds.clamped.empty()) {
+    LOG(INFO) << "ferry_server: " << fds.clamped;
+  }
+  const ferry::FerryServerOptions& served = server.options();
+  LOG(INFO) << "ferry_server: limits: " << served.data.max_connections << " connections ("
+            << served.data.max_connections_per_client << " per client), "
+            << served.tickets.max_streams << " streams (" << served.tickets.max_streams_per_client
+            << " per client), " << served.tickets.max_blocks << " stream blocks, "
+            << served.store.max_cached_map_outputs << " cached map outputs; first request within "
+            << absl::FormatDuration(served.connection.first_request_timeout) << ", idle "
+            << absl::FormatDuration(served.connection.idle_timeout) << ", io "
+            << absl::FormatDuration(served.connection.io_timeout) << ", ticket ttl "
+            << absl::FormatDuration(served.control.ticket_ttl);
+}
+
+// How the server stopped: what the drain did, and the streams left open.
+void LogStopped(ferry::FerryServer& server, absl::Duration drain,
+                const ferry::DataServer::DrainReport& drained) {
+  // Streams reducers opened and have not closed: they fetch what is left elsewhere (or
+  // here, after a restart).
+  const size_t streams = server.tickets().size();
+  const std::string summary =
+      drain <= absl::ZeroDuration()
+          ? absl::StrCat("without a drain (--drain-timeout=0): every connection cut at once; ",
+                         streams, " streams open")
+          : absl::StrCat("drained in ",
+                         absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1))),
+                         ": ", drained.idle, " idle connections closed, ", drained.finished,
+                         " finished the requests they had received, ", drained.cut,
+                         " cut at --drain-timeout=", absl::FormatDuration(drain), "; ", streams,
+                         " streams open");
+  if (drained.cut > 0) {
+    LOG(WARNING) << "ferry_server: stopped, " << summary;
+  } else {
+    Announce(absl::StrCat("ferry_server: stopped, ", summary));
+  }
+}
+
 int Main() {
   ferry::FerryServerOptions options;
   // Every limit follows one rule: a value outside its range is refused with an error
@@ -229,36 +287,7 @@ int Main() {
                     Where(options.metrics_address, (*server)->metrics_port()), "/metrics");
   }
   Announce(serving);
-  LOG(INFO) << "ferry_server: data plane: " << options.data.threads << " threads, mode "
-            << AbslUnparseFlag(options.connection.mode) << ", io engine "
-            << AbslUnparseFlag(options.connection.engine);
-  if (const ferry::SparkFrontDoor* spark = (*server)->spark_door()) {
-    LOG(INFO) << "ferry_server: " << spark->Describe();
-  }
-  const ferry::DescriptorPlan& fds = (*server)->descriptors();
-  LOG(INFO) << "ferry_server: " << fds.limit << " descriptors: " << fds.reserve
-            << " reserved, up to " << fds.max_data_files << " data files ("
-            << fds.max_cached_map_outputs << " cached), " << fds.max_connections << " connections ("
-            << options.data.max_connections_per_client << " per client)"
-            << (fds.spark_units > 0
-                    ? absl::StrCat(", ", fds.spark_units, " ",
-                                   ferry::SparkFrontDoor::DescriptorsOf(options.spark).what)
-                    : "");
-  if (fds.clamped_a_setting) {
-    LOG(WARNING) << "ferry_server: " << fds.clamped;
-  } else if (!fds.clamped.empty()) {
-    LOG(INFO) << "ferry_server: " << fds.clamped;
-  }
-  const ferry::FerryServerOptions& served = (*server)->options();
-  LOG(INFO) << "ferry_server: limits: " << served.data.max_connections << " connections ("
-            << served.data.max_connections_per_client << " per client), "
-            << served.tickets.max_streams << " streams (" << served.tickets.max_streams_per_client
-            << " per client), " << served.tickets.max_blocks << " stream blocks, "
-            << served.store.max_cached_map_outputs << " cached map outputs; first request within "
-            << absl::FormatDuration(served.connection.first_request_timeout) << ", idle "
-            << absl::FormatDuration(served.connection.idle_timeout) << ", io "
-            << absl::FormatDuration(served.connection.io_timeout) << ", ticket ttl "
-            << absl::FormatDuration(served.control.ticket_ttl);
+  LogLimits(**server, options);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
     const absl::Status written = ferry::ReplaceFile(
         path,
@@ -287,24 +316,7 @@ int Main() {
   systemd->Tell("STOPPING=1\nSTATUS=draining");
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
-  // Streams reducers opened and have not closed: they fetch what is left elsewhere (or
-  // here, after a restart).
-  const size_t streams = (*server)->tickets().size();
-  const std::string summary =
-      drain <= absl::ZeroDuration()
-          ? absl::StrCat("without a drain (--drain-timeout=0): every connection cut at once; ",
-                         streams, " streams open")
-          : absl::StrCat("drained in ",
-                         absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1))),
-                         ": ", drained.idle, " idle connections closed, ", drained.finished,
-                         " finished the requests they had received, ", drained.cut,
-                         " cut at --drain-timeout=", absl::FormatDuration(drain), "; ", streams,
-                         " streams open");
-  if (drained.cut > 0) {
-    LOG(WARNING) << "ferry_server: stopped, " << summary;
-  } else {
-    Announce(absl::StrCat("ferry_server: stopped, ", summary));
-  }
+  LogStopped(**server, drain, drained);
   return 0;
 }
 

@@ -468,6 +468,52 @@ std::string BlockTransferTypeName(uint8_t type) {
   return absl::StrCat("type ", type);
 }
 
+namespace {
+
+// A FetchShuffleBlocks after its type byte: a list of reduce ids per map id.
+absl::StatusOr<FetchShuffleBlocks> DecodeFetchShuffleBlocks(WireReader& r,
+                                                            const std::string& name) {
+  FetchShuffleBlocks m;
+  r.String(&m.app_id, "appId");
+  r.String(&m.exec_id, "execId");
+  r.I32(&m.shuffle_id, "shuffleId");
+  r.LongArray(&m.map_ids, "mapIds");
+  int32_t count = 0;
+  if (r.Count(&count, 4, "reduceIds")) m.reduce_ids.resize(static_cast<size_t>(count));
+  for (std::vector<int32_t>& ids : m.reduce_ids) r.IntArray(&ids, "reduceIds");
+  r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
+  FERRY_RETURN_IF_ERROR(r.Finish(name));
+  if (m.reduce_ids.size() != m.map_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ", m.map_ids.size(),
+                                                   " map ids but ", m.reduce_ids.size(),
+                                                   " lists of reduce ids"));
+  }
+  return m;
+}
+
+// A FetchShuffleBlockChunks after its type byte: a list of chunk ids per reduce id.
+absl::StatusOr<FetchShuffleBlockChunks> DecodeFetchShuffleBlockChunks(WireReader& r,
+                                                                      const std::string& name) {
+  FetchShuffleBlockChunks m;
+  r.String(&m.app_id, "appId");
+  r.String(&m.exec_id, "execId");
+  r.I32(&m.shuffle_id, "shuffleId");
+  r.I32(&m.shuffle_merge_id, "shuffleMergeId");
+  r.IntArray(&m.reduce_ids, "reduceIds");
+  int32_t count = 0;
+  if (r.Count(&count, 4, "chunkIds")) m.chunk_ids.resize(static_cast<size_t>(count));
+  for (std::vector<int32_t>& ids : m.chunk_ids) r.IntArray(&ids, "chunkIds");
+  FERRY_RETURN_IF_ERROR(r.Finish(name));
+  if (m.chunk_ids.size() != m.reduce_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ", m.reduce_ids.size(),
+                                                   " reduce ids but ", m.chunk_ids.size(),
+                                                   " lists of chunk ids"));
+  }
+  return m;
+}
+
+}  // namespace
+
 absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
   WireReader r(body);
   uint8_t type = 0;
@@ -496,24 +542,8 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       FERRY_RETURN_IF_ERROR(r.Finish(name));
       return m;
     }
-    case BlockTransferType::kFetchShuffleBlocks: {
-      FetchShuffleBlocks m;
-      r.String(&m.app_id, "appId");
-      r.String(&m.exec_id, "execId");
-      r.I32(&m.shuffle_id, "shuffleId");
-      r.LongArray(&m.map_ids, "mapIds");
-      int32_t count = 0;
-      if (r.Count(&count, 4, "reduceIds")) m.reduce_ids.resize(static_cast<size_t>(count));
-      for (std::vector<int32_t>& ids : m.reduce_ids) r.IntArray(&ids, "reduceIds");
-      r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
-      FERRY_RETURN_IF_ERROR(r.Finish(name));
-      if (m.reduce_ids.size() != m.map_ids.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ", m.map_ids.size(),
-                                                       " map ids but ", m.reduce_ids.size(),
-                                                       " lists of reduce ids"));
-      }
-      return m;
-    }
+    case BlockTransferType::kFetchShuffleBlocks:
+      return DecodeFetchShuffleBlocks(r, name);
     case BlockTransferType::kGetLocalDirsForExecutors: {
       GetLocalDirsForExecutors m;
       r.String(&m.app_id, "appId");
@@ -547,24 +577,8 @@ absl::StatusOr<ShuffleRpc> DecodeShuffleRpc(absl::string_view body) {
       }
       return m;
     }
-    case BlockTransferType::kFetchShuffleBlockChunks: {
-      FetchShuffleBlockChunks m;
-      r.String(&m.app_id, "appId");
-      r.String(&m.exec_id, "execId");
-      r.I32(&m.shuffle_id, "shuffleId");
-      r.I32(&m.shuffle_merge_id, "shuffleMergeId");
-      r.IntArray(&m.reduce_ids, "reduceIds");
-      int32_t count = 0;
-      if (r.Count(&count, 4, "chunkIds")) m.chunk_ids.resize(static_cast<size_t>(count));
-      for (std::vector<int32_t>& ids : m.chunk_ids) r.IntArray(&ids, "chunkIds");
-      FERRY_RETURN_IF_ERROR(r.Finish(name));
-      if (m.chunk_ids.size() != m.reduce_ids.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ",
-                                                       m.reduce_ids.size(), " reduce ids but ",
-                                                       m.chunk_ids.size(), " lists of chunk ids"));
-      }
-      return m;
-    }
+    case BlockTransferType::kFetchShuffleBlockChunks:
+      return DecodeFetchShuffleBlockChunks(r, name);
     default:
       return UnsupportedRpc{type};
   }

@@ -171,6 +171,56 @@ uint64_t SegmentSender::ReadAhead(uint64_t pos, uint64_t rest) {
   return rest;
 }
 
+absl::StatusOr<size_t> SegmentSender::Moved(const SocketIo::SpliceStep& step, const DataFile& data,
+                                            bool more_after, uint64_t length,
+                                            absl::Time out_deadline, absl::Time progress_deadline,
+                                            absl::FunctionRef<std::string()> name, bool* stalled) {
+  const ssize_t in_res = step.in;
+  if (in_res < 0) {
+    pipe_.Close();
+    return FileReadError(static_cast<int>(-in_res),
+                         absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
+  }
+  if (step.out < 0 && !ShortOfRoom(step.out)) {
+    pipe_.Close();
+    return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
+  }
+  if (in_res == 0) {
+    pipe_.Close();
+    return absl::DataLossError(
+        absl::StrCat(name(), ": ", data.path, " ended early (truncated while being served)"));
+  }
+  size_t moved = static_cast<size_t>(std::max<ssize_t>(step.out, 0));
+  if (moved < static_cast<size_t>(in_res) && step.out != -ETIMEDOUT) {
+    const size_t rest = static_cast<size_t>(in_res) - moved;
+    const bool more = more_after || static_cast<uint64_t>(in_res) < length;
+    const ssize_t drained = io_.DrainPipe(*pipe_, socket_, rest, more, out_deadline);
+    if (drained < 0 && !ShortOfRoom(drained)) {
+      pipe_.Close();
+      return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
+    }
+    if (drained == static_cast<ssize_t>(rest)) moved = static_cast<size_t>(in_res);
+  }
+  if (moved < static_cast<size_t>(in_res)) {
+    // What the pipe still holds is what the socket did not take.
+    const int left = pipe_->BufferedBytes();
+    if (left < 0 || left > in_res) {
+      pipe_.Close();
+      return PeerError(left < 0 ? left : -EPROTO, absl::StrCat("splice ", name(), " to the peer"));
+    }
+    moved = static_cast<size_t>(in_res - left);
+    if (left > 0) {
+      pipe_.Close();
+      pipes_.CountStall();
+      *stalled = true;
+      if (moved == 0 && absl::Now() >= progress_deadline) {
+        return PeerError(-ETIMEDOUT, absl::StrCat("send ", name(), " to the peer"));
+      }
+    }
+  }
+  return moved;
+}
+
 absl::Status SegmentSender::SpliceFile(Header& header,
                                        const std::shared_ptr<const DataFile>& shared, uint64_t pos,
                                        uint64_t length, absl::FunctionRef<std::string()> name) {
@@ -246,50 +296,9 @@ absl::Status SegmentSender::SpliceFile(Header& header,
         }
       }
     }
-    const ssize_t in_res = step.in;
-    if (in_res < 0) {
-      pipe_.Close();
-      return FileReadError(static_cast<int>(-in_res),
-                           absl::StrCat("splice ", data.path, " for ", name(), " into the pipe"));
-    }
-    if (step.out < 0 && !ShortOfRoom(step.out)) {
-      pipe_.Close();
-      return PeerError(step.out, absl::StrCat("splice ", name(), " to the peer"));
-    }
-    if (in_res == 0) {
-      pipe_.Close();
-      return absl::DataLossError(
-          absl::StrCat(name(), ": ", data.path, " ended early (truncated while being served)"));
-    }
-    size_t moved = static_cast<size_t>(std::max<ssize_t>(step.out, 0));
-    if (moved < static_cast<size_t>(in_res) && step.out != -ETIMEDOUT) {
-      const size_t rest = static_cast<size_t>(in_res) - moved;
-      const bool more = !last || static_cast<uint64_t>(in_res) < length;
-      const ssize_t drained = io_.DrainPipe(*pipe_, socket_, rest, more, out_deadline);
-      if (drained < 0 && !ShortOfRoom(drained)) {
-        pipe_.Close();
-        return PeerError(drained, absl::StrCat("splice ", name(), " to the peer"));
-      }
-      if (drained == static_cast<ssize_t>(rest)) moved = static_cast<size_t>(in_res);
-    }
-    if (moved < static_cast<size_t>(in_res)) {
-      // What the pipe still holds is what the socket did not take.
-      const int left = pipe_->BufferedBytes();
-      if (left < 0 || left > in_res) {
-        pipe_.Close();
-        return PeerError(left < 0 ? left : -EPROTO,
-                         absl::StrCat("splice ", name(), " to the peer"));
-      }
-      moved = static_cast<size_t>(in_res - left);
-      if (left > 0) {
-        pipe_.Close();
-        pipes_.CountStall();
-        stalled = true;
-        if (moved == 0 && absl::Now() >= progress_deadline) {
-          return PeerError(-ETIMEDOUT, absl::StrCat("send ", name(), " to the peer"));
-        }
-      }
-    }
+    FERRY_ASSIGN_OR_RETURN(const size_t moved,
+                           Moved(step, data, /*more_after=*/!last, length, out_deadline,
+                                 progress_deadline, name, &stalled));
     if (moved > 0) progress_deadline = IoDeadline();
     pos += moved;
     length -= moved;

@@ -148,6 +148,14 @@ class SegmentSender {
   };
   // Sends `header` unless it went already; `more` when payload follows it.
   absl::Status SendHeader(Header& header, bool more, absl::FunctionRef<std::string()> name);
+  // After a splice step of `data` (`length` bytes of the segment left, more after the
+  // chunk when `more_after`): the bytes the socket took, draining what the pipe holds
+  // until `out_deadline`; a pipe the socket stalled on is closed and *stalled set. An
+  // error names the file or the peer.
+  absl::StatusOr<size_t> Moved(const SocketIo::SpliceStep& step, const DataFile& data,
+                               bool more_after, uint64_t length, absl::Time out_deadline,
+                               absl::Time progress_deadline, absl::FunctionRef<std::string()> name,
+                               bool* stalled);
   absl::Status SpliceFile(Header& header, const std::shared_ptr<const DataFile>& file, uint64_t pos,
                           uint64_t length, absl::FunctionRef<std::string()> name);
   // Through `buffer` of `buffer_bytes`.

@@ -283,12 +283,22 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
     rest.remove_prefix(4 + static_cast<size_t>(length));
     loaded.good_bytes = bytes.size() - rest.size();
   }
+  InsertReplayed(path, replayed);
+  return loaded;
+}
+
+void ExecutorRegistry::InsertReplayed(
+    const std::string& path, std::map<Key, std::pair<size_t, spark::RegisterExecutor>>& replayed) {
   std::vector<std::pair<size_t, spark::RegisterExecutor>*> in_order;
   for (auto& [key, entry] : replayed) in_order.push_back(&entry);
   std::sort(in_order.begin(), in_order.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
   absl::MutexLock write(&write_mu_);
   absl::MutexLock lock(&mu_);
+  // Registrations dropped: the first few logged, then counted (a file's lines are not a
+  // log line each).
+  constexpr size_t kDroppedLogged = 3;
+  size_t dropped = 0;
   for (const auto* entry : in_order) {
     const spark::RegisterExecutor& registration = entry->second;
     // Validated again: the dirs may have been deleted (the app ended while the server
@@ -299,14 +309,19 @@ absl::StatusOr<ExecutorRegistry::Loaded> ExecutorRegistry::Load(const std::strin
         valid.ok() ? CheckClaimsLocked(registration.app_id, registration.info.local_dirs)
                    : valid.status();
     if (!claimed.ok()) {
-      LOG(WARNING) << path << ": dropping the registration of executor " << registration.exec_id
-                   << " of app " << registration.app_id << ": " << LogEscaped(claimed.message());
+      if (++dropped <= kDroppedLogged) {
+        LOG(WARNING) << path << ": dropping the registration of executor "
+                     << LogEscaped(registration.exec_id) << " of app "
+                     << LogEscaped(registration.app_id) << ": " << LogEscaped(claimed.message());
+      }
       continue;
     }
     bytes_ += valid->record_bytes;
     InsertLocked({registration.app_id, registration.exec_id}, *std::move(valid));
   }
-  return loaded;
+  if (dropped > kDroppedLogged) {
+    LOG(WARNING) << path << ": dropped " << dropped - kDroppedLogged << " more registrations";
+  }
 }
 
 void ExecutorRegistry::OpenJournalLocked(const std::string& path, const Loaded& loaded) {

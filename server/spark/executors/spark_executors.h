@@ -205,6 +205,10 @@ class ExecutorRegistry {
   // Reads the state file and puts what validates in executors_ (before any other thread
   // can see the registry).
   absl::StatusOr<Loaded> Load(const std::string& path);
+  // Puts the registrations a replay kept in the registry, in the order of their records
+  // (where claims on dirs are settled), each validated again.
+  void InsertReplayed(const std::string& path,
+                      std::map<Key, std::pair<size_t, spark::RegisterExecutor>>& replayed);
   // Readies the journal after Load(): cuts a torn tail, sets a damaged file aside, and
   // compacts when that is worth it; none of it needs to succeed for the registry to
   // serve.
