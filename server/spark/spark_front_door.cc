@@ -217,9 +217,9 @@ absl::StatusOr<SparkApps::Removal> SparkFrontDoor::RemoveApp(absl::string_view a
                                                              bool delete_local_dirs) {
   FERRY_ASSIGN_OR_RETURN(ExecutorRegistry::Removal removed,
                          executors_->Remove(app_id, exec_id, delete_local_dirs));
-  // An executor's cached map outputs; the application's went with its last executor
-  // (ApplicationGone).
-  if (!exec_id.empty()) store_->DropSpark(app_id, exec_id);
+  // Its cached map outputs (an application's also went with its last registration:
+  // ApplicationGone).
+  store_->DropSpark(app_id, exec_id);
   return Removal{removed.executors, removed.dirs_deleted, std::move(removed.errors),
                  std::move(removed.kept)};
 }
