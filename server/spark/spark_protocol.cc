@@ -31,21 +31,25 @@ std::string SparkName(const BlockId& id) {
 class SparkProtocol {
  public:
   SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets, bool tls)
-      : core_(core), service_(service) {
-    if (secrets.required()) {
-      auth_.emplace(secrets, tls, kMaxSparkRequestFrameBytes,
-                    [&secrets, &service](const std::string& app_id) -> absl::StatusOr<Secret> {
-                      // A file's read runs on a blocking worker.
-                      if (!secrets.reads_files()) return secrets.SecretOf(app_id);
-                      return service.RunBlocking<Secret>(
-                          [&secrets, app_id]() { return secrets.SecretOf(app_id); });
-                    });
-    }
-  }
+      : core_(core), service_(service), auth_(AuthOf(service, secrets, tls)) {}
 
   void Serve();
 
  private:
+  // spark.authenticate's layer when the front door requires it (constructed in place:
+  // an emplace into the member reads, to GCC, a string it may not have initialized).
+  static std::optional<SparkAuthenticator> AuthOf(SparkShuffleService& service,
+                                                  SparkSecrets& secrets, bool tls) {
+    if (!secrets.required()) return std::nullopt;
+    return std::optional<SparkAuthenticator>(
+        std::in_place, secrets, tls, kMaxSparkRequestFrameBytes,
+        [&secrets, &service](const std::string& app_id) -> absl::StatusOr<Secret> {
+          // A file's read runs on a blocking worker.
+          if (!secrets.reads_files()) return secrets.SecretOf(app_id);
+          return service.RunBlocking<Secret>(
+              [&secrets, app_id]() { return secrets.SecretOf(app_id); });
+        });
+  }
   struct OpenStream {
     SparkStream stream;
     int32_t next_chunk = 0;
@@ -121,10 +125,11 @@ void SparkProtocol::Serve() {
   // the idle timeout, and a stopping scheduler cancels the wait.
   for (;;) {
     absl::string_view frame;
-    if (!core_.NextFrame(framing, &frame)) return;
+    if (!core_.NextFrame(framing, &frame)) break;
     frame.remove_prefix(spark::kFrameLengthBytes);
-    if (!Handle(frame)) return;
+    if (!Handle(frame)) break;
   }
+  core_.PushHeld();  // answers held for a push that never came
 }
 
 void SparkProtocol::CloseExpired(absl::Time now) {
@@ -519,7 +524,6 @@ void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service, SparkSe
     if (layer == nullptr || !core.Secure(std::move(layer))) return;
   }
   SparkProtocol(core, service, secrets, tls != nullptr).Serve();
-  core.PushHeld();  // answers held for a push that never came
 }
 
 }  // namespace ferry
