@@ -414,10 +414,16 @@ bool SparkProtocol::OnRpc(int64_t id, const spark::FetchShuffleBlockChunks& m) {
 }
 
 bool SparkProtocol::OnRpc(int64_t id, const spark::UnsupportedRpc& m) {
-  return Reply(id, absl::UnimplementedError(absl::StrCat(
-                       "Unexpected message: ", spark::BlockTransferTypeName(m.type),
-                       " (this shuffle service serves fetches only: no push-based shuffle "
-                       "merges, block uploads or Mesos messages)")));
+  const bool push =
+      m.type == static_cast<uint8_t>(spark::BlockTransferType::kFinalizeShuffleMerge) ||
+      m.type == static_cast<uint8_t>(spark::BlockTransferType::kRemoveShuffleMerge) ||
+      m.type == static_cast<uint8_t>(spark::BlockTransferType::kFetchShuffleBlockChunks);
+  return Reply(id,
+               absl::UnimplementedError(absl::StrCat(
+                   "Unexpected message: ", spark::BlockTransferTypeName(m.type),
+                   push ? " (push-based shuffle is not served here: ferry_server "
+                          "--spark-push-merge)"
+                        : " (this shuffle service serves no block uploads or Mesos messages)")));
 }
 
 bool SparkProtocol::Reply(int64_t request_id, const absl::StatusOr<std::string>& body, bool hold) {

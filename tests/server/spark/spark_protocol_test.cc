@@ -295,7 +295,8 @@ TEST_F(SparkProtocolTest, UnsupportedAndMalformedRpcsGetRpcFailuresAndTheConnect
   // disagree, and an rdd block.
   const std::pair<std::string, std::string> cases[] = {
       {std::string("\xFB\x00\x00\x00\x01x", 6), "spark.authenticate is not enabled"},
-      {sw::EncodeFinalizeShuffleMerge({kApp, 0, 3, 0}), "Unexpected message"},
+      {sw::EncodeFinalizeShuffleMerge({kApp, 0, 3, 0}),
+       "not served here: ferry_server --spark-push-merge"},
       {std::string("\x63", 1), "Unexpected message"},
       {Fetch(1000, {0}).substr(0, 12), "FetchShuffleBlocks"},
       {sw::EncodeFetchShuffleBlocks({kApp, kExec, 3, {1000, 1007}, {{0}}, false}),
