@@ -365,9 +365,10 @@ void PushMerger::AppendState(const std::string& records) {
     state_lines_ = live;
     state_fd_ =
         UniqueFd(::open(options_.state_file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW));
-    if (!state_fd_.valid()) {
-      written = absl::ErrnoToStatus(errno, absl::StrCat("open ", options_.state_file));
-    }
+    // Whole again (a failed append's records are in it): only a failed open is news.
+    written = state_fd_.valid()
+                  ? absl::OkStatus()
+                  : absl::ErrnoToStatus(errno, absl::StrCat("open ", options_.state_file));
   }
   uint64_t held_back = 0;
   if (!written.ok() && state_log_.Take(absl::Now(), &held_back)) {
@@ -740,7 +741,9 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
     // What the merge keeps once finalized: the reduce ids that hold blocks, as Spark's
     // resolver keeps them, unless the merge went meanwhile (its partitions went with it).
     auto app = apps_.find(request.app_id);
-    if (app != apps_.end()) {
+    if (app == apps_.end()) {
+      empty.clear();  // deleted with the application
+    } else {
       auto shuffle = app->second.shuffles.find(request.shuffle_id);
       if (shuffle != app->second.shuffles.end() &&
           shuffle->second.merge_id == request.shuffle_merge_id && shuffle->second.finalized &&
