@@ -191,7 +191,8 @@ void FetchEveryWay(const std::string& address, const SparkFetchOptions& plain = 
   std::vector<std::string> paths;
   for (size_t i = 0; i < blocks.size(); ++i) paths.push_back(absl::StrCat(out.path(), "/", i));
   FilesSink files(paths);
-  ASSERT_TRUE(client.Fetch(address, kApp, kExec, blocks, files, plain).ok());
+  const absl::Status into_files = client.Fetch(address, kApp, kExec, blocks, files, plain).status();
+  ASSERT_TRUE(into_files.ok()) << address << ": " << into_files;
   for (size_t i = 0; i < blocks.size(); ++i) {
     std::ifstream in(paths[i], std::ios::binary);
     const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
