@@ -10,15 +10,22 @@
 
 namespace ferry {
 
+absl::Status WriteFully(int fd, absl::string_view bytes, absl::string_view what) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, what);
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReplaceFile(const std::string& path, absl::string_view bytes, mode_t mode) {
   const std::string temp = absl::StrCat(path, ".tmp");
   UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("create ", temp));
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd.get(), bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("write ", temp));
-    bytes.remove_prefix(static_cast<size_t>(n));
+  if (absl::Status s = WriteFully(fd.get(), bytes, absl::StrCat("write ", temp)); !s.ok()) {
+    return s;
   }
   if (::fsync(fd.get()) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", temp));
   fd.Reset();

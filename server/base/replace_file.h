@@ -15,6 +15,10 @@ namespace ferry {
 
 absl::Status ReplaceFile(const std::string& path, absl::string_view bytes, mode_t mode);
 
+// Writes all of `bytes` to `fd` (at its position; with O_APPEND, at its end), across
+// short writes and EINTR; an error names `what` ("append to <path>").
+absl::Status WriteFully(int fd, absl::string_view bytes, absl::string_view what);
+
 }  // namespace ferry
 
 #endif  // FERRY_SERVER_BASE_REPLACE_FILE_H_

@@ -68,6 +68,19 @@ class SparkAttackTest : public ::testing::Test {
   }
 
   void Start() { server_ = testing::StartServer(options_); }
+  // A YARN hand-off dir (--spark-yarn-dir) as Ferry's aux service lays it out, and an
+  // application's service data handed over in it, written whole by rename.
+  void MakeHandOffDir() {
+    for (const char* sub : {"/apps", "/stopped"}) {
+      ASSERT_EQ(::mkdir((handoff_.path() + sub).c_str(), 0750), 0);
+    }
+  }
+  void HandOver(const std::string& app, const std::string& data) {
+    const std::string path = handoff_.path() + "/apps/" + app;
+    std::ofstream(path + ".tmp") << data;
+    ASSERT_EQ(::chmod((path + ".tmp").c_str(), 0640), 0);
+    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  }
   uint16_t port() const { return server_->spark_port(); }
 
   static std::string Registration(const std::string& app, const std::string& exec,
@@ -90,6 +103,7 @@ class SparkAttackTest : public ::testing::Test {
   testing::TempDir data_dir_;
   std::vector<std::string> dirs_;
   testing::TempDir state_;
+  testing::TempDir handoff_;
   FerryServerOptions options_;
   testing::FakeClock clock_;  // the server's, where a case sets options_.clock
   std::unique_ptr<FerryServer> server_;
@@ -522,25 +536,16 @@ TEST_F(SparkAttackTest, RegistrationsAreBoundedAsDecodedAndForgottenWhenTheirDir
 // clients, cost little, and another
 // application's handshakes go through meanwhile.
 TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
-  testing::TempDir handoff;
-  for (const char* sub : {"/apps", "/stopped"}) {
-    ASSERT_EQ(::mkdir((handoff.path() + sub).c_str(), 0750), 0);
-  }
-  const auto hand_over = [&](const std::string& app, const std::string& data) {
-    const std::string path = handoff.path() + "/apps/" + app;
-    std::ofstream(path + ".tmp") << data;
-    ASSERT_EQ(::chmod((path + ".tmp").c_str(), 0640), 0);
-    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
-  };
+  ASSERT_NO_FATAL_FAILURE(MakeHandOffDir());
   const std::string deep =
       absl::StrCat(R"({"x":)", std::string(30000, '['), std::string(30000, ']'), "}");
-  hand_over("application_1_0666", deep);
+  HandOver("application_1_0666", deep);
   // And the largest flat payload: 11.8 ms of CPU per first message, parsed each time.
   std::string flat = R"({"secret":"s","pad":")";
   flat += std::string(YarnApps::kMaxServiceDataBytes - flat.size() - 2, 'x') + R"("})";
-  hand_over("application_1_0667", flat);
-  hand_over("application_1_0001", R"({"secret":"the victim's secret"})");
-  options_.spark.yarn.dir = handoff.path();
+  HandOver("application_1_0667", flat);
+  HandOver("application_1_0001", R"({"secret":"the victim's secret"})");
+  options_.spark.yarn.dir = handoff_.path();
   options_.spark.auth.yarn = true;
   options_.data.threads = 1;  // the attackers' and the victim's connections share it
   Start();
@@ -597,22 +602,13 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
 // secret nor its bytes. Now it is read as Spark's service (Jackson, 1000 deep) reads
 // it: the inner secret; deeper, the whole bytes, with a warning.
 TEST_F(SparkAttackTest, DeepServiceDataAuthenticatesAsSparksServiceReadsIt) {
-  testing::TempDir handoff;
-  for (const char* sub : {"/apps", "/stopped"}) {
-    ASSERT_EQ(::mkdir((handoff.path() + sub).c_str(), 0750), 0);
-  }
-  const auto hand_over = [&](const std::string& app, const std::string& data) {
-    const std::string path = handoff.path() + "/apps/" + app;
-    std::ofstream(path + ".tmp") << data;
-    ASSERT_EQ(::chmod((path + ".tmp").c_str(), 0640), 0);
-    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
-  };
-  hand_over("application_1_0033", absl::StrCat(R"({"secret":"d33","a":)", std::string(32, '['),
-                                               std::string(32, ']'), "}"));
+  ASSERT_NO_FATAL_FAILURE(MakeHandOffDir());
+  HandOver("application_1_0033", absl::StrCat(R"({"secret":"d33","a":)", std::string(32, '['),
+                                              std::string(32, ']'), "}"));
   const std::string too_deep = absl::StrCat(R"({"secret":"d1001","a":)", std::string(1000, '['),
                                             std::string(1000, ']'), "}");
-  hand_over("application_1_1001", too_deep);
-  options_.spark.yarn.dir = handoff.path();
+  HandOver("application_1_1001", too_deep);
+  options_.spark.yarn.dir = handoff_.path();
   options_.spark.auth.yarn = true;
   Start();
   SparkClient d33(port());

@@ -203,20 +203,28 @@ TEST(MainTest, AnAddressThatCannotBeListenedOnIsOneLine) {
   EXPECT_EQ(std::count(nowhere.output.begin(), nowhere.output.end(), '\n'), 1) << nowhere.output;
 }
 
+// A datagram socket bound at the abstract address `name` ('@name' in $NOTIFY_SOCKET: no
+// path, nothing left behind), as systemd's notify socket is; *addr and *length its
+// address.
+UniqueFd NotifySocket(const std::string& name, sockaddr_un* addr, socklen_t* length) {
+  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  *addr = sockaddr_un{};
+  addr->sun_family = AF_UNIX;
+  std::copy(name.begin(), name.end(), addr->sun_path + 1);
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  EXPECT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(addr), *length), 0);
+  return notify;
+}
+
 // systemd's Type=notify: READY=1 (with the serving line as STATUS) once every plane
 // listens, STOPPING=1 when a drain begins; sent to the datagram socket $NOTIFY_SOCKET
 // names, as systemd passes it.
 TEST(MainTest, TellsSystemdWhenItIsReadyAndWhenItStops) {
   testing::TempDir dir;
-  // An abstract socket ('@' in $NOTIFY_SOCKET): no path, and nothing left behind.
   const std::string name = absl::StrCat("ferry-notify-", ::getpid());
-  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::copy(name.begin(), name.end(), addr.sun_path + 1);
-  ASSERT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(&addr),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
-            0);
+  sockaddr_un addr;
+  socklen_t length = 0;
+  UniqueFd notify = NotifySocket(name, &addr, &length);
   const timeval wait{.tv_sec = 30, .tv_usec = 0};
   ASSERT_EQ(::setsockopt(notify.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
   const auto next = [&] {
@@ -242,13 +250,9 @@ TEST(MainTest, TellsSystemdWhenItIsReadyAndWhenItStops) {
 TEST(MainTest, AFullNotifySocketNeverHoldsTheServer) {
   testing::TempDir dir;
   const std::string name = absl::StrCat("ferry-notify-full-", ::getpid());
-  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::copy(name.begin(), name.end(), addr.sun_path + 1);
-  const socklen_t length =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  ASSERT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(&addr), length), 0);
+  sockaddr_un addr;
+  socklen_t length = 0;
+  UniqueFd notify = NotifySocket(name, &addr, &length);
   UniqueFd filler(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   int sent = 0;
   for (; sent < 100000; ++sent) {

@@ -142,16 +142,6 @@ std::string ForgetRecord(absl::string_view app_id, absl::string_view exec_id) {
   return record;
 }
 
-absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("append to ", path));
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ExecutorRegistry::Options::Validate() const {
@@ -738,7 +728,7 @@ absl::Status ExecutorRegistry::AppendLocked(absl::string_view records) {
     FERRY_RETURN_IF_ERROR(CompactLocked());
   }
   const std::string path = absl::StrCat(options_.state_dir, "/", kStateFile);
-  absl::Status written = WriteAll(journal_.get(), records, path);
+  absl::Status written = WriteFully(journal_.get(), records, absl::StrCat("append to ", path));
   if (written.ok() && ::fdatasync(journal_.get()) != 0) {
     written = absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", path));
   }

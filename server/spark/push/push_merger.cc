@@ -99,17 +99,6 @@ std::string PushBlockName(const spark::PushBlockStream& p) {
                       p.reduce_id);
 }
 
-// Writes all of `bytes` to `fd`; false (errno set) otherwise.
-bool WriteFull(int fd, absl::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // NOT_FOUND for an application that registered no merge dirs here.
 absl::Status NotRegistered(absl::string_view app_id) {
   return absl::NotFoundError(
@@ -140,7 +129,7 @@ void UnlinkBeneath(const ShuffleFileLocation& at, const struct stat* only = null
 
 }  // namespace
 
-absl::StatusOr<std::optional<std::shared_ptr<const void>>> PushMerger::ClaimDisk(
+absl::StatusOr<std::optional<PushMerger::DiskClaim>> PushMerger::ClaimDisk(
     uint64_t dev, int fd, uint64_t bytes, const ShuffleFileLocation& at, bool on_worker) {
   if (on_worker) {
     struct statvfs disk {};
@@ -170,15 +159,16 @@ absl::StatusOr<std::optional<std::shared_ptr<const void>>> PushMerger::ClaimDisk
         " more would leave less than --spark-push-min-free-disk, ", options_.min_free_disk));
   }
   disk.in_flight += bytes;
-  // Given back once the bytes are written (or not): the handle's end. Written bytes
-  // count against the sample until the next one sees them.
-  return std::shared_ptr<const void>(nullptr, [this, dev, bytes](const void*) {
-    absl::MutexLock release(&disk_mu_);
-    auto held = disks_.find(dev);
-    if (held == disks_.end()) return;
-    held->second.in_flight -= std::min(held->second.in_flight, bytes);
-    held->second.written += bytes;
-  });
+  return DiskClaim(this, dev, bytes);
+}
+
+void PushMerger::Written(uint64_t dev, uint64_t bytes) {
+  // Written bytes count against the sample until the next one sees them.
+  absl::MutexLock lock(&disk_mu_);
+  auto held = disks_.find(dev);
+  if (held == disks_.end()) return;
+  held->second.in_flight -= std::min(held->second.in_flight, bytes);
+  held->second.written += bytes;
 }
 
 absl::Status PushMerger::Options::Validate() const {
@@ -230,7 +220,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
     return absl::ErrnoToStatus(errno,
                                absl::StrCat("stat a file beside ", partition.data_at.display));
   }
-  FERRY_ASSIGN_OR_RETURN(std::optional<std::shared_ptr<const void>> claimed,
+  FERRY_ASSIGN_OR_RETURN(std::optional<DiskClaim> claimed,
                          ClaimDisk(static_cast<uint64_t>(st.st_dev), deferral.spill.get(), bytes,
                                    partition.data_at, /*on_worker=*/true));
   if (!claimed.has_value()) {
@@ -343,10 +333,11 @@ void PushMerger::AppendState(const std::string& records) {
   state_lines_ += static_cast<uint64_t>(std::count(records.begin(), records.end(), '\n'));
   absl::Status written;
   if (state_fd_.valid()) {
-    if (!WriteFull(state_fd_.get(), records) || ::fdatasync(state_fd_.get()) != 0) {
-      written = absl::ErrnoToStatus(errno, absl::StrCat("append to ", options_.state_file));
-      state_fd_.Reset();
+    written = WriteFully(state_fd_.get(), records, absl::StrCat("append to ", options_.state_file));
+    if (written.ok() && ::fdatasync(state_fd_.get()) != 0) {
+      written = absl::ErrnoToStatus(errno, absl::StrCat("fdatasync ", options_.state_file));
     }
+    if (!written.ok()) state_fd_.Reset();
   }
   // Rewritten whole: the first time, after a failed write, or once it holds more than
   // twice what is live.
@@ -603,7 +594,7 @@ absl::StatusOr<PushMerger::Target> PushMerger::TargetOf(Partition& partition, in
   }
   // The file system's free space: with no lock of the merger's held.
   if (!target.duplicate) {
-    FERRY_ASSIGN_OR_RETURN(std::optional<std::shared_ptr<const void>> claimed,
+    FERRY_ASSIGN_OR_RETURN(std::optional<DiskClaim> claimed,
                            ClaimDisk(dev, target.fd->get(), static_cast<uint64_t>(length),
                                      partition.data_at, on_worker));
     if (!claimed.has_value()) {

@@ -137,6 +137,38 @@ class PushMerger {
 
   // A partition's turn, held: let go when destroyed, on whatever thread (a blocking
   // worker's job that nobody waits for any more lets it go too).
+  // Bytes admitted to a file system and not written yet (ClaimDisk): given back, counted
+  // as written, when the claim goes. Move-only; none when default-made.
+  class DiskClaim {
+   public:
+    DiskClaim() = default;
+    DiskClaim(PushMerger* merger, uint64_t dev, uint64_t bytes)
+        : merger_(merger), dev_(dev), bytes_(bytes) {}
+    DiskClaim(DiskClaim&& other) noexcept
+        : merger_(std::exchange(other.merger_, nullptr)), dev_(other.dev_), bytes_(other.bytes_) {}
+    DiskClaim& operator=(DiskClaim&& other) noexcept {
+      if (this != &other) {
+        Release();
+        merger_ = std::exchange(other.merger_, nullptr);
+        dev_ = other.dev_;
+        bytes_ = other.bytes_;
+      }
+      return *this;
+    }
+    DiskClaim(const DiskClaim&) = delete;
+    DiskClaim& operator=(const DiskClaim&) = delete;
+    ~DiskClaim() { Release(); }
+
+   private:
+    void Release() {
+      if (merger_ != nullptr) merger_->Written(dev_, bytes_);
+      merger_ = nullptr;
+    }
+    PushMerger* merger_ = nullptr;
+    uint64_t dev_ = 0;
+    uint64_t bytes_ = 0;
+  };
+
   class Turn {
    public:
     Turn() = default;
@@ -188,7 +220,7 @@ class PushMerger {
     std::shared_ptr<const UniqueFd> fd;
     int64_t offset = 0;
     // The block's bytes, counted against its file system's free space until written.
-    std::shared_ptr<const void> in_flight;
+    DiskClaim in_flight;
     // TargetOf(on_worker = false) only: the partition is busy (a finalize writing it),
     // or its file system's free space was last sampled too long ago: ask again on a
     // worker.
@@ -234,7 +266,7 @@ class PushMerger {
   struct Deferral {
     ClientBudget::Lease lease;
     UniqueFd spill;
-    std::shared_ptr<const void> in_flight;  // the spill's bytes, as Target's
+    DiskClaim in_flight;  // the spill's bytes, as Target's
   };
   absl::StatusOr<Deferral> DeferInMemory(const std::string& client, uint64_t bytes);
   // Opens the file: call on a blocking worker.
@@ -325,8 +357,8 @@ class PushMerger {
   // fiber, and never under a lock) less what was written since and what is admitted.
   // Not on a worker, a sample older than Options::free_space_staleness: nullopt, nothing
   // done (ask again on a worker, which samples it anew).
-  absl::StatusOr<std::optional<std::shared_ptr<const void>>> ClaimDisk(
-      uint64_t dev, int fd, uint64_t bytes, const ShuffleFileLocation& at, bool on_worker);
+  absl::StatusOr<std::optional<DiskClaim>> ClaimDisk(uint64_t dev, int fd, uint64_t bytes,
+                                                     const ShuffleFileLocation& at, bool on_worker);
   // Counts `n` of `app_id`'s open partitions closed.
   void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps (a finalized one's as partitions made
@@ -390,6 +422,8 @@ class PushMerger {
   UniqueFd state_fd_ ABSL_GUARDED_BY(state_mu_);  // appended to; invalid: rewrite first
   uint64_t state_lines_ ABSL_GUARDED_BY(state_mu_) = 0;
   LineBudget state_log_{2};
+  // A claim's bytes on file system `dev` are written (or given up).
+  void Written(uint64_t dev, uint64_t bytes) ABSL_LOCKS_EXCLUDED(disk_mu_);
   // Each file system's (by device) free bytes when last sampled, the bytes written to
   // it since, and those admitted and not written yet.
   struct Disk {

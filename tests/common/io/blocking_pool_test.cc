@@ -277,9 +277,7 @@ TEST(BlockingPoolTest, ATenantsJobsNeverHoldEveryWorker) {
     absl::Status other = pool.Run([] {}, Soon(), {.stream = 0, .offset = 0, .tenant = 8});
     EXPECT_TRUE(other.ok()) << other;
     // (Blocking this thread is safe: its fibers are parked, the workers other threads.)
-    const absl::Time give_up = absl::Now() + kPatience;
-    while (greedy_running.load() == 0 && absl::Now() < give_up)
-      absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_TRUE(testing::WaitFor([&] { return greedy_running.load() == 1; }, kPatience));
     EXPECT_EQ(pool.queued(), 5u);
     release.Notify();
     done.Wait();
@@ -297,11 +295,9 @@ TEST(BlockingPoolTest, ARunningJobSeesItsWaiterLeave) {
   RunInFiber([&] {
     absl::Status s = pool.Run(
         [stopped_early] {
-          const absl::Time give_up = absl::Now() + kPatience;
-          while (!BlockingPool::Abandoned() && absl::Now() < give_up) {
-            absl::SleepFor(absl::Milliseconds(1));
+          if (testing::WaitFor([] { return BlockingPool::Abandoned(); }, kPatience)) {
+            stopped_early->Notify();
           }
-          if (BlockingPool::Abandoned()) stopped_early->Notify();
         },
         absl::Now() + absl::Milliseconds(100));
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;

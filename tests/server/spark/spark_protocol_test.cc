@@ -1063,6 +1063,14 @@ class SparkPushTest : public SparkProtocolTest {
     EXPECT_TRUE(code.ok()) << code.status();
     return code.ok() ? std::get<sw::BlockPushReturnCode>(*code) : sw::BlockPushReturnCode{};
   }
+  // Registers kApp's executor with push-based shuffle, pushes `block` as map 0's of reduce
+  // 0 of shuffle 3 and finalizes that merge.
+  void PushAndFinalize(SparkClient& client, const std::string& block) {
+    ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
+    ASSERT_EQ(Push(client, 0, 0, block).code, sw::PushReturnCode::kSuccess);
+    ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
+              sw::MessageType::kRpcResponse);
+  }
   // Registers "app-2"'s executor 0, with its own local dir and merge dir, through
   // `client`.
   void RegisterApp2(SparkClient& client) {
@@ -1458,10 +1466,7 @@ TEST_F(SparkPushTest, AMergedReadCostsWhatItAsksFor) {
   service.max_chunks_per_stream = 150000;
   Start(service);
   SparkClient client(server_->spark_port());
-  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
-  ASSERT_EQ(Push(client, 0, 0, "merged").code, sw::PushReturnCode::kSuccess);
-  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
-            sw::MessageType::kRpcResponse);
+  ASSERT_NO_FATAL_FAILURE(PushAndFinalize(client, "merged"));
   const auto index_reads = [&] {
     return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_index_reads_total");
   };
@@ -1510,10 +1515,7 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
   push_.max_open_partitions = 2;
   Start();
   SparkClient client(server_->spark_port());
-  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
-  ASSERT_EQ(Push(client, 0, 0, "finalized").code, sw::PushReturnCode::kSuccess);
-  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
-            sw::MessageType::kRpcResponse);
+  ASSERT_NO_FATAL_FAILURE(PushAndFinalize(client, "finalized"));
   for (int32_t reduce : {0, 1}) {
     SendPush(client, {kApp, 1, 4, 0, 0, reduce, 0}, 4, "open");
     ASSERT_EQ(NextCode(client), sw::PushReturnCode::kSuccess);
@@ -1560,10 +1562,7 @@ TEST_F(SparkPushTest, AnApplicationsEndEndsItsMergesWhateverSaysSo) {
 TEST_F(SparkPushTest, MergedReadFloodsSpareAnotherApplication) {
   Start();
   SparkClient client(server_->spark_port());
-  ASSERT_EQ(client.Call(PushRegistration()).type, sw::MessageType::kRpcResponse);
-  ASSERT_EQ(Push(client, 0, 0, "merged").code, sw::PushReturnCode::kSuccess);
-  ASSERT_EQ(client.Call(sw::EncodeFinalizeShuffleMerge({kApp, 1, 3, 0})).type,
-            sw::MessageType::kRpcResponse);
+  ASSERT_NO_FATAL_FAILURE(PushAndFinalize(client, "merged"));
   RegisterApp2(client);
   SendPush(client, {"app-2", 1, 0, 0, 0, 0, 0}, 1, "v");
   ASSERT_EQ(NextCode(client), sw::PushReturnCode::kSuccess);
