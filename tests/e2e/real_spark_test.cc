@@ -49,7 +49,7 @@
 #include "tests/testing/certificate.h"
 #include "tests/testing/host_cluster.h"
 #include "tests/testing/http_get.h"
-#include "tests/testing/loopback.h"
+#include "tests/testing/process_groups.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/spark_apps.h"
 #include "tests/testing/spark_cluster.h"
@@ -240,8 +240,7 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   void FetchFromSparksOwnService(const std::map<std::string, std::string>& conf,
                                  const std::string& app, SparkFetchOptions options,
                                  const SparkFetchOptions& refused) {
-    uint16_t port = 0;
-    { testing::ListenLoopback(&port, 1); }
+    const uint16_t port = testing::FreeLoopbackPort();
     ASSERT_TRUE(cluster_->StartSparkShuffleService(port, conf).ok());
     // An executor's dirs beneath the service's own SPARK_LOCAL_DIRS, as Spark's requires.
     const std::vector<std::string> dirs = {local_root_ + "/" + app + "/blockmgr-0",
@@ -312,8 +311,7 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   const std::vector<std::string> none = Run("no shuffle service", BaseConf(), jobs);
   ASSERT_EQ(none.size(), 5u) << absl::StrJoin(none, "\n");
 
-  uint16_t spark_port = 0;
-  { testing::ListenLoopback(&spark_port, 1); }
+  const uint16_t spark_port = testing::FreeLoopbackPort();
   ASSERT_TRUE(cluster_->StartSparkShuffleService(spark_port).ok());
   EXPECT_EQ(Run("Spark's shuffle service", WithService(spark_port), jobs), none);
 

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/random/random.h"
+#include "absl/random/distributions.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -129,6 +131,34 @@ std::string ReadTextFile(const std::string& path) {
 }
 
 uint16_t FreeLoopbackPort() {
+  // Below the kernel's ephemeral range: a port the kernel hands out for a bind to 0 or an
+  // outgoing connection (another JVM's, started meanwhile) is never one of these. A port
+  // is handed out once per process; another test's process may still pick it, and the
+  // daemons' launchers try again on new ports when theirs is taken.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* given = new std::set<uint16_t>();
+  int ephemeral_low = 32768;
+  const std::vector<std::string> range =
+      absl::StrSplit(ReadTextFile("/proc/sys/net/ipv4/ip_local_port_range"),
+                     absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+  if (!range.empty()) (void)absl::SimpleAtoi(range[0], &ephemeral_low);
+  constexpr int kLowest = 10000;
+  if (ephemeral_low - kLowest >= 1024) {
+    absl::BitGen random;
+    absl::MutexLock lock(&mu);
+    for (int attempt = 0; attempt < 256; ++attempt) {
+      const auto port = static_cast<uint16_t>(absl::Uniform(random, kLowest, ephemeral_low));
+      if (given->contains(port)) continue;
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      const sockaddr_in addr = LoopbackAddress(port);
+      if (!fd.valid() ||
+          ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+        continue;
+      }
+      given->insert(port);
+      return port;
+    }
+  }
   uint16_t port = 0;
   UniqueFd listener = ListenLoopback(&port, 1);
   return port;

@@ -70,7 +70,8 @@ std::string JavaHome();
 std::string JvmFailureLines(const std::string& log_text, size_t max_lines);
 // A file's contents; empty when it cannot be read.
 std::string ReadTextFile(const std::string& path);
-// A loopback port nothing listens on now, and whether something accepts on one.
+// A loopback port nothing listens on now (below the ephemeral range, never the same twice
+// in one process), and whether something accepts on one.
 uint16_t FreeLoopbackPort();
 bool AcceptsOnLoopback(uint16_t port);
 

@@ -55,6 +55,12 @@ constexpr char kLog4j[] =
     "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
     "log4j.appender.stderr.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n\n";
 
+// Whether a daemon this process started has exited (a zombie until it is reaped).
+bool Exited(pid_t pid) {
+  const std::optional<ProcessStat> stat = StatOf(pid);
+  return !stat.has_value() || stat->state == 'Z';
+}
+
 absl::Status WriteConfDir(const std::string& dir, const std::string& work,
                           const std::map<std::string, std::string>& yarn_site) {
   std::error_code error;
@@ -158,12 +164,9 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
                           &tracker)) {
       return absl::InternalError("the resource tracker's port");
     }
-    const auto gone = [pid = *started] {
-      const std::optional<ProcessStat> stat = StatOf(pid);
-      return !stat.has_value() || stat->state == 'Z';
-    };
-    testing::WaitFor([&] { return AcceptsOnLoopback(static_cast<uint16_t>(tracker)) || gone(); },
-                     absl::Seconds(120));
+    testing::WaitFor(
+        [&] { return AcceptsOnLoopback(static_cast<uint16_t>(tracker)) || Exited(*started); },
+        absl::Seconds(120));
     if (AcceptsOnLoopback(static_cast<uint16_t>(tracker))) break;
     cluster->groups_.Kill(*started);
     if (attempt == kAttempts) {
@@ -173,45 +176,61 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
     }
   }
 
+  cluster->site_ = site;
+  cluster->node_managers_.assign(options.node_managers, 0);
   for (int i = 0; i < options.node_managers; ++i) {
-    const std::string nm = absl::StrCat(cluster->local_dirs_root(), "/", i);
-    std::map<std::string, std::string> nm_site = site;
-    nm_site.insert({
-        {"yarn.nodemanager.hostname", "127.0.0.1"},
-        {"yarn.nodemanager.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
-        {"yarn.nodemanager.localizer.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
-        {"yarn.nodemanager.webapp.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
-        {"yarn.nodemanager.resource.memory-mb", absl::StrCat(options.memory_mb_per_node)},
-        {"yarn.nodemanager.resource.cpu-vcores", "8"},
-        {"yarn.nodemanager.vmem-check-enabled", "false"},
-        {"yarn.nodemanager.pmem-check-enabled", "false"},
-        {"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", "100"},
-        {"yarn.nodemanager.local-dirs", cluster->local_dir(i)},
-        {"yarn.nodemanager.log-dirs", nm + "/logs"},
-        {"yarn.nodemanager.recovery.enabled", "true"},
-        {"yarn.nodemanager.recovery.dir", nm + "/recovery"},
-        {"yarn.nodemanager.recovery.supervised", "true"},
-        {"yarn.nodemanager.aux-services", "spark_shuffle"},
-        {"yarn.nodemanager.aux-services.spark_shuffle.class", options.aux_service_class},
-        {"yarn.nodemanager.aux-services.spark_shuffle.classpath", options.aux_service_jar},
-    });
-    for (const auto& [key, value] : options.node_manager_site) nm_site[key] = value;
-    for (const std::string& dir : {cluster->local_dir(i), nm + "/logs", nm + "/recovery"}) {
-      std::error_code error;
-      std::filesystem::create_directories(dir, error);
-      if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
-    }
-    if (absl::Status s = WriteConfDir(nm + "/conf", work, nm_site); !s.ok()) return s;
-    cluster->node_managers_.push_back(0);
-  }
-  for (int i = 0; i < options.node_managers; ++i) {
+    if (absl::Status s = cluster->WriteNodeManagerConf(i); !s.ok()) return s;
     absl::StatusOr<pid_t> nm = cluster->StartNodeManager(i);
     if (!nm.ok()) return nm.status();
   }
+  // A NodeManager whose port was taken before its JVM bound it exits: it starts again on
+  // new ports, up to three times.
+  constexpr int kNodeManagerAttempts = 3;
   for (int i = 0; i < options.node_managers; ++i) {
-    if (absl::Status s = cluster->WaitForRegistration(i, 1, absl::Seconds(120)); !s.ok()) return s;
+    for (int attempt = 1;; ++attempt) {
+      absl::Status registered = cluster->WaitForRegistration(i, 1, absl::Seconds(120));
+      if (registered.ok()) break;
+      if (attempt == kNodeManagerAttempts || !Exited(cluster->node_managers_[i])) {
+        return registered;
+      }
+      cluster->groups_.Kill(cluster->node_managers_[i]);
+      if (absl::Status s = cluster->WriteNodeManagerConf(i); !s.ok()) return s;
+      absl::StatusOr<pid_t> nm = cluster->StartNodeManager(i);
+      if (!nm.ok()) return nm.status();
+    }
   }
   return cluster;
+}
+
+absl::Status YarnCluster::WriteNodeManagerConf(int i) const {
+  const std::string nm = absl::StrCat(local_dirs_root(), "/", i);
+  std::map<std::string, std::string> nm_site = site_;
+  nm_site.insert({
+      {"yarn.nodemanager.hostname", "127.0.0.1"},
+      {"yarn.nodemanager.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+      {"yarn.nodemanager.localizer.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+      {"yarn.nodemanager.webapp.address", absl::StrCat("127.0.0.1:", FreeLoopbackPort())},
+      {"yarn.nodemanager.resource.memory-mb", absl::StrCat(options_.memory_mb_per_node)},
+      {"yarn.nodemanager.resource.cpu-vcores", "8"},
+      {"yarn.nodemanager.vmem-check-enabled", "false"},
+      {"yarn.nodemanager.pmem-check-enabled", "false"},
+      {"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", "100"},
+      {"yarn.nodemanager.local-dirs", local_dir(i)},
+      {"yarn.nodemanager.log-dirs", nm + "/logs"},
+      {"yarn.nodemanager.recovery.enabled", "true"},
+      {"yarn.nodemanager.recovery.dir", nm + "/recovery"},
+      {"yarn.nodemanager.recovery.supervised", "true"},
+      {"yarn.nodemanager.aux-services", "spark_shuffle"},
+      {"yarn.nodemanager.aux-services.spark_shuffle.class", options_.aux_service_class},
+      {"yarn.nodemanager.aux-services.spark_shuffle.classpath", options_.aux_service_jar},
+  });
+  for (const auto& [key, value] : options_.node_manager_site) nm_site[key] = value;
+  for (const std::string& dir : {local_dir(i), nm + "/logs", nm + "/recovery"}) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
+  }
+  return WriteConfDir(nm + "/conf", options_.work_dir, nm_site);
 }
 
 absl::StatusOr<pid_t> YarnCluster::StartNodeManager(int i) {
@@ -230,14 +249,18 @@ absl::StatusOr<pid_t> YarnCluster::StartNodeManager(int i) {
 
 absl::Status YarnCluster::WaitForRegistration(int i, int times, absl::Duration timeout) const {
   const std::string log = absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log");
-  if (WaitFor(
-          [&] { return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times; },
-          timeout)) {
+  const auto registered = [&] {
+    return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times;
+  };
+  if (WaitFor([&] { return registered() || Exited(node_managers_[i]); }, timeout) &&
+      registered()) {
     return absl::OkStatus();
   }
-  return absl::DeadlineExceededError(absl::StrCat("NodeManager ", i, " did not register in ",
-                                                  absl::FormatDuration(timeout), "; its log: ", log,
-                                                  "\n", DiagnosticLogs()));
+  const std::string what = Exited(node_managers_[i])
+                               ? "exited before it registered"
+                               : absl::StrCat("did not register in ", absl::FormatDuration(timeout));
+  return absl::DeadlineExceededError(
+      absl::StrCat("NodeManager ", i, " ", what, "; its log: ", log, "\n", DiagnosticLogs()));
 }
 
 absl::Status YarnCluster::RestartNodeManager(int i) {

@@ -82,6 +82,8 @@ class YarnCluster {
  private:
   explicit YarnCluster(Options options) : options_(std::move(options)) {}
   std::map<std::string, std::string> JavaEnv() const;
+  // NodeManager i's conf dir, on ports of its own.
+  absl::Status WriteNodeManagerConf(int i) const;
   absl::StatusOr<pid_t> StartNodeManager(int i);
   // SIGKILLs every process of a container (whose command line names a local dir).
   void KillContainers() const;
@@ -90,6 +92,7 @@ class YarnCluster {
 
   const Options options_;
   std::string classpath_;
+  std::map<std::string, std::string> site_;  // the ResourceManager's, which NodeManagers extend
   // A test's YARN need not shut down cleanly: its daemons are SIGKILLed (but for
   // RestartNodeManager's, which stops as an operator's would).
   ProcessGroups groups_{/*graceful=*/false};
