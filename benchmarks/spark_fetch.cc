@@ -97,10 +97,12 @@ int main(int argc, char** argv) {
   ferry::SparkFetchOptions options;
   if (const std::string path = absl::GetFlag(FLAGS_auth_secret_file); !path.empty()) {
     std::ifstream in(path);
-    if (!std::getline(in, options.auth_secret) || options.auth_secret.empty()) {
+    std::string line;
+    if (!std::getline(in, line) || line.empty()) {
       std::fprintf(stderr, "spark_fetch: no secret in %s\n", path.c_str());
       return 2;
     }
+    options.auth_secret = ferry::Secret(std::move(line));
   }
   options.auth_engine_version = absl::GetFlag(FLAGS_auth_engine_version);
   options.sasl_encryption = absl::GetFlag(FLAGS_sasl_encryption);

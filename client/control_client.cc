@@ -73,7 +73,7 @@ void ControlClient::EndCall(grpc::ClientContext* context) {
 void ControlClient::Prepare(grpc::ClientContext& context) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   if (!options_.auth_token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options_.auth_token);
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.auth_token.view()));
   }
 }
 

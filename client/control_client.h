@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/block_id.h"
+#include "common/secret.h"
 #include "proto/ferry.grpc.pb.h"
 
 namespace ferry {
@@ -25,7 +26,7 @@ namespace ferry {
 struct ControlClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // When not empty, goes with every call as "authorization: Bearer ...".
-  std::string auth_token;
+  Secret auth_token;
   // PEM CA certificates. When not empty, every channel is TLS and the server's
   // certificate must chain to one of them and name the host dialled; when empty, the
   // channel is plaintext.
@@ -39,7 +40,7 @@ class ControlClient {
   // their callbacks: a channel must not be released by a callback of its own.
   ~ControlClient();
   explicit ControlClient(absl::Duration rpc_timeout = absl::Seconds(30),
-                         std::string auth_token = "")
+                         Secret auth_token = Secret())
       : ControlClient(Options(rpc_timeout, std::move(auth_token))) {}
 
   // `server` is the control plane's "host:port"; `spark_exec_id` as in
@@ -78,7 +79,7 @@ class ControlClient {
   absl::StatusOr<bool> CheckHealth(const std::string& server);
 
  private:
-  static ControlClientOptions Options(absl::Duration rpc_timeout, std::string auth_token) {
+  static ControlClientOptions Options(absl::Duration rpc_timeout, Secret auth_token) {
     ControlClientOptions options;
     options.rpc_timeout = rpc_timeout;
     options.auth_token = std::move(auth_token);

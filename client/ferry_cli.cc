@@ -713,7 +713,7 @@ int main(int argc, char** argv) {
   if (command == "gen") return ferry::Gen();
   ferry::ControlClientOptions control;
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
-    absl::StatusOr<std::string> read = ferry::ReadAuthToken(path);
+    absl::StatusOr<ferry::Secret> read = ferry::ReadAuthToken(path);
     if (!read.ok()) {
       std::fprintf(stderr, "ferry: %s\n", read.status().ToString().c_str());
       return 2;
@@ -721,12 +721,12 @@ int main(int argc, char** argv) {
     control.auth_token = *std::move(read);
   }
   if (const std::string path = absl::GetFlag(FLAGS_tls_ca_file); !path.empty()) {
-    absl::StatusOr<std::string> read = ferry::ReadPemFile(path);
+    absl::StatusOr<ferry::Secret> read = ferry::ReadPemFile(path);
     if (!read.ok()) {
       std::fprintf(stderr, "ferry: %s\n", read.status().ToString().c_str());
       return 2;
     }
-    control.tls_root_certs = *std::move(read);
+    control.tls_root_certs = std::string(read->view());
   }
   ferry::ShuffleClient client(std::move(control));
   if (command == "fetch") return ferry::Fetch(client);

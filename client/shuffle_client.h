@@ -78,7 +78,7 @@ class ShuffleClient {
   explicit ShuffleClient(ControlClientOptions control) : control_(std::move(control)) {}
   // `auth_token`: the servers' shared secret, when they require one.
   explicit ShuffleClient(absl::Duration rpc_timeout = absl::Seconds(30),
-                         std::string auth_token = "")
+                         Secret auth_token = Secret())
       : control_(rpc_timeout, std::move(auth_token)) {}
 
   ControlClient& control() { return control_; }

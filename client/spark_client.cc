@@ -207,7 +207,7 @@ class SparkConnection {
                                           " with shuffle service ", address_);
     FERRY_ASSIGN_OR_RETURN(
         std::unique_ptr<spark::SaslClient> sasl,
-        spark::SaslClient::Create(options_.auth_secret, options_.sasl_encryption));
+        spark::SaslClient::Create(options_.auth_secret.view(), options_.sasl_encryption));
     absl::StatusOr<std::string> token = sasl->Start();
     // DIGEST-MD5 takes two round trips; a server asking for more is not Spark's.
     for (int round = 0; token.ok() && !sasl->complete(); ++round) {
@@ -232,8 +232,8 @@ class SparkConnection {
     const auto failed = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     };
-    absl::StatusOr<spark::AuthEngineClient> engine = spark::AuthEngineClient::Create(
-        app_id, Secret(options_.auth_secret), options_.auth_engine_version);
+    absl::StatusOr<spark::AuthEngineClient> engine =
+        spark::AuthEngineClient::Create(app_id, options_.auth_secret, options_.auth_engine_version);
     if (!engine.ok()) return failed(engine.status());
     absl::StatusOr<spark::AuthMessage> challenge = engine->Challenge();
     if (!challenge.ok()) return failed(challenge.status());

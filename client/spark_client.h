@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/block_sink.h"
+#include "common/secret.h"
 #include "common/spark/bitmap.h"
 #include "common/spark/layout.h"
 #include "common/spark/wire.h"
@@ -47,7 +48,7 @@ struct SparkFetchOptions {
   // spark.authenticate: the application's secret, with which every connection first
   // authenticates (SASL DIGEST-MD5, QOP auth) as the application it acts for. Empty:
   // no authentication.
-  std::string auth_secret;
+  Secret auth_secret;
   // spark.authenticate.enableSaslEncryption (with auth_secret, SASL): ask for QOP
   // auth-conf and take nothing less; every byte after the handshake then travels in
   // SASL's sealed records (DIGEST-MD5's 3des), and blocks are received and opened, not

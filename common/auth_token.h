@@ -7,18 +7,19 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/secret.h"
 
 namespace ferry {
 
 // The file's contents without surrounding whitespace. INVALID_ARGUMENT naming the file
 // when it is empty or holds characters outside printable ASCII (gRPC metadata values
 // must be); NOT_FOUND or another errno status when it cannot be read.
-absl::StatusOr<std::string> ReadAuthToken(const std::string& path);
+absl::StatusOr<Secret> ReadAuthToken(const std::string& path);
 
 // A PEM file (TLS certificate chain, private key or CA bundle) for gRPC's credentials:
-// its contents, INVALID_ARGUMENT naming the file when it holds no PEM block or is
-// larger than 1 MiB.
-absl::StatusOr<std::string> ReadPemFile(const std::string& path);
+// its contents (a Secret: a private key is one), INVALID_ARGUMENT naming the file when it holds no
+// PEM block or is larger than 1 MiB.
+absl::StatusOr<Secret> ReadPemFile(const std::string& path);
 
 }  // namespace ferry
 

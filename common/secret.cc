@@ -5,12 +5,14 @@
 namespace ferry {
 
 void Secret::Wipe(std::string& s) {
-  OPENSSL_cleanse(s.data(), s.capacity());
+  Wipe(s.data(), s.capacity());
   s.clear();
 }
 
-bool operator==(const Secret& a, absl::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.view().data(), b.data(), b.size()) == 0;
+void Secret::Wipe(void* data, size_t size) { OPENSSL_cleanse(data, size); }
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), b.size()) == 0;
 }
 
 }  // namespace ferry

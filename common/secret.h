@@ -1,8 +1,8 @@
-// A secret's bytes (a spark.authenticate secret, a key derived from one) that wipe
-// themselves: every Secret overwrites its buffer when it is destroyed, assigned over or
-// moved from, so a secret lives only as long as some Secret holds it. Copies are
-// Secrets too and wipe their own buffers. The bytes are never printed: a Secret has no
-// operator<< and no conversion to a string.
+// A secret's bytes (a spark.authenticate secret, a key derived from one, the control
+// plane's token, a TLS private key) that wipe themselves: every Secret overwrites its buffer when
+// it is destroyed, assigned over or moved from, so a secret lives only as long as some Secret holds
+// it. Copies are Secrets too and wipe their own buffers. The bytes are never printed: a Secret has
+// no operator<< and no conversion to a string.
 #ifndef FERRY_COMMON_SECRET_H_
 #define FERRY_COMMON_SECRET_H_
 
@@ -49,13 +49,20 @@ class Secret {
   // Overwrites the whole of `s`'s buffer (its capacity, not only its length) and
   // empties it.
   static void Wipe(std::string& s);
+  // Overwrites `size` bytes at `data` (key material in a buffer of a library's).
+  static void Wipe(void* data, size_t size);
 
  private:
   std::string bytes_;
 };
 
-// Secrets compare in time that does not depend on where they differ.
-bool operator==(const Secret& a, absl::string_view b);
+// The one comparison of secrets, MACs and digests: its time does not depend on where
+// `a` and `b` differ (only on whether their lengths do).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+inline bool operator==(const Secret& a, absl::string_view b) {
+  return ConstantTimeEquals(a.view(), b);
+}
 inline bool operator==(const Secret& a, const Secret& b) { return a == b.view(); }
 
 }  // namespace ferry

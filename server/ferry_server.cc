@@ -251,7 +251,8 @@ absl::Status FerryServer::StartControlPlane() {
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_chain.empty()) {
     grpc::SslServerCredentialsOptions tls;
-    tls.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_cert_chain});
+    tls.pem_key_cert_pairs.push_back(
+        {std::string(options.tls_private_key.view()), options.tls_cert_chain});
     credentials = grpc::SslServerCredentials(tls);
   }
   // gRPC says only that it could not bind, after a log line of its internals.

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
+#include "common/secret.h"
 #include "server/base/clock.h"
 #include "server/control/control_service.h"
 #include "server/dataplane/data_server.h"
@@ -60,7 +61,7 @@ struct FerryServerOptions {
   // PEM certificate chain and private key: when both are set, the control plane speaks
   // only TLS; when both are empty, only plaintext.
   std::string tls_cert_chain;
-  std::string tls_private_key;
+  Secret tls_private_key;
 
   // The Spark front door (off without an address): its executors, service, secrets,
   // TLS, YARN applications and blocking threads.

@@ -9,20 +9,18 @@
 namespace ferry {
 namespace {
 
-// A PEM file's text into `field` (empty path: none).
-absl::Status ReadPemInto(const std::string& path, std::string* field) {
+// A PEM file's text (empty path: none).
+absl::Status SetTlsCert(const std::string& path, FerryServerOptions& options) {
   if (path.empty()) return absl::OkStatus();
-  FERRY_ASSIGN_OR_RETURN(std::string pem, ReadPemFile(path));
-  *field = std::move(pem);
+  FERRY_ASSIGN_OR_RETURN(Secret pem, ReadPemFile(path));
+  options.tls_cert_chain = std::string(pem.view());
   return absl::OkStatus();
 }
 
-absl::Status SetTlsCert(const std::string& path, FerryServerOptions& options) {
-  return ReadPemInto(path, &options.tls_cert_chain);
-}
-
 absl::Status SetTlsKey(const std::string& path, FerryServerOptions& options) {
-  return ReadPemInto(path, &options.tls_private_key);
+  if (path.empty()) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(options.tls_private_key, ReadPemFile(path));
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <endian.h>
 #include <openssl/core_names.h>
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
@@ -231,7 +230,7 @@ struct Keys {
                            EVP_CipherInit_ex(keys->cipher, EVP_des_ede_cbc(), nullptr, des, k + 8,
                                              encrypt ? 1 : 0) == 1 &&
                            EVP_CIPHER_CTX_set_padding(keys->cipher, 0) == 1;
-    OPENSSL_cleanse(des, sizeof(des));
+    Secret::Wipe(des, sizeof(des));
     if (!cipher_ok) return OpenSslFailed("3des");
     EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
     keys->mac = hmac == nullptr ? nullptr : EVP_MAC_CTX_new(hmac);
@@ -354,7 +353,9 @@ absl::Status SaslCipher::Unwrap(absl::string_view wrapped, std::string* plain) {
   unsigned char mac[kMacBytes];
   const absl::string_view message(scratch_.data(), padded ? body - pad : 0);
   if (!in_->Mac(tail + 2, message, mac)) return OpenSslFailed("HMAC-MD5");
-  if (!padded || CRYPTO_memcmp(mac, s + body, kMacBytes) != 0) {
+  if (!padded ||
+      !ConstantTimeEquals(absl::string_view(reinterpret_cast<const char*>(mac), kMacBytes),
+                          absl::string_view(scratch_.data() + body, kMacBytes))) {
     return absl::DataLossError(
         absl::StrCat("SASL: message ", in_->seq, " does not unwrap (its MAC or padding is wrong)"));
   }
@@ -429,7 +430,7 @@ std::string SaslCredential(absl::string_view secret) {
     if (at > 0) lines.push_back('\n');
     lines.append(flat, at, kBase64Line);
   }
-  OPENSSL_cleanse(flat.data(), flat.size());
+  Secret::Wipe(flat);
   return lines;
 }
 
@@ -502,8 +503,7 @@ absl::StatusOr<std::string> SaslServer::Step(absl::string_view client_token) {
                               digest.nonce, ":", digest.cnonce, ":", *Find(d, "authzid")}));
   const std::string expected = digest.Value(ha1.view(), "AUTHENTICATE:");
   const std::string& response = *Find(d, "response");
-  if (response.size() != expected.size() ||
-      CRYPTO_memcmp(response.data(), expected.data(), expected.size()) != 0) {
+  if (!ConstantTimeEquals(response, expected)) {
     return Denied("the response does not match: a wrong secret");
   }
   const std::string rspauth = absl::StrCat("rspauth=", digest.Value(ha1.view(), ":"));
@@ -531,8 +531,7 @@ absl::StatusOr<std::string> SaslClient::Step(absl::string_view server_token) {
   if (exchange_ != nullptr) {  // the server's rspauth
     FERRY_ASSIGN_OR_RETURN(auto d, ParseDirectives(server_token.substr(0, kMaxChallengeBytes)));
     const std::string* rspauth = Find(d, "rspauth");
-    if (rspauth == nullptr || rspauth->size() != exchange_->rspauth.size() ||
-        CRYPTO_memcmp(rspauth->data(), exchange_->rspauth.data(), rspauth->size()) != 0) {
+    if (rspauth == nullptr || !ConstantTimeEquals(*rspauth, exchange_->rspauth)) {
       return Denied("the server's rspauth does not match: it does not know the secret");
     }
     if (encrypt_) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/secret.h"
 #include "common/unique_fd.h"
 
 namespace ferry {
@@ -36,7 +37,7 @@ absl::StatusOr<std::string> ReadSmallFile(int fd, const struct stat& st, const s
     got += static_cast<size_t>(n);
   }
   if (got > max_bytes) {
-    explicit_bzero(bytes.data(), bytes.size());
+    Secret::Wipe(bytes);
     return absl::InvalidArgumentError(absl::StrCat(path, " holds more than ", max_bytes, " bytes"));
   }
   bytes.resize(got);

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/control_plane.h"
+#include "common/secret.h"
 #include "common/version.h"
 #include "proto/ferry.grpc.pb.h"
 #include "server/base/log_lines.h"
@@ -52,7 +53,7 @@ struct ControlServiceOptions {
   absl::Duration heavy_call_wait = absl::Seconds(2);
   // When not empty, every RPC must carry the metadata "authorization: Bearer <token>";
   // others are UNAUTHENTICATED.
-  std::string auth_token;
+  Secret auth_token;
 
   // INVALID_ARGUMENT naming the flag of a field out of range.
   absl::Status Validate() const;

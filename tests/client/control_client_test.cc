@@ -99,14 +99,14 @@ TEST_F(ControlClientTest, ErrorsNameTheCallAndTheServer) {
 }
 
 TEST_F(ControlClientTest, TheAuthTokenGoesWithEveryCall) {
-  options_.auth_token = "s3cret-token";
+  options_.auth_token = Secret("s3cret-token");
   const std::string server = Start();
   ControlClient without(absl::Seconds(10));
   EXPECT_EQ(without.OpenStream(server, kApp, {{0, 0, 0, 1}}).status().code(),
             absl::StatusCode::kUnauthenticated);
-  ControlClient wrong(absl::Seconds(10), "other-token");
+  ControlClient wrong(absl::Seconds(10), Secret("other-token"));
   EXPECT_EQ(wrong.GetServerInfo(server).status().code(), absl::StatusCode::kUnauthenticated);
-  ControlClient with(absl::Seconds(10), "s3cret-token");
+  ControlClient with(absl::Seconds(10), Secret("s3cret-token"));
   absl::StatusOr<ferry::v1::StreamHandle> handle = with.OpenStream(server, kApp, {{0, 0, 0, 1}});
   ASSERT_TRUE(handle.ok()) << handle.status();
   EXPECT_TRUE(with.CloseStream(server, handle->ticket()).ok());

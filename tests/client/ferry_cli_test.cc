@@ -87,7 +87,7 @@ TEST(FerryCliTest, GenWritesTheAppItIsToldAndNeverOverwritesSilently) {
 TEST(FerryCliTest, HealthWithoutTheTokenStillSaysServing) {
   testing::TempDir data, secret;
   FerryServerOptions options = testing::TestServerOptions(data.path(), {});
-  options.control.auth_token = "s3cret-token";
+  options.control.auth_token = Secret("s3cret-token");
   std::unique_ptr<FerryServer> server = testing::StartServer(options);
   const std::string target = "--server=" + server->control_target();
   testing::CommandResult bare = Ferry({"health", target});

@@ -66,5 +66,21 @@ TEST(SecretTest, ComparesByBytes) {
   EXPECT_FALSE(Secret("same") == Secret("same!"));
 }
 
+TEST(SecretTest, ConstantTimeEqualsComparesEveryByteAndTheLength) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals(std::string("a\0b", 3), std::string("a\0b", 3)));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), std::string("a\0c", 3)));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_FALSE(ConstantTimeEquals("xbc", "abc"));  // the first byte differs
+}
+
+TEST(SecretTest, WipeOverwritesABuffer) {
+  unsigned char key[16];
+  for (unsigned char& b : key) b = 0xa5;
+  Secret::Wipe(key, sizeof(key));
+  EXPECT_TRUE(Zeroed(reinterpret_cast<const char*>(key), sizeof(key)));
+}
+
 }  // namespace
 }  // namespace ferry

@@ -268,7 +268,7 @@ TEST(ControlPlaneAuthTest, CallsWithoutTheTokenAreUnauthenticated) {
   data.AddMapOutput(dir.path(), kApp, 0, 0, {10});
   FerryServerOptions options;
   options.data_dir = dir.path();
-  options.control.auth_token = "s3cret-token";
+  options.control.auth_token = Secret("s3cret-token");
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = (*server)->control_target();
@@ -278,12 +278,12 @@ TEST(ControlPlaneAuthTest, CallsWithoutTheTokenAreUnauthenticated) {
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(anonymous.control().OpenStream(target, kApp, {{0, 0, 0, 1}}).status().code(),
             absl::StatusCode::kUnauthenticated);
-  ShuffleClient wrong(absl::Seconds(30), "s3cret-tokeX");
+  ShuffleClient wrong(absl::Seconds(30), Secret("s3cret-tokeX"));
   EXPECT_EQ(wrong.control().ListShuffles(target, kApp).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ((*server)->tickets().size(), 0u);
 
-  ShuffleClient client(absl::Seconds(30), "s3cret-token");
+  ShuffleClient client(absl::Seconds(30), Secret("s3cret-token"));
   auto fetched = client.FetchToBuffers(kApp, {{target, {0, 0, 0, 1}}});
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ((*fetched)[0], data.Expected(0, 0, 0, 1));
@@ -312,7 +312,7 @@ bool MakeCertificates(const std::string& dir, const std::string& ca_name) {
 std::string Slurp(const std::string& path) {
   auto pem = ReadPemFile(path);
   EXPECT_TRUE(pem.ok()) << pem.status();
-  return pem.ok() ? *pem : "";
+  return pem.ok() ? std::string(pem->view()) : "";
 }
 
 TEST(ControlPlaneTlsTest, TlsServerAnswersOnlyClientsThatTrustItsCertificate) {
@@ -327,7 +327,7 @@ TEST(ControlPlaneTlsTest, TlsServerAnswersOnlyClientsThatTrustItsCertificate) {
   FerryServerOptions options;
   options.data_dir = data_dir;
   options.tls_cert_chain = Slurp(dir.path() + "/server.pem");
-  options.tls_private_key = Slurp(dir.path() + "/server.key");
+  options.tls_private_key = Secret(Slurp(dir.path() + "/server.key"));
   auto server = FerryServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = (*server)->control_target();

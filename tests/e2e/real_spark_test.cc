@@ -429,7 +429,7 @@ TEST_P(RealSparkAuthTest,
   // version-1 client is not served by) and with SASL encryption (which, with
   // serverAlwaysEncrypt, a client that does not encrypt is not served by).
   SparkFetchOptions engine;
-  engine.auth_secret = auth_secret_;
+  engine.auth_secret = Secret(auth_secret_);
   engine.auth_engine_version = engine_version;
   SparkFetchOptions other_engine = engine;
   other_engine.auth_engine_version = 3 - engine_version;
@@ -440,7 +440,7 @@ TEST_P(RealSparkAuthTest,
        {"spark.network.crypto.authEngineVersion", absl::StrCat(engine_version)}},
       "app-ferry-aes", engine, spark3 ? SparkFetchOptions{} : other_engine);
   SparkFetchOptions sealed;
-  sealed.auth_secret = auth_secret_;
+  sealed.auth_secret = Secret(auth_secret_);
   sealed.sasl_encryption = true;
   SparkFetchOptions unsealed = sealed;
   unsealed.sasl_encryption = false;
@@ -498,10 +498,10 @@ TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerryAndFerrysClientReadsSpark
   // The other way round on the same cluster: Ferry's client against Spark 4.3.0's own
   // shuffle service, with SASL inside TLS; without TLS, Spark's service does not answer.
   SparkFetchOptions options;
-  options.auth_secret = auth_secret_;
+  options.auth_secret = Secret(auth_secret_);
   options.tls_trust_file = tls_.cert_file;
   SparkFetchOptions plain;
-  plain.auth_secret = auth_secret_;
+  plain.auth_secret = Secret(auth_secret_);
   plain.io_timeout = absl::Seconds(10);
   FetchFromSparksOwnService({}, "app-ferry-tls", options, plain);
 }

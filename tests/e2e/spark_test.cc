@@ -339,7 +339,7 @@ class SparkAuthTest : public SparkFrontDoorTest {
 
   static SparkFetchOptions WithSecret(const std::string& secret, int auth_engine_version = 0) {
     SparkFetchOptions options;
-    options.auth_secret = secret;
+    options.auth_secret = Secret(secret);
     options.auth_engine_version = auth_engine_version;
     return options;
   }
@@ -470,7 +470,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientEncryptsWithTheFrontDoorInEitherVersion) 
   EXPECT_GT(secrets.auth_engine_sessions(1), 0u);
   EXPECT_GT(secrets.auth_engine_sessions(2), 0u);
   EXPECT_EQ(secrets.handshakes(SparkSecrets::Outcome::kAuthenticated), 0u);
-  options.auth_secret = "a guess";
+  options.auth_secret = Secret("a guess");
   absl::Status wrong = client.RegisterExecutor(address, Registration(), options);
   EXPECT_TRUE(absl::IsFailedPrecondition(wrong)) << wrong;
   EXPECT_NE(wrong.message().find("does not open with its secret"), std::string::npos) << wrong;
@@ -488,7 +488,7 @@ TEST_P(SparkAuthTest, FerrysSparkClientEncryptsWithSparksOwnService) {
   options.auth_engine_version = 1;
   ASSERT_TRUE(client.RegisterExecutor(address, Registration(), options).ok());
   FetchEveryWay(address, WithSecret(kSecret, 1));
-  options.auth_secret = "a guess";
+  options.auth_secret = Secret("a guess");
   EXPECT_FALSE(client.RegisterExecutor(address, Registration(), options).ok());
 }
 

@@ -134,8 +134,8 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
       absl::StatusOr<std::unique_ptr<YarnCluster>> started = YarnCluster::Start(options);
       if (started.ok()) {
         slot->cluster = *std::move(started);
-        std::printf("YARN (%s) for Spark %s up in %s\n", jars->c_str(),
-                    GetParam().version.c_str(), absl::FormatDuration(absl::Now() - start).c_str());
+        std::printf("YARN (%s) for Spark %s up in %s\n", jars->c_str(), GetParam().version.c_str(),
+                    absl::FormatDuration(absl::Now() - start).c_str());
       } else {
         slot->started = started.status();
       }
@@ -589,13 +589,13 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
       ASSERT_TRUE(output.has_value()) << "no map output of " << app;
       SparkShuffleClient client;
       SparkFetchOptions own;
-      own.auth_secret = std::string(secret[app].view());
+      own.auth_secret = secret[app];
       BuffersSink sink(1);
       absl::StatusOr<SparkFetchStats> fetched =
           client.Fetch(address, app, output->first, {output->second}, sink, own);
       EXPECT_TRUE(fetched.ok()) << app << ": " << fetched.status();
       SparkFetchOptions others = own;
-      others.auth_secret = std::string(secret[other].view());
+      others.auth_secret = secret[other];
       BuffersSink refused_sink(1);
       EXPECT_FALSE(
           client.Fetch(address, app, output->first, {output->second}, refused_sink, others).ok())

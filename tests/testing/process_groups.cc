@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -252,13 +252,12 @@ absl::Status YarnCluster::WaitForRegistration(int i, int times, absl::Duration t
   const auto registered = [&] {
     return CountOf(ReadTextFile(log), "Registered with ResourceManager") >= times;
   };
-  if (WaitFor([&] { return registered() || Exited(node_managers_[i]); }, timeout) &&
-      registered()) {
+  if (WaitFor([&] { return registered() || Exited(node_managers_[i]); }, timeout) && registered()) {
     return absl::OkStatus();
   }
-  const std::string what = Exited(node_managers_[i])
-                               ? "exited before it registered"
-                               : absl::StrCat("did not register in ", absl::FormatDuration(timeout));
+  const std::string what = Exited(node_managers_[i]) ? "exited before it registered"
+                                                     : absl::StrCat("did not register in ",
+                                                                    absl::FormatDuration(timeout));
   return absl::DeadlineExceededError(
       absl::StrCat("NodeManager ", i, " ", what, "; its log: ", log, "\n", DiagnosticLogs()));
 }

@@ -132,7 +132,7 @@ TEST_F(ControlServiceTest, RequestsOutOfBoundsAreRefusedNamingTheBound) {
       << status.error_message();
   EXPECT_EQ(tickets_.size(), 0u);
   // With a token configured, a call without it is refused before any work.
-  options_.auth_token = "s3cret";
+  options_.auth_token = Secret("s3cret");
   service_.reset();
   status = Open({Block(0, 0, 0, 1)}, &handle);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
