@@ -6,7 +6,13 @@
  *       as a NodeManager hosts it (YarnShuffleService), on 127.0.0.1; its port written
  *       to <port-file>; serves until its stdin closes.
  *   PushPeers push <port> <root> <app> <shuffle> <pushers> <maps> <reduces> <block-bytes>
- *       registers an executor whose local and merge dirs are made under <root>, then
+ *                  [<warm-up-app> <warm-up-reduces>]
+ *       with a warm-up application, first pushes it the same way (its root a sibling of
+ *       <root>), waits until the JIT has compiled nothing for a second (at most 60 s:
+ *       compiling takes the time it takes, so a faster server would otherwise leave
+ *       more of the pushers' code interpreted), prints its line and waits for a line on
+ *       stdin: the pushers are then as in an executor that has pushed before, and the
+ *       caller can sample the server between the two. Then registers an executor whose local and merge dirs are made under <root>, then
  *       <pushers> pushers, each with an ExternalBlockStoreClient (a connection) of its
  *       own, push the blocks of their share of the maps as ShuffleBlockPusher does: a
  *       map's blocks go in requests of consecutive reduce ids of at most 3 MiB
@@ -117,12 +123,41 @@ public final class PushPeers {
   static void push(String[] a) throws Exception {
     int port = Integer.parseInt(a[1]);
     String root = a[2];
-    String app = a[3];
     int shuffle = Integer.parseInt(a[4]);
     int pushers = Integer.parseInt(a[5]);
     int maps = Integer.parseInt(a[6]);
-    int reduces = Integer.parseInt(a[7]);
     int blockBytes = Integer.parseInt(a[8]);
+    if (a.length == 11) {
+      String warmUpRoot = new File(new File(root).getParentFile(), a[9]).getPath();
+      pushApp(port, warmUpRoot, a[9], shuffle, pushers, maps, Integer.parseInt(a[10]), blockBytes);
+      awaitJitQuiet();
+      if (System.in.read() < 0) throw new IllegalStateException("stdin closed after the warm-up");
+    }
+    pushApp(port, root, a[3], shuffle, pushers, maps, Integer.parseInt(a[7]), blockBytes);
+  }
+
+  // Returns once the JIT's total compilation time has not grown for a second, or after
+  // 60 s.
+  static void awaitJitQuiet() throws InterruptedException {
+    java.lang.management.CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    long last = jit.getTotalCompilationTime();
+    long quietSince = System.nanoTime();
+    while (System.nanoTime() < deadline) {
+      Thread.sleep(100);
+      long now = jit.getTotalCompilationTime();
+      if (now != last) {
+        last = now;
+        quietSince = System.nanoTime();
+      } else if (System.nanoTime() - quietSince >= TimeUnit.SECONDS.toNanos(1)) {
+        return;
+      }
+    }
+  }
+
+  // Pushes one application's blocks and prints its JSON line.
+  static void pushApp(int port, String root, String app, int shuffle, int pushers, int maps,
+      int reduces, int blockBytes) throws Exception {
     TransportConf conf = conf("2m");
     String manager = "org.apache.spark.shuffle.sort.SortShuffleManager:"
         + "{\"mergeDir\":\"merge_manager_1\",\"attemptId\":\"1\"}}}";
@@ -228,18 +263,19 @@ public final class PushPeers {
             + " \"merged_bytes\": %d}",
         pushSeconds, pushCpuSeconds, blocks * blockBytes, blocks, ok.get(), collisions.get(), others.get(),
         finalizeSeconds, mergedBlocks, mergedBytes));
+    System.out.flush();
     driver.close();
   }
 
   public static void main(String[] args) throws Exception {
     if (args.length == 3 && args[0].equals("serve")) {
       serve(args[1], args[2]);
-    } else if (args.length == 9 && args[0].equals("push")) {
+    } else if ((args.length == 9 || args.length == 11) && args[0].equals("push")) {
       push(args);
     } else {
       System.err.println("usage: PushPeers serve <port-file> <min-chunk-bytes>\n"
           + "       PushPeers push <port> <root> <app> <shuffle> <pushers> <maps> <reduces>"
-          + " <block-bytes>");
+          + " <block-bytes> [<warm-up-app> <warm-up-reduces>]");
       System.exit(2);
     }
     System.exit(0);

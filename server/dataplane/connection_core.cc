@@ -65,12 +65,21 @@ bool ConnectionCore::Resize(size_t bytes) {
 }
 
 ssize_t ConnectionCore::Receive(char* buf, size_t len) {
-  if (Draining()) {
-    // Serve what the peer has sent already, without waiting for more: a request still
-    // on its way finds the connection closed at a frame boundary, which clients retry.
-    // A direct MSG_DONTWAIT recv works on either engine's socket.
-    const ssize_t n = ::recv(socket_.get(), buf, len, MSG_DONTWAIT);
-    return n < 0 ? -errno : n;
+  // Answers held go out before the connection waits on its peer, not before each read:
+  // while the peer's next requests are here already they gather more. A direct
+  // MSG_DONTWAIT recv works on either engine's socket.
+  if (!held_.empty() || Draining()) {
+    ssize_t n;
+    do {
+      n = ::recv(socket_.get(), buf, len, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) return n;
+    const int error = n < 0 ? errno : 0;
+    PushHeld();
+    // Draining: serve what the peer has sent already, without waiting for more; a
+    // request still on its way finds the connection closed at a frame boundary, which
+    // clients retry.
+    if (n == 0 || error != EAGAIN || Draining()) return n == 0 ? 0 : -error;
   }
   // One deadline for a whole frame, from when the wait for it began. A new connection
   // gets a shorter one: a peer that connects and says nothing holds a connection slot.
@@ -168,7 +177,7 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     // Room for more of the frame: start over when all is consumed (shrinking back after
     // a large frame), compact, or grow (doubling, up to the frame's length).
     if (held == 0) {
-      if (capacity_ > kBaseBufferBytes) Resize(0);
+      if (capacity_ > kBaseBufferBytes && !filled_) Resize(0);
       begin_ = end_ = 0;
     }
     if (capacity_ == 0) Resize(kBaseBufferBytes);
@@ -183,12 +192,19 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
           need, "-byte frame does not fit")));
       return false;
     }
-    // Nothing left to serve: push what was sent before waiting on the peer.
+    // A peer whose last read filled the buffer has more on its way (pipelined requests,
+    // small uploads): its reads grow to kReadAheadBytes, within the request-buffer
+    // budget, and the buffer shrinks back once a read leaves room.
+    if (filled_ && capacity_ < kReadAheadBytes) {
+      (void)Resize(std::min(2 * capacity_, kReadAheadBytes));
+    }
+    // Nothing left to serve (answers held go out before the wait: Receive).
     control_.serving = false;
-    PushHeld();
     sender_.EndResponse();
-    const ssize_t n = ReceivePlain(buffer_.get() + end_, capacity_ - end_);
+    const size_t room = capacity_ - end_;
+    const ssize_t n = ReceivePlain(buffer_.get() + end_, room);
     if (n <= 0) return false;  // closed, reset, idle, draining, stopping or unsealable
+    filled_ = static_cast<size_t>(n) == room;
     control_.serving = true;
     end_ += static_cast<size_t>(n);
   }
@@ -198,7 +214,6 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
                                  absl::FunctionRef<absl::Status(absl::string_view)> sink,
                                  absl::Status* sink_status) {
   *sink_status = absl::OkStatus();
-  if (bytes > end_ - begin_) PushHeld();  // the rest is waited for
   const auto take = [&](const char* data, size_t n) {
     if (sink_status->ok()) *sink_status = sink(absl::string_view(data, n));
     bytes -= n;
@@ -228,6 +243,7 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
         bytes < capacity_ ? capacity_ : static_cast<size_t>(std::min<uint64_t>(bytes, capacity_));
     const ssize_t n = ReceivePlain(buffer_.get(), ask);
     if (n <= 0) return false;
+    filled_ = static_cast<size_t>(n) == ask;
     const size_t body = static_cast<size_t>(std::min<uint64_t>(bytes, static_cast<uint64_t>(n)));
     take(buffer_.get(), body);
     if (static_cast<size_t>(n) > body) {
@@ -249,7 +265,6 @@ bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int 
     offset += n;
     return absl::OkStatus();
   };
-  if (bytes > end_ - begin_) PushHeld();  // the rest is waited for
   absl::StatusOr<PipePool::Lease> pipe = absl::UnavailableError("no pipe pool");
   // A small rest is read and written (and read with what follows it, see ReceiveBody):
   // for it a pipe's two splices cost more than a read and a write.
@@ -258,6 +273,7 @@ bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int 
     pipe = control_.pipes->Take(deadline);
   }
   if (!pipe.ok()) return ReceiveBody(bytes, deadline, write, sink_status);
+  PushHeld();  // the splice below waits on the socket itself
   *sink_status = absl::OkStatus();
   // What arrived with the frame first.
   const size_t held = end_ - begin_;

@@ -64,6 +64,8 @@ class ConnectionCore {
   // What every connection's buffer holds at least: pipelined requests of either
   // protocol are tens of bytes, so one read takes many.
   static constexpr size_t kBaseBufferBytes = size_t{4} << 10;
+  // The most a read takes while the peer keeps the buffer full (pipelined requests).
+  static constexpr size_t kReadAheadBytes = size_t{64} << 10;
   // The most of an upload's body read at a time.
   static constexpr size_t kBodyReadBytes = size_t{256} << 10;
   // ReceiveBodyToFile reads and writes a body's rest of at most this many bytes instead
@@ -132,10 +134,10 @@ class ConnectionCore {
   absl::Status SendBlock(absl::string_view header, const StreamBlock& block, uint64_t offset,
                          absl::FunctionRef<std::string()> name, bool* in_frame);
   // Sends bytes of the protocol's own (an error, an RPC reply); false when they did not
-  // all go out. `hold` when the peer has sent its next request already (pipelined
-  // pushes): the bytes wait here (up to kMaxHeldBytes) so that the answers to several
-  // requests go out in one send, one TCP segment and one wakeup of the peer, at
-  // PushHeld(), the next wait on the peer, or any other send.
+  // all go out. `hold` for answers to requests a peer pipelines (pushes): the bytes wait
+  // here (up to kMaxHeldBytes) so that the answers to several requests go out in one
+  // send, one TCP segment and one wakeup of the peer, at PushHeld(), any other send, or
+  // when a read finds nothing more from the peer (before the connection waits on it).
   bool SendBytes(absl::string_view bytes, bool hold = false);
   // Sends what SendBytes held; a protocol calls it before whatever may wait (a lock, a
   // worker), so that no answer waits on another request, and before it closes.
@@ -179,8 +181,9 @@ class ConnectionCore {
   absl::Time frame_deadline_ = absl::InfiniteFuture();
   std::unique_ptr<char[]> buffer_;
   size_t capacity_ = 0;
-  size_t begin_ = 0;  // first unconsumed byte
-  size_t end_ = 0;    // one past the last received byte
+  size_t begin_ = 0;     // first unconsumed byte
+  size_t end_ = 0;       // one past the last received byte
+  bool filled_ = false;  // the last read took all the room it was given
   // The buffer's share of the request-buffer budget, past kBaseBufferBytes.
   ClientBudget::Lease grown_;
   // A secured connection's share (SecuredBytes).

@@ -242,12 +242,12 @@ bool SparkProtocol::On(const spark::UploadStream& upload) {
 }
 
 bool SparkProtocol::ReplyPush(int64_t id, spark::PushReturnCode code, const std::string& block_id) {
-  // Spark's pusher sends a map's blocks back to back: while the next push is here
-  // already, this answer is held for the next one's (ConnectionCore::SendBytes).
+  // Spark's pusher sends a map's blocks back to back: the answer is held, to go out with
+  // the next ones' once the connection would wait on its peer (ConnectionCore::Receive).
   return Reply(id,
                spark::EncodeBlockPushReturnCode(
                    {code, code == spark::PushReturnCode::kSuccess ? "" : block_id}),
-               /*hold=*/core_.partial_frame_bytes() > 0);
+               /*hold=*/true);
 }
 
 bool SparkProtocol::On(const spark::MergedBlockMetaRequest& request) {

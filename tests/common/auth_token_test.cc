@@ -31,7 +31,9 @@ TEST(AuthTokenTest, ATokenIsTheFilesTextWithoutSurroundingWhitespace) {
 TEST(AuthTokenTest, AnEmptyUnprintableOversizedOrMissingTokenFileIsRefusedByName) {
   TempDir dir;
   for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
-           {"empty", " \n"}, {"spaced", "two words"}, {"control", "a\x01b"},
+           {"empty", " \n"},
+           {"spaced", "two words"},
+           {"control", "a\x01b"},
            {"huge", std::string((1 << 20) + 1, 'x')}}) {
     const std::string path = Write(dir, name, text);
     absl::StatusOr<Secret> token = ReadAuthToken(path);

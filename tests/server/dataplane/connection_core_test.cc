@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -226,6 +227,59 @@ TEST_P(ConnectionCoreTest, HeldAnswersGoOutTogether) {
     core.PushHeld();  // nothing held: nothing sent
     EXPECT_EQ(peer_has(), "");
   });
+}
+
+// Answers held for pipelined requests stay held while the peer's next requests are
+// here already, even when reading them takes more reads (three frames of 3,000 bytes
+// do not fit the base buffer), and go out together once the connection would wait on
+// its peer.
+TEST_P(ConnectionCoreTest, HeldAnswersGoOutWhenTheConnectionWouldWait) {
+  PeerSends(FourByteFrame("a" + std::string(2999, '.')) +
+            FourByteFrame("b" + std::string(2999, '.')) +
+            FourByteFrame("c" + std::string(2999, '.')));
+  std::string first_read;
+  std::thread peer([&] {
+    // The first bytes the peer gets: every answer at once, then it closes.
+    pollfd p{peer_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 10000) == 1) {
+      char buf[256];
+      const ssize_t n = ::recv(peer_.get(), buf, sizeof(buf), 0);
+      first_read.assign(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    }
+    ::shutdown(peer_.get(), SHUT_WR);
+  });
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{4, 4096, FourByteLength};
+    absl::string_view frame;
+    while (core.NextFrame(framing, &frame)) {
+      ASSERT_TRUE(core.SendBytes(absl::StrCat("r", frame.substr(4, 1)), /*hold=*/true));
+    }
+  });
+  peer.join();
+  EXPECT_EQ(first_read, "rarbrc");
+}
+
+// A peer that keeps the buffer full (pipelined small requests) is read up to
+// kReadAheadBytes at a time, charged to the budget, which gets it all back.
+TEST_P(ConnectionCoreTest, ReadsGrowWhileThePeerKeepsTheBufferFull) {
+  std::string frames;
+  for (int i = 0; i < 400; ++i) frames += FourByteFrame(std::string(100, 'p'));
+  PeerSends(frames);
+  ::shutdown(peer_.get(), SHUT_WR);
+  uint64_t most = 0;
+  int served = 0;
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{4, 1024, FourByteLength};
+    absl::string_view frame;
+    while (core.NextFrame(framing, &frame)) {
+      ++served;
+      most = std::max(most, budget_.used());
+    }
+  });
+  EXPECT_EQ(served, 400);
+  EXPECT_GT(most, 0u);
+  EXPECT_LE(most, ConnectionCore::kReadAheadBytes - ConnectionCore::kBaseBufferBytes);
+  EXPECT_EQ(budget_.used(), 0u);
 }
 
 TEST_P(ConnectionCoreTest, ALargeFrameGrowsTheBufferAgainstTheBudgetAndGivesItBack) {
