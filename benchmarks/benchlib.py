@@ -76,14 +76,15 @@ def evict(paths):
             f.write("1\n")
 
 
-def settle_inodes():
-    """Writes back and, as root, drops the machine's clean caches, so that files created
-    next cost what they cost on a file system at rest. An ext4 without a journal (these
-    machines' disk) skips, when it allocates an inode, every free inode of a cached inode
-    table block deleted in the last 60 s (300 s while the block is dirty): here 3,000
-    creates took 0.11 s of CPU on a file system at rest and 1.0 s right after 3,000
-    deletes. Without it a benchmark cell pays for the deletes of the cell before it.
-    False when not root (nothing dropped)."""
+def settle_file_system():
+    """Writes back and, as root, drops the machine's clean caches (their inode table
+    blocks among them): files created next then cost what they cost on a file system at
+    rest. An ext4 without a journal (these machines' disk) passes over, when it allocates
+    an inode, every free inode of a cached inode table block deleted in the last 60 s
+    (360 s once that block is dirty again, as the next allocations in it make it): here
+    3,000 creates took 0.11 s of CPU at rest and 1.0 s right after 3,000 deletes. A
+    benchmark that creates files settles first and deletes nothing until it ends. False
+    when not root (nothing dropped)."""
     os.sync()
     if os.geteuid() != 0:
         return False
