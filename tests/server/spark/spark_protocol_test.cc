@@ -1620,8 +1620,12 @@ TEST_F(SparkPushTest, MergedReadFloodsSpareAnotherApplication) {
       streams.load(), victim_ms[victim_ms.size() / 2], victim_ms.back());
   EXPECT_GT(streams.load(), 0);
   EXPECT_EQ(testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_index_reads_total"), 2);
-  // Was 30 s (the registration failed); the bound leaves room for a sanitizer's build.
-  EXPECT_LT(victim_ms.back(), 5000);
+  // Was 30 s, the registration failed: the other application waited for the flood. Now
+  // half of its calls are served at once; the slowest is bounded loosely, since on two
+  // busy cores (a sanitizer's build, other tests beside it) one call in 20 waited 8 s
+  // for CPU.
+  EXPECT_LT(victim_ms[victim_ms.size() / 2], 1000);
+  EXPECT_LT(victim_ms.back(), 20000);
 }
 
 // Round six, 3: zero-length pushes to 1,024 new reduce ids, a finalize, the next shuffle
