@@ -240,7 +240,10 @@ void FiberScheduler::Post(absl::AnyInvocable<void()> fn) {
     posted_.push_back(std::move(fn));
   }
   posted_pending_.store(true, std::memory_order_release);
-  // One eventfd write per sleep is enough: the flag is cleared when the read completes.
+  // From the loop's own thread (a fiber handing a lock to another of its fibers) the loop
+  // is awake and sees the flag before it sleeps: no eventfd write. Otherwise one write
+  // per sleep is enough: the flag is cleared when the read completes.
+  if (current_scheduler == this) return;
   if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) {
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof(one));
@@ -271,7 +274,9 @@ void FiberScheduler::Loop(bool until_stopped) {
     RunReadyFibers();
     if (live_fibers_ == 0 && (stopping_ || !until_stopped)) break;
     ArmWake();
-    const bool idle = ready_.empty() && yielded_.empty();
+    // Work posted from this thread meanwhile wrote no eventfd: it must not be slept on.
+    const bool idle = ready_.empty() && yielded_.empty() &&
+                      !posted_pending_.load(std::memory_order_acquire);
     if (idle && options_.idle_poll > absl::ZeroDuration()) {
       Submit(/*wait=*/false);
       PollIdle();

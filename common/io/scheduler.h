@@ -167,7 +167,7 @@ class FiberScheduler {
   void RunUntilStopped();
 
   // Thread-safe. Runs `fn` in a new fiber on this scheduler's thread, waking the
-  // scheduler if it sleeps. Work posted after Run() returned waits for the next Run()
+  // scheduler if it sleeps (from that thread itself, without a syscall). Work posted after Run() returned waits for the next Run()
   // (or is destroyed with the scheduler); work that gets no fiber stack is destroyed
   // unrun.
   void Post(absl::AnyInvocable<void()> fn);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/io/ops.h"
+#include "common/io/sync.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loopback.h"
 #include "tests/testing/run_fiber.h"
@@ -146,6 +147,24 @@ TEST(SchedulerTest, PostFromAnotherThreadWakesASleepingScheduler) {
   s->RunUntilStopped();
   poster.join();
   EXPECT_EQ(ran.load(), 100);
+}
+
+// A Post from the scheduler's own thread writes no eventfd: the loop must see it before
+// it sleeps, or the fiber waiting for the posted work would wait forever.
+TEST(SchedulerTest, PostFromItsOwnThreadRunsWithoutAWake) {
+  auto s = NewScheduler();
+  int rounds = 0;
+  ASSERT_TRUE(s->Spawn([&] {
+                 for (int i = 0; i < 100; ++i) {
+                   Event done;
+                   FiberScheduler::Current()->Post([&] { done.Set(); });
+                   ASSERT_EQ(done.Wait(absl::Now() + absl::Seconds(10)), 0);
+                   ++rounds;
+                 }
+                 FiberScheduler::Current()->Stop();
+               }).ok());
+  s->RunUntilStopped();
+  EXPECT_EQ(rounds, 100);
 }
 
 TEST(SchedulerTest, StopFromAnotherThreadEndsRunUntilStopped) {
