@@ -275,8 +275,8 @@ void FiberScheduler::Loop(bool until_stopped) {
     if (live_fibers_ == 0 && (stopping_ || !until_stopped)) break;
     ArmWake();
     // Work posted from this thread meanwhile wrote no eventfd: it must not be slept on.
-    const bool idle = ready_.empty() && yielded_.empty() &&
-                      !posted_pending_.load(std::memory_order_acquire);
+    const bool idle =
+        ready_.empty() && yielded_.empty() && !posted_pending_.load(std::memory_order_acquire);
     if (idle && options_.idle_poll > absl::ZeroDuration()) {
       Submit(/*wait=*/false);
       PollIdle();
