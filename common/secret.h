@@ -1,8 +1,8 @@
 // A secret's bytes (a spark.authenticate secret, a key derived from one, the control
-// plane's token, a TLS private key) that wipe themselves: every Secret overwrites its buffer when
-// it is destroyed, assigned over or moved from, so a secret lives only as long as some Secret holds
-// it. Copies are Secrets too and wipe their own buffers. The bytes are never printed: a Secret has
-// no operator<< and no conversion to a string.
+// plane's token, a TLS private key) that wipe themselves: every Secret overwrites its
+// buffer when it is destroyed, assigned over or moved from, so a secret lives only as
+// long as some Secret holds it. Copies are Secrets too and wipe their own buffers. The
+// bytes are never printed: a Secret has no operator<< and no conversion to a string.
 #ifndef FERRY_COMMON_SECRET_H_
 #define FERRY_COMMON_SECRET_H_
 

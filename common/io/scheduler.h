@@ -167,9 +167,9 @@ class FiberScheduler {
   void RunUntilStopped();
 
   // Thread-safe. Runs `fn` in a new fiber on this scheduler's thread, waking the
-  // scheduler if it sleeps (from that thread itself, without a syscall). Work posted after Run()
-  // returned waits for the next Run() (or is destroyed with the scheduler); work that gets no fiber
-  // stack is destroyed unrun.
+  // scheduler if it sleeps (from that thread itself, without a syscall). Work posted
+  // after Run() returned waits for the next Run() (or is destroyed with the scheduler);
+  // work that gets no fiber stack is destroyed unrun.
   void Post(absl::AnyInvocable<void()> fn);
   // Thread-safe. Begins stopping (see the header comment) and wakes the scheduler.
   // Work Post()ed before Stop() still runs, in a fiber whose ops fail with -ECANCELED.
