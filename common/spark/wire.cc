@@ -149,6 +149,16 @@ bool WireReader::IntArray(std::vector<int32_t>* v, const char* what) {
   return true;
 }
 
+bool WireReader::IntArrays(std::vector<std::vector<int32_t>>* v, const char* what) {
+  int32_t count = 0;
+  if (!Count(&count, 4, what)) return false;
+  v->resize(static_cast<size_t>(count));
+  for (std::vector<int32_t>& ids : *v) {
+    if (!IntArray(&ids, what)) return false;
+  }
+  return true;
+}
+
 bool WireReader::LongArray(std::vector<int64_t>* v, const char* what) {
   int32_t count = 0;
   if (!Count(&count, 8, what)) return false;
@@ -478,9 +488,7 @@ absl::StatusOr<FetchShuffleBlocks> DecodeFetchShuffleBlocks(WireReader& r,
   r.String(&m.exec_id, "execId");
   r.I32(&m.shuffle_id, "shuffleId");
   r.LongArray(&m.map_ids, "mapIds");
-  int32_t count = 0;
-  if (r.Count(&count, 4, "reduceIds")) m.reduce_ids.resize(static_cast<size_t>(count));
-  for (std::vector<int32_t>& ids : m.reduce_ids) r.IntArray(&ids, "reduceIds");
+  r.IntArrays(&m.reduce_ids, "reduceIds");
   r.Bool(&m.batch_fetch_enabled, "batchFetchEnabled");
   FERRY_RETURN_IF_ERROR(r.Finish(name));
   if (m.reduce_ids.size() != m.map_ids.size()) {
@@ -500,9 +508,7 @@ absl::StatusOr<FetchShuffleBlockChunks> DecodeFetchShuffleBlockChunks(WireReader
   r.I32(&m.shuffle_id, "shuffleId");
   r.I32(&m.shuffle_merge_id, "shuffleMergeId");
   r.IntArray(&m.reduce_ids, "reduceIds");
-  int32_t count = 0;
-  if (r.Count(&count, 4, "chunkIds")) m.chunk_ids.resize(static_cast<size_t>(count));
-  for (std::vector<int32_t>& ids : m.chunk_ids) r.IntArray(&ids, "chunkIds");
+  r.IntArrays(&m.chunk_ids, "chunkIds");
   FERRY_RETURN_IF_ERROR(r.Finish(name));
   if (m.chunk_ids.size() != m.reduce_ids.size()) {
     return absl::InvalidArgumentError(absl::StrCat("malformed ", name, ": ", m.reduce_ids.size(),

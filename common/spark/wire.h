@@ -79,6 +79,8 @@ class WireReader {
                    size_t max_bytes = 4096);
   bool IntArray(std::vector<int32_t>* v, const char* what);
   bool LongArray(std::vector<int64_t>* v, const char* what);
+  // An array of int arrays (each at least its 4-byte count on the wire).
+  bool IntArrays(std::vector<std::vector<int32_t>>* v, const char* what);
   // A RoaringBitmap (no length before it) of at most `max_values` values.
   bool Bitmap(spark::Bitmap* b, const char* what, uint64_t max_values);
   // An array's count, which must fit in the bytes left as `element_bytes`-byte elements.
