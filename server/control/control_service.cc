@@ -74,29 +74,9 @@ std::string ClientOfPeer(const std::string& peer) {
   return absl::StrCat(peer.substr(0, scheme + 1), address->host);
 }
 
-const char* ControlService::RpcName(Rpc rpc) {
-  switch (rpc) {
-    case Rpc::kOpenStream:
-      return "OpenStream";
-    case Rpc::kCloseStream:
-      return "CloseStream";
-    case Rpc::kListShuffles:
-      return "ListShuffles";
-    case Rpc::kGetServerInfo:
-      return "GetServerInfo";
-    case Rpc::kDiagnoseCorruption:
-      return "DiagnoseCorruption";
-    case Rpc::kRemoveSparkApp:
-      return "RemoveSparkApp";
-    case Rpc::kListApps:
-      return "ListApps";
-  }
-  return "unknown";
-}
-
 grpc::Status ControlService::Call(const grpc::ServerContext* context, Rpc rpc, Cost cost,
                                   absl::FunctionRef<grpc::Status()> body) {
-  calls_[static_cast<size_t>(rpc)].fetch_add(1, std::memory_order_relaxed);
+  stats_.calls[static_cast<size_t>(rpc)].Add();
   if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
   if (cost == Cost::kLight) return body();
   {
@@ -422,15 +402,7 @@ grpc::Status ControlService::DiagnoseAdmitted(const ferry::v1::DiagnoseCorruptio
 }
 
 void ControlService::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  std::vector<std::pair<std::string, double>> counts;
-  for (size_t i = 0; i < kRpcs; ++i) {
-    const auto rpc = static_cast<Rpc>(i);
-    counts.emplace_back(RpcName(rpc), static_cast<double>(calls(rpc)));
-  }
-  out->push_back(SamplesBy("ferry_control_calls_total",
-                           "Control-plane calls received, by method, whether answered or "
-                           "refused: with many clients, what their retries cost.",
-                           MetricKind::kCounter, "method", counts));
+  FERRY_APPEND_STATS(FERRY_CONTROL_STATS, {&stats_}, out);
 }
 
 }  // namespace ferry

@@ -8,7 +8,6 @@
 #define FERRY_SERVER_CONTROL_CONTROL_SERVICE_H_
 
 #include <array>
-#include <atomic>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -21,6 +20,7 @@
 #include "server/base/log_lines.h"
 #include "server/control/spark_apps.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/storage/block_store.h"
 #include "server/storage/disk_reader.h"
 #include "server/tickets/ticket_registry.h"
@@ -58,6 +58,13 @@ struct ControlServiceOptions {
   // INVALID_ARGUMENT naming the flag of a field out of range.
   absl::Status Validate() const;
 };
+
+// The control plane's metric families (docs/operations.md).
+#define FERRY_CONTROL_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                     \
+  COUNTER_BY(calls, "ferry_control_calls_total",                                           \
+             "Control-plane calls received, by method, whether answered or refused: with " \
+             "many clients, what their retries cost.",                                     \
+             "method", ControlService::kRpcNames)
 
 class ControlService final : public ferry::v1::Ferry::Service {
  public:
@@ -100,13 +107,14 @@ class ControlService final : public ferry::v1::Ferry::Service {
     kRemoveSparkApp,
     kListApps,
   };
-  static constexpr size_t kRpcs = 7;
-  static const char* RpcName(Rpc rpc);
+  // By Rpc.
+  static constexpr std::array<const char*, 7> kRpcNames = {
+      "OpenStream",         "CloseStream",    "ListShuffles", "GetServerInfo",
+      "DiagnoseCorruption", "RemoveSparkApp", "ListApps"};
+  static const char* RpcName(Rpc rpc) { return kRpcNames[static_cast<size_t>(rpc)]; }
   // Calls of `rpc` received, answered or refused (unauthenticated, busy, bad): what a
   // client's retries cost the server.
-  uint64_t calls(Rpc rpc) const {
-    return calls_[static_cast<size_t>(rpc)].load(std::memory_order_relaxed);
-  }
+  uint64_t calls(Rpc rpc) const { return stats_.calls[static_cast<size_t>(rpc)].value(); }
   // Its metric families (docs/operations.md): the calls by method.
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
 
@@ -147,7 +155,10 @@ class ControlService final : public ferry::v1::Ferry::Service {
   bool HeavyCallFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(heavy_mu_) {
     return heavy_calls_ < options_.max_heavy_calls;
   }
-  std::array<std::atomic<uint64_t>, kRpcs> calls_{};
+  struct Stats {
+    FERRY_STATS_FIELDS(FERRY_CONTROL_STATS)
+  };
+  Stats stats_;
   LineBudget failure_log_{10};
 };
 

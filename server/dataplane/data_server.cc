@@ -132,12 +132,12 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     }
     if (fd < 0) continue;  // the connection died in the backlog (ECONNABORTED, ...)
     UniqueFd conn(fd);
-    accepted_.fetch_add(1, std::memory_order_relaxed);
+    stats_.accepted.Add();
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(conn.get());
     if (!peer.ok()) continue;  // gone already
     std::string client = peer->host();
     if (std::string refusal; !Admit(client, &refusal)) {
-      refused_.fetch_add(1, std::memory_order_relaxed);
+      stats_.refused.Add();
       // Told, not dropped, where the protocol can say it: the client sees a retryable
       // error. The bytes fit in an empty socket buffer, so a non-blocking send either
       // goes out whole or not at all.
@@ -229,23 +229,10 @@ void DataServer::AppendMetrics(const std::string& mode,
   std::vector<const ThreadMetrics*> threads;
   for (size_t t = 0; t < schedulers_.size(); ++t) threads.push_back(&metrics_[t]);
   AppendThreadMetrics(threads, mode, out);
-  out->push_back(OneSample("ferry_connections_open",
-                           "Data-plane connections being served, both front doors.",
-                           MetricKind::kGauge, static_cast<double>(connections_open())));
-  out->push_back(OneSample("ferry_connections_accepted_total", "Data-plane connections accepted.",
-                           MetricKind::kCounter, static_cast<double>(connections_accepted())));
-  out->push_back(OneSample("ferry_connections_refused_total",
-                           "Data-plane connections turned away over --max-connections or "
-                           "--max-connections-per-client.",
-                           MetricKind::kCounter, static_cast<double>(connections_refused())));
+  FERRY_APPEND_STATS(FERRY_DATA_PLANE_STATS, {&stats_}, out);
   std::vector<const PipePool*> pools;
   for (const auto& pool : pipes_) pools.push_back(pool.get());
   PipePool::AppendMetrics(pools, out);
-  out->push_back(OneSample("ferry_io_worker_threads",
-                           "io_uring worker threads (io-wq) of the process.", MetricKind::kGauge,
-                           static_cast<double>(IoWorkerThreads())));
-  out->push_back(OneSample("ferry_draining", "1 from the start of a drain (SIGTERM) on.",
-                           MetricKind::kGauge, draining() ? 1 : 0));
 }
 
 DataServer::DrainReport DataServer::Drain(absl::Duration grace) {

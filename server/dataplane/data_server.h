@@ -28,6 +28,8 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/pipe_pool.h"
 #include "server/ops/client_budget.h"
+#include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/storage/disk_reader.h"
 
 namespace ferry {
@@ -62,6 +64,19 @@ struct DataServerOptions {
   absl::Status Validate() const;
 };
 
+// The data plane's own metric families (docs/operations.md); its threads' counters and
+// pipes append theirs.
+#define FERRY_DATA_PLANE_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                          \
+  READ("ferry_connections_open", "Data-plane connections being served, both front doors.", kGauge, \
+       connections_open())                                                                         \
+  COUNTER(accepted, "ferry_connections_accepted_total", "Data-plane connections accepted.")        \
+  COUNTER(refused, "ferry_connections_refused_total",                                              \
+          "Data-plane connections turned away over --max-connections or "                          \
+          "--max-connections-per-client.")                                                         \
+  READ("ferry_io_worker_threads", "io_uring worker threads (io-wq) of the process.", kGauge,       \
+       IoWorkerThreads())                                                                          \
+  READ("ferry_draining", "1 from the start of a drain (SIGTERM) on.", kGauge, draining() ? 1 : 0)
+
 class DataServer {
  public:
   // Serves one accepted connection on a fiber until it ends; the control is the
@@ -94,10 +109,10 @@ class DataServer {
   // The bound port of listener `i`, in the order given to Start().
   uint16_t port(size_t i = 0) const { return listeners_[i].port; }
   const DataServerOptions& options() const { return options_; }
-  uint64_t connections_accepted() const { return accepted_.load(std::memory_order_relaxed); }
+  uint64_t connections_accepted() const { return stats_.accepted.value(); }
   // Connections being served now, and those turned away as over the limit.
   uint64_t connections_open() const { return open_.load(std::memory_order_relaxed); }
-  uint64_t connections_refused() const { return refused_.load(std::memory_order_relaxed); }
+  uint64_t connections_refused() const { return stats_.refused.value(); }
   // Connections being served now by each thread.
   std::vector<uint64_t> connections_per_thread() const;
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
@@ -168,9 +183,11 @@ class DataServer {
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's
   // pending work still updates them.
   std::atomic<bool> draining_{false};
-  std::atomic<uint64_t> accepted_{0};
-  std::atomic<uint64_t> open_{0};
-  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> open_{0};  // admission reads it back: not a Gauge
+  struct Stats {
+    FERRY_STATS_FIELDS(FERRY_DATA_PLANE_STATS)
+  };
+  Stats stats_;
   ClientBudget request_buffers_;
   // Open connections by client address (numeric, without the port); touched only when
   // a connection is accepted or closed.

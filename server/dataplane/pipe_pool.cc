@@ -60,7 +60,7 @@ size_t PipeBudget(size_t pipe_bytes, size_t unlimited) {
 
 struct PipePool::Waiter {
   Event ready;
-  // Set by Handoff: a slot is this waiter's (counted in out_), with `pipe` or with room
+  // Set by Handoff: a slot is this waiter's (counted in out()), with `pipe` or with room
   // to create one.
   bool granted = false;
   std::optional<Pipe> pipe;
@@ -72,7 +72,7 @@ std::optional<absl::StatusOr<Pipe>> PipePool::TryTake() {
   if (!idle_.empty()) {
     Pipe pipe = std::move(idle_.back());
     idle_.pop_back();
-    out_.fetch_add(1, std::memory_order_relaxed);
+    stats_.out.Add();
     return std::optional<absl::StatusOr<Pipe>>(std::move(pipe));
   }
   if (open() >= max_pipes()) return std::nullopt;
@@ -80,8 +80,8 @@ std::optional<absl::StatusOr<Pipe>> PipePool::TryTake() {
   if (pipe.ok() && pipe->capacity_bytes() < pipe_bytes_ && open() > 0) {
     // The user's budget is spent (by another of its processes: PipeBudget leaves room
     // for this one's): the pipes held are what this thread gets.
-    undersized_.fetch_add(1, std::memory_order_relaxed);
-    max_pipes_.store(open(), std::memory_order_relaxed);
+    stats_.undersized.Add();
+    stats_.max_pipes.Set(static_cast<int64_t>(open()));
     LOG(WARNING) << "a new pipe got " << pipe->capacity_bytes() << " bytes instead of "
                  << pipe_bytes_ << ": this user's pipe budget (fs.pipe-user-pages-soft) is "
                  << "spent; this thread now splices through the " << open() << " pipes it holds";
@@ -89,9 +89,9 @@ std::optional<absl::StatusOr<Pipe>> PipePool::TryTake() {
   }
   if (!pipe.ok()) return std::optional<absl::StatusOr<Pipe>>(pipe.status());
   // A pipe smaller than asked with none held is still better than none.
-  if (pipe->capacity_bytes() < pipe_bytes_) undersized_.fetch_add(1, std::memory_order_relaxed);
-  open_.fetch_add(1, std::memory_order_relaxed);
-  out_.fetch_add(1, std::memory_order_relaxed);
+  if (pipe->capacity_bytes() < pipe_bytes_) stats_.undersized.Add();
+  stats_.open.Add();
+  stats_.out.Add();
   return std::optional<absl::StatusOr<Pipe>>(std::move(pipe));
 }
 
@@ -118,7 +118,7 @@ absl::StatusOr<Pipe> PipePool::TakePipe(absl::Time deadline) {
   if (waiters_.empty()) {
     if (std::optional<absl::StatusOr<Pipe>> taken = TryTake()) return *std::move(taken);
   }
-  waits_.fetch_add(1, std::memory_order_relaxed);
+  stats_.waits.Add();
   Waiter self;
   waiters_.push_back(&self);
   const int res = self.ready.Wait(deadline);
@@ -137,7 +137,7 @@ absl::StatusOr<Pipe> PipePool::TakePipe(absl::Time deadline) {
 }
 
 void PipePool::Give(Pipe pipe) {
-  out_.fetch_sub(1, std::memory_order_relaxed);
+  stats_.out.Sub();
   if (!waiters_.empty()) {
     Handoff(std::move(pipe));
     return;
@@ -146,16 +146,16 @@ void PipePool::Give(Pipe pipe) {
 }
 
 void PipePool::Discard() {
-  out_.fetch_sub(1, std::memory_order_relaxed);
-  open_.fetch_sub(1, std::memory_order_relaxed);
+  stats_.out.Sub();
+  stats_.open.Sub();
   if (!waiters_.empty() && open() < max_pipes()) Handoff(std::nullopt);
 }
 
 void PipePool::Handoff(std::optional<Pipe> pipe) {
   Waiter* next = waiters_.front();
   waiters_.pop_front();
-  out_.fetch_add(1, std::memory_order_relaxed);
-  if (!pipe.has_value()) open_.fetch_add(1, std::memory_order_relaxed);
+  stats_.out.Add();
+  if (!pipe.has_value()) stats_.open.Add();
   next->granted = true;
   next->pipe = std::move(pipe);
   next->ready.Set();
@@ -163,40 +163,9 @@ void PipePool::Handoff(std::optional<Pipe> pipe) {
 
 void PipePool::AppendMetrics(const std::vector<const PipePool*>& pools,
                              std::vector<MetricFamilySamples>* out) {
-  double max = 0, in_use = 0, open = 0, waits = 0, undersized = 0, fallbacks = 0, stalls = 0;
-  for (const PipePool* pool : pools) {
-    max += static_cast<double>(pool->max_pipes());
-    in_use += static_cast<double>(pool->out());
-    open += static_cast<double>(pool->open());
-    waits += static_cast<double>(pool->waits());
-    undersized += static_cast<double>(pool->undersized());
-    fallbacks += static_cast<double>(pool->fallbacks());
-    stalls += static_cast<double>(pool->stalls());
-  }
-  out->push_back(OneSample("ferry_pipes_max",
-                           "Splice pipes the data-plane threads may hold (--max-pipes, or the "
-                           "user's pipe budget).",
-                           MetricKind::kGauge, max));
-  out->push_back(OneSample("ferry_pipes_open",
-                           "Splice pipes open, in use or idle in the threads' pools.",
-                           MetricKind::kGauge, open));
-  out->push_back(OneSample("ferry_pipes_in_use", "Splice pipes a segment's transfer holds now.",
-                           MetricKind::kGauge, in_use));
-  out->push_back(OneSample("ferry_pipe_waits_total",
-                           "Segments that waited for a pipe: every one was in use.",
-                           MetricKind::kCounter, waits));
-  out->push_back(OneSample("ferry_pipe_fallbacks_total",
-                           "Segments copied instead of spliced: no pipe came free within 2 ms.",
-                           MetricKind::kCounter, fallbacks));
-  out->push_back(OneSample(
-      "ferry_pipe_stalls_total",
-      "Spliced chunks the socket did not take within 20 ms though its room said it would: "
-      "the pipe was closed and the rest sent again from the file once the socket had room.",
-      MetricKind::kCounter, stalls));
-  out->push_back(OneSample("ferry_pipes_undersized_total",
-                           "Pipes the kernel granted smaller than --pipe-size (the user's pipe "
-                           "budget was spent); the pool then stops growing.",
-                           MetricKind::kCounter, undersized));
+  std::vector<const Stats*> stats;
+  for (const PipePool* pool : pools) stats.push_back(&pool->stats_);
+  FERRY_APPEND_STATS(FERRY_PIPE_STATS, stats, out);
 }
 
 }  // namespace ferry

@@ -16,7 +16,6 @@
 #ifndef FERRY_SERVER_DATAPLANE_PIPE_POOL_H_
 #define FERRY_SERVER_DATAPLANE_PIPE_POOL_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -28,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/pipe.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 
 namespace ferry {
 
@@ -38,9 +38,30 @@ namespace ferry {
 // where there is none. Never below 1.
 size_t PipeBudget(size_t pipe_bytes, size_t unlimited);
 
+// The pipe metric families (docs/operations.md), of every thread's pool summed.
+#define FERRY_PIPE_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                              \
+  GAUGE(max_pipes, "ferry_pipes_max",                                                            \
+        "Splice pipes the data-plane threads may hold (--max-pipes, or the user's pipe "         \
+        "budget).")                                                                              \
+  GAUGE(open, "ferry_pipes_open", "Splice pipes open, in use or idle in the threads' pools.")    \
+  GAUGE(out, "ferry_pipes_in_use", "Splice pipes a segment's transfer holds now.")               \
+  COUNTER(waits, "ferry_pipe_waits_total",                                                       \
+          "Segments that waited for a pipe: every one was in "                                   \
+          "use.")                                                                                \
+  COUNTER(fallbacks, "ferry_pipe_fallbacks_total",                                               \
+          "Segments copied instead of spliced: no pipe came free within 2 ms.")                  \
+  COUNTER(stalls, "ferry_pipe_stalls_total",                                                     \
+          "Spliced chunks the socket did not take within 20 ms though its room said it would: "  \
+          "the pipe was closed and the rest sent again from the file once the socket had room.") \
+  COUNTER(undersized, "ferry_pipes_undersized_total",                                            \
+          "Pipes the kernel granted smaller than --pipe-size (the user's pipe budget was "       \
+          "spent); the pool then stops growing.")
+
 class PipePool {
  public:
-  PipePool(size_t max_pipes, size_t pipe_bytes) : max_pipes_(max_pipes), pipe_bytes_(pipe_bytes) {}
+  PipePool(size_t max_pipes, size_t pipe_bytes) : pipe_bytes_(pipe_bytes) {
+    stats_.max_pipes.Set(static_cast<int64_t>(max_pipes));
+  }
   PipePool(const PipePool&) = delete;
   PipePool& operator=(const PipePool&) = delete;
   ~PipePool();
@@ -90,20 +111,20 @@ class PipePool {
   // Whether a sender is waiting for a pipe: one that holds an empty pipe gives it back.
   bool contended() const { return !waiters_.empty(); }
   // Counts a segment sent without a pipe, its wait for one having run out.
-  void CountFallback() { fallbacks_.fetch_add(1, std::memory_order_relaxed); }
+  void CountFallback() { stats_.fallbacks.Add(); }
   // Counts a pipe closed with bytes the socket did not take when its room said it would.
-  void CountStall() { stalls_.fetch_add(1, std::memory_order_relaxed); }
+  void CountStall() { stats_.stalls.Add(); }
 
-  size_t max_pipes() const { return max_pipes_.load(std::memory_order_relaxed); }
+  size_t max_pipes() const { return static_cast<size_t>(stats_.max_pipes.value()); }
   size_t pipe_bytes() const { return pipe_bytes_; }
   // Pipes given out now, and open (given out or idle in the pool).
-  size_t out() const { return out_.load(std::memory_order_relaxed); }
-  size_t open() const { return open_.load(std::memory_order_relaxed); }
+  size_t out() const { return static_cast<size_t>(stats_.out.value()); }
+  size_t open() const { return static_cast<size_t>(stats_.open.value()); }
   // Takes that had to wait, and pipes refused as smaller than pipe_bytes, so far.
-  uint64_t waits() const { return waits_.load(std::memory_order_relaxed); }
-  uint64_t undersized() const { return undersized_.load(std::memory_order_relaxed); }
-  uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
-  uint64_t stalls() const { return stalls_.load(std::memory_order_relaxed); }
+  uint64_t waits() const { return stats_.waits.value(); }
+  uint64_t undersized() const { return stats_.undersized.value(); }
+  uint64_t fallbacks() const { return stats_.fallbacks.value(); }
+  uint64_t stalls() const { return stats_.stalls.value(); }
 
   // The pipe metric families (docs/operations.md) of a data plane's pools, summed.
   static void AppendMetrics(const std::vector<const PipePool*>& pools,
@@ -120,16 +141,13 @@ class PipePool {
   // Hands a freed slot (and `pipe`, when there is one) to the first waiter.
   void Handoff(std::optional<Pipe> pipe);
 
-  std::atomic<size_t> max_pipes_;
   const size_t pipe_bytes_;
   std::vector<Pipe> idle_;
   std::deque<Waiter*> waiters_;
-  std::atomic<size_t> out_{0};
-  std::atomic<size_t> open_{0};
-  std::atomic<uint64_t> waits_{0};
-  std::atomic<uint64_t> undersized_{0};
-  std::atomic<uint64_t> fallbacks_{0};
-  std::atomic<uint64_t> stalls_{0};
+  struct Stats {
+    FERRY_STATS_FIELDS(FERRY_PIPE_STATS)
+  };
+  Stats stats_;
 };
 
 }  // namespace ferry

@@ -3,9 +3,9 @@
 // The data plane's counters are per thread (ThreadMetrics): each is written only by the
 // thread that owns it, with plain relaxed loads and stores on its own cache lines, so
 // nothing on the per-block path is shared or locked. A scrape reads every thread's
-// counters and sums them. Every other family is declared by the part that counts it, in
-// its AppendMetrics (connections, pipes, disks, caches, streams, executors); the server
-// concatenates them. Names and units follow Prometheus's conventions (`_total`,
+// counters and sums them. Every other family is declared once, in a list beside the part
+// that counts it (stats.h), and exported by its AppendMetrics; the server concatenates
+// them. Names and units follow Prometheus's conventions (`_total`,
 // `_seconds`, `_bytes`); docs/operations.md lists them, and metrics_test checks it.
 #ifndef FERRY_SERVER_OPS_METRICS_H_
 #define FERRY_SERVER_OPS_METRICS_H_
@@ -101,10 +101,7 @@ struct MetricFamilySamples {
   std::vector<MetricSample> samples;
 };
 
-// The metrics families are declared by the parts that count them, each in its
-// AppendMetrics (the data plane, the disks, the map-output cache, the tickets, the
-// control plane, the Spark front door's parts); the server concatenates them. These
-// build the usual shapes.
+// The shapes of a family (stats.h builds its families with them).
 //
 // A family of one unlabelled sample.
 MetricFamilySamples OneSample(std::string name, std::string help, MetricKind kind, double value);

@@ -251,8 +251,7 @@ void SparkFrontDoor::ApplicationGone(const std::string& app_id) {
 void SparkFrontDoor::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   executors_->AppendMetrics(out);
   service_->AppendMetrics(out);
-  out->push_back(OneSample("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.",
-                           MetricKind::kGauge, static_cast<double>(pool_->queued())));
+  FERRY_APPEND_READS(FERRY_SPARK_FRONT_DOOR_STATS, out);
   if (tls_ != nullptr) tls_->AppendMetrics(out);
   secrets_->AppendMetrics(out);
   if (push_ != nullptr) push_->AppendMetrics(out);

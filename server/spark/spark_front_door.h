@@ -18,6 +18,7 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/spark/auth/spark_auth.h"
 #include "server/spark/auth/spark_tls.h"
 #include "server/spark/executors/spark_executors.h"
@@ -27,6 +28,10 @@
 #include "server/storage/block_store.h"
 
 namespace ferry {
+
+// The front door's own metric families (docs/operations.md); its parts append theirs.
+#define FERRY_SPARK_FRONT_DOOR_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY) \
+  READ("ferry_blocking_jobs_queued", "Blocking jobs waiting for a worker.", kGauge, pool_->queued())
 
 class SparkFrontDoor : public SparkApps {
  public:

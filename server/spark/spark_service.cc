@@ -511,8 +511,7 @@ absl::StatusOr<uint8_t> SparkShuffleService::Diagnose(const spark::DiagnoseCorru
 }
 
 void SparkShuffleService::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  out->push_back(OneSample("ferry_spark_open_chunks", "Chunks held by open Spark streams.",
-                           MetricKind::kGauge, static_cast<double>(open_chunks())));
+  FERRY_APPEND_READS(FERRY_SPARK_FETCH_STATS, out);
 }
 
 }  // namespace ferry

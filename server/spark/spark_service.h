@@ -31,6 +31,7 @@
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
 #include "server/ops/rate_limiter.h"
+#include "server/ops/stats.h"
 #include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_service.h"
 #include "server/storage/block_store.h"
@@ -64,6 +65,10 @@ struct SparkStream {
   absl::Time expires;
   ClientBudget::Lease lease;
 };
+
+// The fetch service's metric families (docs/operations.md).
+#define FERRY_SPARK_FETCH_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY) \
+  READ("ferry_spark_open_chunks", "Chunks held by open Spark streams.", kGauge, open_chunks())
 
 class SparkShuffleService {
  public:

@@ -393,21 +393,7 @@ absl::StatusOr<std::vector<AppInfo>> BlockStore::ListApps(size_t max_apps, bool*
 
 void BlockStore::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   const CacheCounts cache = cache_counts();
-  out->push_back(OneSample("ferry_map_output_cache_entries",
-                           "Map outputs cached, each an index with its data file open.",
-                           MetricKind::kGauge, static_cast<double>(cached_map_outputs())));
-  out->push_back(OneSample("ferry_data_files_open",
-                           "Data files open, cached or held by open streams.", MetricKind::kGauge,
-                           static_cast<double>(open_files())));
-  out->push_back(OneSample("ferry_map_output_cache_hits_total",
-                           "Map output lookups answered from the cache.", MetricKind::kCounter,
-                           static_cast<double>(cache.hits)));
-  out->push_back(OneSample("ferry_map_output_cache_misses_total",
-                           "Map output lookups that loaded from disk.", MetricKind::kCounter,
-                           static_cast<double>(cache.misses)));
-  out->push_back(OneSample("ferry_map_output_cache_evictions_total",
-                           "Map outputs evicted to stay within the cache's bounds.",
-                           MetricKind::kCounter, static_cast<double>(cache.evictions)));
+  FERRY_APPEND_READS(FERRY_BLOCK_STORE_STATS, out);
 }
 
 }  // namespace ferry

@@ -46,6 +46,7 @@
 #include "common/unique_fd.h"
 #include "server/base/log_lines.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/storage/layout.h"
 #include "server/storage/segment.h"
 #include "server/storage/weighted_cache.h"
@@ -84,6 +85,21 @@ struct AppInfo {
 // All of `resolved`, or its first error.
 absl::StatusOr<std::vector<ResolvedBlock>> AllResolved(
     std::vector<absl::StatusOr<ResolvedBlock>> resolved);
+
+// The map-output cache's and open files' metric families (docs/operations.md).
+#define FERRY_BLOCK_STORE_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                  \
+  READ("ferry_map_output_cache_entries",                                                    \
+       "Map outputs cached, each an index with its data "                                   \
+       "file open.",                                                                        \
+       kGauge, cached_map_outputs())                                                        \
+  READ("ferry_data_files_open", "Data files open, cached or held by open streams.", kGauge, \
+       open_files())                                                                        \
+  READ("ferry_map_output_cache_hits_total", "Map output lookups answered from the cache.",  \
+       kCounter, cache.hits)                                                                \
+  READ("ferry_map_output_cache_misses_total", "Map output lookups that loaded from disk.",  \
+       kCounter, cache.misses)                                                              \
+  READ("ferry_map_output_cache_evictions_total",                                            \
+       "Map outputs evicted to stay within the cache's bounds.", kCounter, cache.evictions)
 
 class BlockStore {
  public:

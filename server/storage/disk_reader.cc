@@ -229,24 +229,24 @@ std::vector<DiskReader::DiskStats> DiskReader::Stats() const {
   return stats;
 }
 
+namespace {
+
+// One value of each disk, by its name.
+template <typename Value>
+std::vector<std::pair<std::string, double>> ByDisk(const std::vector<DiskReader::DiskStats>& disks,
+                                                   Value value) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const DiskReader::DiskStats& d : disks) {
+    out.emplace_back(d.name, static_cast<double>(value(d)));
+  }
+  return out;
+}
+
+}  // namespace
+
 void DiskReader::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   const std::vector<DiskStats> disks = Stats();
-  auto family = [&](std::string name, std::string help, MetricKind kind,
-                    double (*value)(const DiskStats&)) {
-    std::vector<std::pair<std::string, double>> values;
-    for (const DiskStats& d : disks) values.emplace_back(d.name, value(d));
-    out->push_back(SamplesBy(std::move(name), std::move(help), kind, "disk", values));
-  };
-  family("ferry_disk_queued_reads", "Reads of uncached file ranges waiting for the disk's workers.",
-         MetricKind::kGauge, [](const DiskStats& d) { return static_cast<double>(d.queued); });
-  family("ferry_disk_reads_total", "Reads of uncached file ranges done by the disk's workers.",
-         MetricKind::kCounter, [](const DiskStats& d) { return static_cast<double>(d.reads); });
-  family("ferry_disk_read_bytes_total", "Bytes the disk's workers read.", MetricKind::kCounter,
-         [](const DiskStats& d) { return static_cast<double>(d.bytes); });
-  family("ferry_disk_read_errors_total", "Reads of the disk that failed.", MetricKind::kCounter,
-         [](const DiskStats& d) { return static_cast<double>(d.errors); });
-  family("ferry_disk_healthy", "0 while the disk's reads keep failing, 1 otherwise.",
-         MetricKind::kGauge, [](const DiskStats& d) { return d.healthy ? 1.0 : 0.0; });
+  FERRY_APPEND_READS(FERRY_DISK_STATS, out);
 }
 
 }  // namespace ferry

@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "common/io/blocking_pool.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/storage/segment.h"
 
 namespace ferry {
@@ -51,6 +52,20 @@ namespace ferry {
 // failing or vanished disk answers (EIO, ENXIO, ENODEV, ESTALE, ENOTCONN), since another
 // attempt or another replica may succeed; otherwise as the errno says.
 absl::Status FileReadError(int error, absl::string_view what);
+
+// Each disk's metric families (docs/operations.md), read from `disks` (Stats()).
+#define FERRY_DISK_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                              \
+  READ_BY("ferry_disk_queued_reads",                                                             \
+          "Reads of uncached file ranges waiting for the disk's workers.", kGauge, "disk",       \
+          ByDisk(disks, [](const DiskStats& d) { return d.queued; }))                            \
+  READ_BY("ferry_disk_reads_total", "Reads of uncached file ranges done by the disk's workers.", \
+          kCounter, "disk", ByDisk(disks, [](const DiskStats& d) { return d.reads; }))           \
+  READ_BY("ferry_disk_read_bytes_total", "Bytes the disk's workers read.", kCounter, "disk",     \
+          ByDisk(disks, [](const DiskStats& d) { return d.bytes; }))                             \
+  READ_BY("ferry_disk_read_errors_total", "Reads of the disk that failed.", kCounter, "disk",    \
+          ByDisk(disks, [](const DiskStats& d) { return d.errors; }))                            \
+  READ_BY("ferry_disk_healthy", "0 while the disk's reads keep failing, 1 otherwise.", kGauge,   \
+          "disk", ByDisk(disks, [](const DiskStats& d) { return d.healthy ? 1 : 0; }))
 
 class DiskReader {
  public:

@@ -124,8 +124,7 @@ void TicketRegistry::EraseLocked(const Ticket& ticket) {
 }
 
 void TicketRegistry::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  out->push_back(OneSample("ferry_streams_open", "Streams (tickets) the control plane has open.",
-                           MetricKind::kGauge, static_cast<double>(size())));
+  FERRY_APPEND_READS(FERRY_TICKET_STATS, out);
 }
 
 }  // namespace ferry

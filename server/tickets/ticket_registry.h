@@ -31,6 +31,7 @@
 #include "common/frame_header.h"
 #include "server/base/clock.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/storage/segment.h"
 
 namespace ferry {
@@ -55,6 +56,10 @@ struct TicketLimits {
   // INVALID_ARGUMENT naming the flag of a field out of range.
   absl::Status Validate() const;
 };
+
+// The registry's metric families (docs/operations.md).
+#define FERRY_TICKET_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY) \
+  READ("ferry_streams_open", "Streams (tickets) the control plane has open.", kGauge, size())
 
 class TicketRegistry {
  public:

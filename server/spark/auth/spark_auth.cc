@@ -125,25 +125,7 @@ absl::StatusOr<Secret> SparkSecrets::SecretOf(absl::string_view app_id) const {
 }
 
 void SparkSecrets::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  if (!required()) return;
-  out->push_back(
-      SamplesBy("ferry_spark_authentications_total",
-                "spark.authenticate handshakes on the Spark front door, by how they ended "
-                "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and "
-                "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "
-                "secret, an unknown application, a malformed or endless handshake, or another "
-                "message first).",
-                MetricKind::kCounter, "outcome",
-                {{"authenticated", static_cast<double>(handshakes(Outcome::kAuthenticated))},
-                 {"encrypted", static_cast<double>(handshakes(Outcome::kEncrypted))},
-                 {"refused", static_cast<double>(handshakes(Outcome::kRefused))}}));
-  out->push_back(
-      SamplesBy("ferry_spark_auth_engine_sessions_total",
-                "Encrypted Spark connections by the AuthEngine version their client runs "
-                "(spark.network.crypto.authEngineVersion), told by its first frame.",
-                MetricKind::kCounter, "version",
-                {{"1", static_cast<double>(auth_engine_sessions(1))},
-                 {"2", static_cast<double>(auth_engine_sessions(2))}}));
+  if (required()) FERRY_APPEND_STATS(FERRY_SPARK_AUTH_STATS, {&stats_}, out);
 }
 
 }  // namespace ferry

@@ -19,7 +19,7 @@
 #ifndef FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_
 #define FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_
 
-#include <atomic>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,9 +28,24 @@
 #include "absl/strings/string_view.h"
 #include "common/secret.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/spark/yarn/yarn_apps.h"
 
 namespace ferry {
+
+// The families of spark.authenticate's handshakes (docs/operations.md).
+#define FERRY_SPARK_AUTH_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                      \
+  COUNTER_BY(handshakes, "ferry_spark_authentications_total",                                  \
+             "spark.authenticate handshakes on the Spark front door, by how they ended "       \
+             "(authenticated: SASL, plain frames after it; encrypted: Spark's AuthEngine and " \
+             "AES-CTR, or SASL with auth-conf, every byte sealed after it; refused: a wrong "  \
+             "secret, an unknown application, a malformed or endless handshake, or another "   \
+             "message first).",                                                                \
+             "outcome", SparkSecrets::kOutcomes)                                               \
+  COUNTER_BY(engine_sessions, "ferry_spark_auth_engine_sessions_total",                        \
+             "Encrypted Spark connections by the AuthEngine version their client runs "        \
+             "(spark.network.crypto.authEngineVersion), told by its first frame.",             \
+             "version", SparkSecrets::kEngineVersions)
 
 class SparkSecrets {
  public:
@@ -69,17 +84,15 @@ class SparkSecrets {
   // after it), or by Spark's AuthEngine (every byte encrypted after it); and the
   // AuthEngine version of each encrypted session, once its first frame told.
   enum class Outcome { kRefused = 0, kAuthenticated = 1, kEncrypted = 2 };
-  void CountHandshake(Outcome outcome) {
-    handshakes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
-  }
+  static constexpr std::array<const char*, 3> kOutcomes = {"refused", "authenticated", "encrypted"};
+  static constexpr std::array<const char*, 2> kEngineVersions = {"1", "2"};
+  void CountHandshake(Outcome outcome) { stats_.handshakes[static_cast<size_t>(outcome)].Add(); }
   uint64_t handshakes(Outcome outcome) const {
-    return handshakes_[static_cast<int>(outcome)].load(std::memory_order_relaxed);
+    return stats_.handshakes[static_cast<size_t>(outcome)].value();
   }
-  void CountAuthEngineSession(int version) {
-    engine_sessions_[version == 1 ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
-  }
+  void CountAuthEngineSession(int version) { stats_.engine_sessions[version == 1 ? 0 : 1].Add(); }
   uint64_t auth_engine_sessions(int version) const {
-    return engine_sessions_[version == 1 ? 0 : 1].load(std::memory_order_relaxed);
+    return stats_.engine_sessions[version == 1 ? 0 : 1].value();
   }
   // Its metric families (docs/operations.md), when authentication is required: the
   // handshakes by outcome and the AuthEngine sessions by version.
@@ -90,8 +103,10 @@ class SparkSecrets {
   std::string dir_;
   const YarnApps* yarn_ = nullptr;
   bool auth_engine_v1_ = true;
-  std::atomic<uint64_t> handshakes_[3] = {};
-  std::atomic<uint64_t> engine_sessions_[2] = {};
+  struct Stats {
+    FERRY_STATS_FIELDS(FERRY_SPARK_AUTH_STATS)
+  };
+  Stats stats_;
 };
 
 }  // namespace ferry

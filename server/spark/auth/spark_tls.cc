@@ -124,14 +124,7 @@ std::unique_ptr<SecurityLayer> SparkTls::NewConnection() {
 }
 
 void SparkTls::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  out->push_back(
-      SamplesBy("ferry_spark_tls_handshakes_total",
-                "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they ended "
-                "(failed: a client without TLS or that does not trust the certificate, or a "
-                "connection closed before its handshake ended).",
-                MetricKind::kCounter, "outcome",
-                {{"completed", static_cast<double>(handshakes(true))},
-                 {"failed", static_cast<double>(handshakes(false))}}));
+  FERRY_APPEND_STATS(FERRY_SPARK_TLS_STATS, {&stats_}, out);
 }
 
 }  // namespace ferry

@@ -9,7 +9,7 @@
 #ifndef FERRY_SERVER_SPARK_AUTH_SPARK_TLS_H_
 #define FERRY_SERVER_SPARK_AUTH_SPARK_TLS_H_
 
-#include <atomic>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,10 +17,19 @@
 #include "absl/status/statusor.h"
 #include "server/dataplane/security_layer.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
 namespace ferry {
+
+// The families of the Spark front door's TLS (docs/operations.md).
+#define FERRY_SPARK_TLS_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                    \
+  COUNTER_BY(handshakes, "ferry_spark_tls_handshakes_total",                                \
+             "TLS handshakes on the Spark front door (spark.ssl.rpc.enabled), by how they " \
+             "ended (failed: a client without TLS or that does not trust the certificate, " \
+             "or a connection closed before its handshake ended).",                         \
+             "outcome", SparkTls::kEnds)
 
 class SparkTls {
  public:
@@ -41,19 +50,19 @@ class SparkTls {
   std::unique_ptr<SecurityLayer> NewConnection();
 
   // Handshakes that ended, for the metrics.
-  uint64_t handshakes(bool completed) const {
-    return handshakes_[completed ? 1 : 0].load(std::memory_order_relaxed);
-  }
+  static constexpr std::array<const char*, 2> kEnds = {"failed", "completed"};
+  uint64_t handshakes(bool completed) const { return stats_.handshakes[completed ? 1 : 0].value(); }
+  void CountHandshake(bool completed) { stats_.handshakes[completed ? 1 : 0].Add(); }
   // Its metric families (docs/operations.md): the handshakes by how they ended.
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
-  void CountHandshake(bool completed) {
-    handshakes_[completed ? 1 : 0].fetch_add(1, std::memory_order_relaxed);
-  }
 
  private:
   explicit SparkTls(SSL_CTX* ctx) : ctx_(ctx) {}
   SSL_CTX* ctx_;
-  std::atomic<uint64_t> handshakes_[2] = {};
+  struct Stats {
+    FERRY_STATS_FIELDS(FERRY_SPARK_TLS_STATS)
+  };
+  Stats stats_;
 };
 
 }  // namespace ferry

@@ -778,8 +778,7 @@ absl::Status ExecutorRegistry::CompactLocked() {
 }
 
 void ExecutorRegistry::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  out->push_back(OneSample("ferry_spark_executors_registered", "Spark executors registered.",
-                           MetricKind::kGauge, static_cast<double>(size())));
+  FERRY_APPEND_READS(FERRY_EXECUTOR_STATS, out);
 }
 
 }  // namespace ferry

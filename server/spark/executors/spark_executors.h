@@ -63,8 +63,13 @@
 #include "server/base/clock.h"
 #include "server/base/log_lines.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 
 namespace ferry {
+
+// The registry's metric families (docs/operations.md).
+#define FERRY_EXECUTOR_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY) \
+  READ("ferry_spark_executors_registered", "Spark executors registered.", kGauge, size())
 
 class ExecutorRegistry {
  public:

@@ -201,7 +201,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferInMemory(const std::string
                                                                uint64_t bytes) {
   Deferral deferral;
   FERRY_ASSIGN_OR_RETURN(deferral.lease, deferred_memory_.Acquire(client, bytes));
-  deferrals_[0].fetch_add(1, std::memory_order_relaxed);
+  stats_.deferred[0].Add();
   return deferral;
 }
 
@@ -228,7 +228,7 @@ absl::StatusOr<PushMerger::Deferral> PushMerger::DeferOnDisk(const Partition& pa
         absl::StrCat("the free space of ", partition.data_at.display, " was not sampled in time"));
   }
   deferral.in_flight = *std::move(claimed);
-  deferrals_[1].fetch_add(1, std::memory_order_relaxed);
+  stats_.deferred[1].Add();
   return deferral;
 }
 
@@ -949,7 +949,7 @@ absl::StatusOr<PushMerger::MergedFiles> PushMerger::OpenMerged(const std::string
     }
   }
   if (cached == nullptr) {
-    index_reads_.fetch_add(1, std::memory_order_relaxed);
+    stats_.index_reads.Add();
     std::string bytes(static_cast<size_t>(index_st.st_size), '\0');
     if (PreadFull(index->fd.get(), bytes.data(), bytes.size(), 0) !=
         static_cast<ssize_t>(bytes.size())) {
@@ -1014,64 +1014,15 @@ PushMerger::Outcome PushMerger::OutcomeOf(spark::PushReturnCode code) {
   return Outcome::kRefused;
 }
 
-void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
-  const auto n = [this](Outcome o) {
-    return static_cast<double>(outcomes_[static_cast<int>(o)].load(std::memory_order_relaxed));
-  };
-  out->push_back(SamplesBy(
-      "ferry_spark_push_blocks_total",
-      "Blocks pushed to this node (push-based shuffle), by what became of them: merged, a "
-      "duplicate of a merged one, too late (its merge finalized), a collision (its "
-      "partition's turn did not come in time, or the bytes waiting were past their bound), "
-      "stale (an older merge id), too old an attempt, or refused with an error.",
-      MetricKind::kCounter, "outcome",
-      {{"merged", n(Outcome::kMerged)},
-       {"duplicate", n(Outcome::kDuplicate)},
-       {"too_late", n(Outcome::kTooLate)},
-       {"collision", n(Outcome::kCollision)},
-       {"stale", n(Outcome::kStale)},
-       {"too_old_attempt", n(Outcome::kTooOldAttempt)},
-       {"refused", n(Outcome::kRefused)}}));
-  out->push_back(OneSample("ferry_spark_push_merged_bytes_total",
-                           "Bytes of pushed blocks merged into merged partitions.",
-                           MetricKind::kCounter,
-                           static_cast<double>(merged_bytes_.load(std::memory_order_relaxed))));
+uint64_t PushMerger::admitted_bytes() const {
   uint64_t admitted = 0;
-  {
-    absl::MutexLock lock(&disk_mu_);
-    for (const auto& [dev, disk] : disks_) admitted += disk.in_flight;
-  }
-  out->push_back(OneSample("ferry_spark_push_admitted_bytes",
-                           "Bytes of pushed blocks admitted to their merged files (or to a file "
-                           "to wait in) and not written yet: --spark-push-min-free-disk counts "
-                           "them as used.",
-                           MetricKind::kGauge, static_cast<double>(admitted)));
-  out->push_back(OneSample("ferry_spark_push_index_reads_total",
-                           "Finalized merged partitions' indexes read from disk; a partition read "
-                           "again while unchanged is found cached.",
-                           MetricKind::kCounter,
-                           static_cast<double>(index_reads_.load(std::memory_order_relaxed))));
-  out->push_back(OneSample("ferry_spark_push_open_partitions",
-                           "Merged partitions being written (three open files each; "
-                           "--spark-push-max-open-partitions).",
-                           MetricKind::kGauge, static_cast<double>(open_partitions())));
-  out->push_back(
-      SamplesBy("ferry_spark_push_deferred_total",
-                "Pushed blocks that found their partition's turn taken and waited for it, by where "
-                "their bytes waited: in memory, or on disk beside the partition (past "
-                "--spark-push-max-deferred-memory).",
-                MetricKind::kCounter, "where",
-                {{"memory", static_cast<double>(deferrals_[0].load(std::memory_order_relaxed))},
-                 {"disk", static_cast<double>(deferrals_[1].load(std::memory_order_relaxed))}}));
-  out->push_back(SamplesBy(
-      "ferry_spark_push_deferred_bytes",
-      "Bytes of pushed blocks waiting for their partition's turn now, by where they wait.",
-      MetricKind::kGauge, "where",
-      {{"memory", static_cast<double>(deferred_memory_.used())},
-       {"disk", static_cast<double>(deferred_disk_.used())}}));
-  out->push_back(OneSample("ferry_spark_push_waiting",
-                           "Pushed blocks waiting for their partition's turn.", MetricKind::kGauge,
-                           static_cast<double>(waiting_.load(std::memory_order_relaxed))));
+  absl::MutexLock lock(&disk_mu_);
+  for (const auto& [dev, disk] : disks_) admitted += disk.in_flight;
+  return admitted;
+}
+
+void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
+  FERRY_APPEND_STATS(FERRY_PUSH_STATS, {&stats_}, out);
 }
 
 }  // namespace ferry

@@ -25,6 +25,7 @@
 #ifndef FERRY_SERVER_SPARK_PUSH_PUSH_MERGER_H_
 #define FERRY_SERVER_SPARK_PUSH_PUSH_MERGER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -44,11 +45,46 @@
 #include "server/base/log_lines.h"
 #include "server/ops/client_budget.h"
 #include "server/ops/metrics.h"
+#include "server/ops/stats.h"
 #include "server/spark/push/merged_partition.h"
 #include "server/storage/segment.h"
 #include "server/storage/weighted_cache.h"
 
 namespace ferry {
+
+// The merger's metric families (docs/operations.md).
+#define FERRY_PUSH_STATS(COUNTER, COUNTER_BY, GAUGE, READ, READ_BY)                              \
+  COUNTER_BY(blocks, "ferry_spark_push_blocks_total",                                            \
+             "Blocks pushed to this node (push-based shuffle), by what became of them: merged, " \
+             "a duplicate of a merged one, too late (its merge finalized), a collision (its "    \
+             "partition's turn did not come in time, or the bytes waiting were past their "      \
+             "bound), stale (an older merge id), too old an attempt, or refused with an error.", \
+             "outcome", PushMerger::kOutcomes)                                                   \
+  COUNTER(merged_bytes, "ferry_spark_push_merged_bytes_total",                                   \
+          "Bytes of pushed blocks merged into merged partitions.")                               \
+  READ("ferry_spark_push_admitted_bytes",                                                        \
+       "Bytes of pushed blocks admitted to their merged files (or to a file to wait in) and "    \
+       "not written yet: --spark-push-min-free-disk counts them as used.",                       \
+       kGauge, admitted_bytes())                                                                 \
+  COUNTER(index_reads, "ferry_spark_push_index_reads_total",                                     \
+          "Finalized merged partitions' indexes read from disk; a partition read again while "   \
+          "unchanged is found cached.")                                                          \
+  READ("ferry_spark_push_open_partitions",                                                       \
+       "Merged partitions being written (three open files each; "                                \
+       "--spark-push-max-open-partitions).",                                                     \
+       kGauge, open_partitions())                                                                \
+  COUNTER_BY(deferred, "ferry_spark_push_deferred_total",                                        \
+             "Pushed blocks that found their partition's turn taken and waited for it, by "      \
+             "where their bytes waited: in memory, or on disk beside the partition (past "       \
+             "--spark-push-max-deferred-memory).",                                               \
+             "where", PushMerger::kDeferredTo)                                                   \
+  READ_BY("ferry_spark_push_deferred_bytes",                                                     \
+          "Bytes of pushed blocks waiting for their partition's turn now, by where they wait.",  \
+          kGauge, "where",                                                                       \
+          (std::vector<std::pair<std::string, double>>{                                          \
+              {"memory", static_cast<double>(deferred_memory_.used())},                          \
+              {"disk", static_cast<double>(deferred_disk_.used())}}))                            \
+  GAUGE(waiting, "ferry_spark_push_waiting", "Pushed blocks waiting for their partition's turn.")
 
 class PushMerger {
  public:
@@ -301,20 +337,23 @@ class PushMerger {
     kStale,
     kTooOldAttempt,
     kRefused,
-    kCount
+  };
+  static constexpr std::array<const char*, 7> kOutcomes = {
+      "merged", "duplicate", "too_late", "collision", "stale", "too_old_attempt", "refused"};
+  static constexpr std::array<const char*, 2> kDeferredTo = {"memory", "disk"};
+  struct PushStats {
+    FERRY_STATS_FIELDS(FERRY_PUSH_STATS)
   };
   void Count(Outcome outcome, uint64_t merged_bytes = 0) {
-    outcomes_[static_cast<int>(outcome)].fetch_add(1, std::memory_order_relaxed);
-    merged_bytes_.fetch_add(merged_bytes, std::memory_order_relaxed);
+    stats_.blocks[static_cast<size_t>(outcome)].Add();
+    stats_.merged_bytes.Add(merged_bytes);
   }
   static Outcome OutcomeOf(spark::PushReturnCode code);
   // Held while a push waits for its partition's turn.
   class Waiting {
    public:
-    explicit Waiting(PushMerger& merger) : merger_(merger) {
-      merger_.waiting_.fetch_add(1, std::memory_order_relaxed);
-    }
-    ~Waiting() { merger_.waiting_.fetch_sub(1, std::memory_order_relaxed); }
+    explicit Waiting(PushMerger& merger) : merger_(merger) { merger_.stats_.waiting.Add(); }
+    ~Waiting() { merger_.stats_.waiting.Sub(); }
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
 
@@ -422,6 +461,8 @@ class PushMerger {
   UniqueFd state_fd_ ABSL_GUARDED_BY(state_mu_);  // appended to; invalid: rewrite first
   uint64_t state_lines_ ABSL_GUARDED_BY(state_mu_) = 0;
   LineBudget state_log_{2};
+  // Bytes admitted to every file system and not written yet.
+  uint64_t admitted_bytes() const ABSL_LOCKS_EXCLUDED(disk_mu_);
   // A claim's bytes on file system `dev` are written (or given up).
   void Written(uint64_t dev, uint64_t bytes) ABSL_LOCKS_EXCLUDED(disk_mu_);
   // Each file system's (by device) free bytes when last sampled, the bytes written to
@@ -441,16 +482,13 @@ class PushMerger {
   uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
   // By application (its partitions' files stay open past its end until they are closed).
   absl::flat_hash_map<std::string, uint64_t> open_by_app_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> outcomes_[static_cast<int>(Outcome::kCount)] = {};
-  std::atomic<uint64_t> merged_bytes_{0};
-  mutable std::atomic<uint64_t> index_reads_{0};  // merged indexes read (not found cached)
-  std::atomic<int64_t> waiting_{0};
   mutable absl::Mutex index_mu_;
   mutable WeightedCache<IndexKey, std::shared_ptr<const CachedIndex>> indexes_
       ABSL_GUARDED_BY(index_mu_){4096, uint64_t{64} << 20};
   ClientBudget deferred_memory_;
   ClientBudget deferred_disk_;
-  std::atomic<uint64_t> deferrals_[2] = {};  // in memory, on disk
+  // Written from const reads too (an index read counts).
+  mutable PushStats stats_;
 };
 
 }  // namespace ferry
