@@ -90,6 +90,12 @@ class YarnCluster:
             "yarn.nodemanager.log-dirs": os.path.join(work, "nm", "logs"),
             "yarn.nodemanager.recovery.enabled": "true",
             "yarn.nodemanager.recovery.dir": os.path.join(work, "nm", "recovery"),
+            # The applications' dirs are kept until the run ends (and `work` with them):
+            # on this ext4 without a journal, files created within minutes of a mass
+            # delete cost several times the CPU (benchlib.settle_file_system), and the
+            # DeletionService's deletes of one application would land on the next one's
+            # merged files, on whichever service ran next.
+            "yarn.nodemanager.delete.debug-delay-sec": "86400",
             "yarn.nodemanager.aux-services": "spark_shuffle",
             "yarn.nodemanager.aux-services.spark_shuffle.class": aux_class,
             "yarn.nodemanager.aux-services.spark_shuffle.classpath": aux_classpath,
