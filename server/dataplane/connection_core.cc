@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/io/ops.h"
+#include "common/pread_full.h"
 #include "common/status_macros.h"
 #include "server/ops/peer_log.h"
 
@@ -256,9 +257,14 @@ bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,
 }
 
 bool ConnectionCore::ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
-                                       absl::Status* sink_status) {
+                                       bool write_inline, absl::Status* sink_status) {
   const auto write = [&](absl::string_view piece) -> absl::Status {
-    const ssize_t n = WriteAll(fd, piece.data(), piece.size(), offset, deadline);
+    // Inline, a small piece is copied into the page cache on this thread (no io-wq
+    // worker's two switches); else the fiber waits for io_uring.
+    const ssize_t n =
+        write_inline && piece.size() <= kSmallBodyBytes
+            ? PwriteFull(fd, piece.data(), piece.size(), static_cast<uint64_t>(offset))
+            : WriteAll(fd, piece.data(), piece.size(), offset, deadline);
     if (n != static_cast<ssize_t>(piece.size())) {
       return absl::ErrnoToStatus(n < 0 ? static_cast<int>(-n) : EIO, "write the body");
     }

@@ -110,10 +110,12 @@ class ConnectionCore {
   // file by splice (a pipe of the thread's pool; the file leg on io_uring, so the thread
   // never waits on a disk).
   // Through a security layer, in copy mode, or with no pipe to be had, the bytes are
-  // read and written.
-  // A write error is in *sink_status (the rest is read and dropped).
+  // read and written: with `write_inline` (the machine's dirty pages are low:
+  // server/storage/dirty_memory.h), a piece of at most kSmallBodyBytes by pwrite on this
+  // thread, else on io_uring. A write error is in *sink_status (the rest is read and
+  // dropped).
   bool ReceiveBodyToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
-                         absl::Status* sink_status);
+                         bool write_inline, absl::Status* sink_status);
   // Moves `bytes` of the file `in_fd` at `in_offset` into the file `out_fd` at
   // `out_offset`: file -> pipe -> file by splice on io_uring (a pipe of the thread's
   // pool), or, in copy mode or where no pipe is to be had, read and written. An error

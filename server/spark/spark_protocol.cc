@@ -192,9 +192,9 @@ class ConnectionBody : public PushBody {
                absl::Status* sink_status) override {
     return core_.ReceiveBody(bytes, deadline, sink, sink_status);
   }
-  bool ReceiveToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
+  bool ReceiveToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset, bool write_inline,
                      absl::Status* sink_status) override {
-    return core_.ReceiveBodyToFile(bytes, deadline, fd, offset, sink_status);
+    return core_.ReceiveBodyToFile(bytes, deadline, fd, offset, write_inline, sink_status);
   }
   absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
                         uint64_t bytes, absl::Time deadline) override {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/pread_full.h"
 
 namespace ferry {
 
@@ -16,14 +17,8 @@ namespace {
 
 // Writes all of `bytes` at `offset`.
 absl::Status WriteAt(int fd, absl::string_view bytes, int64_t offset, absl::string_view what) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pwrite(fd, bytes.data() + done, bytes.size() - done, offset + static_cast<int64_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("write ", what));
-    done += static_cast<size_t>(n);
-  }
+  const ssize_t n = PwriteFull(fd, bytes.data(), bytes.size(), static_cast<uint64_t>(offset));
+  if (n < 0) return absl::ErrnoToStatus(static_cast<int>(-n), absl::StrCat("write ", what));
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@
 #include "common/status_macros.h"
 #include "server/base/replace_file.h"
 #include "server/base/small_file.h"
+#include "server/storage/dirty_memory.h"
 #include "server/storage/ids.h"
 
 namespace ferry {
@@ -137,9 +138,13 @@ absl::StatusOr<std::optional<PushMerger::DiskClaim>> PushMerger::ClaimDisk(
       return absl::ErrnoToStatus(errno, absl::StrCat("statvfs the file system of ", at.display));
     }
     const uint64_t available = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+    // Sampled with the free space, and as stale at most: small writes are done inline
+    // while it says so (server/storage/dirty_memory.h).
+    const bool dirty_memory_low = DirtyMemoryLow().value_or(false);
     absl::MutexLock lock(&disk_mu_);
     Disk& sampled = disks_[dev];
     sampled.available = available;
+    sampled.dirty_memory_low = dirty_memory_low;
     sampled.sampled = absl::Now();
     sampled.written = 0;
   }
@@ -159,7 +164,7 @@ absl::StatusOr<std::optional<PushMerger::DiskClaim>> PushMerger::ClaimDisk(
         " more would leave less than --spark-push-min-free-disk, ", options_.min_free_disk));
   }
   disk.in_flight += bytes;
-  return DiskClaim(this, dev, bytes);
+  return DiskClaim(this, dev, bytes, disk.dirty_memory_low);
 }
 
 void PushMerger::Written(uint64_t dev, uint64_t bytes) {

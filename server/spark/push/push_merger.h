@@ -178,19 +178,26 @@ class PushMerger {
   class DiskClaim {
    public:
     DiskClaim() = default;
-    DiskClaim(PushMerger* merger, uint64_t dev, uint64_t bytes)
-        : merger_(merger), dev_(dev), bytes_(bytes) {}
+    DiskClaim(PushMerger* merger, uint64_t dev, uint64_t bytes, bool write_inline)
+        : merger_(merger), dev_(dev), bytes_(bytes), write_inline_(write_inline) {}
     DiskClaim(DiskClaim&& other) noexcept
-        : merger_(std::exchange(other.merger_, nullptr)), dev_(other.dev_), bytes_(other.bytes_) {}
+        : merger_(std::exchange(other.merger_, nullptr)),
+          dev_(other.dev_),
+          bytes_(other.bytes_),
+          write_inline_(other.write_inline_) {}
     DiskClaim& operator=(DiskClaim&& other) noexcept {
       if (this != &other) {
         Release();
         merger_ = std::exchange(other.merger_, nullptr);
         dev_ = other.dev_;
         bytes_ = other.bytes_;
+        write_inline_ = other.write_inline_;
       }
       return *this;
     }
+    // Whether, when the file system was sampled, the machine's dirty pages were low
+    // (DirtyMemoryLow): a small write may then be done on the serving thread.
+    bool write_inline() const { return write_inline_; }
     DiskClaim(const DiskClaim&) = delete;
     DiskClaim& operator=(const DiskClaim&) = delete;
     ~DiskClaim() { Release(); }
@@ -203,6 +210,7 @@ class PushMerger {
     PushMerger* merger_ = nullptr;
     uint64_t dev_ = 0;
     uint64_t bytes_ = 0;
+    bool write_inline_ = false;
   };
 
   class Turn {
@@ -472,6 +480,7 @@ class PushMerger {
     absl::Time sampled = absl::InfinitePast();
     uint64_t written = 0;
     uint64_t in_flight = 0;
+    bool dirty_memory_low = false;
   };
   mutable absl::Mutex disk_mu_;
   absl::flat_hash_map<uint64_t, Disk> disks_ ABSL_GUARDED_BY(disk_mu_);

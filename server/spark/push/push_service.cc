@@ -167,7 +167,8 @@ std::optional<PushService::Answer> PushService::Uploading::TakeTurn() {
   deferral_ = *std::move(held);
   absl::Status sink_status;
   if (deferral_->spill.valid()) {
-    connected_ = body_.ReceiveToFile(length_, deadline_, deferral_->spill.get(), 0, &sink_status);
+    connected_ = body_.ReceiveToFile(length_, deadline_, deferral_->spill.get(), 0,
+                                     /*write_inline=*/false, &sink_status);
   } else {
     deferred_.reserve(static_cast<size_t>(length_));
     connected_ = body_.Receive(
@@ -199,8 +200,8 @@ absl::Status PushService::Uploading::Write(const PushMerger::Target& target, int
   if (!deferral_.has_value()) {
     // Straight from the socket into the merged file.
     absl::Status sink_status;
-    connected_ =
-        body_.ReceiveToFile(length_, deadline_, target.fd->get(), target.offset, &sink_status);
+    connected_ = body_.ReceiveToFile(length_, deadline_, target.fd->get(), target.offset,
+                                     target.in_flight.write_inline(), &sink_status);
     if (!connected_) return absl::UnavailableError("the connection was lost");
     if (sink_status.ok()) *written = static_cast<int64_t>(length_);
     return sink_status;

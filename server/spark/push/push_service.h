@@ -41,7 +41,7 @@ class PushBody {
                        absl::FunctionRef<absl::Status(absl::string_view)> sink,
                        absl::Status* sink_status) = 0;
   virtual bool ReceiveToFile(uint64_t bytes, absl::Time deadline, int fd, int64_t offset,
-                             absl::Status* sink_status) = 0;
+                             bool write_inline, absl::Status* sink_status) = 0;
   virtual absl::Status CopyFile(int in_fd, int64_t in_offset, int out_fd, int64_t out_offset,
                                 uint64_t bytes, absl::Time deadline) = 0;
   // Sends the answers held back for pipelined pushes: this upload is about to wait.

@@ -191,6 +191,37 @@ TEST_P(ConnectionCoreTest, AnUploadsBodyIsReadWithTheUploadsThatFollowIt) {
   EXPECT_EQ(got2, body2);
 }
 
+// A body lands in its file whether it is written on the thread (a small piece while the
+// machine's dirty pages are low) or through the ring, each at its own offset.
+TEST_P(ConnectionCoreTest, ABodyIsWrittenToItsFileInlineOrThroughTheRing) {
+  testing::TempDir dir;
+  UniqueFd file(
+      ::open((dir.path() + "/merged").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ASSERT_TRUE(file.valid());
+  const std::string inline_body(3000, 'i');
+  const std::string ring_body(2000, 'r');
+  PeerSends(FourByteFrame("one") + inline_body + FourByteFrame("two") + ring_body);
+  ::shutdown(peer_.get(), SHUT_WR);
+  WithCore([&](ConnectionCore& core) {
+    const ConnectionCore::Framing framing{4, 1024, FourByteLength};
+    absl::string_view frame;
+    absl::Status sink;
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    ASSERT_TRUE(core.ReceiveBodyToFile(inline_body.size(), absl::Now() + absl::Seconds(10),
+                                       file.get(), 0, /*write_inline=*/true, &sink));
+    EXPECT_TRUE(sink.ok()) << sink;
+    ASSERT_TRUE(core.NextFrame(framing, &frame));
+    ASSERT_TRUE(core.ReceiveBodyToFile(ring_body.size(), absl::Now() + absl::Seconds(10),
+                                       file.get(), static_cast<int64_t>(inline_body.size()),
+                                       /*write_inline=*/false, &sink));
+    EXPECT_TRUE(sink.ok()) << sink;
+  });
+  std::string got(inline_body.size() + ring_body.size() + 1, '\0');
+  ASSERT_EQ(::pread(file.get(), got.data(), got.size(), 0), static_cast<ssize_t>(got.size() - 1));
+  got.pop_back();
+  EXPECT_TRUE(got == inline_body + ring_body);
+}
+
 // Held answers wait in the connection and go out in one send: at PushHeld(), or ahead
 // of the next answer that is not held; past 16 KiB held they go at once.
 TEST_P(ConnectionCoreTest, HeldAnswersGoOutTogether) {
