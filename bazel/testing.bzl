@@ -2,18 +2,20 @@
 
 Every test names its size, as Bazel means it (small: under a minute, in-process; medium:
 under five; large: under fifteen), and tags what it needs beyond a build, so that a
-developer and CI can pick tiers (`scripts/test --fast` leaves out spark, yarn, jvm, root
-and soak):
+developer and CI can pick tiers (`scripts/test --fast` leaves out spark, yarn, jvm, root,
+kubernetes and soak):
   spark:  real Spark applications on a real cluster (scripts/setup's distributions);
   yarn:   Spark applications on a real YARN cluster (scripts/setup's Hadoop jars);
   jvm:    JVM peers: Spark's own shuffle service and client (../shared/spark-ess);
   root:   root for what it is about (network namespaces, loop devices, another user);
           without root it skips, saying why;
   soak:   a load or soak test, longer with FERRY_SOAK_SECONDS;
-  spawns: starts the ferry_server binary as a process of its own.
+  spawns: starts the ferry_server binary as a process of its own;
+  kubernetes: a real one-node Kubernetes (tests/testing/kube_cluster.h), one at a time
+          (also tagged exclusive, Bazel's own: nothing else runs beside it).
 """
 
-_TAGS = ["spark", "yarn", "jvm", "root", "soak", "spawns"]
+_TAGS = ["spark", "yarn", "jvm", "root", "soak", "spawns", "kubernetes", "exclusive"]
 
 def ferry_cc_test(name, size, data = [], tags = [], **kwargs):
     """A cc_test whose runfiles hold tests/testing/tsan.supp (read under --config=tsan).

@@ -47,8 +47,9 @@ absl::StatusOr<bool> DirtyMemoryLow(absl::string_view meminfo, uint64_t backgrou
   FERRY_ASSIGN_OR_RETURN(const uint64_t dirty, MeminfoBytes(meminfo, "Dirty"));
   FERRY_ASSIGN_OR_RETURN(const uint64_t writeback, MeminfoBytes(meminfo, "Writeback"));
   FERRY_ASSIGN_OR_RETURN(const uint64_t available, MeminfoBytes(meminfo, "MemAvailable"));
-  const uint64_t background =
-      background_bytes > 0 ? background_bytes : available / 100 * std::min<uint64_t>(background_ratio, 100);
+  const uint64_t background = background_bytes > 0
+                                  ? background_bytes
+                                  : available / 100 * std::min<uint64_t>(background_ratio, 100);
   return dirty + writeback < background / 2;
 }
 
