@@ -74,17 +74,17 @@ TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
     }
     ASSERT_TRUE(started.ok()) << started.status();
     KubeCluster& cluster = **started;
-    ASSERT_TRUE(cluster
-                    .LoadImage("ferry.local/busybox:v1", BusyboxRoot(dir.path() + "/busybox"),
-                               {"/bin/sh"})
-                    .ok());
+    ASSERT_TRUE(
+        cluster
+            .LoadImage("ferry.local/busybox:v1", BusyboxRoot(dir.path() + "/busybox"), {"/bin/sh"})
+            .ok());
 
     const absl::Status applied = cluster.Apply(kPods);
     ASSERT_TRUE(applied.ok()) << applied;
-    ASSERT_TRUE(cluster
-                    .WaitForJsonPath({"pod", "hello"}, "{.status.phase}", "Succeeded",
-                                     absl::Seconds(120))
-                    .ok())
+    ASSERT_TRUE(
+        cluster
+            .WaitForJsonPath({"pod", "hello"}, "{.status.phase}", "Succeeded", absl::Seconds(120))
+            .ok())
         << cluster.DiagnosticLogs();
     absl::StatusOr<CommandResult> logs = cluster.Kubectl({"logs", "hello"});
     ASSERT_TRUE(logs.ok()) << logs.status();
@@ -100,8 +100,7 @@ TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
                     .ok());
     logs = cluster.Kubectl({"logs", "on-the-node"});
     ASSERT_TRUE(logs.ok());
-    EXPECT_TRUE(absl::StrContains(logs->output, "inet " + cluster.node_ip() + "/"))
-        << logs->output;
+    EXPECT_TRUE(absl::StrContains(logs->output, "inet " + cluster.node_ip() + "/")) << logs->output;
   }
   // Stopped: nothing of it is left.
   EXPECT_FALSE(Mounted(work)) << "a mount beneath " << work << " is left";

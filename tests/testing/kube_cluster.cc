@@ -56,8 +56,8 @@ absl::Status Run(const std::vector<std::string>& argv, absl::Duration timeout = 
   absl::StatusOr<CommandResult> result = RunCommand(argv, timeout);
   if (!result.ok()) return result.status();
   if (result->exit_code != 0) {
-    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " exited ",
-                                            result->exit_code, ": ", result->output));
+    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " exited ", result->exit_code,
+                                            ": ", result->output));
   }
   return absl::OkStatus();
 }
@@ -79,12 +79,10 @@ std::string NodeAddress() {
   return found;
 }
 
-std::string Kubeconfig(const std::string& server, const std::string& ca,
-                       const std::string& token) {
+std::string Kubeconfig(const std::string& server, const std::string& ca, const std::string& token) {
   return absl::StrCat(
-      "apiVersion: v1\nkind: Config\n",
-      "clusters: [{name: ferry-test, cluster: {server: \"", server,
-      "\", certificate-authority: \"", ca, "\"}}]\n",
+      "apiVersion: v1\nkind: Config\n", "clusters: [{name: ferry-test, cluster: {server: \"",
+      server, "\", certificate-authority: \"", ca, "\"}}]\n",
       "users: [{name: user, user: {token: \"", token, "\"}}]\n",
       "contexts: [{name: ferry-test, context: {cluster: ferry-test, user: user}}]\n",
       "current-context: ferry-test\n");
@@ -220,26 +218,25 @@ absl::Status KubeCluster::WriteConfiguration() {
     args.insert(args.begin(), "/usr/bin/openssl");
     return Run(args);
   };
-  FERRY_RETURN_IF_ERROR(openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                                         "-keyout", pki + "/ca.key", "-out", pki + "/ca.crt",
-                                         "-days", "2", "-subj", "/CN=ferry-test-ca"}));
+  FERRY_RETURN_IF_ERROR(
+      openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", pki + "/ca.key", "-out",
+               pki + "/ca.crt", "-days", "2", "-subj", "/CN=ferry-test-ca"}));
   const auto sign = [&](const std::string& name, const std::string& subject,
                         const std::string& extensions) -> absl::Status {
-    FERRY_RETURN_IF_ERROR(openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                                           pki + "/" + name + ".key", "-out",
-                                           pki + "/" + name + ".csr", "-subj", subject}));
+    FERRY_RETURN_IF_ERROR(
+        openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", pki + "/" + name + ".key",
+                 "-out", pki + "/" + name + ".csr", "-subj", subject}));
     FERRY_RETURN_IF_ERROR(WriteText(pki + "/" + name + ".ext", extensions));
     return openssl({"x509", "-req", "-in", pki + "/" + name + ".csr", "-CA", pki + "/ca.crt",
-                    "-CAkey", pki + "/ca.key", "-CAcreateserial", "-out",
-                    pki + "/" + name + ".crt", "-days", "2", "-extfile",
-                    pki + "/" + name + ".ext"});
+                    "-CAkey", pki + "/ca.key", "-CAcreateserial", "-out", pki + "/" + name + ".crt",
+                    "-days", "2", "-extfile", pki + "/" + name + ".ext"});
   };
-  FERRY_RETURN_IF_ERROR(sign("apiserver", "/CN=kube-apiserver",
-                                     absl::StrCat("subjectAltName=IP:", node_ip_,
-                                                  ",IP:127.0.0.1,IP:10.96.0.1,DNS:localhost\n")));
+  FERRY_RETURN_IF_ERROR(sign(
+      "apiserver", "/CN=kube-apiserver",
+      absl::StrCat("subjectAltName=IP:", node_ip_, ",IP:127.0.0.1,IP:10.96.0.1,DNS:localhost\n")));
   FERRY_RETURN_IF_ERROR(sign("apiserver-kubelet-client",
-                                     "/O=system:masters/CN=kube-apiserver-kubelet-client",
-                                     "extendedKeyUsage=clientAuth\n"));
+                             "/O=system:masters/CN=kube-apiserver-kubelet-client",
+                             "extendedKeyUsage=clientAuth\n"));
   FERRY_RETURN_IF_ERROR(openssl({"genrsa", "-out", pki + "/sa.key", "2048"}));
   FERRY_RETURN_IF_ERROR(
       openssl({"rsa", "-in", pki + "/sa.key", "-pubout", "-out", pki + "/sa.pub"}));
@@ -256,27 +253,25 @@ absl::Status KubeCluster::WriteConfiguration() {
   for (const auto& [name, rest] : tokens) {
     const std::string token = absl::StrCat(name, "-", ::getpid(), "-", apiserver_port_);
     absl::StrAppend(&csv, token, ",", rest, "\n");
-    FERRY_RETURN_IF_ERROR(WriteText(Path(name + ".kubeconfig"),
-                                            Kubeconfig(server, pki + "/ca.crt", token)));
+    FERRY_RETURN_IF_ERROR(
+        WriteText(Path(name + ".kubeconfig"), Kubeconfig(server, pki + "/ca.crt", token)));
   }
   FERRY_RETURN_IF_ERROR(WriteText(pki + "/tokens.csv", csv));
   admin_kubeconfig_ = Path("admin.kubeconfig");
 
   // Pods on a bridge of their own, no NAT: they reach the node, nothing beyond.
-  FERRY_RETURN_IF_ERROR(WriteText(
-      Path("cni/10-ferry-test.conflist"),
-      absl::StrCat("{\"cniVersion\": \"1.0.0\", \"name\": \"ferry-test\", \"plugins\": [",
-                   "{\"type\": \"bridge\", \"bridge\": \"", bridge_,
-                   "\", \"isGateway\": true, \"ipMasq\": false, \"ipam\": {\"type\": ",
-                   "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
-                   "\", \"ranges\": [[{\"subnet\": \"", kPodSubnet, "\"}]]}}]}\n")));
+  FERRY_RETURN_IF_ERROR(
+      WriteText(Path("cni/10-ferry-test.conflist"),
+                absl::StrCat("{\"cniVersion\": \"1.0.0\", \"name\": \"ferry-test\", \"plugins\": [",
+                             "{\"type\": \"bridge\", \"bridge\": \"", bridge_,
+                             "\", \"isGateway\": true, \"ipMasq\": false, \"ipam\": {\"type\": ",
+                             "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
+                             "\", \"ranges\": [[{\"subnet\": \"", kPodSubnet, "\"}]]}}]}\n")));
   FERRY_RETURN_IF_ERROR(WriteText(
       Path("containerd.toml"),
       absl::StrCat("version = 2\nroot = \"", Path("containerd/root"), "\"\nstate = \"",
-                   Path("containerd/state"), "\"\n[grpc]\n  address = \"",
-                   Socket(),
-                   "\"\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"",
-                   kPauseImage,
+                   Path("containerd/state"), "\"\n[grpc]\n  address = \"", Socket(),
+                   "\"\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"", kPauseImage,
                    "\"\n  restrict_oom_score_adj = true\n"
                    "  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n    bin_dir = "
                    "\"/usr/lib/cni\"\n    conf_dir = \"",
@@ -287,11 +282,10 @@ absl::Status KubeCluster::WriteConfiguration() {
                    "authentication:\n  anonymous: {enabled: false}\n  webhook: {enabled: false}\n",
                    "  x509: {clientCAFile: \"", pki, "/ca.crt\"}\n",
                    "authorization: {mode: AlwaysAllow}\n", "cgroupDriver: cgroupfs\n",
-                   "cgroupRoot: /", cgroup_root_, "\n", "failSwapOn: false\n", "address: ",
-                   node_ip_, "\nport: ", kubelet_port_, "\nreadOnlyPort: 0\n",
+                   "cgroupRoot: /", cgroup_root_, "\n", "failSwapOn: false\n",
+                   "address: ", node_ip_, "\nport: ", kubelet_port_, "\nreadOnlyPort: 0\n",
                    "healthzBindAddress: 127.0.0.1\nhealthzPort: ", kubelet_healthz_port_,
-                   "\ncontainerRuntimeEndpoint: unix://", Socket(),
-                   "\nresolvConf: \"\"\n",
+                   "\ncontainerRuntimeEndpoint: unix://", Socket(), "\nresolvConf: \"\"\n",
                    "evictionHard: {memory.available: 100Mi, nodefs.available: 1%, "
                    "imagefs.available: 1%}\n",
                    "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n"));
@@ -327,20 +321,19 @@ absl::Status KubeCluster::Boot() {
   const std::string pki = Path("pki");
   FERRY_ASSIGN_OR_RETURN(
       pid_t etcd,
-      Launch("etcd", {"/usr/bin/etcd", "--data-dir", Path("etcd"), "--listen-client-urls",
-                      absl::StrCat("http://127.0.0.1:", etcd_port_), "--advertise-client-urls",
-                      absl::StrCat("http://127.0.0.1:", etcd_port_), "--listen-peer-urls",
-                      absl::StrCat("http://127.0.0.1:", etcd_peer_port_),
-                      "--initial-advertise-peer-urls",
-                      absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-cluster",
-                      absl::StrCat("default=http://127.0.0.1:", etcd_peer_port_)}));
-  FERRY_RETURN_IF_ERROR(WaitReady("etcd", etcd, absl::Seconds(30),
-                                          [&] { return AcceptsOnLoopback(etcd_port_); }));
+      Launch("etcd",
+             {"/usr/bin/etcd", "--data-dir", Path("etcd"), "--listen-client-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_port_), "--advertise-client-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_port_), "--listen-peer-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-advertise-peer-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-cluster",
+              absl::StrCat("default=http://127.0.0.1:", etcd_peer_port_)}));
+  FERRY_RETURN_IF_ERROR(
+      WaitReady("etcd", etcd, absl::Seconds(30), [&] { return AcceptsOnLoopback(etcd_port_); }));
   FERRY_ASSIGN_OR_RETURN(
       pid_t apiserver,
       Launch("kube-apiserver",
-             {bin + "/kube-apiserver",
-              absl::StrCat("--etcd-servers=http://127.0.0.1:", etcd_port_),
+             {bin + "/kube-apiserver", absl::StrCat("--etcd-servers=http://127.0.0.1:", etcd_port_),
               "--bind-address=" + node_ip_, "--advertise-address=" + node_ip_,
               absl::StrCat("--secure-port=", apiserver_port_),
               "--tls-cert-file=" + pki + "/apiserver.crt",
@@ -349,23 +342,22 @@ absl::Status KubeCluster::Boot() {
               "--kubelet-client-certificate=" + pki + "/apiserver-kubelet-client.crt",
               "--kubelet-client-key=" + pki + "/apiserver-kubelet-client.key",
               "--kubelet-preferred-address-types=InternalIP",
-              "--token-auth-file=" + pki + "/tokens.csv",
-              "--authorization-mode=Node,RBAC", "--service-account-key-file=" + pki + "/sa.pub",
+              "--token-auth-file=" + pki + "/tokens.csv", "--authorization-mode=Node,RBAC",
+              "--service-account-key-file=" + pki + "/sa.pub",
               "--service-account-signing-key-file=" + pki + "/sa.key",
               "--service-account-issuer=https://kubernetes.default.svc",
               "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true"}));
   FERRY_RETURN_IF_ERROR(WaitReady("kube-apiserver", apiserver, absl::Seconds(90), [&] {
-    absl::StatusOr<CommandResult> ready =
-        Kubectl({"get", "--raw", "/readyz"}, absl::Seconds(10));
+    absl::StatusOr<CommandResult> ready = Kubectl({"get", "--raw", "/readyz"}, absl::Seconds(10));
     return ready.ok() && ready->exit_code == 0 && absl::StrContains(ready->output, "ok");
   }));
   // The controller manager exits unless it can read the authentication config map, which
   // the API server's bootstrap roles let it read once they are made.
   FERRY_RETURN_IF_ERROR(WaitReady("kube-apiserver", apiserver, absl::Seconds(60), [&] {
-    absl::StatusOr<CommandResult> made = Kubectl(
-        {"-n", "kube-system", "get", "configmap/extension-apiserver-authentication",
-         "rolebinding/system::extension-apiserver-authentication-reader"},
-        absl::Seconds(10));
+    absl::StatusOr<CommandResult> made =
+        Kubectl({"-n", "kube-system", "get", "configmap/extension-apiserver-authentication",
+                 "rolebinding/system::extension-apiserver-authentication-reader"},
+                absl::Seconds(10));
     return made.ok() && made->exit_code == 0;
   }));
   FERRY_RETURN_IF_ERROR(
@@ -376,22 +368,20 @@ absl::Status KubeCluster::Boot() {
               "--authorization-kubeconfig=" + Path("controller-manager.kubeconfig"),
               "--service-account-private-key-file=" + pki + "/sa.key",
               "--root-ca-file=" + pki + "/ca.crt", "--use-service-account-credentials=true",
-              "--bind-address=127.0.0.1",
-              absl::StrCat("--secure-port=", controller_manager_port_),
+              "--bind-address=127.0.0.1", absl::StrCat("--secure-port=", controller_manager_port_),
               "--controllers=*,-nodeipam,-service,-route,-cloud-node-lifecycle",
               "--leader-elect=false"})
           .status());
   FERRY_RETURN_IF_ERROR(
-      Launch("kube-scheduler",
-             {bin + "/kube-scheduler", "--kubeconfig=" + Path("scheduler.kubeconfig"),
-              "--authentication-kubeconfig=" + Path("scheduler.kubeconfig"),
-              "--authorization-kubeconfig=" + Path("scheduler.kubeconfig"),
-              "--bind-address=127.0.0.1", absl::StrCat("--secure-port=", scheduler_port_),
-              "--leader-elect=false"})
+      Launch(
+          "kube-scheduler",
+          {bin + "/kube-scheduler", "--kubeconfig=" + Path("scheduler.kubeconfig"),
+           "--authentication-kubeconfig=" + Path("scheduler.kubeconfig"),
+           "--authorization-kubeconfig=" + Path("scheduler.kubeconfig"), "--bind-address=127.0.0.1",
+           absl::StrCat("--secure-port=", scheduler_port_), "--leader-elect=false"})
           .status());
-  FERRY_ASSIGN_OR_RETURN(
-      pid_t containerd,
-      Launch("containerd", {"/usr/bin/containerd", "--config", Path("containerd.toml")}));
+  FERRY_ASSIGN_OR_RETURN(pid_t containerd, Launch("containerd", {"/usr/bin/containerd", "--config",
+                                                                 Path("containerd.toml")}));
   const std::string socket = Socket();
   FERRY_RETURN_IF_ERROR(WaitReady("containerd", containerd, absl::Seconds(30), [&] {
     return Run({"/usr/bin/ctr", "--address", socket, "version"}, absl::Seconds(5)).ok();
@@ -400,8 +390,7 @@ absl::Status KubeCluster::Boot() {
   const std::string pause = Path("pause-rootfs");
   std::filesystem::create_directories(pause + "/bin");
   std::filesystem::copy_file("/usr/bin/busybox", pause + "/bin/busybox");
-  FERRY_RETURN_IF_ERROR(
-      LoadImage(kPauseImage, pause, {"/bin/busybox", "sleep", "2147483647"}));
+  FERRY_RETURN_IF_ERROR(LoadImage(kPauseImage, pause, {"/bin/busybox", "sleep", "2147483647"}));
   // The pods' cgroup root, in every hierarchy (a cpuset one with its parent's CPUs and
   // memory nodes, which a new cpuset lacks).
   for (const std::string& hierarchy : Hierarchies()) {
@@ -415,12 +404,11 @@ absl::Status KubeCluster::Boot() {
     }
   }
   FERRY_ASSIGN_OR_RETURN(
-      pid_t kubelet, Launch("kubelet", {bin + "/kubelet", "--config=" + Path("kubelet.yaml"),
-                                        "--kubeconfig=" + Path("kubelet.kubeconfig"),
-                                        "--root-dir=" + run_dir_ + "/kubelet",
-                                        "--cert-dir=" + Path("kubelet/pki"),
-                                        "--hostname-override=" + node_name_,
-                                        "--node-ip=" + node_ip_}));
+      pid_t kubelet,
+      Launch("kubelet", {bin + "/kubelet", "--config=" + Path("kubelet.yaml"),
+                         "--kubeconfig=" + Path("kubelet.kubeconfig"),
+                         "--root-dir=" + run_dir_ + "/kubelet", "--cert-dir=" + Path("kubelet/pki"),
+                         "--hostname-override=" + node_name_, "--node-ip=" + node_ip_}));
   FERRY_RETURN_IF_ERROR(WaitReady("kubelet", kubelet, absl::Seconds(120), [&] {
     absl::StatusOr<CommandResult> ready =
         Kubectl({"get", "node", node_name_, "-o",
@@ -480,10 +468,9 @@ absl::Status KubeCluster::WaitForJsonPath(const std::vector<std::string>& what,
       },
       timeout);
   if (!done) {
-    return absl::DeadlineExceededError(absl::StrCat(absl::StrJoin(what, " "), " ", path,
-                                                    " was not \"", want, "\" within ",
-                                                    absl::FormatDuration(timeout), ": \"", last,
-                                                    "\""));
+    return absl::DeadlineExceededError(
+        absl::StrCat(absl::StrJoin(what, " "), " ", path, " was not \"", want, "\" within ",
+                     absl::FormatDuration(timeout), ": \"", last, "\""));
   }
   return absl::OkStatus();
 }
@@ -508,8 +495,8 @@ absl::Status KubeCluster::LoadImage(const std::string& name, const std::string& 
   FERRY_RETURN_IF_ERROR(Run(config));
   const std::string tar = layout + ".tar";
   FERRY_RETURN_IF_ERROR(Run({"/bin/tar", "-C", layout, "-cf", tar, "."}));
-  return Run({"/usr/bin/ctr", "--address", Socket(), "-n", "k8s.io",
-              "images", "import", "--base-name", name.substr(0, colon), tar},
+  return Run({"/usr/bin/ctr", "--address", Socket(), "-n", "k8s.io", "images", "import",
+              "--base-name", name.substr(0, colon), tar},
              absl::Seconds(300));
 }
 
@@ -550,15 +537,14 @@ void KubeCluster::Clean() {
     if (left.empty()) break;
     for (pid_t pid : left) ::kill(pid, SIGKILL);
     WaitFor([&] {
-      return std::all_of(left.begin(), left.end(),
-                         [](pid_t pid) {
-                           const std::optional<ProcessStat> stat = StatOf(pid);
-                           return !stat.has_value() || stat->state == 'Z';
-                         });
+      return std::all_of(left.begin(), left.end(), [](pid_t pid) {
+        const std::optional<ProcessStat> stat = StatOf(pid);
+        return !stat.has_value() || stat->state == 'Z';
+      });
     });
   }
-  for (const char* name : {"containerd", "kube-scheduler", "kube-controller-manager",
-                           "kube-apiserver", "etcd"}) {
+  for (const char* name :
+       {"containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}) {
     if (auto it = daemons_.find(name); it != daemons_.end()) processes_.Kill(it->second);
   }
   daemons_.clear();
