@@ -32,6 +32,8 @@ namespace {
 
 constexpr char kRelease[] = "v1.34.4";
 constexpr char kPauseImage[] = "ferry.local/pause:v1";
+// The short dirs of containerd's socket and the kubelet's root: /run/ferry-k8s.XXXXXX.
+constexpr char kRunDirPrefix[] = "/run/ferry-k8s.";
 // The cgroup v1 hierarchies mounted (each a dir of /sys/fs/cgroup but cgroup v2's).
 std::vector<std::string> Hierarchies() {
   std::vector<std::string> out;
@@ -183,6 +185,8 @@ absl::StatusOr<std::unique_ptr<KubeCluster>> KubeCluster::Start(const Options& o
   std::unique_ptr<KubeCluster> cluster(new KubeCluster(options));
   cluster->programs_ = *programs;
   ReapOrphans();
+  // What a test process that died mid-run left behind (its containers outlive it).
+  cluster->Clean();
   if (absl::Status booted = cluster->Boot(); !booted.ok()) {
     return absl::Status(booted.code(),
                         absl::StrCat(booted.message(), "\n", cluster->DiagnosticLogs()));
@@ -197,6 +201,7 @@ absl::Status KubeCluster::WriteConfiguration() {
   // containerd's socket and the kubelet's root dir (its sockets), in a dir of a short
   // path: a socket's path has at most 107 bytes.
   char run_dir[] = "/run/ferry-k8s.XXXXXX";
+  static_assert(sizeof(run_dir) == sizeof(kRunDirPrefix) + 6);
   if (::mkdtemp(run_dir) == nullptr) {
     return absl::ErrnoToStatus(errno, "make a dir for containerd's socket in /run");
   }
@@ -433,8 +438,7 @@ absl::StatusOr<CommandResult> KubeCluster::Kubectl(const std::vector<std::string
 }
 
 absl::Status KubeCluster::Apply(const std::string& manifest) {
-  static int applied = 0;
-  const std::string file = Path(absl::StrCat("manifest-", ++applied, ".yaml"));
+  const std::string file = Path(absl::StrCat("manifest-", ++manifests_, ".yaml"));
   FERRY_RETURN_IF_ERROR(WriteText(file, manifest));
   // A namespace's default service account reaches the API server's admission a moment
   // after it is made: until then a pod is refused for the want of it.
@@ -533,7 +537,8 @@ void KubeCluster::Clean() {
     for (const std::string& hierarchy : Hierarchies()) {
       CollectProcesses(hierarchy + "/" + cgroup_root_, &left);
     }
-    for (pid_t shim : ProcessesWith(Socket())) left.push_back(shim);
+    // Every shim of a cluster of these tests (one runs at a time): its socket's dir.
+    for (pid_t shim : ProcessesWith(kRunDirPrefix)) left.push_back(shim);
     if (left.empty()) break;
     for (pid_t pid : left) ::kill(pid, SIGKILL);
     WaitFor([&] {
@@ -548,15 +553,23 @@ void KubeCluster::Clean() {
     if (auto it = daemons_.find(name); it != daemons_.end()) processes_.Kill(it->second);
   }
   daemons_.clear();
-  for (const std::string& dir : {options_.work_dir, run_dir_}) {
-    if (dir.empty()) continue;
+  std::vector<std::string> dirs = {options_.work_dir};
+  for (const auto& entry : std::filesystem::directory_iterator("/run")) {
+    if (absl::StartsWith(entry.path().string(), kRunDirPrefix)) dirs.push_back(entry.path());
+  }
+  for (const std::string& dir : dirs) {
     for (const std::string& mount : MountsBeneath(dir)) ::umount2(mount.c_str(), MNT_DETACH);
   }
   for (const std::string& hierarchy : Hierarchies()) {
     RemoveCgroups(hierarchy + "/" + cgroup_root_);
   }
-  (void)Run({"/usr/sbin/ip", "link", "delete", bridge_}, absl::Seconds(10));
-  if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_);
+  if (std::filesystem::exists("/sys/class/net/" + bridge_)) {
+    (void)Run({"/usr/sbin/ip", "link", "delete", bridge_}, absl::Seconds(10));
+  }
+  for (size_t i = 1; i < dirs.size(); ++i) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dirs[i], ignored);
+  }
 }
 
 KubeCluster::~KubeCluster() { Clean(); }

@@ -13,7 +13,8 @@
 //
 // The destructor deletes what the tests created, stops the kubelet, kills what is left
 // in its cgroups and containerd's shims, stops every daemon, unmounts what they mounted
-// beneath the work dir and deletes the bridge: nothing is left behind.
+// and deletes the bridge: nothing is left behind. A test process killed outright leaves
+// its containers running (their shims outlive it): Start clears them first.
 #ifndef FERRY_TESTS_TESTING_KUBE_CLUSTER_H_
 #define FERRY_TESTS_TESTING_KUBE_CLUSTER_H_
 
@@ -104,6 +105,7 @@ class KubeCluster {
   uint16_t controller_manager_port_ = 0;
   uint16_t scheduler_port_ = 0;
   std::map<std::string, pid_t> daemons_;
+  int manifests_ = 0;  // applied so far: each is kept as manifest-<n>.yaml
   ProcessGroups processes_;
 };
 
