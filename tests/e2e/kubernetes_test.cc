@@ -2,17 +2,24 @@
 // pod of an image built here runs on it with an address of the pod network and its log
 // reaches kubectl through the API server, a pod on the node's network sees the node's
 // address, and stopping the cluster leaves no process, mount, cgroup or bridge behind.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/command.h"
 #include "tests/testing/kube_cluster.h"
 #include "tests/testing/temp_dir.h"
 
@@ -53,6 +60,45 @@ spec:
     imagePullPolicy: Never
     command: ["/bin/sh", "-c", "ip -4 addr"]
 )yaml";
+
+// A root file system holding `binary` and the shared libraries it loads (ldd's list),
+// at their own paths.
+absl::StatusOr<std::string> BinaryRoot(const std::string& binary, const std::string& dir) {
+  std::filesystem::create_directories(dir + "/usr/bin");
+  std::filesystem::copy_file(binary,
+                             dir + "/usr/bin/" + std::filesystem::path(binary).filename().string());
+  absl::StatusOr<CommandResult> ldd = RunCommand({"/usr/bin/ldd", binary}, absl::Seconds(30));
+  if (!ldd.ok()) return ldd.status();
+  for (absl::string_view line : absl::StrSplit(ldd->output, '\n')) {
+    // "libx.so.1 => /lib/x86_64-linux-gnu/libx.so.1 (0x...)" or "/lib64/ld-linux-x86-64.so.2
+    // (0x...)"
+    const size_t slash = line.find('/');
+    if (slash == absl::string_view::npos) continue;
+    const std::string library(line.substr(slash, line.find(' ', slash) - slash));
+    const std::string copy = dir + library;
+    std::filesystem::create_directories(std::filesystem::path(copy).parent_path());
+    if (!std::filesystem::exists(copy)) std::filesystem::copy_file(library, copy);
+  }
+  std::filesystem::create_directories(dir + "/tmp");
+  return dir;
+}
+
+// Whether something accepts a TCP connection at ip:port.
+bool AcceptsOn(const std::string& ip, uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
+  const bool accepted = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return accepted;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 bool Mounted(const std::string& beneath) {
   std::ifstream info("/proc/self/mountinfo");
@@ -107,6 +153,46 @@ TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
   struct stat st {};
   EXPECT_NE(::stat("/sys/class/net/ferrytest0", &st), 0) << "the bridge is left";
   EXPECT_NE(::stat("/sys/fs/cgroup/pids/ferry-test-pods", &st), 0) << "the pods' cgroup is left";
+}
+
+// packaging/kubernetes/ferry-server.yaml as a user applies it, but for its hostPath dirs
+// (the test's own): ferry_server's pod on the node's network turns Ready by its gRPC
+// health, answers on the node's address, and a rolled pod comes back Ready.
+TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KubeCluster>> started =
+      KubeCluster::Start({dir.path() + "/cluster"});
+  if (started.status().code() == absl::StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << started.status();
+  }
+  ASSERT_TRUE(started.ok()) << started.status();
+  KubeCluster& cluster = **started;
+  absl::StatusOr<std::string> root = BinaryRoot("server/ferry_server", dir.path() + "/image");
+  ASSERT_TRUE(root.ok()) << root.status();
+  const absl::Status loaded =
+      cluster.LoadImage("ferry.local/ferry-server:0.1.0", *root, {"/usr/bin/ferry_server"});
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  const std::string manifest = ReadFile("packaging/kubernetes/ferry-server.yaml");
+  ASSERT_FALSE(manifest.empty());
+  const std::string node_dirs = dir.path() + "/node";
+  const absl::Status applied = cluster.Apply(
+      absl::StrReplaceAll(manifest, {{"path: /var/lib/ferry/", "path: " + node_dirs + "/"}}));
+  ASSERT_TRUE(applied.ok()) << applied;
+  const auto ready = [&] {
+    return cluster.WaitForJsonPath({"-n", "ferry", "daemonset", "ferry-server"},
+                                   "{.status.numberReady}", "1", absl::Seconds(120));
+  };
+  absl::Status is_ready = ready();
+  ASSERT_TRUE(is_ready.ok()) << is_ready << "\n" << cluster.DiagnosticLogs();
+  // Its planes listen on the node's address.
+  EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7337));
+  EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7071));
+  // Rolled: its pod deleted, the DaemonSet's next one is Ready.
+  absl::StatusOr<CommandResult> deleted = cluster.Kubectl(
+      {"-n", "ferry", "delete", "pod", "-l", "app.kubernetes.io/name=ferry-server", "--wait=true"});
+  ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->output : "");
+  is_ready = ready();
+  EXPECT_TRUE(is_ready.ok()) << is_ready;
 }
 
 }  // namespace
