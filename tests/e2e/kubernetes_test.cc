@@ -176,7 +176,7 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   ASSERT_FALSE(manifest.empty());
   const std::string node_dirs = dir.path() + "/node";
   const absl::Status applied = cluster.Apply(
-      absl::StrReplaceAll(manifest, {{"path: /var/lib/ferry/", "path: " + node_dirs + "/"}}));
+      absl::StrReplaceAll(manifest, {{"path: /var/lib/ferry", "path: " + node_dirs}}));
   ASSERT_TRUE(applied.ok()) << applied;
   const auto ready = [&] {
     return cluster.WaitForJsonPath({"-n", "ferry", "daemonset", "ferry-server"},
