@@ -13,11 +13,15 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/block_sink.h"
+#include "client/spark_client.h"
+#include "common/shuffle_writer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
 #include "tests/testing/kube_cluster.h"
@@ -187,6 +191,33 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   // Its planes listen on the node's address.
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7337));
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7071));
+  // An executor's map output under the shared local dir (the node's hostPath), registered
+  // by the path its pod and ferry_server's see, is served by Spark's protocol at the
+  // node's address.
+  const std::string app = "spark-0123456789abcdef";
+  const std::string in_pods = "/var/lib/ferry/spark-local/blockmgr-" + app;
+  const std::string on_node = node_dirs + "/spark-local/blockmgr-" + app;
+  std::filesystem::create_directories(on_node);
+  const std::vector<std::string> partitions = {"first partition", "", std::string(70000, 'x')};
+  {
+    absl::StatusOr<ShuffleWriter> writer =
+        ShuffleWriter::CreateInSparkLayout({on_node}, 64, 0, 7, ChecksumAlgorithm::kAdler32);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (size_t r = 0; r < partitions.size(); ++r) {
+      ASSERT_TRUE(writer->Write(static_cast<int32_t>(r), partitions[r]).ok());
+    }
+    ASSERT_TRUE(writer->Commit(static_cast<int32_t>(partitions.size())).ok());
+  }
+  const std::string service = cluster.node_ip() + ":7337";
+  SparkShuffleClient client;
+  const absl::Status registered = client.RegisterExecutor(
+      service, {app, "1", {{in_pods}, 64, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
+  ASSERT_TRUE(registered.ok()) << registered;
+  BuffersSink sink(partitions.size());
+  absl::StatusOr<SparkFetchStats> fetched =
+      client.Fetch(service, app, "1", {{0, 7, 0, 1}, {0, 7, 1, 2}, {0, 7, 2, 3}}, sink);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_TRUE(sink.blocks() == partitions);
   // Rolled: its pod deleted, the DaemonSet's next one is Ready.
   absl::StatusOr<CommandResult> deleted = cluster.Kubectl(
       {"-n", "ferry", "delete", "pod", "-l", "app.kubernetes.io/name=ferry-server", "--wait=true"});
