@@ -79,23 +79,18 @@ class CounterBy {
 
 namespace stats_internal {
 
-// The sum of `value(stats)` over every stats `all` points to.
-template <typename StatsPtr, typename Value>
-double Sum(std::initializer_list<StatsPtr> all, Value value) {
-  double sum = 0;
-  for (const auto* s : all) sum += static_cast<double>(value(*s));
-  return sum;
-}
-template <typename StatsPtr, typename Value>
-double Sum(const std::vector<StatsPtr>& all, Value value) {
+// The sum of `value(stats)` over every stats `all` (a range of pointers) points to.
+template <typename Range, typename Value>
+double Sum(const Range& all, Value value) {
   double sum = 0;
   for (const auto* s : all) sum += static_cast<double>(value(*s));
   return sum;
 }
 
+// (name i, value(i)) for each of `names`.
 template <size_t N, typename Value>
-std::vector<std::pair<std::string, double>> SumBy(const std::array<const char*, N>& names,
-                                                  Value value) {
+std::vector<std::pair<std::string, double>> ByName(const std::array<const char*, N>& names,
+                                                   Value value) {
   std::vector<std::pair<std::string, double>> out;
   for (size_t i = 0; i < N; ++i) out.emplace_back(names[i], value(i));
   return out;
@@ -123,7 +118,7 @@ std::vector<std::pair<std::string, double>> SumBy(const std::array<const char*, 
 #define FERRY_STAT_APPEND_COUNTER_BY(field, name, help, label, values)                          \
   ferry_stats_out->push_back(::ferry::SamplesBy(                                                \
       name, help, ::ferry::MetricKind::kCounter, label,                                         \
-      ::ferry::stats_internal::SumBy(values, [&](size_t i) {                                    \
+      ::ferry::stats_internal::ByName(values, [&](size_t i) {                                   \
         return ::ferry::stats_internal::Sum(ferry_stats_all,                                    \
                                             [i](const auto& s) { return s.field[i].value(); }); \
       })));

@@ -10,7 +10,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,11 +98,6 @@ bool AcceptsOn(const std::string& ip, uint16_t port) {
   return accepted;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 bool Mounted(const std::string& beneath) {
   std::ifstream info("/proc/self/mountinfo");
   std::string line;
@@ -176,7 +170,7 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   const absl::Status loaded =
       cluster.LoadImage("ferry.local/ferry-server:0.1.0", *root, {"/usr/bin/ferry_server"});
   ASSERT_TRUE(loaded.ok()) << loaded;
-  const std::string manifest = ReadFile("packaging/kubernetes/ferry-server.yaml");
+  const std::string manifest = ReadTextFile("packaging/kubernetes/ferry-server.yaml");
   ASSERT_FALSE(manifest.empty());
   const std::string node_dirs = dir.path() + "/node";
   const absl::Status applied = cluster.Apply(

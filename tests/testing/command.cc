@@ -9,6 +9,8 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/unique_fd.h"
 
@@ -66,6 +68,16 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   }
   result.exit_code = !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+absl::Status RunChecked(const std::vector<std::string>& argv, absl::Duration timeout) {
+  absl::StatusOr<CommandResult> ran = RunCommand(argv, timeout);
+  if (!ran.ok()) return ran.status();
+  if (ran->exit_code != 0) {
+    return absl::InternalError(
+        absl::StrCat(absl::StrJoin(argv, " "), " exited ", ran->exit_code, ": ", ran->output));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ferry::testing

@@ -21,6 +21,10 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          absl::Duration timeout);
 
+// The same, for a command that must succeed: an error naming it, with its output,
+// unless it exits 0.
+absl::Status RunChecked(const std::vector<std::string>& argv, absl::Duration timeout);
+
 // Starts `argv` with stdout and stderr on `out_fd`; the child dies with the test.
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd);
 

@@ -30,15 +30,7 @@ constexpr int kSlots = 64;
 constexpr int kMaxHosts = 32;
 constexpr absl::Duration kCommandTimeout = absl::Seconds(30);
 
-absl::Status Run(const std::vector<std::string>& argv) {
-  absl::StatusOr<CommandResult> ran = RunCommand(argv, kCommandTimeout);
-  if (!ran.ok()) return ran.status();
-  if (ran->exit_code != 0) {
-    return absl::InternalError(
-        absl::StrCat(absl::StrJoin(argv, " "), " exited ", ran->exit_code, ": ", ran->output));
-  }
-  return absl::OkStatus();
-}
+absl::Status Run(const std::vector<std::string>& argv) { return RunChecked(argv, kCommandTimeout); }
 
 // The pid in a name this helper gave ("fh<pid>h3", "fh<pid>br", "fh<pid>v3"), or 0.
 pid_t OwnerOf(absl::string_view name) {

@@ -45,23 +45,8 @@ std::vector<std::string> Hierarchies() {
   return out;
 }
 
-absl::Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.flush();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
-absl::Status Run(const std::vector<std::string>& argv, absl::Duration timeout = absl::Seconds(60)) {
-  absl::StatusOr<CommandResult> result = RunCommand(argv, timeout);
-  if (!result.ok()) return result.status();
-  if (result->exit_code != 0) {
-    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " exited ", result->exit_code,
-                                            ": ", result->output));
-  }
-  return absl::OkStatus();
-}
+// What the setup's commands (openssl, umoci, ctr, tar, ip) are given to run.
+constexpr absl::Duration kCommandTimeout = absl::Seconds(60);
 
 // The first IPv4 address of an interface that is up and not loopback.
 std::string NodeAddress() {
@@ -220,7 +205,7 @@ absl::Status KubeCluster::WriteConfiguration() {
   const std::string pki = Path("pki");
   const auto openssl = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "/usr/bin/openssl");
-    return Run(args);
+    return RunChecked(args, kCommandTimeout);
   };
   FERRY_RETURN_IF_ERROR(
       openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", pki + "/ca.key", "-out",
@@ -230,7 +215,7 @@ absl::Status KubeCluster::WriteConfiguration() {
     FERRY_RETURN_IF_ERROR(
         openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", pki + "/" + name + ".key",
                  "-out", pki + "/" + name + ".csr", "-subj", subject}));
-    FERRY_RETURN_IF_ERROR(WriteText(pki + "/" + name + ".ext", extensions));
+    FERRY_RETURN_IF_ERROR(WriteTextFile(pki + "/" + name + ".ext", extensions));
     return openssl({"x509", "-req", "-in", pki + "/" + name + ".csr", "-CA", pki + "/ca.crt",
                     "-CAkey", pki + "/ca.key", "-CAcreateserial", "-out", pki + "/" + name + ".crt",
                     "-days", "2", "-extfile", pki + "/" + name + ".ext"});
@@ -258,20 +243,20 @@ absl::Status KubeCluster::WriteConfiguration() {
     const std::string token = absl::StrCat(name, "-", ::getpid(), "-", apiserver_port_);
     absl::StrAppend(&csv, token, ",", rest, "\n");
     FERRY_RETURN_IF_ERROR(
-        WriteText(Path(name + ".kubeconfig"), Kubeconfig(server, pki + "/ca.crt", token)));
+        WriteTextFile(Path(name + ".kubeconfig"), Kubeconfig(server, pki + "/ca.crt", token)));
   }
-  FERRY_RETURN_IF_ERROR(WriteText(pki + "/tokens.csv", csv));
+  FERRY_RETURN_IF_ERROR(WriteTextFile(pki + "/tokens.csv", csv));
   admin_kubeconfig_ = Path("admin.kubeconfig");
 
   // Pods on a bridge of their own, no NAT: they reach the node, nothing beyond.
-  FERRY_RETURN_IF_ERROR(
-      WriteText(Path("cni/10-ferry-test.conflist"),
-                absl::StrCat("{\"cniVersion\": \"1.0.0\", \"name\": \"ferry-test\", \"plugins\": [",
-                             "{\"type\": \"bridge\", \"bridge\": \"", bridge_,
-                             "\", \"isGateway\": true, \"ipMasq\": false, \"ipam\": {\"type\": ",
-                             "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
-                             "\", \"ranges\": [[{\"subnet\": \"", kPodSubnet, "\"}]]}}]}\n")));
-  FERRY_RETURN_IF_ERROR(WriteText(
+  FERRY_RETURN_IF_ERROR(WriteTextFile(
+      Path("cni/10-ferry-test.conflist"),
+      absl::StrCat("{\"cniVersion\": \"1.0.0\", \"name\": \"ferry-test\", \"plugins\": [",
+                   "{\"type\": \"bridge\", \"bridge\": \"", bridge_,
+                   "\", \"isGateway\": true, \"ipMasq\": false, \"ipam\": {\"type\": ",
+                   "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
+                   "\", \"ranges\": [[{\"subnet\": \"", kPodSubnet, "\"}]]}}]}\n")));
+  FERRY_RETURN_IF_ERROR(WriteTextFile(
       Path("containerd.toml"),
       absl::StrCat("version = 2\nroot = \"", Path("containerd/root"), "\"\nstate = \"",
                    Path("containerd/state"), "\"\n[grpc]\n  address = \"", Socket(),
@@ -280,7 +265,7 @@ absl::Status KubeCluster::WriteConfiguration() {
                    "  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n    bin_dir = "
                    "\"/usr/lib/cni\"\n    conf_dir = \"",
                    Path("cni"), "\"\n")));
-  return WriteText(
+  return WriteTextFile(
       Path("kubelet.yaml"),
       absl::StrCat("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
                    "authentication:\n  anonymous: {enabled: false}\n  webhook: {enabled: false}\n",
@@ -388,7 +373,7 @@ absl::Status KubeCluster::Boot() {
                                                                  Path("containerd.toml")}));
   const std::string socket = Socket();
   FERRY_RETURN_IF_ERROR(WaitReady("containerd", containerd, absl::Seconds(30), [&] {
-    return Run({"/usr/bin/ctr", "--address", socket, "version"}, absl::Seconds(5)).ok();
+    return RunChecked({"/usr/bin/ctr", "--address", socket, "version"}, absl::Seconds(5)).ok();
   }));
   // A pod's sandbox holds its namespaces: a process that sleeps.
   const std::string pause = Path("pause-rootfs");
@@ -404,7 +389,7 @@ absl::Status KubeCluster::Boot() {
     }
     for (const char* inherited : {"cpuset.cpus", "cpuset.mems"}) {
       const std::string value = ReadTextFile(hierarchy + "/" + inherited);
-      if (!value.empty()) FERRY_RETURN_IF_ERROR(WriteText(root + "/" + inherited, value));
+      if (!value.empty()) FERRY_RETURN_IF_ERROR(WriteTextFile(root + "/" + inherited, value));
     }
   }
   FERRY_ASSIGN_OR_RETURN(
@@ -438,7 +423,7 @@ absl::StatusOr<CommandResult> KubeCluster::Kubectl(const std::vector<std::string
 
 absl::Status KubeCluster::Apply(const std::string& manifest) {
   const std::string file = Path(absl::StrCat("manifest-", ++manifests_, ".yaml"));
-  FERRY_RETURN_IF_ERROR(WriteText(file, manifest));
+  FERRY_RETURN_IF_ERROR(WriteTextFile(file, manifest));
   // A namespace's default service account reaches the API server's admission a moment
   // after it is made: until then a pod is refused for the want of it.
   absl::StatusOr<CommandResult> result = absl::UnknownError("not applied");
@@ -486,21 +471,22 @@ absl::Status KubeCluster::LoadImage(const std::string& name, const std::string& 
   std::filesystem::remove_all(layout);
   std::filesystem::create_directories(std::filesystem::path(layout).parent_path());
   const std::string image = layout + ":" + name.substr(colon + 1);
-  FERRY_RETURN_IF_ERROR(Run({"/usr/bin/umoci", "init", "--layout", layout}));
-  FERRY_RETURN_IF_ERROR(Run({"/usr/bin/umoci", "new", "--image", image}));
   FERRY_RETURN_IF_ERROR(
-      Run({"/usr/bin/umoci", "insert", "--image", image, rootfs, "/"}, absl::Seconds(300)));
+      RunChecked({"/usr/bin/umoci", "init", "--layout", layout}, kCommandTimeout));
+  FERRY_RETURN_IF_ERROR(RunChecked({"/usr/bin/umoci", "new", "--image", image}, kCommandTimeout));
+  FERRY_RETURN_IF_ERROR(
+      RunChecked({"/usr/bin/umoci", "insert", "--image", image, rootfs, "/"}, absl::Seconds(300)));
   std::vector<std::string> config = {"/usr/bin/umoci", "config", "--image", image};
   config.push_back("--config.entrypoint=" + entrypoint.front());
   for (size_t i = 1; i < entrypoint.size(); ++i) {
     config.push_back("--config.cmd=" + entrypoint[i]);
   }
-  FERRY_RETURN_IF_ERROR(Run(config));
+  FERRY_RETURN_IF_ERROR(RunChecked(config, kCommandTimeout));
   const std::string tar = layout + ".tar";
-  FERRY_RETURN_IF_ERROR(Run({"/bin/tar", "-C", layout, "-cf", tar, "."}));
-  return Run({"/usr/bin/ctr", "--address", Socket(), "-n", "k8s.io", "images", "import",
-              "--base-name", name.substr(0, colon), tar},
-             absl::Seconds(300));
+  FERRY_RETURN_IF_ERROR(RunChecked({"/bin/tar", "-C", layout, "-cf", tar, "."}, kCommandTimeout));
+  return RunChecked({"/usr/bin/ctr", "--address", Socket(), "-n", "k8s.io", "images", "import",
+                     "--base-name", name.substr(0, colon), tar},
+                    absl::Seconds(300));
 }
 
 std::string KubeCluster::DiagnosticLogs() const {
@@ -563,7 +549,7 @@ void KubeCluster::Clean() {
     RemoveCgroups(hierarchy + "/" + cgroup_root_);
   }
   if (std::filesystem::exists("/sys/class/net/" + bridge_)) {
-    (void)Run({"/usr/sbin/ip", "link", "delete", bridge_}, absl::Seconds(10));
+    (void)RunChecked({"/usr/sbin/ip", "link", "delete", bridge_}, absl::Seconds(10));
   }
   for (size_t i = 1; i < dirs.size(); ++i) {
     std::error_code ignored;

@@ -130,6 +130,14 @@ std::string ReadTextFile(const std::string& path) {
   return text.str();
 }
 
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
 uint16_t FreeLoopbackPort() {
   // Below the kernel's ephemeral range: a port the kernel hands out for a bind to 0 or an
   // outgoing connection (another JVM's, started meanwhile) is never one of these. A port

@@ -70,6 +70,8 @@ std::string JavaHome();
 std::string JvmFailureLines(const std::string& log_text, size_t max_lines);
 // A file's contents; empty when it cannot be read.
 std::string ReadTextFile(const std::string& path);
+// Writes `text` as the whole of the file at `path`; an error naming it.
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
 // A loopback port nothing listens on now (below the ephemeral range, never the same twice
 // in one process), and whether something accepts on one.
 uint16_t FreeLoopbackPort();

@@ -29,14 +29,6 @@ constexpr const char* kOpens[] = {
     "java.lang", "java.lang.reflect", "java.util", "java.util.concurrent",
     "java.io",   "java.net",          "java.nio",  "sun.nio.ch"};
 
-absl::Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.flush();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 std::string SiteXml(const std::map<std::string, std::string>& properties) {
   std::string xml = "<?xml version=\"1.0\"?>\n<configuration>\n";
   for (const auto& [name, value] : properties) {
@@ -66,14 +58,14 @@ absl::Status WriteConfDir(const std::string& dir, const std::string& work,
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", error.message()));
-  if (absl::Status s = WriteText(
+  if (absl::Status s = WriteTextFile(
           dir + "/core-site.xml",
           SiteXml({{"fs.defaultFS", "file:///"}, {"hadoop.tmp.dir", work + "/hadoop-tmp"}}));
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = WriteText(dir + "/log4j.properties", kLog4j); !s.ok()) return s;
-  return WriteText(dir + "/yarn-site.xml", SiteXml(yarn_site));
+  if (absl::Status s = WriteTextFile(dir + "/log4j.properties", kLog4j); !s.ok()) return s;
+  return WriteTextFile(dir + "/yarn-site.xml", SiteXml(yarn_site));
 }
 
 int CountOf(const std::string& text, const std::string& what) {
