@@ -291,6 +291,10 @@ YarnCluster::~YarnCluster() {
     for (int i = 0; i < options_.node_managers; ++i) {
       std::filesystem::copy_file(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"),
                                  absl::StrCat(dir, "/nodemanager", i, ".log"), error);
+      // The containers' stdout and stderr: the executors' own account of a failure.
+      std::filesystem::copy(absl::StrCat(local_dirs_root(), "/", i, "/logs"),
+                            absl::StrCat(dir, "/containers", i),
+                            std::filesystem::copy_options::recursive, error);
     }
   }
 }

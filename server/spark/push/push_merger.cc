@@ -46,10 +46,22 @@ constexpr size_t kMaxStateFileBytes = size_t{64} << 20;
 // Lines of a damaged state file logged one by one; the rest are counted.
 constexpr int kBadLinesLogged = 3;
 
-// A state file's line: a finalized merge ("app attempt shuffle merge"), or a deletion
-// ("- app attempt shuffle", '*' for every attempt or shuffle).
+// A state file's line: a finalized merge ("app attempt shuffle merge"), an attempt's
+// merge dirs ("= app attempt path...", each path C-escaped), or a deletion ("- app
+// attempt shuffle", '*' for every attempt or shuffle; "- app * *" deletes its dirs too).
 std::string FinalizedLine(absl::string_view app, int32_t attempt, int32_t shuffle, int32_t merge) {
   return absl::StrCat(app, "\t", attempt, "\t", shuffle, "\t", merge, "\n");
+}
+std::string DirsLine(absl::string_view app, int32_t attempt,
+                     const std::vector<std::string>& paths) {
+  std::string line = absl::StrCat("=\t", app, "\t", attempt);
+  for (const std::string& path : paths) absl::StrAppend(&line, "\t", absl::CEscape(path));
+  return line + "\n";
+}
+std::vector<std::string> PathsOf(const spark::ExecutorDirs& dirs) {
+  std::vector<std::string> paths;
+  for (const spark::ExecutorDirs::LocalDir& dir : dirs.local_dirs) paths.push_back(dir.path);
+  return paths;
 }
 std::string DeletedLine(absl::string_view app, absl::string_view attempt,
                         absl::string_view shuffle) {
@@ -57,10 +69,11 @@ std::string DeletedLine(absl::string_view app, absl::string_view attempt,
 }
 
 // A state file's text replayed: the finalized merges it keeps, by application and
-// shuffle (attempt, merge id), and its lines that are neither (the first few, and how
-// many).
+// shuffle (attempt, merge id), the merge dirs of each application's attempt, and its
+// lines that are none of those (the first few, and how many).
 struct Replayed {
   std::map<std::pair<std::string, int32_t>, std::pair<int32_t, int32_t>> merges;
+  std::map<std::string, std::pair<int32_t, std::vector<std::string>>> dirs;
   uint64_t lines = 0;
   uint64_t bad = 0;
   std::vector<std::string> first_bad;
@@ -81,7 +94,18 @@ Replayed Replay(absl::string_view text) {
                             (f[3] == "*" || it->first.second == shuffle);
         it = doomed ? out.merges.erase(it) : std::next(it);
       }
+      if (f[2] == "*" && f[3] == "*") out.dirs.erase(app);
       continue;
+    }
+    if (f.size() >= 4 && f[0] == "=" && IsValidAppId(f[1]) && absl::SimpleAtoi(f[2], &attempt)) {
+      std::vector<std::string> paths(f.size() - 3);
+      bool escaped = true;
+      for (size_t i = 3; i < f.size(); ++i)
+        escaped = escaped && absl::CUnescape(f[i], &paths[i - 3]);
+      if (escaped) {
+        out.dirs[std::string(f[1])] = {attempt, std::move(paths)};
+        continue;
+      }
     }
     if (f.size() == 4 && IsValidAppId(f[0]) && absl::SimpleAtoi(f[1], &attempt) &&
         absl::SimpleAtoi(f[2], &shuffle) && absl::SimpleAtoi(f[3], &merge)) {
@@ -243,6 +267,13 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
   std::string records;
   {
     absl::MutexLock lock(&mu_);
+    std::vector<std::string> paths = PathsOf(*merge_dirs);
+    // A restart's registrations: the attempt's merges are in the dirs it kept.
+    if (auto kept = loaded_dirs_.find(app_id);
+        kept != loaded_dirs_.end() && kept->second.attempt_id == attempt_id) {
+      if (kept->second.paths != paths) return;
+      loaded_dirs_.erase(kept);
+    }
     auto [it, inserted] = apps_.try_emplace(app_id);
     App& app = it->second;
     if (!inserted && attempt_id <= app.attempt_id) return;  // set already, or an older attempt's
@@ -255,12 +286,14 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
     app.cost = 0;
     app.attempt_id = attempt_id;
     app.merge_dirs = std::move(merge_dirs);
+    records += DirsLine(app_id, attempt_id, paths);
     // Merges finalized before a restart.
     std::erase_if(loaded_, [&](const Finalized& merge) {
       if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
       Shuffle& shuffle = app.shuffles[merge.shuffle_id];
       shuffle.merge_id = merge.merge_id;
       shuffle.finalized = true;
+      shuffle.kept = true;
       ++app.cost;
       return true;
     });
@@ -301,7 +334,8 @@ absl::Status PushMerger::LoadState() {
   const Replayed replayed = Replay(*text);
   for (const std::string& line : replayed.first_bad) {
     LOG(WARNING) << options_.state_file
-                 << ": skipping a line that is no finalized merge nor a deletion: " << line;
+                 << ": skipping a line that is no finalized merge, merge dirs or deletion: "
+                 << line;
   }
   if (replayed.bad > replayed.first_bad.size()) {
     LOG(WARNING) << options_.state_file << ": skipped " << replayed.bad - replayed.first_bad.size()
@@ -312,6 +346,9 @@ absl::Status PushMerger::LoadState() {
     for (const auto& [key, value] : replayed.merges) {
       loaded_.push_back({key.first, value.first, key.second, value.second});
     }
+    for (const auto& [app_id, dirs] : replayed.dirs) {
+      loaded_dirs_[app_id] = {dirs.first, dirs.second};
+    }
   }
   absl::MutexLock saving(&state_mu_);
   state_lines_ = replayed.lines;
@@ -321,13 +358,18 @@ absl::Status PushMerger::LoadState() {
 std::string PushMerger::StateTextLocked() const {
   std::string text;
   for (const auto& [app_id, app] : apps_) {
+    if (app.merge_dirs != nullptr)
+      text += DirsLine(app_id, app.attempt_id, PathsOf(*app.merge_dirs));
     for (const auto& [shuffle_id, shuffle] : app.shuffles) {
-      if (!shuffle.finalized || shuffle.finalized_reduce_ids.empty()) continue;
+      if (!shuffle.kept) continue;
       text += FinalizedLine(app_id, app.attempt_id, shuffle_id, shuffle.merge_id);
     }
   }
   for (const Finalized& merge : loaded_) {
     text += FinalizedLine(merge.app_id, merge.attempt_id, merge.shuffle_id, merge.merge_id);
+  }
+  for (const auto& [app_id, dirs] : loaded_dirs_) {
+    text += DirsLine(app_id, dirs.attempt_id, dirs.paths);
   }
   return text;
 }
@@ -749,6 +791,7 @@ absl::StatusOr<spark::MergeStatuses> PushMerger::Finalize(
         app->second.cost -= shuffle->second.cost - 1 - statuses.reduce_ids.size();
         shuffle->second.cost = 1 + statuses.reduce_ids.size();
         if (!statuses.reduce_ids.empty()) {
+          shuffle->second.kept = true;
           records += FinalizedLine(request.app_id, request.app_attempt_id, request.shuffle_id,
                                    request.shuffle_merge_id);
         }
@@ -797,17 +840,19 @@ void PushMerger::ApplicationEnded(const std::string& app_id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = apps_.find(app_id);
-    const bool loaded =
-        std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; }) > 0;
-    if (it == apps_.end() && !loaded) return;
+    bool kept =
+        (std::erase_if(loaded_, [&](const Finalized& merge) { return merge.app_id == app_id; }) |
+         loaded_dirs_.erase(app_id)) > 0;
+    if (it == apps_.end() && !kept) return;
     if (it != apps_.end()) {
+      kept = kept || it->second.merge_dirs != nullptr;
       for (auto& [shuffle_id, shuffle] : it->second.shuffles) {
         Detach(app_id, shuffle_id, it->second, shuffle, &deleted, &records);
       }
       apps_.erase(it);
     }
-    // One line for all it kept, if it kept any.
-    if (!records.empty() || loaded) records = DeletedLine(app_id, "*", "*");
+    // One line for all the state file kept of it (its dirs, its merges), if it kept any.
+    if (kept || !records.empty()) records = DeletedLine(app_id, "*", "*");
   }
   ForgetIndexes(app_id);
   DeleteFiles(deleted);
@@ -823,6 +868,10 @@ void PushMerger::ForgetUnclaimed() {
           DeletedLine(merge.app_id, absl::StrCat(merge.attempt_id), absl::StrCat(merge.shuffle_id));
     }
     loaded_.clear();
+    for (const auto& [app_id, dirs] : loaded_dirs_) {
+      if (!apps_.contains(app_id)) records += DeletedLine(app_id, "*", "*");
+    }
+    loaded_dirs_.clear();
   }
   AppendState(records);
 }
@@ -858,10 +907,11 @@ void PushMerger::Detach(const std::string& app_id, int32_t shuffle_id, App& app,
     partition->reduce_id = reduce_id;
     out->push_back(std::move(partition));
   }
-  if (shuffle.finalized && records != nullptr) {
+  if (shuffle.kept && records != nullptr) {
     *records += DeletedLine(app_id, absl::StrCat(app.attempt_id), absl::StrCat(shuffle_id));
   }
   shuffle.finalized_reduce_ids.clear();
+  shuffle.kept = false;
 }
 
 void PushMerger::ClosedLocked(const std::string& app_id, uint64_t n) {

@@ -129,9 +129,9 @@ class PushMerger {
   // Reads the finalized merges the state file keeps, if any: an attempt registered
   // later (RegisterAttempt, as a restarted server learns its registrations) finds its
   // merges finalized, and reducers read them. The file is a journal: a line per
-  // finalized merge, and a line per merge (or application) deleted since; lines that
-  // are neither are skipped (a few logged, then counted). A file past its bound is set
-  // aside (logged): the server starts without what it kept.
+  // finalized merge, a line per attempt's merge dirs, and a line per merge (or
+  // application) deleted since; other lines are skipped (a few logged, then counted). A file past
+  // its bound is set aside (logged): the server starts without what it kept.
   absl::Status LoadState();
   // What LoadState() would read, changing nothing (ferry_server --check-config): a line
   // saying how many finalized merges it keeps, or why the server would not read it.
@@ -141,7 +141,10 @@ class PushMerger {
   // An application attempt's merge dirs (where its executors said, beneath the roots
   // the registry serves). The first registration of an attempt sets them; a newer
   // attempt's replaces an older one's, whose merges are deleted; an older attempt's is
-  // ignored (as in Spark).
+  // ignored (as in Spark). The state file keeps which they are: after a restart, until
+  // ForgetUnclaimed, only a registration with the same merge dirs sets them (executors
+  // of one host can have other dirs: two NodeManagers on it), so the merges are read
+  // where they were written.
   void RegisterAttempt(const std::string& app_id, int32_t attempt_id,
                        std::shared_ptr<const spark::ExecutorDirs> merge_dirs);
 
@@ -295,7 +298,9 @@ class PushMerger {
   // forgets it (its finalized merges leave the state file).
   void ApplicationEnded(const std::string& app_id);
   // After a restart's registrations (RegisterAttempt): forgets the finalized merges the
-  // state file kept of applications no registration names (they ended meanwhile).
+  // state file kept of applications no registration names (they ended meanwhile), or
+  // whose registrations name none of their merge dirs; later registrations set the dirs
+  // as the first of an attempt does.
   void ForgetUnclaimed();
 
   uint64_t open_partitions() const;
@@ -375,6 +380,7 @@ class PushMerger {
   struct Shuffle {
     int32_t merge_id = 0;
     bool finalized = false;
+    bool kept = false;  // a line of the state file names it (finalized with data, or loaded)
     // Being written; once finalized, only the reduce ids of those that hold blocks are
     // kept (as Spark's resolver keeps them), for their files' deletion.
     absl::flat_hash_map<int32_t, std::shared_ptr<Partition>> partitions;
@@ -487,6 +493,13 @@ class PushMerger {
   mutable absl::Mutex mu_;
   // Loaded from the state file, for attempts not registered yet.
   std::vector<Finalized> loaded_ ABSL_GUARDED_BY(mu_);
+  // The merge dirs (paths) of each application's attempt as the state file kept them,
+  // until ForgetUnclaimed.
+  struct KeptDirs {
+    int32_t attempt_id;
+    std::vector<std::string> paths;
+  };
+  absl::flat_hash_map<std::string, KeptDirs> loaded_dirs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, App> apps_ ABSL_GUARDED_BY(mu_);
   uint64_t open_partitions_ ABSL_GUARDED_BY(mu_) = 0;
   // By application (its partitions' files stay open past its end until they are closed).

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/spark/merge_dirs.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process_groups.h"
@@ -381,19 +382,74 @@ TEST_F(PushMergerTest, FinalizedMergesAreKeptInTheStateFile) {
   std::unique_ptr<PushMerger> merger = Merger(options);
   ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
   ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
-  EXPECT_EQ(testing::ReadTextFile(options.state_file), std::string(kApp) + "\t1\t3\t0\n");
+  const std::string dirs_line =
+      absl::StrCat("=\t", kApp, "\t1\t", root_.path(), "/merge_manager_1\n");
+  EXPECT_EQ(testing::ReadTextFile(options.state_file),
+            absl::StrCat(dirs_line, kApp, "\t1\t3\t0\n"));
 
   std::ofstream(options.state_file, std::ios::app) << "not a merge\n../x\t1\t2\t3\n";
   PushMerger restarted(options);
   ASSERT_TRUE(restarted.LoadState().ok());
   restarted.RegisterAttempt(kApp, 1, Dirs(1));
+  // Rewritten whole at its first write: what it claimed is kept, the junk is not.
+  EXPECT_EQ(testing::ReadTextFile(options.state_file),
+            absl::StrCat(dirs_line, kApp, "\t1\t3\t0\n"));
   EXPECT_EQ(Append(restarted, Push(1, 0), "late"), PushReturnCode::kTooLateBlockPush);
   absl::StatusOr<PushMerger::MergedFiles> files = restarted.OpenMerged(kApp, 3, 0, 0);
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_EQ(files->chunks(), 1);
   // Removed: gone from the file too.
   ASSERT_TRUE(restarted.Remove({kApp, 1, 3, 0}).ok());
-  EXPECT_EQ(testing::ReadTextFile(options.state_file), "");
+  EXPECT_EQ(testing::ReadTextFile(options.state_file),
+            absl::StrCat(dirs_line, kApp, "\t1\t3\t0\n-\t", kApp, "\t1\t3\n"));
+  restarted.ApplicationEnded(kApp);
+  absl::StatusOr<std::string> checked = PushMerger::CheckState(options.state_file);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(*checked, options.state_file + ": 0 finalized merges");
+}
+
+// The merge dirs an attempt's first registration set outlive a restart: a registration
+// kept with other dirs (an executor of another NodeManager on the host) does not take
+// the attempt's merges elsewhere; one with the same dirs does. Once the restart's
+// registrations are in, an attempt none of them claimed is forgotten, and a later
+// registration sets its dirs as a first one does.
+TEST_F(PushMergerTest, AnAttemptsMergeDirsOutliveARestart) {
+  PushMerger::Options options;
+  options.state_file = root_.path() + "/push-state";
+  std::unique_ptr<PushMerger> merger = Merger(options);
+  ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
+  ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
+  merger.reset();
+
+  PushMerger restarted(options);
+  ASSERT_TRUE(restarted.LoadState().ok());
+  restarted.RegisterAttempt(kApp, 1, Dirs(2));
+  EXPECT_EQ(restarted.MergeDirs(kApp).status().code(), absl::StatusCode::kNotFound);
+  restarted.RegisterAttempt(kApp, 1, Dirs(1));
+  absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> dirs = restarted.MergeDirs(kApp);
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  EXPECT_EQ((*dirs)->local_dirs[0].relative, "merge_manager_1");
+  restarted.ForgetUnclaimed();
+  absl::StatusOr<PushMerger::MergedFiles> files = restarted.OpenMerged(kApp, 3, 0, 0);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->chunks(), 1);
+
+  PushMerger unclaimed(options);
+  ASSERT_TRUE(unclaimed.LoadState().ok());
+  unclaimed.RegisterAttempt(kApp, 1, Dirs(2));
+  unclaimed.ForgetUnclaimed();
+  EXPECT_EQ(unclaimed.OpenMerged(kApp, 3, 0, 0).status().code(), absl::StatusCode::kNotFound);
+  unclaimed.RegisterAttempt(kApp, 1, Dirs(2));
+  dirs = unclaimed.MergeDirs(kApp);
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  EXPECT_EQ((*dirs)->local_dirs[0].relative, "merge_manager_2");
+  // Kept in turn.
+  PushMerger again(options);
+  ASSERT_TRUE(again.LoadState().ok());
+  again.RegisterAttempt(kApp, 1, Dirs(1));
+  EXPECT_EQ(again.MergeDirs(kApp).status().code(), absl::StatusCode::kNotFound);
+  again.RegisterAttempt(kApp, 1, Dirs(2));
+  EXPECT_TRUE(again.MergeDirs(kApp).ok());
 }
 
 // What an application keeps after a finalize is bounded: a finalized merge keeps the
@@ -484,7 +540,7 @@ TEST_F(PushMergerTest, TheStateFileIsAppendedToAndStaysBounded) {
   ASSERT_EQ(Append(*merger, Push(0, 0), "a"), PushReturnCode::kSuccess);
   ASSERT_TRUE(merger->Finalize({kApp, 1, 3, 0}).ok());
   ASSERT_TRUE(merger->Finalize({kApp, 1, 8, 0}).ok());  // never pushed
-  EXPECT_EQ(lines(), 1);
+  EXPECT_EQ(lines(), 2);                                // the attempt's dirs, shuffle 3
   long most = 0;
   for (int32_t shuffle = 10; shuffle < 610; ++shuffle) {
     ASSERT_EQ(Append(*merger, {kApp, 1, shuffle, 0, 0, 0, 0}, "b"), PushReturnCode::kSuccess);
