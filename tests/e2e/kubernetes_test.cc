@@ -8,10 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -21,10 +25,16 @@
 #include "client/block_sink.h"
 #include "client/spark_client.h"
 #include "common/shuffle_writer.h"
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/kube_cluster.h"
+#include "tests/testing/process_groups.h"
+#include "tests/testing/spark_apps.h"
+#include "tests/testing/spark_cluster.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry::testing {
 namespace {
@@ -98,6 +108,15 @@ bool AcceptsOn(const std::string& ip, uint16_t port) {
   return accepted;
 }
 
+// Once ferry_server's DaemonSet has its pod Ready; the error holds the daemons' errors.
+absl::Status FerryReady(KubeCluster& cluster) {
+  const absl::Status ready =
+      cluster.WaitForJsonPath({"-n", "ferry", "daemonset", "ferry-server"}, "{.status.numberReady}",
+                              "1", absl::Seconds(120));
+  if (ready.ok()) return ready;
+  return absl::Status(ready.code(), absl::StrCat(ready.message(), "\n", cluster.DiagnosticLogs()));
+}
+
 bool Mounted(const std::string& beneath) {
   std::ifstream info("/proc/self/mountinfo");
   std::string line;
@@ -105,6 +124,22 @@ bool Mounted(const std::string& beneath) {
     if (absl::StrContains(line, " " + beneath)) return true;
   }
   return false;
+}
+
+// packaging/kubernetes/ferry-server.yaml as a user applies it, but for its hostPath dirs
+// (under `node_dirs`, the test's own), with an image of ferry_server made in `image_dir`;
+// once its pod is Ready.
+absl::Status StartFerryOnTheNode(KubeCluster& cluster, const std::string& image_dir,
+                                 const std::string& node_dirs) {
+  absl::StatusOr<std::string> root = BinaryRoot("server/ferry_server", image_dir);
+  if (!root.ok()) return root.status();
+  FERRY_RETURN_IF_ERROR(
+      cluster.LoadImage("ferry.local/ferry-server:0.1.0", *root, {"/usr/bin/ferry_server"}));
+  const std::string manifest = ReadTextFile("packaging/kubernetes/ferry-server.yaml");
+  if (manifest.empty()) return absl::NotFoundError("packaging/kubernetes/ferry-server.yaml");
+  FERRY_RETURN_IF_ERROR(cluster.Apply(
+      absl::StrReplaceAll(manifest, {{"path: /var/lib/ferry", "path: " + node_dirs}})));
+  return FerryReady(cluster);
 }
 
 TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
@@ -153,9 +188,8 @@ TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
   EXPECT_NE(::stat("/sys/fs/cgroup/pids/ferry-test-pods", &st), 0) << "the pods' cgroup is left";
 }
 
-// packaging/kubernetes/ferry-server.yaml as a user applies it, but for its hostPath dirs
-// (the test's own): ferry_server's pod on the node's network turns Ready by its gRPC
-// health, answers on the node's address, and a rolled pod comes back Ready.
+// ferry_server's pod on the node's network turns Ready by its gRPC health, answers on
+// the node's address, and a rolled pod comes back Ready.
 TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<KubeCluster>> started =
@@ -165,23 +199,9 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   }
   ASSERT_TRUE(started.ok()) << started.status();
   KubeCluster& cluster = **started;
-  absl::StatusOr<std::string> root = BinaryRoot("server/ferry_server", dir.path() + "/image");
-  ASSERT_TRUE(root.ok()) << root.status();
-  const absl::Status loaded =
-      cluster.LoadImage("ferry.local/ferry-server:0.1.0", *root, {"/usr/bin/ferry_server"});
-  ASSERT_TRUE(loaded.ok()) << loaded;
-  const std::string manifest = ReadTextFile("packaging/kubernetes/ferry-server.yaml");
-  ASSERT_FALSE(manifest.empty());
   const std::string node_dirs = dir.path() + "/node";
-  const absl::Status applied = cluster.Apply(
-      absl::StrReplaceAll(manifest, {{"path: /var/lib/ferry", "path: " + node_dirs}}));
-  ASSERT_TRUE(applied.ok()) << applied;
-  const auto ready = [&] {
-    return cluster.WaitForJsonPath({"-n", "ferry", "daemonset", "ferry-server"},
-                                   "{.status.numberReady}", "1", absl::Seconds(120));
-  };
-  absl::Status is_ready = ready();
-  ASSERT_TRUE(is_ready.ok()) << is_ready << "\n" << cluster.DiagnosticLogs();
+  const absl::Status serving = StartFerryOnTheNode(cluster, dir.path() + "/image", node_dirs);
+  ASSERT_TRUE(serving.ok()) << serving;
   // Its planes listen on the node's address.
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7337));
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7071));
@@ -216,8 +236,144 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   absl::StatusOr<CommandResult> deleted = cluster.Kubectl(
       {"-n", "ferry", "delete", "pod", "-l", "app.kubernetes.io/name=ferry-server", "--wait=true"});
   ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->output : "");
-  is_ready = ready();
-  EXPECT_TRUE(is_ready.ok()) << is_ready;
+  const absl::Status ready_again = FerryReady(cluster);
+  EXPECT_TRUE(ready_again.ok()) << ready_again;
+}
+
+// Where scripts/setup put the Spark images (tests/e2e/kubernetes/spark-image).
+std::string SparkImages() {
+  const char* dir = std::getenv("FERRY_K8S_IMAGES");
+  return dir != nullptr && *dir != '\0' ? dir : "/opt/ferry-k8s/images";
+}
+
+// Executors on the node's network: each registers with the shuffle service at its pod's
+// address, the node's, where ferry_server serves.
+constexpr char kExecutorTemplate[] = R"yaml(apiVersion: v1
+kind: Pod
+spec:
+  hostNetwork: true
+  dnsPolicy: ClusterFirstWithHostNet
+)yaml";
+
+// Spark's own Kubernetes backend, a driver on the node (client mode) and executors in
+// pods of an image built here, with the shuffle service on (spark.shuffle.service.enabled,
+// Spark's stock setting; no jar of Ferry's on Spark's side) and dynamic allocation with
+// shuffle tracking off: the executors that wrote a checked shuffle are released and their
+// pods deleted, and new ones read it from the DaemonSet's ferry_server. Both Spark lines,
+// one after the other on one cluster; answers checked against the same sums computed
+// without Spark.
+TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
+  std::string why;
+  const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
+  if (sparks.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<KubeCluster>> started =
+      KubeCluster::Start({dir.path() + "/cluster"});
+  if (started.status().code() == absl::StatusCode::kFailedPrecondition) {
+    GTEST_SKIP() << started.status();
+  }
+  ASSERT_TRUE(started.ok()) << started.status();
+  KubeCluster& cluster = **started;
+  const std::string node_dirs = dir.path() + "/node";
+  const absl::Status serving = StartFerryOnTheNode(cluster, dir.path() + "/image", node_dirs);
+  ASSERT_TRUE(serving.ok()) << serving;
+  const std::string pod_template = dir.path() + "/executor.yaml";
+  ASSERT_TRUE(WriteTextFile(pod_template, kExecutorTemplate).ok());
+  const std::string sent_blocks = R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})";
+
+  for (const SparkDistribution& spark : sparks) {
+    SCOPED_TRACE("Spark " + spark.version);
+    const std::string image = "ferry.local/spark:" + spark.version;
+    const std::string archive = absl::StrCat(SparkImages(), "/spark-", spark.version, "_oci.tar");
+    ASSERT_TRUE(std::filesystem::exists(archive)) << archive << ": run scripts/setup";
+    const absl::Status imported = cluster.ImportImage(image, archive);
+    ASSERT_TRUE(imported.ok()) << imported;
+
+    const std::string handshakes = absl::StrCat(dir.path(), "/handshakes-", spark.version);
+    std::filesystem::create_directories(handshakes);
+    const std::map<std::string, std::string> conf = {
+        {"spark.kubernetes.container.image", image},
+        {"spark.kubernetes.container.image.pullPolicy", "Never"},
+        {"spark.kubernetes.namespace", "default"},
+        {"spark.kubernetes.executor.podTemplateFile", pod_template},
+        {"spark.kubernetes.executor.request.cores", "100m"},
+        {"spark.kubernetes.allocation.batch.delay", "1s"},
+        {"spark.executor.memory", "512m"},
+        {"spark.executor.cores", "1"},
+        {"spark.driver.host", cluster.node_ip()},
+        {"spark.driver.bindAddress", cluster.node_ip()},
+        {"spark.ui.enabled", "false"},
+        // The executors' local dirs are the node's dir ferry_server serves, at the path
+        // its pod sees it at too.
+        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.mount.path",
+         "/var/lib/ferry/spark-local"},
+        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.options.path",
+         node_dirs + "/spark-local"},
+        {"spark.shuffle.service.enabled", "true"},
+        {"spark.shuffle.service.port", "7337"},
+        // One node: every reducer would read the map outputs from the disk, after asking
+        // ferry_server where they are; fetched from it instead, over the node's network.
+        {"spark.shuffle.readHostLocalDisk", "false"},
+        {"spark.dynamicAllocation.enabled", "true"},
+        {"spark.dynamicAllocation.shuffleTracking.enabled", "false"},
+        {"spark.dynamicAllocation.minExecutors", "0"},
+        {"spark.dynamicAllocation.maxExecutors", "2"},
+        {"spark.dynamicAllocation.executorIdleTimeout", "2s"},
+        {"spark.dynamicAllocation.schedulerBacklogTimeout", "1s"},
+    };
+    std::vector<std::string> argv = {spark.home + "/bin/spark-submit", "--master",
+                                     "k8s://" + cluster.api_server_url(), "--deploy-mode",
+                                     "client"};
+    for (const auto& [key, value] : conf) {
+      argv.push_back("--conf");
+      argv.push_back(absl::StrCat(key, "=", value));
+    }
+    argv.push_back("tests/e2e/spark_jobs.py");
+    argv.push_back("hold-idle=" + handshakes);
+    const std::string spark_conf = dir.path() + "/spark-conf";
+    std::filesystem::create_directories(spark_conf);
+    const std::map<std::string, std::string> env = {
+        {"JAVA_HOME", JavaHome()},        {"SPARK_HOME", spark.home},
+        {"SPARK_CONF_DIR", spark_conf},   {"KUBECONFIG", cluster.admin_kubeconfig()},
+        {"PYSPARK_PYTHON", spark.python}, {"PYSPARK_DRIVER_PYTHON", spark.python}};
+
+    ProcessGroups groups;
+    std::atomic<bool> ended{false};
+    absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
+    std::thread driver([&] {
+      ran = RunSparkSubmit(groups, argv, env, absl::StrCat(dir.path(), "/submit-", spark.version),
+                           absl::Minutes(6));
+      ended = true;
+    });
+    // The shuffle written, every executor released: their pods are gone.
+    std::string failure;
+    const double blocks_before = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
+    if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
+                 absl::Minutes(5)) ||
+        ended) {
+      failure = "the application did not reach held";
+    } else if (absl::Status gone =
+                   cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
+                                           "{.items[*].metadata.name}", "", absl::Seconds(120));
+               !gone.ok()) {
+      failure = absl::StrCat("executor pods left: ", gone.message());
+    }
+    Touch(handshakes + "/held.done");
+    driver.join();
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    const std::string output_tail =
+        ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
+    ASSERT_EQ(failure, "") << output_tail << "\n" << cluster.DiagnosticLogs();
+    ASSERT_EQ(ran->exit_code, 0) << output_tail;
+    const std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
+    // Read again by executors that did not write it: from ferry_server.
+    EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
+    const double blocks = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
+    std::printf("Spark %s on Kubernetes: ferry_server sent its reducers %.0f blocks\n",
+                spark.version.c_str(), blocks - blocks_before);
+    EXPECT_GT(blocks, blocks_before);
+  }
 }
 
 }  // namespace

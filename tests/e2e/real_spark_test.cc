@@ -64,9 +64,11 @@ using ::ferry::testing::EnvironmentOf;
 using ::ferry::testing::ExecutorOf;
 using ::ferry::testing::ExecutorsBeneath;
 using ::ferry::testing::JsonField;
+using ::ferry::testing::ResultsByJob;
 using ::ferry::testing::ShuffleFiles;
 using ::ferry::testing::SparkCluster;
 using ::ferry::testing::SparkDistribution;
+using ::ferry::testing::SumsDiffer;
 using ::ferry::testing::TempDir;
 using ::ferry::testing::Touch;
 
@@ -635,14 +637,10 @@ TEST_P(RealSparkTest, ShufflesOutliveExecutorsThatLeaveOrDieARestartAndACorruptD
   director.join();
   EXPECT_EQ(did.failure, "");
 
-  std::map<std::string, std::string> by_job;  // RESULT {"job": J, ...}
-  for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
+  std::map<std::string, std::string> by_job = ResultsByJob(results);
   ASSERT_EQ(by_job.size(), 9u) << absl::StrJoin(results, "\n");
   const auto same_sums = [&](const std::string& job, const std::string& expected) {
-    for (const char* field : {"keys", "total", "weighted"}) {
-      EXPECT_EQ(JsonField(by_job[job], field), JsonField(by_job[expected], field))
-          << field << " of " << by_job[job] << " vs " << by_job[expected];
-    }
+    EXPECT_EQ(SumsDiffer(by_job, job, expected), "");
   };
   // Dynamic allocation released the executors that wrote the map outputs; new ones
   // fetched them from ferry_server, before and after it restarted.

@@ -216,12 +216,7 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
 
   void ExpectSameSums(const std::map<std::string, std::string>& by_job, const std::string& job,
                       const std::string& expected) {
-    ASSERT_EQ(by_job.count(job), 1u) << job;
-    ASSERT_EQ(by_job.count(expected), 1u) << expected;
-    for (const char* field : {"keys", "total", "weighted"}) {
-      EXPECT_EQ(JsonField(by_job.at(job), field), JsonField(by_job.at(expected), field))
-          << field << " of " << by_job.at(job) << " vs " << by_job.at(expected);
-    }
+    EXPECT_EQ(testing::SumsDiffer(by_job, job, expected), "");
   }
   // Waits (4 minutes at most) until a process of the application is named, by a file
   // `prefix`<pid> in `handshakes` whose pid `victim` maps to it, and ferry_server has
@@ -267,9 +262,7 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
     }));
   }
   static std::map<std::string, std::string> ByJob(const std::vector<std::string>& results) {
-    std::map<std::string, std::string> by_job;  // RESULT {"job": J, ...}
-    for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
-    return by_job;
+    return testing::ResultsByJob(results);
   }
 
   YarnCluster* yarn_ = nullptr;
@@ -821,12 +814,8 @@ TEST_P(YarnTwoUsersTest, TheNodeManagersAndFerrysUsersAsDocsSay) {
   std::printf("Spark %s on YARN, ferry_server as nobody (%s): %zu results in %s\n",
               GetParam().version.c_str(), app.c_str(), ran->results.size(),
               absl::FormatDuration(absl::Now() - start).c_str());
-  std::map<std::string, std::string> by_job;
-  for (const std::string& line : ran->results) by_job[JsonField(line, "job")] = line;
-  ASSERT_EQ(by_job.count("shuffled"), 1u) << absl::StrJoin(ran->results, "\n");
-  for (const char* field : {"keys", "total", "weighted"}) {
-    EXPECT_EQ(JsonField(by_job["shuffled"], field), JsonField(by_job["expected"], field));
-  }
+  EXPECT_EQ(testing::SumsDiffer(testing::ResultsByJob(ran->results), "shuffled", "expected"), "")
+      << absl::StrJoin(ran->results, "\n");
   const std::string log = testing::ReadTextFile(as_ferry.log_path);
   EXPECT_TRUE(absl::StrContains(log, "registered Spark executor")) << log;
   EXPECT_GT(testing::ScrapeMetric(server_->metrics_port(),

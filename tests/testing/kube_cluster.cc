@@ -484,9 +484,19 @@ absl::Status KubeCluster::LoadImage(const std::string& name, const std::string& 
   FERRY_RETURN_IF_ERROR(RunChecked(config, kCommandTimeout));
   const std::string tar = layout + ".tar";
   FERRY_RETURN_IF_ERROR(RunChecked({"/bin/tar", "-C", layout, "-cf", tar, "."}, kCommandTimeout));
+  return ImportImage(name, tar);
+}
+
+absl::Status KubeCluster::ImportImage(const std::string& name, const std::string& archive) {
+  const size_t colon = name.rfind(':');
+  if (colon == std::string::npos) return absl::InvalidArgumentError(name + " has no tag");
   return RunChecked({"/usr/bin/ctr", "--address", Socket(), "-n", "k8s.io", "images", "import",
-                     "--base-name", name.substr(0, colon), tar},
+                     "--base-name", name.substr(0, colon), archive},
                     absl::Seconds(300));
+}
+
+std::string KubeCluster::api_server_url() const {
+  return absl::StrCat("https://", node_ip_, ":", apiserver_port_);
 }
 
 std::string KubeCluster::DiagnosticLogs() const {

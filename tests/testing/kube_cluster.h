@@ -72,6 +72,12 @@ class KubeCluster {
   // it into the node's containerd as `name` (a pod names it with imagePullPolicy Never).
   absl::Status LoadImage(const std::string& name, const std::string& rootfs,
                          const std::vector<std::string>& entrypoint);
+  // Loads the OCI archive `archive`, whose one image is tagged as `name`'s tag, into the
+  // node's containerd as `name`.
+  absl::Status ImportImage(const std::string& name, const std::string& archive);
+
+  // The API server's URL (Spark's master URL is "k8s://" and it).
+  std::string api_server_url() const;
 
   // For a failure message: the daemons' last error lines.
   std::string DiagnosticLogs() const;

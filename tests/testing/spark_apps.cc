@@ -92,6 +92,26 @@ std::string JsonField(const std::string& line, const std::string& key) {
   return line.substr(start, line.find_first_of(",}", start) - start);
 }
 
+std::map<std::string, std::string> ResultsByJob(const std::vector<std::string>& results) {
+  std::map<std::string, std::string> by_job;
+  for (const std::string& line : results) by_job[JsonField(line, "job")] = line;
+  return by_job;
+}
+
+std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const std::string& job,
+                       const std::string& expected) {
+  for (const std::string& name : {job, expected}) {
+    if (by_job.count(name) == 0) return absl::StrCat("no RESULT of job ", name);
+  }
+  std::string differ;
+  for (const char* field : {"keys", "total", "weighted"}) {
+    if (JsonField(by_job.at(job), field) != JsonField(by_job.at(expected), field)) {
+      absl::StrAppend(&differ, field, " of ", by_job.at(job), " vs ", by_job.at(expected), "; ");
+    }
+  }
+  return differ;
+}
+
 void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }

@@ -28,6 +28,12 @@ std::map<int, std::vector<std::string>> DataFilesByShuffle(
 // The value of `key` in a flat JSON object `line` printed by json.dumps, as written:
 // a number or true/false, or a string without its quotes; "" if absent.
 std::string JsonField(const std::string& line, const std::string& key);
+// The RESULT lines by the "job" they name.
+std::map<std::string, std::string> ResultsByJob(const std::vector<std::string>& results);
+// "" when jobs `job` and `expected` both printed a RESULT and their sums (keys, total,
+// weighted) agree; otherwise what differs.
+std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const std::string& job,
+                       const std::string& expected);
 // Creates an empty file at `path` (a handshake with the application).
 void Touch(const std::string& path);
 
