@@ -41,10 +41,9 @@ int main(int argc, char** argv) {
   if (!started.ok()) return Fail(started.status().ToString());
   KubeCluster& cluster = **started;
   const std::string node_dirs = work + "/node";
-  if (absl::Status s =
-          ferry::testing::StartFerryOnTheNode(cluster, absl::GetFlag(FLAGS_ferry_server),
-                                              absl::GetFlag(FLAGS_manifest), work + "/image",
-                                              node_dirs);
+  if (absl::Status s = ferry::testing::StartFerryOnTheNode(
+          cluster, absl::GetFlag(FLAGS_ferry_server), absl::GetFlag(FLAGS_manifest),
+          work + "/image", node_dirs);
       !s.ok()) {
     return Fail(s.ToString());
   }
@@ -55,10 +54,11 @@ int main(int argc, char** argv) {
       return Fail(s.ToString());
     }
   }
-  std::printf("READY {\"api\": \"%s\", \"kubeconfig\": \"%s\", \"node_ip\": \"%s\", "
-              "\"node_dirs\": \"%s\"}\n",
-              cluster.api_server_url().c_str(), cluster.admin_kubeconfig().c_str(),
-              cluster.node_ip().c_str(), node_dirs.c_str());
+  std::printf(
+      "READY {\"api\": \"%s\", \"kubeconfig\": \"%s\", \"node_ip\": \"%s\", "
+      "\"node_dirs\": \"%s\"}\n",
+      cluster.api_server_url().c_str(), cluster.admin_kubeconfig().c_str(),
+      cluster.node_ip().c_str(), node_dirs.c_str());
   std::fflush(stdout);
   std::string line;
   while (std::getline(std::cin, line)) {

@@ -298,28 +298,33 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
                            absl::Minutes(6));
       ended = true;
     });
-    // The shuffle written, every executor released: their pods are gone. Then the
-    // DaemonSet's pod is rolled: the new ferry_server reads the registrations its
+    // The checked shuffle written, every executor released: their pods are gone. Then
+    // the DaemonSet's pod is rolled: the new ferry_server reads the registrations its
     // predecessor kept (--state-dir, on the node's disk) and serves the read again.
-    std::string failure;
-    if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
-                 absl::Minutes(5)) ||
-        ended) {
-      failure = "the application did not reach held";
-    } else if (absl::Status gone =
-                   cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
-                                           "{.items[*].metadata.name}", "", absl::Seconds(120));
-               !gone.ok()) {
-      failure = absl::StrCat("executor pods left: ", gone.message());
-    } else if (absl::StatusOr<CommandResult> rolled =
-                   cluster.Kubectl({"-n", "ferry", "delete", "pod", "-l",
-                                    "app.kubernetes.io/name=ferry-server", "--wait=true"});
-               !rolled.ok() || rolled->exit_code != 0) {
-      failure = absl::StrCat("deleting ferry_server's pod: ",
-                             rolled.ok() ? rolled->output : rolled.status().ToString());
-    } else if (absl::Status ready = FerryReady(cluster); !ready.ok()) {
-      failure = absl::StrCat("ferry_server's next pod: ", ready.message());
-    }
+    const std::string failure = [&]() -> std::string {
+      if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
+                   absl::Minutes(5)) ||
+          ended) {
+        return "the application did not reach held";
+      }
+      if (absl::Status gone =
+              cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
+                                      "{.items[*].metadata.name}", "", absl::Seconds(120));
+          !gone.ok()) {
+        return absl::StrCat("executor pods left: ", gone.message());
+      }
+      absl::StatusOr<CommandResult> rolled =
+          cluster.Kubectl({"-n", "ferry", "delete", "pod", "-l",
+                           "app.kubernetes.io/name=ferry-server", "--wait=true"});
+      if (!rolled.ok() || rolled->exit_code != 0) {
+        return absl::StrCat("deleting ferry_server's pod: ",
+                            rolled.ok() ? rolled->output : rolled.status().ToString());
+      }
+      if (absl::Status ready = FerryReady(cluster); !ready.ok()) {
+        return absl::StrCat("ferry_server's next pod: ", ready.message());
+      }
+      return "";
+    }();
     Touch(handshakes + "/held.done");
     driver.join();
     ASSERT_TRUE(ran.ok()) << ran.status();
