@@ -30,6 +30,8 @@ namespace ferry::testing {
 namespace {
 
 constexpr char kRelease[] = "v1.34.4";
+// The etcd scripts/setup builds (tests/e2e/kubernetes/etcd/go.mod).
+constexpr char kEtcdRelease[] = "v3.6.4";
 constexpr char kPauseImage[] = "ferry.local/pause:v1";
 // The short dirs of containerd's socket and the kubelet's root: /run/ferry-k8s.XXXXXX.
 constexpr char kRunDirPrefix[] = "/run/ferry-k8s.";
@@ -153,15 +155,24 @@ absl::StatusOr<std::string> KubernetesPrograms() {
   return dir;
 }
 
+std::string EtcdProgram() {
+  const char* env = std::getenv("FERRY_ETCD");
+  return env != nullptr && *env != '\0'
+             ? env
+             : absl::StrCat("/opt/ferry-k8s/etcd-", kEtcdRelease, "/etcd");
+}
+
 absl::StatusOr<std::unique_ptr<KubeCluster>> KubeCluster::Start(const Options& options) {
   if (::geteuid() != 0) {
     return absl::FailedPreconditionError("a kubelet and containerd run as root only");
   }
   absl::StatusOr<std::string> programs = KubernetesPrograms();
   if (!programs.ok()) return absl::FailedPreconditionError(programs.status().message());
-  for (const char* program : {"/usr/bin/etcd", "/usr/bin/containerd", "/usr/bin/ctr",
-                              "/usr/sbin/runc", "/usr/bin/umoci", "/usr/lib/cni/bridge"}) {
-    if (::access(program, X_OK) != 0) {
+  for (const std::string& program :
+       {EtcdProgram(), std::string("/usr/bin/containerd"), std::string("/usr/bin/ctr"),
+        std::string("/usr/sbin/runc"), std::string("/usr/bin/umoci"),
+        std::string("/usr/lib/cni/bridge")}) {
+    if (::access(program.c_str(), X_OK) != 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("no ", program, ": scripts/setup installs it"));
     }
@@ -311,7 +322,7 @@ absl::Status KubeCluster::Boot() {
   FERRY_ASSIGN_OR_RETURN(
       pid_t etcd,
       Launch("etcd",
-             {"/usr/bin/etcd", "--data-dir", Path("etcd"), "--listen-client-urls",
+             {EtcdProgram(), "--data-dir", Path("etcd"), "--listen-client-urls",
               absl::StrCat("http://127.0.0.1:", etcd_port_), "--advertise-client-urls",
               absl::StrCat("http://127.0.0.1:", etcd_port_), "--listen-peer-urls",
               absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-advertise-peer-urls",

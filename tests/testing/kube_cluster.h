@@ -1,7 +1,7 @@
-// A real one-node Kubernetes for tests: etcd (Debian's), kube-apiserver,
-// kube-controller-manager, kube-scheduler and a kubelet (scripts/setup builds them from
-// k8s.io/kubernetes, tests/e2e/kubernetes/go.mod), the kubelet running pods in Debian's
-// containerd with runc, on a CNI bridge of Debian's plugins. Every daemon is a process of
+// A real one-node Kubernetes for tests: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and a kubelet (scripts/setup builds them: tests/e2e/kubernetes/go.mod
+// and etcd/go.mod pin them), the kubelet running pods in Debian's containerd with runc,
+// on a CNI bridge of Debian's plugins. Every daemon is a process of
 // the test's (tests/testing/process_groups.h), its state in the work dir; RBAC and the
 // Node authorizer are on, each component with a token of its own. Images are built here
 // (umoci, from a directory) and loaded into containerd: nothing is pulled.
