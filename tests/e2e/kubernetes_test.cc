@@ -270,7 +270,11 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
         {"spark.dynamicAllocation.enabled", "true"},
         {"spark.dynamicAllocation.shuffleTracking.enabled", "false"},
         {"spark.dynamicAllocation.minExecutors", "0"},
+        {"spark.dynamicAllocation.initialExecutors", "2"},
         {"spark.dynamicAllocation.maxExecutors", "2"},
+        // The handshakes' dir, at its own path in the executors' pods too.
+        {"spark.kubernetes.executor.volumes.hostPath.handshakes.mount.path", handshakes},
+        {"spark.kubernetes.executor.volumes.hostPath.handshakes.options.path", handshakes},
         {"spark.dynamicAllocation.executorIdleTimeout", "2s"},
         {"spark.dynamicAllocation.schedulerBacklogTimeout", "1s"},
     };
@@ -282,6 +286,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
       argv.push_back(absl::StrCat(key, "=", value));
     }
     argv.push_back("tests/e2e/spark_jobs.py");
+    argv.push_back("pod-deleted=" + handshakes);
     argv.push_back("hold-idle=" + handshakes);
     const std::string spark_conf = dir.path() + "/spark-conf";
     std::filesystem::create_directories(spark_conf);
@@ -298,10 +303,30 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
                            absl::Minutes(6));
       ended = true;
     });
-    // The checked shuffle written, every executor released: their pods are gone. Then
-    // the DaemonSet's pod is rolled: the new ferry_server reads the registrations its
-    // predecessor kept (--state-dir, on the node's disk) and serves the read again.
+    // An executor's pod is deleted while a map task waits on it (others have finished).
+    // Then the checked shuffle is written, every executor released: their pods are gone.
+    // Then the DaemonSet's pod is rolled: the new ferry_server reads the registrations
+    // its predecessor kept (--state-dir, on the node's disk) and serves the read again.
     const std::string failure = [&]() -> std::string {
+      std::string pod;
+      const auto waiting_pod = [&] {
+        std::error_code error;
+        for (const auto& entry : std::filesystem::directory_iterator(handshakes, error)) {
+          const std::string name = entry.path().filename().string();
+          if (absl::StartsWith(name, "mapping.")) pod = name.substr(8);
+        }
+        return ended || !pod.empty();
+      };
+      if (!WaitFor(waiting_pod, absl::Minutes(4)) || ended) {
+        return "no map task waited on an executor";
+      }
+      absl::StatusOr<CommandResult> deleted =
+          cluster.Kubectl({"delete", "pod", pod, "--wait=true"}, absl::Seconds(90));
+      Touch(handshakes + "/deleted");
+      if (!deleted.ok() || deleted->exit_code != 0) {
+        return absl::StrCat("deleting ", pod, ": ",
+                            deleted.ok() ? deleted->output : deleted.status().ToString());
+      }
       if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
                    absl::Minutes(5)) ||
           ended) {
@@ -325,6 +350,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
       }
       return "";
     }();
+    Touch(handshakes + "/deleted");
     Touch(handshakes + "/held.done");
     driver.join();
     ASSERT_TRUE(ran.ok()) << ran.status();
@@ -332,7 +358,12 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
         ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
     ASSERT_EQ(failure, "") << output_tail << "\n" << cluster.DiagnosticLogs();
     ASSERT_EQ(ran->exit_code, 0) << output_tail;
-    const std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    // The deleted executor's tasks ran again elsewhere; its finished map outputs were
+    // fetched from ferry_server: no stage ran again.
+    EXPECT_EQ(SumsDiffer(by_job, "pod-deleted", "expected-pod-deleted"), "");
+    EXPECT_EQ(JsonField(by_job["pod-deleted"], "max_attempt"), "0") << by_job["pod-deleted"];
+    EXPECT_NE(JsonField(by_job["pod-deleted"], "failed_tasks"), "0") << by_job["pod-deleted"];
     EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
     // Read again by executors that did not write it: from the restarted ferry_server.
     EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");

@@ -29,6 +29,9 @@ ferry_server. Jobs:
   kill-mid-push=DIR
         the same checked, for the test to kill an executor while the map stage pushes
         (see kill_mid_push)
+  pod-deleted=DIR
+        on Kubernetes, a checked shuffle whose map stage waits for the test to delete an
+        executor's pod (see pod_deleted)
   late-push=DIR
         a checked pushed shuffle whose last map task's blocks reach the merger after the
         finalize (see late_push)
@@ -315,6 +318,32 @@ def kill_mid_push(spark, directory):
     result("killed-mid-push", **summary(shuffled.collect()), **attempts(sc, "killed-mid-push"))
 
 
+def pod_deleted(spark, directory):
+    """A checked shuffle of 8 map tasks on Kubernetes: the first 4 end at once, the others
+    write DIR/mapping.<their executor's pod> and wait for DIR/deleted (a minute at most),
+    which the test writes once it has deleted such a pod. Spark runs the lost tasks again
+    on another executor; the deleted executor's finished map outputs are read from the
+    shuffle service, no stage run again (attempts say so)."""
+    sc = spark.sparkContext
+    data = list(range(200_000))
+    deleted = os.path.join(directory, "deleted")
+
+    def key(i):
+        return (i * 7919) % 5003
+
+    def mapping(index, rows):
+        if index >= 4 and not os.path.exists(deleted):
+            open(os.path.join(directory, f"mapping.{os.environ['SPARK_EXECUTOR_POD_NAME']}"),
+                 "w").close()
+            wait_for(lambda: os.path.exists(deleted))
+        return ((key(i), i) for i in rows)
+    result("expected-pod-deleted", **summary(sums_by_key(data, key)))
+    sc.setJobGroup("pod-deleted", "an executor pod deleted while the map stage runs")
+    shuffled = sc.parallelize(data, 8).mapPartitionsWithIndex(mapping) \
+        .reduceByKey(operator.add, 6)
+    result("pod-deleted", **summary(shuffled.collect()), **attempts(sc, "pod-deleted"))
+
+
 def late_push(spark, directory):
     """A checked pushed shuffle whose last map task ends last and pushes 36 MB, run with
     the finalize at the map stage's end (spark.shuffle.push.finalize.timeout=0s) and one
@@ -408,6 +437,8 @@ def main():
             kill_mid_push(spark, value)
         elif name == "late-push":
             late_push(spark, value)
+        elif name == "pod-deleted":
+            pod_deleted(spark, value)
         elif name == "push-read":
             event_log = value
         else:
