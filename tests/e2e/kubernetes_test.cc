@@ -140,22 +140,34 @@ TEST(KubernetesTest, AOneNodeClusterRunsPodsAndLeavesNothingBehind) {
   EXPECT_NE(::stat("/sys/fs/cgroup/pids/ferry-test-pods", &st), 0) << "the pods' cgroup is left";
 }
 
+// A cluster with ferry_server's DaemonSet on it, Ready, for each test; its hostPath dirs
+// are under node_dirs(). Skipped where no cluster can run (not root, no programs).
+class FerryOnKubernetesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<KubeCluster>> started =
+        KubeCluster::Start({dir_.path() + "/cluster"});
+    if (started.status().code() == absl::StatusCode::kFailedPrecondition) {
+      GTEST_SKIP() << started.status();
+    }
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = *std::move(started);
+    const absl::Status serving = StartFerryOnTheNode(*cluster_, "server/ferry_server",
+                                                     "packaging/kubernetes/ferry-server.yaml",
+                                                     dir_.path() + "/image", node_dirs());
+    ASSERT_TRUE(serving.ok()) << serving;
+  }
+
+  std::string node_dirs() const { return dir_.path() + "/node"; }
+
+  TempDir dir_;
+  std::unique_ptr<KubeCluster> cluster_;  // stopped before dir_ goes
+};
+
 // ferry_server's pod on the node's network turns Ready by its gRPC health, answers on
 // the node's address, and a rolled pod comes back Ready.
-TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KubeCluster>> started =
-      KubeCluster::Start({dir.path() + "/cluster"});
-  if (started.status().code() == absl::StatusCode::kFailedPrecondition) {
-    GTEST_SKIP() << started.status();
-  }
-  ASSERT_TRUE(started.ok()) << started.status();
-  KubeCluster& cluster = **started;
-  const std::string node_dirs = dir.path() + "/node";
-  const absl::Status serving =
-      StartFerryOnTheNode(cluster, "server/ferry_server", "packaging/kubernetes/ferry-server.yaml",
-                          dir.path() + "/image", node_dirs);
-  ASSERT_TRUE(serving.ok()) << serving;
+TEST_F(FerryOnKubernetesTest, TheDaemonSetServesOnTheNode) {
+  KubeCluster& cluster = *cluster_;
   // Its planes listen on the node's address.
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7337));
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7071));
@@ -164,7 +176,7 @@ TEST(KubernetesTest, TheDaemonSetServesOnTheNode) {
   // node's address.
   const std::string app = "spark-0123456789abcdef";
   const std::string in_pods = "/var/lib/ferry/spark-local/blockmgr-" + app;
-  const std::string on_node = node_dirs + "/spark-local/blockmgr-" + app;
+  const std::string on_node = node_dirs() + "/spark-local/blockmgr-" + app;
   std::filesystem::create_directories(on_node);
   const std::vector<std::string> partitions = {"first partition", "", std::string(70000, 'x')};
   {
@@ -210,24 +222,12 @@ spec:
 // pods deleted, ferry_server's pod is rolled, and new executors read the shuffle from the
 // DaemonSet's next ferry_server. Both Spark lines, one after the other on one cluster;
 // answers checked against the same sums computed without Spark.
-TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
+TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
   std::string why;
   const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
   if (sparks.empty()) GTEST_SKIP() << why;
-  TempDir dir;
-  absl::StatusOr<std::unique_ptr<KubeCluster>> started =
-      KubeCluster::Start({dir.path() + "/cluster"});
-  if (started.status().code() == absl::StatusCode::kFailedPrecondition) {
-    GTEST_SKIP() << started.status();
-  }
-  ASSERT_TRUE(started.ok()) << started.status();
-  KubeCluster& cluster = **started;
-  const std::string node_dirs = dir.path() + "/node";
-  const absl::Status serving =
-      StartFerryOnTheNode(cluster, "server/ferry_server", "packaging/kubernetes/ferry-server.yaml",
-                          dir.path() + "/image", node_dirs);
-  ASSERT_TRUE(serving.ok()) << serving;
-  const std::string pod_template = dir.path() + "/executor.yaml";
+  KubeCluster& cluster = *cluster_;
+  const std::string pod_template = dir_.path() + "/executor.yaml";
   ASSERT_TRUE(WriteTextFile(pod_template, kExecutorTemplate).ok());
   const std::string sent_blocks = R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})";
 
@@ -239,7 +239,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
     const absl::Status imported = cluster.ImportImage(image, archive);
     ASSERT_TRUE(imported.ok()) << imported;
 
-    const std::string handshakes = absl::StrCat(dir.path(), "/handshakes-", spark.version);
+    const std::string handshakes = absl::StrCat(dir_.path(), "/handshakes-", spark.version);
     std::filesystem::create_directories(handshakes);
     const std::map<std::string, std::string> conf = {
         {"spark.kubernetes.container.image", image},
@@ -261,7 +261,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
         {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.mount.path",
          "/var/lib/ferry/spark-local"},
         {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.options.path",
-         node_dirs + "/spark-local"},
+         node_dirs() + "/spark-local"},
         {"spark.shuffle.service.enabled", "true"},
         {"spark.shuffle.service.port", "7337"},
         // One node: every reducer would read the map outputs from the disk, after asking
@@ -288,7 +288,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
     argv.push_back("tests/e2e/spark_jobs.py");
     argv.push_back("pod-deleted=" + handshakes);
     argv.push_back("hold-idle=" + handshakes);
-    const std::string spark_conf = dir.path() + "/spark-conf";
+    const std::string spark_conf = dir_.path() + "/spark-conf";
     std::filesystem::create_directories(spark_conf);
     const std::map<std::string, std::string> env = {
         {"JAVA_HOME", JavaHome()},        {"SPARK_HOME", spark.home},
@@ -299,7 +299,7 @@ TEST(KubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
     std::atomic<bool> ended{false};
     absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
     std::thread driver([&] {
-      ran = RunSparkSubmit(groups, argv, env, absl::StrCat(dir.path(), "/submit-", spark.version),
+      ran = RunSparkSubmit(groups, argv, env, absl::StrCat(dir_.path(), "/submit-", spark.version),
                            absl::Minutes(6));
       ended = true;
     });

@@ -289,59 +289,50 @@ def stop_mid_push(spark, directory):
     result("not-stopped", keys=reduced)
 
 
-def kill_mid_push(spark, directory):
-    """A checked pushed shuffle of 16 map tasks into 60 partitions: the test SIGKILLs the
-    executor above a map task's Python worker (DIR/mapping.<pid>) once ferry_server has
-    merged some of the stage's blocks, then writes DIR/killed. Spark runs the lost tasks
-    again on another executor, whose pushes of the same map indexes merge or are
-    duplicates, and the reducers read the merges."""
-    sc = spark.sparkContext
-    data = list(range(400_000))
-    killed = os.path.join(directory, "killed")
+def lost_mid_map(sc, directory, group, maps, partitions, rows, waiter, answer):
+    """A checked shuffle of `rows` rows in `maps` map tasks into `partitions`, job group
+    `group`: the first half of the maps end at once; the others write
+    DIR/mapping.<waiter()> and wait for DIR/<answer> (a minute at most), which the test
+    writes once it has taken that executor away, so that it goes while they run, and
+    those run again after it go on at once. RESULT expected-<group> and <group>, with
+    the attempts."""
+    data = list(range(rows))
+    taken = os.path.join(directory, answer)
 
     def key(i):
         return (i * 7919) % 5003
 
     def mapping(index, rows):
-        # The first 8 end at once, so that ferry_server merges their blocks; the others
-        # wait for the kill (a minute at most), so that it lands while they run, and run
-        # again after it go on at once.
-        if index >= 8 and not os.path.exists(killed):
-            open(os.path.join(directory, f"mapping.{os.getpid()}"), "w").close()
-            wait_for(lambda: os.path.exists(killed))
+        if index >= maps // 2 and not os.path.exists(taken):
+            open(os.path.join(directory, f"mapping.{waiter()}"), "w").close()
+            wait_for(lambda: os.path.exists(taken))
         return ((key(i), i) for i in rows)
-    result("expected-killed-mid-push", **summary(sums_by_key(data, key)))
-    start_mergers(sc)
-    sc.setJobGroup("killed-mid-push", "an executor SIGKILLed while the map stage pushes")
-    shuffled = sc.parallelize(data, 16).mapPartitionsWithIndex(mapping) \
-        .reduceByKey(operator.add, 60)
-    result("killed-mid-push", **summary(shuffled.collect()), **attempts(sc, "killed-mid-push"))
+    result(f"expected-{group}", **summary(sums_by_key(data, key)))
+    sc.setJobGroup(group, group)
+    shuffled = sc.parallelize(data, maps).mapPartitionsWithIndex(mapping) \
+        .reduceByKey(operator.add, partitions)
+    result(group, **summary(shuffled.collect()), **attempts(sc, group))
+
+
+def kill_mid_push(spark, directory):
+    """A checked pushed shuffle of 16 map tasks into 60 partitions (lost_mid_map): the
+    test SIGKILLs the executor above a waiting map task's Python worker (DIR/mapping.<pid>)
+    once ferry_server has merged some of the stage's blocks, then writes DIR/killed. Spark
+    runs the lost tasks again on another executor, whose pushes of the same map indexes
+    merge or are duplicates, and the reducers read the merges."""
+    start_mergers(spark.sparkContext)
+    lost_mid_map(spark.sparkContext, directory, "killed-mid-push", 16, 60, 400_000,
+                 os.getpid, "killed")
 
 
 def pod_deleted(spark, directory):
-    """A checked shuffle of 8 map tasks on Kubernetes: the first 4 end at once, the others
-    write DIR/mapping.<their executor's pod> and wait for DIR/deleted (a minute at most),
-    which the test writes once it has deleted such a pod. Spark runs the lost tasks again
-    on another executor; the deleted executor's finished map outputs are read from the
-    shuffle service, no stage run again (attempts say so)."""
-    sc = spark.sparkContext
-    data = list(range(200_000))
-    deleted = os.path.join(directory, "deleted")
-
-    def key(i):
-        return (i * 7919) % 5003
-
-    def mapping(index, rows):
-        if index >= 4 and not os.path.exists(deleted):
-            open(os.path.join(directory, f"mapping.{os.environ['SPARK_EXECUTOR_POD_NAME']}"),
-                 "w").close()
-            wait_for(lambda: os.path.exists(deleted))
-        return ((key(i), i) for i in rows)
-    result("expected-pod-deleted", **summary(sums_by_key(data, key)))
-    sc.setJobGroup("pod-deleted", "an executor pod deleted while the map stage runs")
-    shuffled = sc.parallelize(data, 8).mapPartitionsWithIndex(mapping) \
-        .reduceByKey(operator.add, 6)
-    result("pod-deleted", **summary(shuffled.collect()), **attempts(sc, "pod-deleted"))
+    """A checked shuffle of 8 map tasks on Kubernetes (lost_mid_map): the waiting tasks
+    name their executor's pod (DIR/mapping.<pod>), which the test deletes, then writes
+    DIR/deleted. Spark runs the lost tasks again on another executor; the deleted
+    executor's finished map outputs are read from the shuffle service, no stage run again
+    (attempts say so)."""
+    lost_mid_map(spark.sparkContext, directory, "pod-deleted", 8, 6, 200_000,
+                 lambda: os.environ["SPARK_EXECUTOR_POD_NAME"], "deleted")
 
 
 def late_push(spark, directory):

@@ -267,11 +267,10 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
   std::string records;
   {
     absl::MutexLock lock(&mu_);
-    std::vector<std::string> paths = PathsOf(*merge_dirs);
     // A restart's registrations: the attempt's merges are in the dirs it kept.
     if (auto kept = loaded_dirs_.find(app_id);
         kept != loaded_dirs_.end() && kept->second.attempt_id == attempt_id) {
-      if (kept->second.paths != paths) return;
+      if (kept->second.paths != PathsOf(*merge_dirs)) return;
       loaded_dirs_.erase(kept);
     }
     auto [it, inserted] = apps_.try_emplace(app_id);
@@ -286,7 +285,7 @@ void PushMerger::RegisterAttempt(const std::string& app_id, int32_t attempt_id,
     app.cost = 0;
     app.attempt_id = attempt_id;
     app.merge_dirs = std::move(merge_dirs);
-    records += DirsLine(app_id, attempt_id, paths);
+    records += DirsLine(app_id, attempt_id, PathsOf(*app.merge_dirs));
     // Merges finalized before a restart.
     std::erase_if(loaded_, [&](const Finalized& merge) {
       if (merge.app_id != app_id || merge.attempt_id != attempt_id) return false;
