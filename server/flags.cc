@@ -38,7 +38,7 @@ absl::Status ApplyServerFlags(FerryServerOptions* options) {
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.service));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.auth));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.tls));
-  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.yarn));
+  FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.apps));
   FERRY_RETURN_IF_ERROR(ApplyOptionFlags(&options->spark.push));
   return ApplyOptionFlags(&options->spark.blocking);
 }

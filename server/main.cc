@@ -326,10 +326,25 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves shuffle blocks over a gRPC control plane and a "
       "zero-copy data plane.");
-  ferry::SetEssentialFlags({"data-dir", "control-address", "data-address", "mode", "threads",
-                            "metrics-address", "auth-token-file", "tls-cert-file", "tls-key-file",
-                            "spark-address", "spark-dir-roots", "state-dir", "spark-yarn-dir",
-                            "spark-auth-yarn", "spark-auth-secret-file", "log-level", "log-file",
+  ferry::SetEssentialFlags({"data-dir",
+                            "control-address",
+                            "data-address",
+                            "mode",
+                            "threads",
+                            "metrics-address",
+                            "auth-token-file",
+                            "tls-cert-file",
+                            "tls-key-file",
+                            "spark-address",
+                            "spark-dir-roots",
+                            "state-dir",
+                            "spark-yarn-dir",
+                            "spark-apps-dir",
+                            "spark-auth-yarn",
+                            "spark-auth-apps",
+                            "spark-auth-secret-file",
+                            "log-level",
+                            "log-file",
                             "check-config"});
   ferry::ParseFlags(argc, argv);
 #ifdef NDEBUG

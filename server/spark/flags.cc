@@ -1,15 +1,15 @@
 // The Spark front door's flags: its address (SparkFrontDoor::Options), executors'
 // registrations (ExecutorRegistry::Options), the service (SparkShuffleService::Options),
 // spark.authenticate (SparkSecrets::Options), TLS (SparkTls::Options) and YARN
-// (YarnApps::Options). common/option_flags.h says how they bind.
+// (HandedOffApps::Options). common/option_flags.h says how they bind.
 #include "common/option_flags.h"
+#include "server/spark/apps/handed_off_apps.h"
 #include "server/spark/auth/spark_auth.h"
 #include "server/spark/auth/spark_tls.h"
 #include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_merger.h"
 #include "server/spark/spark_front_door.h"
 #include "server/spark/spark_service.h"
-#include "server/spark/yarn/yarn_apps.h"
 
 FERRY_OPTION_FLAG(ferry::SparkFrontDoor::Options, spark_address, address,
                   "host:port of the Spark front door: Spark's shuffle protocol (Spark's default "
@@ -98,6 +98,11 @@ FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_yarn, yarn,
                   "as Spark's own YARN service does with the NodeManager's spark.authenticate; an "
                   "application without one uses --spark-auth-secrets-dir or "
                   "--spark-auth-secret-file, if set.");
+FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_apps, apps,
+                  "spark.authenticate with the secret a node agent handed over for each "
+                  "application (--spark-apps-dir; on Kubernetes, the secret Spark puts in its "
+                  "executors' pods); an application without one uses --spark-auth-secrets-dir "
+                  "or --spark-auth-secret-file, if set.");
 FERRY_OPTION_FLAG(ferry::SparkSecrets::Options, spark_auth_engine_v1, auth_engine_v1,
                   "Serve clients of Spark's AuthEngine version 1 (spark.network.crypto."
                   "authEngineVersion=1, Spark's default), whose session key is the X25519 "
@@ -112,10 +117,16 @@ FERRY_OPTION_FLAG(ferry::SparkTls::Options, spark_tls_key, key_file,
                   "The PEM private key of --spark-tls-cert (the cluster's "
                   "spark.ssl.rpc.privateKey).");
 
-FERRY_OPTION_FLAG(ferry::YarnApps::Options, spark_yarn_dir, dir,
+FERRY_OPTION_FLAG(ferry::HandedOffApps::Options, spark_yarn_dir, yarn_dir,
                   "On YARN: the directory Ferry's spark_shuffle NodeManager aux service hands "
                   "applications' starts, secrets and ends to (its ferry.yarn.dir; owned by the "
                   "NodeManager's user, writable by no one else). An ended application's "
                   "registrations are forgotten at the next sweep; the NodeManager's local dirs "
                   "are roots, and an application registers only dirs inside its own "
                   "usercache/<user>/appcache/<application id>.");
+FERRY_OPTION_FLAG(ferry::HandedOffApps::Options, spark_apps_dir, apps_dir,
+                  "Off YARN (Kubernetes): the directory a node agent (ferry-k8s-agent) hands "
+                  "applications' starts, secrets and ends to, in --spark-yarn-dir's layout "
+                  "(owned by the agent's user, writable by no one else). An ended "
+                  "application's registrations are forgotten and its executors' local dirs "
+                  "deleted at the next sweep.");

@@ -21,13 +21,13 @@ namespace {
 // In --state-dir: the finalized merges of push-based shuffle (PushMerger::LoadState).
 constexpr char kPushStateFile[] = "spark-push-finalized";
 
-// The roots: --spark-dir-roots, and on YARN (`yarn`) the NodeManager's local dirs as it
-// names them (so as its executors name their dirs). FAILED_PRECONDITION when there are
-// none.
+// The roots: --spark-dir-roots, and on YARN (`apps`, from the NodeManager) the
+// NodeManager's local dirs as it names them (so as its executors name their dirs).
+// FAILED_PRECONDITION when there are none.
 absl::StatusOr<std::vector<std::string>> Roots(std::vector<std::string> roots,
-                                               const YarnApps* yarn) {
-  if (yarn == nullptr) return roots;
-  absl::StatusOr<std::vector<std::string>> dirs = yarn->NodeManagerLocalDirs();
+                                               const HandedOffApps* apps) {
+  if (apps == nullptr || !apps->options().yarn()) return roots;
+  absl::StatusOr<std::vector<std::string>> dirs = apps->NodeManagerLocalDirs();
   if (!dirs.ok()) {
     if (roots.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -53,18 +53,23 @@ absl::Status SparkFrontDoor::Options::Validate() const {
         "--spark-auth-secret-file and --spark-auth-secrets-dir are for the Spark front door "
         "(--spark-address)");
   }
-  if (!enabled() && (!yarn.dir.empty() || auth.yarn)) {
+  if (!enabled() && (apps.enabled() || auth.yarn || auth.apps)) {
     return absl::InvalidArgumentError(
-        "--spark-yarn-dir and --spark-auth-yarn are for the Spark front door (--spark-address)");
+        "--spark-yarn-dir, --spark-apps-dir, --spark-auth-yarn and --spark-auth-apps are for "
+        "the Spark front door (--spark-address)");
   }
-  if (auth.yarn && yarn.dir.empty()) {
+  FERRY_RETURN_IF_ERROR(apps.Validate());
+  if (auth.yarn && apps.yarn_dir.empty()) {
     return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
+  }
+  if (auth.apps && apps.apps_dir.empty()) {
+    return absl::InvalidArgumentError("--spark-auth-apps needs --spark-apps-dir");
   }
   if (!enabled() && tls.enabled()) {
     return absl::InvalidArgumentError(
         "--spark-tls-cert and --spark-tls-key are for the Spark front door (--spark-address)");
   }
-  if (enabled() && executors.dir_roots.empty() && yarn.dir.empty()) {
+  if (enabled() && executors.dir_roots.empty() && !apps.yarn()) {
     return absl::InvalidArgumentError(
         "the Spark front door needs the roots executors' local dirs may lie beneath "
         "(--spark-dir-roots, or on YARN the NodeManager's, from --spark-yarn-dir)");
@@ -81,23 +86,23 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
   std::unique_ptr<SparkFrontDoor> door(new SparkFrontDoor(options, store));
   door->executors_options_ = options.executors;
   ExecutorRegistry::Options& executors = door->executors_options_;
-  if (!options.yarn.dir.empty()) {
-    FERRY_ASSIGN_OR_RETURN(door->yarn_, YarnApps::Open(options.yarn, clock));
+  if (options.apps.enabled()) {
+    FERRY_ASSIGN_OR_RETURN(door->apps_, HandedOffApps::Open(options.apps, clock));
     // An application that asked for no recovery is kept out of the state file, as
     // Spark's service keeps it out of its recovery DB; one that ended registers no
-    // executor; and an application's dirs are those YARN made for it. Each reads what
-    // YarnApps holds in memory.
-    executors.kept_across_restarts = [yarn = door->yarn_.get()](absl::string_view app) {
-      absl::StatusOr<YarnApps::ServiceData> data = yarn->Find(app);
+    // executor; and on YARN an application's dirs are those YARN made for it. Each reads
+    // what HandedOffApps holds in memory.
+    executors.kept_across_restarts = [apps = door->apps_.get()](absl::string_view app) {
+      absl::StatusOr<HandedOffApps::ServiceData> data = apps->Find(app);
       return !data.ok() || !data->recovery_disabled;
     };
-    executors.ended = [yarn = door->yarn_.get()](absl::string_view app) {
-      return yarn->Ended(app);
+    executors.ended = [apps = door->apps_.get()](absl::string_view app) {
+      return apps->Ended(app);
     };
-    executors.yarn_layout = true;
+    executors.yarn_layout = options.apps.yarn();
   }
   FERRY_ASSIGN_OR_RETURN(executors.dir_roots,
-                         Roots(options.executors.dir_roots, door->yarn_.get()));
+                         Roots(options.executors.dir_roots, door->apps_.get()));
   executors.app_gone = [door = door.get()](const std::string& app) { door->ApplicationGone(app); };
   FERRY_ASSIGN_OR_RETURN(door->executors_, ExecutorRegistry::Open(executors, clock));
   door->pool_ = std::make_unique<BlockingPool>(options.blocking);
@@ -123,7 +128,7 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
     // Merges of applications no registration names any more ended with them.
     door->push_->ForgetUnclaimed();
   }
-  FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->yarn_.get()));
+  FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->apps_.get()));
   if (options.tls.enabled()) {
     FERRY_ASSIGN_OR_RETURN(door->tls_, SparkTls::Load(options.tls));
   }
@@ -133,12 +138,13 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
 absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
   std::string out;
   ExecutorRegistry::Options executors = options.executors;
-  std::unique_ptr<YarnApps> yarn;
-  if (!options.yarn.dir.empty()) {
-    FERRY_ASSIGN_OR_RETURN(yarn, YarnApps::Open(options.yarn));
-    absl::StrAppend(&out, "YARN hand-off dir: ", options.yarn.dir, "\n");
+  std::unique_ptr<HandedOffApps> apps;
+  if (options.apps.enabled()) {
+    FERRY_ASSIGN_OR_RETURN(apps, HandedOffApps::Open(options.apps));
+    absl::StrAppend(&out, options.apps.yarn() ? "YARN" : "node agent",
+                    " hand-off dir: ", options.apps.dir(), "\n");
   }
-  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(executors.dir_roots, yarn.get()));
+  FERRY_ASSIGN_OR_RETURN(executors.dir_roots, Roots(executors.dir_roots, apps.get()));
   // The state files are the running server's: read as it would read them, never written.
   const std::string state_dir = executors.state_dir;
   executors.read_only = true;
@@ -158,7 +164,7 @@ absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
     absl::StrAppend(&out, "state dir: ", state_dir, "\n");
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<SparkSecrets> secrets,
-                         SparkSecrets::Load(options.auth, yarn.get()));
+                         SparkSecrets::Load(options.auth, apps.get()));
   absl::StrAppend(&out, "spark.authenticate: ", secrets->required() ? "required" : "off", "\n");
   if (options.tls.enabled()) {
     FERRY_RETURN_IF_ERROR(SparkTls::Load(options.tls).status());
@@ -183,31 +189,37 @@ absl::StatusOr<DataServer::Listener> SparkFrontDoor::Listener(const ConnectionOp
 }
 
 void SparkFrontDoor::Sweep() {
-  if (yarn_ != nullptr) ForgetEndedYarnApps();
+  if (apps_ != nullptr) ForgetEndedApps();
   // Applications that ended without a RemoveSparkApp: their dirs were deleted.
   if (absl::StatusOr<size_t> forgot = executors_->ForgetVanished(); !forgot.ok()) {
     LOG(WARNING) << "forgetting Spark executors whose dirs are gone: " << forgot.status();
   }
 }
 
-void SparkFrontDoor::ForgetEndedYarnApps() {
-  // Each ended application once: its marker is the aux service's to delete.
-  for (const std::string& app : yarn_->PendingEnded()) {
+void SparkFrontDoor::ForgetEndedApps() {
+  const bool yarn = options_.apps.yarn();
+  const char* const who = yarn ? "YARN application " : "application ";
+  // Each ended application once: its marker is the writer's to delete.
+  for (const std::string& app : apps_->PendingEnded()) {
+    // On YARN the NodeManager deletes an application's dirs; elsewhere no one else does.
     absl::StatusOr<ExecutorRegistry::Removal> removed =
-        executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/false);
+        executors_->Remove(app, /*exec_id=*/"", /*delete_local_dirs=*/!yarn);
     if (!removed.ok()) {
       // Left pending: the next sweep tries again.
-      LOG(WARNING) << "forgetting YARN application " << app
-                   << ", which ended: " << removed.status();
+      LOG(WARNING) << "forgetting " << who << app << ", which ended: " << removed.status();
       return;
     }
     // Its cached map outputs and its merges went with its last registration
     // (ApplicationGone).
-    yarn_->Handled(app);
+    apps_->Handled(app);
+    for (const std::string& error : removed->errors) {
+      LOG(WARNING) << who << app << " ended: " << error;
+    }
     // The NodeManager tells every aux service of every application's end, Spark's or not.
     if (removed->executors > 0) {
-      LOG(INFO) << "YARN application " << app << " ended: forgot its " << removed->executors
-                << " executors' registrations";
+      LOG(INFO) << who << app << " ended: forgot its " << removed->executors
+                << " executors' registrations"
+                << (yarn ? "" : absl::StrCat(" and deleted ", removed->dirs_deleted, " dirs"));
     }
   }
 }
@@ -260,8 +272,9 @@ void SparkFrontDoor::AppendMetrics(std::vector<MetricFamilySamples>* out) const 
 std::string SparkFrontDoor::Describe() const {
   // Where secrets are looked up, in order.
   std::vector<std::string> secrets;
-  if (options_.auth.yarn) {
-    secrets.push_back(absl::StrCat("YARN's, ", options_.yarn.dir, "/apps/<app>"));
+  if (options_.auth.yarn || options_.auth.apps) {
+    secrets.push_back(absl::StrCat(options_.apps.yarn() ? "YARN's, " : "the node agent's, ",
+                                   options_.apps.dir(), "/apps/<app>"));
   }
   if (!options_.auth.secrets_dir.empty()) {
     secrets.push_back(absl::StrCat(options_.auth.secrets_dir, "/<app>"));
@@ -269,8 +282,10 @@ std::string SparkFrontDoor::Describe() const {
   if (!options_.auth.secret_file.empty()) secrets.push_back(options_.auth.secret_file);
   return absl::StrCat(
       "Spark front door: executors' local dirs beneath ", absl::StrJoin(roots(), ","),
-      options_.yarn.dir.empty() ? ""
-                                : absl::StrCat(" (YARN applications from ", options_.yarn.dir, ")"),
+      !options_.apps.enabled() ? ""
+                               : absl::StrCat(options_.apps.yarn() ? " (YARN applications from "
+                                                                   : " (applications from ",
+                                              options_.apps.dir(), ")"),
       ", ", executors_->size(), " executors registered",
       options_.executors.state_dir.empty()
           ? " (registrations kept in memory only)"

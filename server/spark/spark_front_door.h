@@ -19,12 +19,12 @@
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
 #include "server/ops/stats.h"
+#include "server/spark/apps/handed_off_apps.h"
 #include "server/spark/auth/spark_auth.h"
 #include "server/spark/auth/spark_tls.h"
 #include "server/spark/executors/spark_executors.h"
 #include "server/spark/push/push_service.h"
 #include "server/spark/spark_service.h"
-#include "server/spark/yarn/yarn_apps.h"
 #include "server/storage/block_store.h"
 
 namespace ferry {
@@ -46,9 +46,10 @@ class SparkFrontDoor : public SparkApps {
     SparkSecrets::Options auth;
     // spark.ssl.rpc.enabled: the certificate and key; both empty: no TLS.
     SparkTls::Options tls;
-    // On YARN: where the NodeManager's aux service hands over applications (their
-    // secrets and ends, its local dirs). Ended applications are forgotten at each sweep.
-    YarnApps::Options yarn;
+    // Where YARN's NodeManager aux service, or Kubernetes' node agent, hands over
+    // applications (their secrets and ends; YARN's local dirs). Ended applications are
+    // forgotten at each sweep, and off YARN their executors' dirs deleted.
+    HandedOffApps::Options apps;
     // Threads for the blocking work (index loads, file opens, deletes, fsyncs).
     BlockingPool::Options blocking;
     // Push-based shuffle's merges.
@@ -56,12 +57,13 @@ class SparkFrontDoor : public SparkApps {
 
     bool enabled() const { return !address.empty(); }
     // Each part's Validate(), and the rules between the flags: Spark's flags without
-    // --spark-address, --spark-auth-yarn without --spark-yarn-dir, no roots.
+    // --spark-address, --spark-auth-yarn without --spark-yarn-dir (and
+    // --spark-auth-apps without --spark-apps-dir), no roots.
     // INVALID_ARGUMENT naming the flag.
     absl::Status Validate() const;
   };
 
-  // Opens every part: YARN's hand-off dir, the roots, the registry (its state file
+  // Opens every part: the hand-off dir, the roots, the registry (its state file
   // read), the secrets, the certificate. `store` must outlive the front door.
   static absl::StatusOr<std::unique_ptr<SparkFrontDoor>> Open(const Options& options,
                                                               BlockStore* store,
@@ -76,7 +78,7 @@ class SparkFrontDoor : public SparkApps {
 
   // The listener the data server runs for it. `connection` must outlive the server.
   absl::StatusOr<DataServer::Listener> Listener(const ConnectionOptions* connection);
-  // Forgets the YARN applications that ended and the executors whose dirs are gone.
+  // Forgets the applications that ended and the executors whose dirs are gone.
   void Sweep();
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   // One line for the start-up log: roots, registrations, where secrets come from.
@@ -115,8 +117,9 @@ class SparkFrontDoor : public SparkApps {
 
  private:
   SparkFrontDoor(const Options& options, BlockStore* store) : options_(options), store_(store) {}
-  // Forgets the YARN applications whose end the NodeManager has handed over.
-  void ForgetEndedYarnApps();
+  // Forgets the applications whose end was handed over; off YARN (where the NodeManager
+  // deletes an application's dirs) deletes their executors' dirs too.
+  void ForgetEndedApps();
   // An application's last registration is forgotten (its end, from whatever source):
   // its cached map outputs and its merges go.
   void ApplicationGone(const std::string& app_id);
@@ -126,7 +129,8 @@ class SparkFrontDoor : public SparkApps {
   ExecutorRegistry::Options executors_options_;
   // The data plane's threads use these: the server stops them before it lets go of
   // the front door.
-  std::unique_ptr<YarnApps> yarn_;  // null off YARN; the registry and secrets read it
+  // Null without a hand-off dir; the registry and secrets read it.
+  std::unique_ptr<HandedOffApps> apps_;
   std::unique_ptr<ExecutorRegistry> executors_;
   // Before the pool: the pool's jobs use it, and the pool is destroyed (its workers
   // joined) first.

@@ -26,7 +26,7 @@
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "server/ferry_server.h"
-#include "server/spark/yarn/yarn_apps.h"
+#include "server/spark/apps/handed_off_apps.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/fake_clock.h"
@@ -542,10 +542,10 @@ TEST_F(SparkAttackTest, AnApplicationsServiceDataCostsAHandshakeNothing) {
   HandOver("application_1_0666", deep);
   // And the largest flat payload: 11.8 ms of CPU per first message, parsed each time.
   std::string flat = R"({"secret":"s","pad":")";
-  flat += std::string(YarnApps::kMaxServiceDataBytes - flat.size() - 2, 'x') + R"("})";
+  flat += std::string(HandedOffApps::kMaxServiceDataBytes - flat.size() - 2, 'x') + R"("})";
   HandOver("application_1_0667", flat);
   HandOver("application_1_0001", R"({"secret":"the victim's secret"})");
-  options_.spark.yarn.dir = handoff_.path();
+  options_.spark.apps.yarn_dir = handoff_.path();
   options_.spark.auth.yarn = true;
   options_.data.threads = 1;  // the attackers' and the victim's connections share it
   Start();
@@ -608,7 +608,7 @@ TEST_F(SparkAttackTest, DeepServiceDataAuthenticatesAsSparksServiceReadsIt) {
   const std::string too_deep = absl::StrCat(R"({"secret":"d1001","a":)", std::string(1000, '['),
                                             std::string(1000, ']'), "}");
   HandOver("application_1_1001", too_deep);
-  options_.spark.yarn.dir = handoff_.path();
+  options_.spark.apps.yarn_dir = handoff_.path();
   options_.spark.auth.yarn = true;
   Start();
   SparkClient d33(port());

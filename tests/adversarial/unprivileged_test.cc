@@ -26,6 +26,7 @@
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/process_groups.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/wait_for.h"
 
@@ -266,6 +267,76 @@ TEST_F(UnprivilegedSparkTest, OnYarnAsItsOwnUserBesideTheNodeManagers) {
     markers += entry.is_regular_file() ? 1 : 0;
   }
   EXPECT_EQ(markers, 2005) << "the markers are the aux service's to delete";
+}
+
+// The Kubernetes deployment of docs/deploy.md: the node agent (root here) owns the
+// hand-off dir (--spark-apps-dir) and writes each application's start with the secret
+// from its executors' pods, then its end; ferry_server, as the executors' user, serves
+// the application with that secret and at its end forgets it and deletes its executors'
+// local dirs (no NodeManager does it there), and a later registration of it is refused.
+TEST_F(UnprivilegedSparkTest, OnKubernetesAnEndedApplicationsDirsAreDeleted) {
+  const passwd* account = ::getpwnam(kUser);
+  ASSERT_NE(account, nullptr);
+  const std::string handoff = scratch_ + "/handoff";
+  const auto as_agent = [&](const std::string& path, mode_t mode) {
+    ASSERT_EQ(::chown(path.c_str(), 0, account->pw_gid), 0) << path;
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+  };
+  for (const std::string& d : {handoff, handoff + "/apps", handoff + "/stopped"}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0750), 0) << d;
+    as_agent(d, 0750);
+  }
+  const auto write = [&](const std::string& relative, const std::string& contents) {
+    const std::string path = handoff + "/" + relative;
+    std::ofstream(path + ".tmp") << contents;
+    as_agent(path + ".tmp", 0640);
+    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  };
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--spark-apps-dir=" + handoff, "--spark-auth-apps", "--sweep-interval=50ms"}));
+  const std::string app = "spark-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+  const std::string secret = "the secret Spark put in the executors' pods";
+  // Two executors' local dirs in the served root (the executors' own: they make their
+  // dirs in it), written as the executors' user.
+  ASSERT_EQ(::chown((scratch_ + "/roots/c").c_str(), account->pw_uid, account->pw_gid), 0);
+  const std::vector<std::string> blockmgrs = {scratch_ + "/roots/c/blockmgr-1",
+                                              scratch_ + "/roots/c/blockmgr-2"};
+  for (const std::string& dir : blockmgrs) {
+    fs::create_directories(dir);
+    ASSERT_TRUE(testing::WriteSparkMapOutput({dir}, kSubdirs, 3, 1000, {10, 20, 30}).ok());
+    ASSERT_EQ(std::system(absl::StrCat("chown -R ", kUser, " ", dir).c_str()), 0);
+  }
+  write("apps/" + app, absl::StrCat(R"({"secret":")", secret, R"("})"));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    SparkClient probe(server_->spark_port());
+    return testing::AuthenticateWithAuthEngine(probe, app, secret, 2).ok();
+  }));
+  for (int e = 0; e < 2; ++e) {
+    SparkClient client(server_->spark_port());
+    ASSERT_TRUE(testing::AuthenticateWithAuthEngine(client, app, secret, 2).ok());
+    const std::string exec = absl::StrCat(e + 1);
+    ASSERT_EQ(
+        client.Call(sw::EncodeRegisterExecutor({app, exec, {{blockmgrs[e]}, kSubdirs, "sort"}}))
+            .type,
+        sw::MessageType::kRpcResponse);
+    EXPECT_EQ(testing::FetchFirstChunk(
+                  client, sw::EncodeFetchShuffleBlocks({app, exec, 3, {1000}, {{2}}, false})),
+              testing::PartitionBytes(3, 1000, 2, 30));
+  }
+  EXPECT_EQ(Metric("ferry_spark_executors_registered"), 2);
+  // It ends: the agent writes the marker and deletes the application's file.
+  write("stopped/" + app, "");
+  ASSERT_EQ(::unlink((handoff + "/apps/" + app).c_str()), 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return Metric("ferry_spark_executors_registered") == 0; }));
+  for (const std::string& dir : blockmgrs) {
+    EXPECT_TRUE(testing::WaitFor([&] { return !fs::exists(dir); }))
+        << dir << " is left; the server's log:\n"
+        << testing::ReadTextFile(scratch_ + "/server.log");
+  }
+  EXPECT_TRUE(fs::exists(scratch_ + "/roots/c")) << "the root itself stays";
+  // Its secret went with it; a registration of it, with the shared path, is refused.
+  SparkClient late(server_->spark_port());
+  EXPECT_FALSE(testing::AuthenticateWithAuthEngine(late, app, secret, 2).ok());
 }
 
 TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {

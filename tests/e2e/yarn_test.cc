@@ -46,7 +46,7 @@
 #include "client/spark_client.h"
 #include "common/spark/layout.h"
 #include "gtest/gtest.h"
-#include "server/spark/yarn/yarn_apps.h"
+#include "server/spark/apps/handed_off_apps.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process_groups.h"
@@ -150,7 +150,7 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
     // the roots (none given): FerryTakesTheNodeManagersLocalDirs.
     options_.spark.executors.dir_roots = {yarn_->local_dirs_root()};
     options_.spark.executors.state_dir = state_.path();
-    options_.spark.yarn.dir = handoff_;
+    options_.spark.apps.yarn_dir = handoff_;
     options_.sweep_interval = absl::Milliseconds(500);
   }
 
@@ -560,8 +560,8 @@ TEST_P(YarnTest, TwoApplicationsAtOnceEachWithTheSecretYarnGaveIt) {
     std::map<std::string, Secret> secret;
     std::string unrecovered;  // the SASL application's
     for (const std::string& app : apps) {
-      absl::StatusOr<YarnApps::ServiceData> data =
-          YarnApps::ParseServiceData(testing::ReadTextFile(absl::StrCat(handoff_, "/apps/", app)));
+      absl::StatusOr<HandedOffApps::ServiceData> data = HandedOffApps::ParseServiceData(
+          testing::ReadTextFile(absl::StrCat(handoff_, "/apps/", app)));
       ASSERT_TRUE(data.ok()) << app << ": " << data.status();
       ASSERT_TRUE(data->secret.has_value()) << app;
       secret[app] = *data->secret;

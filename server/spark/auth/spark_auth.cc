@@ -64,13 +64,14 @@ absl::StatusOr<Secret> ReadSecret(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& options,
-                                                                 const YarnApps* yarn) {
+                                                                 const HandedOffApps* handed_off) {
   auto secrets = std::make_unique<SparkSecrets>();
-  if (options.yarn) {
-    if (yarn == nullptr) {
-      return absl::InvalidArgumentError("--spark-auth-yarn needs --spark-yarn-dir");
+  if (options.yarn || options.apps) {
+    if (handed_off == nullptr) {
+      return absl::InvalidArgumentError(options.yarn ? "--spark-auth-yarn needs --spark-yarn-dir"
+                                                     : "--spark-auth-apps needs --spark-apps-dir");
     }
-    secrets->yarn_ = yarn;
+    secrets->handed_off_ = handed_off;
   }
   secrets->auth_engine_v1_ = options.auth_engine_v1;
   if (!options.secret_file.empty()) {
@@ -100,8 +101,8 @@ absl::StatusOr<std::unique_ptr<SparkSecrets>> SparkSecrets::Load(const Options& 
 }
 
 absl::StatusOr<Secret> SparkSecrets::SecretOf(absl::string_view app_id) const {
-  if (yarn_ != nullptr) {
-    absl::StatusOr<YarnApps::ServiceData> data = yarn_->Find(app_id);
+  if (handed_off_ != nullptr) {
+    absl::StatusOr<HandedOffApps::ServiceData> data = handed_off_->Find(app_id);
     if (data.ok() && data->secret.has_value()) return *std::move(data->secret);
     if (!data.ok() && !absl::IsNotFound(data.status())) {
       return absl::PermissionDeniedError(

@@ -11,9 +11,10 @@
 //     not a data-plane thread: SparkSecrets::reads_files()), so a new application
 //     needs no restart; an application with a file of its own uses it, others the
 //     shared secret.
-//   * yarn: the secret YARN's NodeManager handed Ferry's aux service for the
-//     application (server/spark/yarn/yarn_apps.h), held in memory; an application
-//     without one falls back to the two above.
+//   * yarn, apps: the secret handed over for the application (YARN's NodeManager to
+//     Ferry's aux service, or Kubernetes' node agent from the executors' pods:
+//     server/spark/apps/handed_off_apps.h), held in memory; an application without one
+//     falls back to the two above.
 // A secret file holds the secret as Spark's setting holds it, surrounding whitespace
 // dropped. Secrets are never logged.
 #ifndef FERRY_SERVER_SPARK_AUTH_SPARK_AUTH_H_
@@ -29,7 +30,7 @@
 #include "common/secret.h"
 #include "server/ops/metrics.h"
 #include "server/ops/stats.h"
-#include "server/spark/yarn/yarn_apps.h"
+#include "server/spark/apps/handed_off_apps.h"
 
 namespace ferry {
 
@@ -53,6 +54,7 @@ class SparkSecrets {
     std::string secret_file;     // --spark-auth-secret-file
     std::string secrets_dir;     // --spark-auth-secrets-dir
     bool yarn = false;           // --spark-auth-yarn
+    bool apps = false;           // --spark-auth-apps
     bool auth_engine_v1 = true;  // --spark-auth-engine-v1
   };
 
@@ -61,13 +63,14 @@ class SparkSecrets {
   SparkSecrets(const SparkSecrets&) = delete;
   SparkSecrets& operator=(const SparkSecrets&) = delete;
   // Reads the shared secret and checks that the dir is one and that DIGEST-MD5 can run
-  // here; the error names the file, the dir or the missing library. `yarn` (which must
-  // outlive the secrets) is where YARN's applications are, required with options.yarn.
-  static absl::StatusOr<std::unique_ptr<SparkSecrets>> Load(const Options& options,
-                                                            const YarnApps* yarn = nullptr);
+  // here; the error names the file, the dir or the missing library. `handed_off` (which
+  // must outlive the secrets) is where the handed-over applications are, required with
+  // options.yarn or options.apps.
+  static absl::StatusOr<std::unique_ptr<SparkSecrets>> Load(
+      const Options& options, const HandedOffApps* handed_off = nullptr);
 
   // Whether connections must authenticate before anything else.
-  bool required() const { return !shared_.empty() || !dir_.empty() || yarn_ != nullptr; }
+  bool required() const { return !shared_.empty() || !dir_.empty() || handed_off_ != nullptr; }
   // The secret `app_id` authenticates with. PERMISSION_DENIED naming the application
   // when it has none (no file of its own and no shared secret, or an id that cannot be
   // a file name).
@@ -101,7 +104,7 @@ class SparkSecrets {
  private:
   Secret shared_;
   std::string dir_;
-  const YarnApps* yarn_ = nullptr;
+  const HandedOffApps* handed_off_ = nullptr;
   bool auth_engine_v1_ = true;
   struct Stats {
     FERRY_STATS_FIELDS(FERRY_SPARK_AUTH_STATS)

@@ -1,23 +1,26 @@
-// YarnApps: the applications YARN's NodeManager runs on this node, as the NodeManager's
-// `spark_shuffle` aux service (server/yarn: FerryShuffleService) hands them to
-// ferry_server in the directory both share (--spark-yarn-dir; docs/spark.md, "YARN"):
-//   * apps/<application id>: the application's service data, exactly as the
-//     NodeManager got it from the application's containers: Spark's secret of the
+// HandedOffApps: the Spark applications this node runs, as the cluster manager's side
+// hands them to ferry_server in a directory both share. Two write it:
+//   * on YARN (--spark-yarn-dir), Ferry's `spark_shuffle` NodeManager aux service
+//     (server/yarn: FerryShuffleService; docs/spark.md, "YARN");
+//   * on Kubernetes (--spark-apps-dir), Ferry's node agent (server/kubernetes:
+//     ferry-k8s-agent, which watches the API for Spark's pods; docs/spark.md,
+//     "Kubernetes").
+// Its layout:
+//   * apps/<application id>: the application's service data: Spark's secret of the
 //     application (spark.authenticate), or its JSON payload ({"secret": ...,
 //     "spark.yarn.shuffle.server.recovery.disabled": true}), or nothing;
 //   * stopped/<application id>: an empty marker, written when the application ended;
-//   * nodemanager-local-dirs: the NodeManager's local dirs, one per line.
-// The aux service writes each file to a temporary name ('.' first) and renames it, so a
-// file here is whole, and it alone deletes them (docs/spark.md says when): ferry_server
-// only reads, so it needs no write access to the dir and its user may differ from the
-// NodeManager's.
+//   * nodemanager-local-dirs (YARN only): the NodeManager's local dirs, one per line.
+// The writer writes each file to a temporary name ('.' first) and renames it, so a file
+// here is whole, and it alone deletes them (docs/spark.md says when): ferry_server only
+// reads, so it needs no write access to the dir and its user may differ from the
+// writer's.
 //
-// Trust: the dir's owner is taken as the NodeManager's user. The dir, apps/ and
-// stopped/ must be directories of that owner that no one else can write (no group or
-// other write bit), and a file is read only if it is a regular file of that owner, not
-// writable by anyone else, opened without following a symlink. Anything else is refused:
-// the dir at Open, a file or subdir with a warning (within a log budget), as if it were
-// not there.
+// Trust: the dir's owner is taken as the writer's user. The dir, apps/ and stopped/ must
+// be directories of that owner that no one else can write (no group or other write
+// bit), and a file is read only if it is a regular file of that owner, not writable by
+// anyone else, opened without following a symlink. Anything else is refused: the dir at
+// Open, a file or subdir with a warning (within a log budget), as if it were not there.
 //
 // An application's service data is read and parsed once, when its file appears or
 // changes (an inotify watch, and a full look every Options::rescan for anything a watch
@@ -26,8 +29,8 @@
 // a parse.
 //
 // Thread-safe.
-#ifndef FERRY_SERVER_SPARK_YARN_YARN_APPS_H_
-#define FERRY_SERVER_SPARK_YARN_YARN_APPS_H_
+#ifndef FERRY_SERVER_SPARK_APPS_HANDED_OFF_APPS_H_
+#define FERRY_SERVER_SPARK_APPS_HANDED_OFF_APPS_H_
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -53,12 +56,22 @@
 
 namespace ferry {
 
-class YarnApps {
+class HandedOffApps {
  public:
   struct Options {
-    std::string dir;  // --spark-yarn-dir; empty: not on YARN
+    // At most one of the two; neither: no hand-off.
+    std::string yarn_dir;  // --spark-yarn-dir: written by YARN's NodeManager
+    std::string apps_dir;  // --spark-apps-dir: written by a node agent
     // How often the whole dir is looked at again (the watch sees changes at once).
     absl::Duration rescan = absl::Seconds(5);
+
+    bool enabled() const { return !yarn_dir.empty() || !apps_dir.empty(); }
+    bool yarn() const { return !yarn_dir.empty(); }
+    const std::string& dir() const { return yarn() ? yarn_dir : apps_dir; }
+    // "--spark-yarn-dir" or "--spark-apps-dir", for messages.
+    const char* flag() const { return yarn() ? "--spark-yarn-dir" : "--spark-apps-dir"; }
+    // Both dirs given.
+    absl::Status Validate() const;
   };
 
   // What an application's service data says.
@@ -93,20 +106,20 @@ class YarnApps {
   static constexpr size_t kMaxEndedPerCall = 10000;
 
   // Checks the dir (see Trust above; an error naming it and what to fix), reads what is
-  // there and starts watching it. apps/ and stopped/ are the NodeManager's to make:
+  // there and starts watching it. apps/ and stopped/ are the writer's to make:
   // until they exist there are no applications. `clock` (which must outlive this)
   // stamps the log budget.
-  static absl::StatusOr<std::unique_ptr<YarnApps>> Open(const Options& options,
-                                                        const Clock& clock = Clock::Real());
-  ~YarnApps();
-  YarnApps(const YarnApps&) = delete;
-  YarnApps& operator=(const YarnApps&) = delete;
+  static absl::StatusOr<std::unique_ptr<HandedOffApps>> Open(const Options& options,
+                                                             const Clock& clock = Clock::Real());
+  ~HandedOffApps();
+  HandedOffApps(const HandedOffApps&) = delete;
+  HandedOffApps& operator=(const HandedOffApps&) = delete;
 
-  const std::string& dir() const { return options_.dir; }
-  // The NodeManager's user: the dir's owner.
+  const Options& options() const { return options_; }
+  // The writer's user: the dir's owner.
   uid_t owner() const { return owner_; }
 
-  // The application's service data, from memory. NOT_FOUND when the NodeManager has not
+  // The application's service data, from memory. NOT_FOUND when the writer has not
   // started it on this node (or it has ended); an error naming the file when it could
   // not be read, was refused (see Trust) or did not parse.
   absl::StatusOr<ServiceData> Find(absl::string_view app_id) const;
@@ -120,7 +133,7 @@ class YarnApps {
   void Handled(absl::string_view app_id);
 
   // The NodeManager's local dirs as its aux service wrote them. NOT_FOUND before a
-  // NodeManager with the aux service has started.
+  // NodeManager with the aux service has started, and off YARN.
   absl::StatusOr<std::vector<std::string>> NodeManagerLocalDirs() const;
 
   // Reads the whole dir again now (the watcher does every Options::rescan).
@@ -145,7 +158,8 @@ class YarnApps {
     int watch = -1;
   };
 
-  YarnApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd, UniqueFd inotify);
+  HandedOffApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd,
+                UniqueFd inotify);
   // Opens and watches a subdir that has appeared (and is trusted).
   void OpenSubLocked(Sub& sub) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scan_mu_);
   // Reads apps/<name> (or forgets it when it is gone).
@@ -184,4 +198,4 @@ class YarnApps {
 
 }  // namespace ferry
 
-#endif  // FERRY_SERVER_SPARK_YARN_YARN_APPS_H_
+#endif  // FERRY_SERVER_SPARK_APPS_HANDED_OFF_APPS_H_

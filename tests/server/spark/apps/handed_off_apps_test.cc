@@ -1,7 +1,7 @@
-// How YARN's applications reach ferry_server (server/spark/yarn/yarn_apps.h), from real files
+// How YARN's applications reach ferry_server (server/spark/apps/handed_off_apps.h), from real files
 // laid out as the NodeManager's aux service (server/yarn) writes them, and the secrets
 // SparkSecrets takes from them. YARN itself: tests/e2e/yarn_test.
-#include "server/spark/yarn/yarn_apps.h"
+#include "server/spark/apps/handed_off_apps.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,37 +23,39 @@ using ::ferry::testing::TempDir;
 using ::ferry::testing::WaitFor;
 
 TEST(ServiceDataTest, TheRawSecretAsSparkSendsItWithRecoveryOn) {
-  absl::StatusOr<YarnApps::ServiceData> data =
-      YarnApps::ParseServiceData("a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
+  absl::StatusOr<HandedOffApps::ServiceData> data =
+      HandedOffApps::ParseServiceData("a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->secret.value_or(Secret("none")), "a2V5IG9mIHRoZSBhcHBsaWNhdGlvbg==");
   EXPECT_FALSE(data->recovery_disabled);
   // Not an object: a secret, as Spark's service reads it.
-  EXPECT_EQ(YarnApps::ParseServiceData("12345")->secret.value_or(Secret("none")), "12345");
-  EXPECT_EQ(YarnApps::ParseServiceData("[1]")->secret.value_or(Secret("none")), "[1]");
-  EXPECT_EQ(YarnApps::ParseServiceData("{not json")->secret.value_or(Secret("none")), "{not json");
+  EXPECT_EQ(HandedOffApps::ParseServiceData("12345")->secret.value_or(Secret("none")), "12345");
+  EXPECT_EQ(HandedOffApps::ParseServiceData("[1]")->secret.value_or(Secret("none")), "[1]");
+  EXPECT_EQ(HandedOffApps::ParseServiceData("{not json")->secret.value_or(Secret("none")),
+            "{not json");
 }
 
 TEST(ServiceDataTest, NothingWithoutSparkAuthenticate) {
-  absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData("");
+  absl::StatusOr<HandedOffApps::ServiceData> data = HandedOffApps::ParseServiceData("");
   ASSERT_TRUE(data.ok());
   EXPECT_FALSE(data->secret.has_value());
 }
 
 TEST(ServiceDataTest, TheJsonPayloadOfAnApplicationWithRecoveryDisabled) {
-  absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(
+  absl::StatusOr<HandedOffApps::ServiceData> data = HandedOffApps::ParseServiceData(
       R"({"spark.yarn.shuffle.server.recovery.disabled":true,"secret":"s3cr3t"})");
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->secret.value_or(Secret("none")), "s3cr3t");
   EXPECT_TRUE(data->recovery_disabled);
-  data = YarnApps::ParseServiceData(R"({"spark.yarn.shuffle.server.recovery.disabled":"true"})");
+  data =
+      HandedOffApps::ParseServiceData(R"({"spark.yarn.shuffle.server.recovery.disabled":"true"})");
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_FALSE(data->secret.has_value());
   EXPECT_TRUE(data->recovery_disabled);
-  EXPECT_FALSE(YarnApps::ParseServiceData(R"({"secret":null})")->secret.has_value());
+  EXPECT_FALSE(HandedOffApps::ParseServiceData(R"({"secret":null})")->secret.has_value());
   // Nested fields are not the top-level ones; the last of a name wins; what follows the
   // object is ignored (Jackson's defaults).
-  data = YarnApps::ParseServiceData(
+  data = HandedOffApps::ParseServiceData(
       R"({"x":{"secret":"inner","y":[{"secret":1}]},"secret":"a","secret":"b"}}} trailing)");
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->secret.value_or(Secret("none")), "b");
@@ -61,11 +63,11 @@ TEST(ServiceDataTest, TheJsonPayloadOfAnApplicationWithRecoveryDisabled) {
 }
 
 TEST(ServiceDataTest, APayloadOfTheWrongTypesIsAnError) {
-  EXPECT_EQ(YarnApps::ParseServiceData(R"({"secret":7})").status().code(),
+  EXPECT_EQ(HandedOffApps::ParseServiceData(R"({"secret":7})").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(YarnApps::ParseServiceData(R"({"secret":{"a":1}})").status().code(),
+  EXPECT_EQ(HandedOffApps::ParseServiceData(R"({"secret":{"a":1}})").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(YarnApps::ParseServiceData(
+  EXPECT_EQ(HandedOffApps::ParseServiceData(
                 R"({"secret":"s","spark.yarn.shuffle.server.recovery.disabled":[1]})")
                 .status()
                 .code(),
@@ -78,27 +80,36 @@ TEST(ServiceDataTest, APayloadOfTheWrongTypesIsAnError) {
 TEST(ServiceDataTest, DeepNestingIsNoPayload) {
   const std::string deep =
       absl::StrCat(R"({"secret":"s","x":)", std::string(30000, '['), std::string(30000, ']'), "}");
-  absl::StatusOr<YarnApps::ServiceData> data = YarnApps::ParseServiceData(deep);
+  absl::StatusOr<HandedOffApps::ServiceData> data = HandedOffApps::ParseServiceData(deep);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->secret.value_or(Secret("none")), deep);
-  const std::string objects = absl::StrCat(std::string(YarnApps::kMaxJsonDepth + 1, '{'),
-                                           std::string(YarnApps::kMaxJsonDepth + 1, '}'));
-  EXPECT_EQ(YarnApps::ParseServiceData(objects)->secret.value_or(Secret("none")), objects);
+  const std::string objects = absl::StrCat(std::string(HandedOffApps::kMaxJsonDepth + 1, '{'),
+                                           std::string(HandedOffApps::kMaxJsonDepth + 1, '}'));
+  EXPECT_EQ(HandedOffApps::ParseServiceData(objects)->secret.value_or(Secret("none")), objects);
   const std::string within =
-      absl::StrCat(R"({"secret":"s","x":)", std::string(YarnApps::kMaxJsonDepth - 1, '['),
-                   std::string(YarnApps::kMaxJsonDepth - 1, ']'), "}");
-  EXPECT_EQ(YarnApps::ParseServiceData(within)->secret.value_or(Secret("none")), "s");
-  EXPECT_FALSE(YarnApps::ParseServiceData(within)->unparsed);
-  EXPECT_TRUE(YarnApps::ParseServiceData(objects)->unparsed);
+      absl::StrCat(R"({"secret":"s","x":)", std::string(HandedOffApps::kMaxJsonDepth - 1, '['),
+                   std::string(HandedOffApps::kMaxJsonDepth - 1, ']'), "}");
+  EXPECT_EQ(HandedOffApps::ParseServiceData(within)->secret.value_or(Secret("none")), "s");
+  EXPECT_FALSE(HandedOffApps::ParseServiceData(within)->unparsed);
+  EXPECT_TRUE(HandedOffApps::ParseServiceData(objects)->unparsed);
   // 33 deep, as Jackson reads it: the inner secret.
   const std::string d33 =
       absl::StrCat(R"({"secret":"d33","a":)", std::string(32, '['), std::string(32, ']'), "}");
-  EXPECT_EQ(YarnApps::ParseServiceData(d33)->secret.value_or(Secret("none")), "d33");
+  EXPECT_EQ(HandedOffApps::ParseServiceData(d33)->secret.value_or(Secret("none")), "d33");
   EXPECT_FALSE(
-      YarnApps::ParseServiceData(std::string(YarnApps::kMaxServiceDataBytes + 1, 'x')).ok());
+      HandedOffApps::ParseServiceData(std::string(HandedOffApps::kMaxServiceDataBytes + 1, 'x'))
+          .ok());
 }
 
-class YarnAppsTest : public ::testing::Test {
+// The dir as YARN's NodeManager writes it (--spark-yarn-dir).
+HandedOffApps::Options Yarn(const std::string& dir, absl::Duration rescan = absl::Seconds(5)) {
+  HandedOffApps::Options options;
+  options.yarn_dir = dir;
+  options.rescan = rescan;
+  return options;
+}
+
+class HandedOffAppsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::chmod(dir_.path().c_str(), 0750), 0);
@@ -109,8 +120,8 @@ class YarnAppsTest : public ::testing::Test {
   }
   void Open() {
     apps_.reset();
-    absl::StatusOr<std::unique_ptr<YarnApps>> apps =
-        YarnApps::Open({.dir = dir_.path(), .rescan = absl::Hours(1)});
+    absl::StatusOr<std::unique_ptr<HandedOffApps>> apps =
+        HandedOffApps::Open(Yarn(dir_.path(), absl::Hours(1)));
     ASSERT_TRUE(apps.ok()) << apps.status();
     apps_ = *std::move(apps);
   }
@@ -124,29 +135,31 @@ class YarnAppsTest : public ::testing::Test {
   }
   std::string Path(const std::string& relative) { return absl::StrCat(dir_.path(), "/", relative); }
   TempDir dir_;
-  std::unique_ptr<YarnApps> apps_;
+  std::unique_ptr<HandedOffApps> apps_;
 };
 
-TEST_F(YarnAppsTest, ADirOthersCanWriteIsRefusedAndNothingIsMadeInIt) {
+TEST_F(HandedOffAppsTest, ADirOthersCanWriteIsRefusedAndNothingIsMadeInIt) {
   TempDir other;
   ASSERT_EQ(::chmod(other.path().c_str(), 0777), 0);
-  absl::Status open = YarnApps::Open({other.path()}).status();
+  absl::Status open = HandedOffApps::Open(Yarn(other.path())).status();
   EXPECT_EQ(open.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(open.message().find("writable by anyone (mode 0777)"), std::string::npos) << open;
   ASSERT_EQ(::chmod(other.path().c_str(), 0770), 0);
-  EXPECT_NE(YarnApps::Open({other.path()}).status().message().find("its group"), std::string::npos);
+  EXPECT_NE(HandedOffApps::Open(Yarn(other.path())).status().message().find("its group"),
+            std::string::npos);
   ASSERT_EQ(::chmod(other.path().c_str(), 0750), 0);
-  ASSERT_TRUE(YarnApps::Open({other.path()}).ok());
+  ASSERT_TRUE(HandedOffApps::Open(Yarn(other.path())).ok());
   struct stat st {};
   EXPECT_NE(::stat((other.path() + "/apps").c_str(), &st), 0) << "apps/ is the NodeManager's";
   Write("file", "x");
-  EXPECT_NE(YarnApps::Open({Path("file")}).status().message().find("is not a directory"),
+  EXPECT_NE(HandedOffApps::Open(Yarn(Path("file"))).status().message().find("is not a directory"),
             std::string::npos);
-  EXPECT_NE(YarnApps::Open({"relative"}).status().message().find("absolute"), std::string::npos);
-  EXPECT_EQ(YarnApps::Open({Path("none")}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(HandedOffApps::Open(Yarn("relative")).status().message().find("absolute"),
+            std::string::npos);
+  EXPECT_EQ(HandedOffApps::Open(Yarn(Path("none"))).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(YarnAppsTest, AnApplicationIsReadOnceWhenItsFileAppearsAndForgottenWhenItGoes) {
+TEST_F(HandedOffAppsTest, AnApplicationIsReadOnceWhenItsFileAppearsAndForgottenWhenItGoes) {
   const std::string app = "application_1764000000000_0001";
   EXPECT_EQ(apps_->Find(app).status().code(), absl::StatusCode::kNotFound);
   Write("apps/" + app, "the-secret");
@@ -159,7 +172,7 @@ TEST_F(YarnAppsTest, AnApplicationIsReadOnceWhenItsFileAppearsAndForgottenWhenIt
   ASSERT_TRUE(WaitFor([&] { return absl::IsNotFound(apps_->Find(app).status()); }));
 }
 
-TEST_F(YarnAppsTest, EndedApplicationsAreHandedOutOnceAndTheirMarkersAreLeftToTheNodeManager) {
+TEST_F(HandedOffAppsTest, EndedApplicationsAreHandedOutOnceAndTheirMarkersAreLeftToTheNodeManager) {
   const std::string a = "application_1_0001", b = "application_1_0002";
   Write("stopped/" + a, "");
   Write("stopped/.application_1_0003.tmp", "");  // the aux service's, half written
@@ -183,13 +196,13 @@ TEST_F(YarnAppsTest, EndedApplicationsAreHandedOutOnceAndTheirMarkersAreLeftToTh
   EXPECT_EQ(apps_->PendingEnded(), std::vector<std::string>{b});
 }
 
-TEST_F(YarnAppsTest, FilesNotTheNodeManagersAreRefused) {
+TEST_F(HandedOffAppsTest, FilesNotTheNodeManagersAreRefused) {
   Write("apps/application_1_0001", "group-writable", 0660);
   ASSERT_EQ(
       ::symlink(Path("apps/application_1_0001").c_str(), Path("apps/application_1_0002").c_str()),
       0);
   ASSERT_EQ(::mkfifo(Path("apps/application_1_0003").c_str(), 0600), 0);
-  Write("apps/application_1_0004", std::string(YarnApps::kMaxServiceDataBytes + 1, 'x'));
+  Write("apps/application_1_0004", std::string(HandedOffApps::kMaxServiceDataBytes + 1, 'x'));
   Write("apps/application_1_0005", R"({"secret": 1})");
   Write("stopped/application_1_0006", "", 0666);
   apps_->Rescan();
@@ -226,7 +239,7 @@ TEST_F(YarnAppsTest, FilesNotTheNodeManagersAreRefused) {
   EXPECT_EQ(apps_->Find("application_1_0008").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(YarnAppsTest, TheNodeManagersLocalDirs) {
+TEST_F(HandedOffAppsTest, TheNodeManagersLocalDirs) {
   EXPECT_EQ(apps_->NodeManagerLocalDirs().status().code(), absl::StatusCode::kNotFound);
   Write("nodemanager-local-dirs", "/data/1/yarn\n/data/2/yarn\n");
   absl::StatusOr<std::vector<std::string>> dirs = apps_->NodeManagerLocalDirs();
@@ -238,7 +251,7 @@ TEST_F(YarnAppsTest, TheNodeManagersLocalDirs) {
   EXPECT_EQ(apps_->NodeManagerLocalDirs().status().code(), absl::StatusCode::kPermissionDenied);
 }
 
-TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
+TEST_F(HandedOffAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
   SparkSecrets::Options options;
   options.yarn = true;
   EXPECT_NE(SparkSecrets::Load(options).status().message().find("--spark-yarn-dir"),
@@ -267,6 +280,39 @@ TEST_F(YarnAppsTest, SecretsComeFromYarnThenTheSharedSecret) {
   EXPECT_EQ((*secrets)->SecretOf("application_1_0001").value_or(Secret("refused")), "own");
   EXPECT_EQ((*secrets)->SecretOf("application_1_0002").value_or(Secret("refused")), "cluster");
   EXPECT_EQ((*secrets)->SecretOf("application_1_0003").value_or(Secret("refused")), "cluster");
+}
+
+// The same layout written by a node agent (--spark-apps-dir, Kubernetes): applications,
+// secrets and ends as from YARN, but no NodeManager's dirs, and errors name its flag.
+TEST_F(HandedOffAppsTest, ANodeAgentsDirHoldsApplicationsButNoNodeManagersDirs) {
+  HandedOffApps::Options both = Yarn(dir_.path());
+  both.apps_dir = dir_.path();
+  EXPECT_EQ(HandedOffApps::Open(both).status().code(), absl::StatusCode::kInvalidArgument);
+  HandedOffApps::Options agent;
+  agent.apps_dir = Path("none");
+  EXPECT_NE(HandedOffApps::Open(agent).status().message().find("--spark-apps-dir"),
+            std::string::npos);
+  agent.apps_dir = dir_.path();
+  absl::StatusOr<std::unique_ptr<HandedOffApps>> apps = HandedOffApps::Open(agent);
+  ASSERT_TRUE(apps.ok()) << apps.status();
+  const std::string app = "spark-6a1f3c0f4b2d4c8e9f00112233445566";
+  EXPECT_NE((*apps)->Find(app).status().message().find("node agent"), std::string::npos);
+  Write("apps/" + app, R"({"secret":"from-the-pod"})");
+  Write("nodemanager-local-dirs", "/data/1/yarn\n");
+  (*apps)->Rescan();
+  EXPECT_EQ((*apps)->Find(app)->secret.value_or(Secret("none")), "from-the-pod");
+  EXPECT_EQ((*apps)->NodeManagerLocalDirs().status().code(), absl::StatusCode::kNotFound);
+  SparkSecrets::Options options;
+  options.apps = true;
+  EXPECT_NE(SparkSecrets::Load(options).status().message().find("--spark-apps-dir"),
+            std::string::npos);
+  absl::StatusOr<std::unique_ptr<SparkSecrets>> secrets = SparkSecrets::Load(options, apps->get());
+  ASSERT_TRUE(secrets.ok()) << secrets.status();
+  EXPECT_EQ((*secrets)->SecretOf(app).value_or(Secret("refused")), "from-the-pod");
+  Write("stopped/" + app, "");
+  (*apps)->Rescan();
+  EXPECT_TRUE((*apps)->Ended(app));
+  EXPECT_EQ((*apps)->PendingEnded(), std::vector<std::string>{app});
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "server/spark/yarn/yarn_apps.h"
+#include "server/spark/apps/handed_off_apps.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -41,7 +41,8 @@ int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 
 
 }  // namespace
 
-absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_view bytes) {
+absl::StatusOr<HandedOffApps::ServiceData> HandedOffApps::ParseServiceData(
+    absl::string_view bytes) {
   ServiceData data;
   if (bytes.size() > kMaxServiceDataBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -79,16 +80,26 @@ absl::StatusOr<YarnApps::ServiceData> YarnApps::ParseServiceData(absl::string_vi
   return data;
 }
 
-absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options,
-                                                         const Clock& clock) {
-  const std::string flag = absl::StrCat("--spark-yarn-dir ", options.dir);
-  if (options.dir.empty() || options.dir.front() != '/') {
+absl::Status HandedOffApps::Options::Validate() const {
+  if (!yarn_dir.empty() && !apps_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--spark-yarn-dir and --spark-apps-dir: one writer hands the applications over, "
+        "YARN's NodeManager or a node agent");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<HandedOffApps>> HandedOffApps::Open(const Options& options,
+                                                                   const Clock& clock) {
+  FERRY_RETURN_IF_ERROR(options.Validate());
+  const std::string flag = absl::StrCat(options.flag(), " ", options.dir());
+  if (options.dir().empty() || options.dir().front() != '/') {
     return absl::InvalidArgumentError(absl::StrCat(flag, " is not an absolute path"));
   }
   if (options.rescan <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the YARN dir's rescan interval must be positive");
+    return absl::InvalidArgumentError("the hand-off dir's rescan interval must be positive");
   }
-  UniqueFd dir(::open(options.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(::open(options.dir().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) {
     if (errno == ENOTDIR)
       return absl::InvalidArgumentError(absl::StrCat(flag, " is not a directory"));
@@ -99,35 +110,35 @@ absl::StatusOr<std::unique_ptr<YarnApps>> YarnApps::Open(const Options& options,
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "%s is writable by %s (mode %04o): whoever can write it can act as any application; "
-        "make it 0750, owned by the NodeManager's user and in ferry_server's group",
+        "make it 0750, owned by its writer's user and in ferry_server's group",
         flag, (st.st_mode & S_IWOTH) != 0 ? "anyone" : "its group", st.st_mode & 07777));
   }
   UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!inotify.valid()) return absl::ErrnoToStatus(errno, "inotify_init1");
   if (::inotify_add_watch(
-          inotify.get(), options.dir.c_str(),
+          inotify.get(), options.dir().c_str(),
           IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_ONLYDIR) < 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("watch ", flag));
   }
   UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop.valid()) return absl::ErrnoToStatus(errno, "eventfd");
-  std::unique_ptr<YarnApps> apps(
-      new YarnApps(options, clock, st.st_uid, std::move(dir), std::move(inotify)));
+  std::unique_ptr<HandedOffApps> apps(
+      new HandedOffApps(options, clock, st.st_uid, std::move(dir), std::move(inotify)));
   apps->stop_ = std::move(stop);
   apps->Rescan();
   apps->watcher_ = std::thread([a = apps.get()] { a->Watch(); });
   return apps;
 }
 
-YarnApps::YarnApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd,
-                   UniqueFd inotify)
+HandedOffApps::HandedOffApps(Options options, const Clock& clock, uid_t owner, UniqueFd dir_fd,
+                             UniqueFd inotify)
     : options_(std::move(options)),
       clock_(clock),
       owner_(owner),
       dir_fd_(std::move(dir_fd)),
       inotify_(std::move(inotify)) {}
 
-YarnApps::~YarnApps() {
+HandedOffApps::~HandedOffApps() {
   if (watcher_.joinable()) {
     const uint64_t one = 1;
     if (::write(stop_.get(), &one, sizeof(one)) != sizeof(one)) PLOG(ERROR) << "eventfd";
@@ -135,13 +146,13 @@ YarnApps::~YarnApps() {
   }
 }
 
-std::string YarnApps::Distrust(const struct stat& st, bool want_dir) const {
+std::string HandedOffApps::Distrust(const struct stat& st, bool want_dir) const {
   if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
     return want_dir ? "not a directory" : "not a regular file";
   }
   if (st.st_uid != owner_) {
     return absl::StrCat("owned by uid ", st.st_uid, ", not by the dir's owner (uid ", owner_,
-                        ", the NodeManager's user)");
+                        ", its writer's user)");
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return absl::StrFormat("writable by others than its owner (mode %04o)", st.st_mode & 07777);
@@ -149,15 +160,15 @@ std::string YarnApps::Distrust(const struct stat& st, bool want_dir) const {
   return "";
 }
 
-void YarnApps::Warn(absl::string_view what) {
+void HandedOffApps::Warn(absl::string_view what) {
   uint64_t held_back = 0;
   if (log_lines_.Take(clock_.Now(), &held_back)) {
-    LOG(WARNING) << "--spark-yarn-dir " << options_.dir << ": " << what
+    LOG(WARNING) << options_.flag() << " " << options_.dir() << ": " << what
                  << (held_back > 0 ? absl::StrCat(" (", held_back, " warnings not logged)") : "");
   }
 }
 
-void YarnApps::OpenSubLocked(Sub& sub) {
+void HandedOffApps::OpenSubLocked(Sub& sub) {
   struct stat st {};
   UniqueFd fd(::openat(dir_fd_.get(), sub.name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   std::string distrust;
@@ -184,7 +195,7 @@ void YarnApps::OpenSubLocked(Sub& sub) {
   // A new dir (made, or put in place of the old one): its own watch.
   if (sub.watch >= 0) ::inotify_rm_watch(inotify_.get(), sub.watch);
   sub.fd = std::move(fd);
-  const std::string path = absl::StrCat(options_.dir, "/", sub.name);
+  const std::string path = absl::StrCat(options_.dir(), "/", sub.name);
   sub.watch = ::inotify_add_watch(inotify_.get(), path.c_str(),
                                   IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                                       IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR);
@@ -194,8 +205,8 @@ void YarnApps::OpenSubLocked(Sub& sub) {
   }
 }
 
-void YarnApps::ReadAppLocked(const std::string& name) {
-  const std::string path = absl::StrCat(options_.dir, "/apps/", name);
+void HandedOffApps::ReadAppLocked(const std::string& name) {
+  const std::string path = absl::StrCat(options_.dir(), "/apps/", name);
   auto forget = [&] {
     absl::MutexLock lock(&mu_);
     auto it = apps_.find(name);
@@ -252,7 +263,7 @@ void YarnApps::ReadAppLocked(const std::string& name) {
   apps_.insert_or_assign(name, std::move(app));
 }
 
-void YarnApps::ReadMarkerLocked(const std::string& name) {
+void HandedOffApps::ReadMarkerLocked(const std::string& name) {
   struct stat st {};
   std::string distrust = "gone";
   if (stopped_dir_.fd.valid() &&
@@ -273,12 +284,12 @@ void YarnApps::ReadMarkerLocked(const std::string& name) {
   }
 }
 
-void YarnApps::Rescan() {
+void HandedOffApps::Rescan() {
   absl::MutexLock scan(&scan_mu_);
   RescanLocked();
 }
 
-void YarnApps::RescanLocked() {
+void HandedOffApps::RescanLocked() {
   for (Sub* sub : {&apps_dir_, &stopped_dir_}) {
     OpenSubLocked(*sub);
     absl::flat_hash_set<std::string> names;
@@ -316,7 +327,7 @@ void YarnApps::RescanLocked() {
   }
 }
 
-void YarnApps::Watch() {
+void HandedOffApps::Watch() {
   const int rescan_ms =
       static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(options_.rescan), INT32_MAX));
   alignas(struct inotify_event) char events[16 * 1024];
@@ -357,22 +368,24 @@ void YarnApps::Watch() {
   }
 }
 
-absl::StatusOr<YarnApps::ServiceData> YarnApps::Find(absl::string_view app_id) const {
+absl::StatusOr<HandedOffApps::ServiceData> HandedOffApps::Find(absl::string_view app_id) const {
   absl::MutexLock lock(&mu_);
   auto it = apps_.find(app_id);
   if (it == apps_.end()) {
-    return absl::NotFoundError(absl::StrCat("the NodeManager has not started application ",
+    return absl::NotFoundError(absl::StrCat(options_.yarn()
+                                                ? "the NodeManager has not started application "
+                                                : "the node agent has not seen application ",
                                             app_id.substr(0, 130), " on this node"));
   }
   return it->second.data;
 }
 
-bool YarnApps::Ended(absl::string_view app_id) const {
+bool HandedOffApps::Ended(absl::string_view app_id) const {
   absl::MutexLock lock(&mu_);
   return ended_.contains(app_id);
 }
 
-std::vector<std::string> YarnApps::PendingEnded() const {
+std::vector<std::string> HandedOffApps::PendingEnded() const {
   std::vector<std::pair<uint64_t, std::string>> pending;
   {
     absl::MutexLock lock(&mu_);
@@ -388,13 +401,16 @@ std::vector<std::string> YarnApps::PendingEnded() const {
   return names;
 }
 
-void YarnApps::Handled(absl::string_view app_id) {
+void HandedOffApps::Handled(absl::string_view app_id) {
   absl::MutexLock lock(&mu_);
   if (ended_.contains(app_id)) handled_.emplace(app_id);
 }
 
-absl::StatusOr<std::vector<std::string>> YarnApps::NodeManagerLocalDirs() const {
-  const std::string path = absl::StrCat(options_.dir, "/", kLocalDirsFile);
+absl::StatusOr<std::vector<std::string>> HandedOffApps::NodeManagerLocalDirs() const {
+  if (!options_.yarn()) {
+    return absl::NotFoundError(absl::StrCat(options_.dir(), " is no NodeManager's"));
+  }
+  const std::string path = absl::StrCat(options_.dir(), "/", kLocalDirsFile);
   UniqueFd fd(::openat(dir_fd_.get(), kLocalDirsFile,
                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
