@@ -18,6 +18,8 @@
 ABSL_FLAG(std::string, work_dir, "", "An empty directory for the cluster's state and logs.");
 ABSL_FLAG(std::string, ferry_server, "bazel-bin/server/ferry_server",
           "The ferry_server binary the DaemonSet's image is made of.");
+ABSL_FLAG(std::string, agent, "bazel-bin/server/kubernetes/ferry-k8s-agent",
+          "The node agent binary the DaemonSet's image holds too.");
 ABSL_FLAG(std::string, manifest, "packaging/kubernetes/ferry-server.yaml",
           "The DaemonSet's manifest.");
 ABSL_FLAG(std::vector<std::string>, spark_versions, {},
@@ -42,8 +44,8 @@ int main(int argc, char** argv) {
   KubeCluster& cluster = **started;
   const std::string node_dirs = work + "/node";
   if (absl::Status s = ferry::testing::StartFerryOnTheNode(
-          cluster, absl::GetFlag(FLAGS_ferry_server), absl::GetFlag(FLAGS_manifest),
-          work + "/image", node_dirs);
+          cluster, absl::GetFlag(FLAGS_ferry_server), absl::GetFlag(FLAGS_agent),
+          absl::GetFlag(FLAGS_manifest), work + "/image", node_dirs);
       !s.ok()) {
     return Fail(s.ToString());
   }

@@ -2,8 +2,9 @@
 // pod of an image built here runs on it with an address of the pod network and its log
 // reaches kubectl through the API server, a pod on the node's network sees the node's
 // address, and stopping the cluster leaves no process, mount, cgroup or bridge behind.
-// On it, ferry_server's DaemonSet serves Spark's protocol at the node's address, and
-// Spark applications' executors shuffle through it and go when idle.
+// On it, ferry_server's DaemonSet serves Spark's protocol at the node's address, its node
+// agent hands it applications' starts, secrets and ends, and Spark applications'
+// executors shuffle through it and go when idle.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,8 +22,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/block_sink.h"
 #include "client/spark_client.h"
+#include "common/secret.h"
 #include "common/shuffle_writer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
@@ -42,7 +45,7 @@ namespace {
 std::string BusyboxRoot(const std::string& dir) {
   std::filesystem::create_directories(dir + "/bin");
   std::filesystem::copy_file("/usr/bin/busybox", dir + "/bin/busybox");
-  for (const char* tool : {"sh", "cat", "echo", "hostname", "ip", "grep"}) {
+  for (const char* tool : {"sh", "cat", "echo", "hostname", "ip", "grep", "sleep"}) {
     std::filesystem::create_symlink("busybox", dir + "/bin/" + tool);
   }
   return dir;
@@ -152,9 +155,9 @@ class FerryOnKubernetesTest : public ::testing::Test {
     }
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = *std::move(started);
-    const absl::Status serving = StartFerryOnTheNode(*cluster_, "server/ferry_server",
-                                                     "packaging/kubernetes/ferry-server.yaml",
-                                                     dir_.path() + "/image", node_dirs());
+    const absl::Status serving = StartFerryOnTheNode(
+        *cluster_, "server/ferry_server", "server/kubernetes/ferry-k8s-agent",
+        "packaging/kubernetes/ferry-server.yaml", dir_.path() + "/image", node_dirs());
     ASSERT_TRUE(serving.ok()) << serving;
   }
 
@@ -164,22 +167,82 @@ class FerryOnKubernetesTest : public ::testing::Test {
   std::unique_ptr<KubeCluster> cluster_;  // stopped before dir_ goes
 };
 
-// ferry_server's pod on the node's network turns Ready by its gRPC health, answers on
-// the node's address, and a rolled pod comes back Ready.
-TEST_F(FerryOnKubernetesTest, TheDaemonSetServesOnTheNode) {
+// What Spark's Kubernetes backend makes for an application, as the agent reads it: the
+// executors' ConfigMap, and an executor's pod on the node (its labels, and the
+// application's secret in its environment), here running a shell that waits.
+std::string SparkLikeApplication(const std::string& app, const std::string& secret) {
+  return absl::StrCat(R"yaml(apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: spark-exec-)yaml",
+                      app, R"yaml(-conf-map
+  namespace: default
+  labels: {spark-app-selector: )yaml",
+                      app, R"yaml(, spark-role: executor}
+data: {}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: )yaml",
+                      app, R"yaml(-exec-1
+  namespace: default
+  labels: {spark-app-selector: )yaml",
+                      app, R"yaml(, spark-role: executor, spark-exec-id: "1"}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: spark-kubernetes-executor
+    image: ferry.local/busybox:v1
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    env:
+    - {name: _SPARK_AUTH_SECRET, value: ")yaml",
+                      secret, R"yaml("}
+)yaml");
+}
+
+// The node agent hands ferry_server each application its pods name: an executor's pod
+// on the node starts it with the secret from the pod, which ferry_server then requires;
+// the pods and ConfigMap deleted end it, and ferry_server deletes the executors' dirs.
+// That holds across a restart of the API server (the agent's watches break and resume)
+// and when the application ends while the DaemonSet's pod is off the node (the next
+// agent finds the end, the next ferry_server the registration it kept).
+TEST_F(FerryOnKubernetesTest, TheNodeAgentHandsApplicationsToFerryServer) {
   KubeCluster& cluster = *cluster_;
   // Its planes listen on the node's address.
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7337));
   EXPECT_TRUE(AcceptsOn(cluster.node_ip(), 7071));
-  // An executor's map output under the shared local dir (the node's hostPath), registered
-  // by the path its pod and ferry_server's see, is served by Spark's protocol at the
-  // node's address.
-  const std::string app = "spark-0123456789abcdef";
-  const std::string in_pods = "/var/lib/ferry/spark-local/blockmgr-" + app;
-  const std::string on_node = node_dirs() + "/spark-local/blockmgr-" + app;
-  std::filesystem::create_directories(on_node);
+  ASSERT_TRUE(
+      cluster
+          .LoadImage("ferry.local/busybox:v1", BusyboxRoot(dir_.path() + "/busybox"), {"/bin/sh"})
+          .ok());
+  const std::string service = cluster.node_ip() + ":7337";
   const std::vector<std::string> partitions = {"first partition", "", std::string(70000, 'x')};
-  {
+  // An executor's map output under the shared local dir (the node's hostPath), registered
+  // by the path its pod and ferry_server's see, read by Spark's protocol at the node's
+  // address with the application's secret. The error says what failed.
+  const auto register_and_fetch = [&](const std::string& app, const std::string& secret,
+                                      const std::string& on_node) -> std::string {
+    SparkFetchOptions options;
+    options.auth_secret = Secret(secret);
+    SparkShuffleClient client;
+    const std::string in_pods =
+        "/var/lib/ferry/spark-local/" + std::filesystem::path(on_node).filename().string();
+    const absl::Status registered = client.RegisterExecutor(
+        service, {app, "1", {{in_pods}, 64, "org.apache.spark.shuffle.sort.SortShuffleManager"}},
+        options);
+    if (!registered.ok()) return registered.ToString();
+    BuffersSink sink(partitions.size());
+    absl::StatusOr<SparkFetchStats> fetched =
+        client.Fetch(service, app, "1", {{0, 7, 0, 1}, {0, 7, 1, 2}, {0, 7, 2, 3}}, sink, options);
+    if (!fetched.ok()) return fetched.status().ToString();
+    return sink.blocks() == partitions ? "" : "other bytes than written";
+  };
+  const auto start_app = [&](const std::string& app, const std::string& secret) {
+    const std::string on_node = node_dirs() + "/spark-local/blockmgr-" + app;
+    std::filesystem::create_directories(on_node);
     absl::StatusOr<ShuffleWriter> writer =
         ShuffleWriter::CreateInSparkLayout({on_node}, 64, 0, 7, ChecksumAlgorithm::kAdler32);
     ASSERT_TRUE(writer.ok()) << writer.status();
@@ -187,23 +250,77 @@ TEST_F(FerryOnKubernetesTest, TheDaemonSetServesOnTheNode) {
       ASSERT_TRUE(writer->Write(static_cast<int32_t>(r), partitions[r]).ok());
     }
     ASSERT_TRUE(writer->Commit(static_cast<int32_t>(partitions.size())).ok());
-  }
-  const std::string service = cluster.node_ip() + ":7337";
-  SparkShuffleClient client;
-  const absl::Status registered = client.RegisterExecutor(
-      service, {app, "1", {{in_pods}, 64, "org.apache.spark.shuffle.sort.SortShuffleManager"}});
-  ASSERT_TRUE(registered.ok()) << registered;
-  BuffersSink sink(partitions.size());
-  absl::StatusOr<SparkFetchStats> fetched =
-      client.Fetch(service, app, "1", {{0, 7, 0, 1}, {0, 7, 1, 2}, {0, 7, 2, 3}}, sink);
-  ASSERT_TRUE(fetched.ok()) << fetched.status();
-  EXPECT_TRUE(sink.blocks() == partitions);
-  // Rolled: its pod deleted, the DaemonSet's next one is Ready.
-  absl::StatusOr<CommandResult> deleted = cluster.Kubectl(
-      {"-n", "ferry", "delete", "pod", "-l", "app.kubernetes.io/name=ferry-server", "--wait=true"});
-  ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->output : "");
+    ASSERT_TRUE(cluster.Apply(SparkLikeApplication(app, secret)).ok());
+    // Served once the agent has handed the application over.
+    std::string last;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          last = register_and_fetch(app, secret, on_node);
+          return last.empty();
+        },
+        absl::Seconds(90)))
+        << last << "\n"
+        << cluster.DiagnosticLogs();
+    EXPECT_NE(register_and_fetch(app, "not its secret", on_node), "");
+  };
+  const auto end_app = [&](const std::string& app) {
+    absl::StatusOr<CommandResult> deleted = cluster.Kubectl(
+        {"delete", "pod,configmap", "-l", "spark-app-selector=" + app, "--wait=true"},
+        absl::Seconds(90));
+    ASSERT_TRUE(deleted.ok() && deleted->exit_code == 0) << (deleted.ok() ? deleted->output : "");
+  };
+  // The agent's log in the DaemonSet's pod now.
+  const auto agent_log = [&] {
+    absl::StatusOr<CommandResult> log =
+        cluster.Kubectl({"-n", "ferry", "logs", "daemonset/ferry-server", "-c", "ferry-k8s-agent"});
+    return log.ok() ? log->output : log.status().ToString();
+  };
+  const auto dirs_go = [&](const std::string& app) {
+    const std::string on_node = node_dirs() + "/spark-local/blockmgr-" + app;
+    EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(on_node); }, absl::Seconds(90)))
+        << on_node << " is left\n"
+        << agent_log() << "\n"
+        << cluster.DiagnosticLogs();
+    const std::string log = agent_log();
+    EXPECT_TRUE(absl::StrContains(log, "msg=\"application ended\" app=" + app +
+                                           " why=\"Spark deleted its executors' ConfigMap\""))
+        << log;
+  };
+
+  const std::string first = "spark-0123456789abcdef0123456789abcdef";
+  ASSERT_NO_FATAL_FAILURE(start_app(first, "first's secret"));
+  // The API server restarts: the agent's watches break and resume, and see the end.
+  const absl::Status restarted = cluster.RestartApiServer();
+  ASSERT_TRUE(restarted.ok()) << restarted << "\n" << cluster.DiagnosticLogs();
+  ASSERT_NO_FATAL_FAILURE(end_app(first));
+  dirs_go(first);
+  EXPECT_NE(
+      register_and_fetch(first, "first's secret", node_dirs() + "/spark-local/blockmgr-" + first),
+      "")
+      << "an ended application is served";
+
+  // The DaemonSet's pod leaves the node (a node selector no node has), the application
+  // ends meanwhile, and the pod comes back.
+  const std::string second = "spark-fedcba9876543210fedcba9876543210";
+  ASSERT_NO_FATAL_FAILURE(start_app(second, "second's secret"));
+  const auto patch = [&](const std::string& type, const std::string& change) {
+    absl::StatusOr<CommandResult> patched = cluster.Kubectl(
+        {"-n", "ferry", "patch", "daemonset", "ferry-server", "--type=" + type, "-p", change});
+    ASSERT_TRUE(patched.ok() && patched->exit_code == 0) << (patched.ok() ? patched->output : "");
+  };
+  ASSERT_NO_FATAL_FAILURE(
+      patch("merge", R"({"spec":{"template":{"spec":{"nodeSelector":{"ferry-test":"off"}}}}})"));
+  const absl::Status off =
+      cluster.WaitForJsonPath({"-n", "ferry", "pods", "-l", "app.kubernetes.io/name=ferry-server"},
+                              "{.items[*].metadata.name}", "", absl::Seconds(120));
+  ASSERT_TRUE(off.ok()) << off;
+  ASSERT_NO_FATAL_FAILURE(end_app(second));
+  ASSERT_TRUE(std::filesystem::exists(node_dirs() + "/spark-local/blockmgr-" + second));
+  ASSERT_NO_FATAL_FAILURE(
+      patch("json", R"([{"op":"remove","path":"/spec/template/spec/nodeSelector"}])"));
   const absl::Status ready_again = FerryReady(cluster);
-  EXPECT_TRUE(ready_again.ok()) << ready_again;
+  ASSERT_TRUE(ready_again.ok()) << ready_again;
+  dirs_go(second);
 }
 
 // Executors on the node's network: each registers with the shuffle service at its pod's
@@ -217,11 +334,12 @@ spec:
 
 // Spark's own Kubernetes backend, a driver on the node (client mode) and executors in
 // pods of an image built here, with the shuffle service on (spark.shuffle.service.enabled,
-// Spark's stock setting; no jar of Ferry's on Spark's side) and dynamic allocation with
-// shuffle tracking off: the executors that wrote a checked shuffle are released and their
-// pods deleted, ferry_server's pod is rolled, and new executors read the shuffle from the
-// DaemonSet's next ferry_server. Both Spark lines, one after the other on one cluster;
-// answers checked against the same sums computed without Spark.
+// Spark's stock setting; no jar of Ferry's on Spark's side), spark.authenticate, and
+// dynamic allocation with shuffle tracking off: the executors that wrote a checked
+// shuffle are released and their pods deleted, ferry_server's pod is rolled, and new
+// executors read the shuffle from the DaemonSet's next ferry_server; at the
+// application's end its executors' dirs go. Both Spark lines, one after the other on one
+// cluster; answers checked against the same sums computed without Spark.
 TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
   std::string why;
   const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
@@ -264,6 +382,9 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
          node_dirs() + "/spark-local"},
         {"spark.shuffle.service.enabled", "true"},
         {"spark.shuffle.service.port", "7337"},
+        // Spark's backend gives executors a secret of the application's own in their
+        // pods, which the node agent hands ferry_server (--spark-auth-apps).
+        {"spark.authenticate", "true"},
         // One node: every reducer would read the map outputs from the disk, after asking
         // ferry_server where they are; fetched from it instead, over the node's network.
         {"spark.shuffle.readHostLocalDisk", "false"},
@@ -367,6 +488,23 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
     EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
     // Read again by executors that did not write it: from the restarted ferry_server.
     EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
+    // The application ended: its executors' dirs on the node go (the agent saw Spark
+    // delete its ConfigMap, and ferry_server deleted what its executors registered).
+    std::vector<std::string> left;
+    const bool gone = WaitFor(
+        [&] {
+          left.clear();
+          std::error_code error;
+          for (const auto& entry :
+               std::filesystem::directory_iterator(node_dirs() + "/spark-local", error)) {
+            const std::string name = entry.path().filename().string();
+            if (absl::StartsWith(name, "blockmgr-")) left.push_back(name);
+          }
+          return left.empty();
+        },
+        absl::Seconds(90));
+    EXPECT_TRUE(gone) << "left after the application's end: " << absl::StrJoin(left, " ") << "\n"
+                      << cluster.DiagnosticLogs();
     const double blocks = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
     std::printf(
         "Spark %s on Kubernetes: the restarted ferry_server sent its reducers %.0f "

@@ -315,23 +315,11 @@ absl::Status KubeCluster::WaitReady(const std::string& name, pid_t pid, absl::Du
   return absl::OkStatus();
 }
 
-absl::Status KubeCluster::Boot() {
-  FERRY_RETURN_IF_ERROR(WriteConfiguration());
+absl::StatusOr<pid_t> KubeCluster::StartApiServer() {
   const std::string& bin = programs_;
   const std::string pki = Path("pki");
   FERRY_ASSIGN_OR_RETURN(
-      pid_t etcd,
-      Launch("etcd",
-             {EtcdProgram(), "--data-dir", Path("etcd"), "--listen-client-urls",
-              absl::StrCat("http://127.0.0.1:", etcd_port_), "--advertise-client-urls",
-              absl::StrCat("http://127.0.0.1:", etcd_port_), "--listen-peer-urls",
-              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-advertise-peer-urls",
-              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-cluster",
-              absl::StrCat("default=http://127.0.0.1:", etcd_peer_port_)}));
-  FERRY_RETURN_IF_ERROR(
-      WaitReady("etcd", etcd, absl::Seconds(30), [&] { return AcceptsOnLoopback(etcd_port_); }));
-  FERRY_ASSIGN_OR_RETURN(
-      pid_t apiserver,
+      const pid_t apiserver,
       Launch("kube-apiserver",
              {bin + "/kube-apiserver", absl::StrCat("--etcd-servers=http://127.0.0.1:", etcd_port_),
               "--bind-address=" + node_ip_, "--advertise-address=" + node_ip_,
@@ -351,6 +339,33 @@ absl::Status KubeCluster::Boot() {
     absl::StatusOr<CommandResult> ready = Kubectl({"get", "--raw", "/readyz"}, absl::Seconds(10));
     return ready.ok() && ready->exit_code == 0 && absl::StrContains(ready->output, "ok");
   }));
+  return apiserver;
+}
+
+absl::Status KubeCluster::RestartApiServer() {
+  auto it = daemons_.find("kube-apiserver");
+  if (it == daemons_.end()) return absl::FailedPreconditionError("no API server runs");
+  processes_.Kill(it->second);
+  daemons_.erase(it);
+  return StartApiServer().status();
+}
+
+absl::Status KubeCluster::Boot() {
+  FERRY_RETURN_IF_ERROR(WriteConfiguration());
+  const std::string& bin = programs_;
+  const std::string pki = Path("pki");
+  FERRY_ASSIGN_OR_RETURN(
+      pid_t etcd,
+      Launch("etcd",
+             {EtcdProgram(), "--data-dir", Path("etcd"), "--listen-client-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_port_), "--advertise-client-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_port_), "--listen-peer-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-advertise-peer-urls",
+              absl::StrCat("http://127.0.0.1:", etcd_peer_port_), "--initial-cluster",
+              absl::StrCat("default=http://127.0.0.1:", etcd_peer_port_)}));
+  FERRY_RETURN_IF_ERROR(
+      WaitReady("etcd", etcd, absl::Seconds(30), [&] { return AcceptsOnLoopback(etcd_port_); }));
+  FERRY_ASSIGN_OR_RETURN(const pid_t apiserver, StartApiServer());
   // The controller manager exits unless it can read the authentication config map, which
   // the API server's bootstrap roles let it read once they are made.
   FERRY_RETURN_IF_ERROR(WaitReady("kube-apiserver", apiserver, absl::Seconds(60), [&] {

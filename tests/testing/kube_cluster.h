@@ -76,6 +76,10 @@ class KubeCluster {
   // node's containerd as `name`.
   absl::Status ImportImage(const std::string& name, const std::string& archive);
 
+  // Stops the API server (SIGTERM, as an upgrade of it does) and starts it again with the
+  // same flags; returns once it is ready. Its clients' watches break meanwhile.
+  absl::Status RestartApiServer();
+
   // The API server's URL (Spark's master URL is "k8s://" and it).
   std::string api_server_url() const;
 
@@ -86,6 +90,8 @@ class KubeCluster {
   explicit KubeCluster(Options options) : options_(std::move(options)) {}
   absl::Status Boot();
   absl::Status WriteConfiguration();
+  // Starts the API server; returns once it answers /readyz.
+  absl::StatusOr<pid_t> StartApiServer();
   // Starts daemon `name`; its log is logs/<name>.log.
   absl::StatusOr<pid_t> Launch(const std::string& name, const std::vector<std::string>& argv);
   // Waits until `ready` holds, while daemon `name` runs, at most `timeout`.

@@ -44,16 +44,34 @@ absl::Status FerryReady(KubeCluster& cluster) {
   return absl::Status(ready.code(), absl::StrCat(ready.message(), "\n", cluster.DiagnosticLogs()));
 }
 
+std::string FerryManifest(const KubeCluster& cluster, const std::string& manifest,
+                          const std::string& node_dirs) {
+  const std::string text = ReadTextFile(manifest);
+  if (text.empty()) return "";
+  // The API server is at the node's address: this cluster runs no kube-proxy, so the
+  // agent is told that address rather than the `kubernetes` service's.
+  const std::string node_name_line =
+      "        - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n";
+  const std::string api_server = absl::StrCat(
+      node_name_line, "        - {name: KUBERNETES_SERVICE_HOST, value: \"", cluster.node_ip(),
+      "\"}\n", "        - {name: KUBERNETES_SERVICE_PORT, value: \"",
+      cluster.api_server_url().substr(cluster.api_server_url().rfind(':') + 1), "\"}\n");
+  return absl::StrReplaceAll(
+      text, {{"path: /var/lib/ferry", "path: " + node_dirs}, {node_name_line, api_server}});
+}
+
 absl::Status StartFerryOnTheNode(KubeCluster& cluster, const std::string& ferry_server,
-                                 const std::string& manifest, const std::string& image_dir,
-                                 const std::string& node_dirs) {
+                                 const std::string& agent, const std::string& manifest,
+                                 const std::string& image_dir, const std::string& node_dirs) {
   FERRY_ASSIGN_OR_RETURN(const std::string root, BinaryRoot(ferry_server, image_dir));
+  std::error_code error;
+  std::filesystem::copy_file(agent, root + "/usr/bin/ferry-k8s-agent", error);
+  if (error) return absl::InternalError(absl::StrCat("copy ", agent, ": ", error.message()));
   FERRY_RETURN_IF_ERROR(
       cluster.LoadImage("ferry.local/ferry-server:0.1.0", root, {"/usr/bin/ferry_server"}));
-  const std::string text = ReadTextFile(manifest);
+  const std::string text = FerryManifest(cluster, manifest, node_dirs);
   if (text.empty()) return absl::NotFoundError(absl::StrCat("no manifest at ", manifest));
-  FERRY_RETURN_IF_ERROR(
-      cluster.Apply(absl::StrReplaceAll(text, {{"path: /var/lib/ferry", "path: " + node_dirs}})));
+  FERRY_RETURN_IF_ERROR(cluster.Apply(text));
   return FerryReady(cluster);
 }
 

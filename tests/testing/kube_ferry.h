@@ -18,11 +18,16 @@ namespace ferry::testing {
 absl::StatusOr<std::string> BinaryRoot(const std::string& binary, const std::string& dir);
 
 // packaging/kubernetes/ferry-server.yaml (read from `manifest`) as a user applies it, but
-// for its hostPath dirs (under `node_dirs`) and its image: `ferry_server` and the
-// libraries it loads, made in `image_dir`. Returns once its pod is Ready.
+// for its hostPath dirs (under `node_dirs`) and the API server's address the node agent is
+// given (this cluster has no kube-proxy for the `kubernetes` service). Empty when there is
+// no manifest.
+std::string FerryManifest(const KubeCluster& cluster, const std::string& manifest,
+                          const std::string& node_dirs);
+// That manifest applied, and its image: `ferry_server` and the libraries it loads, and
+// the node agent `agent` (static), made in `image_dir`. Returns once its pod is Ready.
 absl::Status StartFerryOnTheNode(KubeCluster& cluster, const std::string& ferry_server,
-                                 const std::string& manifest, const std::string& image_dir,
-                                 const std::string& node_dirs);
+                                 const std::string& agent, const std::string& manifest,
+                                 const std::string& image_dir, const std::string& node_dirs);
 // Once ferry_server's DaemonSet has its pod Ready; the error holds the daemons' errors.
 absl::Status FerryReady(KubeCluster& cluster);
 
