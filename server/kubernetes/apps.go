@@ -9,8 +9,9 @@ import (
 // Pod is what the agent keeps of one of Spark's pods (a driver anywhere, or an executor
 // on its node).
 type Pod struct {
-	App  string // its spark-app-selector label
-	Role string // its spark-role label: "driver" or "executor"
+	Namespace string
+	App       string // its spark-app-selector label
+	Role      string // its spark-role label: "driver" or "executor"
 	// Pending or Running: not terminated (Succeeded or Failed).
 	Live bool
 	// The application's spark.authenticate secret, as Spark's Kubernetes backend puts it
@@ -43,9 +44,17 @@ type End struct {
 	Why string
 }
 
+// Refused is an application not started: its executors' pods on the node disagree on its
+// namespace or secret (a pod made to pass for one of another application's).
+type Refused struct {
+	App string
+	Why string
+}
+
 // Tracker decides when a Spark application starts and ends on this node, from what the
 // API says and what the hand-off dir already holds (docs/spark.md, "Kubernetes"):
-//   - it starts when an executor of it is Pending or Running on this node;
+//   - it starts when an executor of it is Pending or Running on this node, unless its
+//     executors' pods here disagree on its namespace or secret;
 //   - it ends when its driver's pod ended (Succeeded or Failed) or went; without a driver's
 //     pod (a driver outside the cluster), when Spark deleted its executors' ConfigMap and no
 //     executor of it lives on this node;
@@ -58,18 +67,22 @@ type End struct {
 type Tracker struct {
 	OrphanAfter time.Duration
 	lastLive    map[string]time.Time
+	refused     map[string]bool // said once each
 }
 
-// Decide says which applications start and which end now. `started` and `stopped` are
-// the hand-off dir's starts and end markers.
-func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stopped map[string]time.Time) ([]Start, []End) {
+// Decide says which applications start and which end now, and which are refused (each
+// once). `started` and `stopped` are the hand-off dir's starts and end markers.
+func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stopped map[string]time.Time) ([]Start, []End, []Refused) {
 	if t.lastLive == nil {
 		t.lastLive = map[string]time.Time{}
+		t.refused = map[string]bool{}
 	}
 	type app struct {
 		drivers, liveDrivers, liveExecutors int
+		namespace                           string
 		secret                              *string
 		secretByReference                   bool
+		conflict                            string
 	}
 	apps := map[string]*app{}
 	of := func(id string) *app {
@@ -92,17 +105,24 @@ func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stop
 				a.liveDrivers++
 			}
 		case "executor":
-			if pod.Live {
-				a.liveExecutors++
-				if a.secret == nil && pod.Secret != nil {
-					a.secret = pod.Secret
-				}
-				a.secretByReference = a.secretByReference || pod.SecretByReference
+			if !pod.Live {
+				continue
 			}
+			a.liveExecutors++
+			if a.liveExecutors == 1 {
+				a.namespace, a.secret = pod.Namespace, pod.Secret
+			} else if pod.Namespace != a.namespace {
+				a.conflict = "its executors' pods on this node are in namespaces " + a.namespace +
+					" and " + pod.Namespace
+			} else if (pod.Secret == nil) != (a.secret == nil) || (pod.Secret != nil && *pod.Secret != *a.secret) {
+				a.conflict = "its executors' pods on this node give different secrets"
+			}
+			a.secretByReference = a.secretByReference || pod.SecretByReference
 		}
 	}
 
 	var starts []Start
+	var refused []Refused
 	for id, a := range apps {
 		if a.liveExecutors == 0 || started[id] {
 			continue
@@ -110,10 +130,19 @@ func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stop
 		if _, ended := stopped[id]; ended {
 			continue // an executor's pod that outlived its application's end
 		}
+		if a.conflict != "" {
+			if !t.refused[id] {
+				t.refused[id] = true
+				refused = append(refused, Refused{App: id, Why: a.conflict})
+			}
+			continue
+		}
+		delete(t.refused, id)
 		starts = append(starts, Start{App: id, Secret: a.secret,
 			SecretByReference: a.secret == nil && a.secretByReference})
 	}
 	sort.Slice(starts, func(i, j int) bool { return starts[i].App < starts[j].App })
+	sort.Slice(refused, func(i, j int) bool { return refused[i].App < refused[j].App })
 
 	var ends []End
 	for id := range started {
@@ -146,7 +175,7 @@ func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stop
 		}
 	}
 	sort.Slice(ends, func(i, j int) bool { return ends[i].App < ends[j].App })
-	return starts, ends
+	return starts, ends, refused
 }
 
 // Ended forgets an application the hand-off has ended.

@@ -27,11 +27,17 @@ func apps(ids ...string) map[string]bool {
 
 var none = map[string]time.Time{}
 
+// decide is Decide for the tests that refuse nothing.
+func decide(tracker *Tracker, now time.Time, view View, started map[string]bool, stopped map[string]time.Time) ([]Start, []End) {
+	starts, ends, _ := tracker.Decide(now, view, started, stopped)
+	return starts, ends
+}
+
 func TestAnExecutorOnTheNodeStartsItsApplicationWithItsSecret(t *testing.T) {
 	tracker := &Tracker{OrphanAfter: time.Hour}
 	now := time.Unix(1_800_000_000, 0)
 	view := View{Pods: []Pod{executor(app, true, secret("s3cr3t")), executor("spark-other", false, nil)}}
-	starts, ends := tracker.Decide(now, view, apps(), none)
+	starts, ends := decide(tracker, now, view, apps(), none)
 	if len(starts) != 1 || starts[0].App != app || starts[0].Secret == nil || *starts[0].Secret != "s3cr3t" {
 		t.Fatalf("starts = %+v, want %s with its secret (and none for an ended executor)", starts, app)
 	}
@@ -39,23 +45,23 @@ func TestAnExecutorOnTheNodeStartsItsApplicationWithItsSecret(t *testing.T) {
 		t.Fatalf("ends = %+v", ends)
 	}
 	// Without spark.authenticate: a start without a secret. Once written, not again.
-	starts, _ = tracker.Decide(now, View{Pods: []Pod{executor("spark-open", true, nil)}}, apps(), none)
+	starts, _ = decide(tracker, now, View{Pods: []Pod{executor("spark-open", true, nil)}}, apps(), none)
 	if len(starts) != 1 || starts[0].Secret != nil {
 		t.Fatalf("starts = %+v, want one without a secret", starts)
 	}
-	starts, _ = tracker.Decide(now, View{Pods: []Pod{executor("spark-open", true, nil)}}, apps("spark-open"),
+	starts, _ = decide(tracker, now, View{Pods: []Pod{executor("spark-open", true, nil)}}, apps("spark-open"),
 		none)
 	if len(starts) != 0 {
 		t.Fatalf("started again: %+v", starts)
 	}
 	// An executor's pod that outlives its application's end starts nothing.
-	starts, _ = tracker.Decide(now, View{Pods: []Pod{executor(app, true, nil)}}, apps(),
+	starts, _ = decide(tracker, now, View{Pods: []Pod{executor(app, true, nil)}}, apps(),
 		map[string]time.Time{app: now})
 	if len(starts) != 0 {
 		t.Fatalf("an ended application started again: %+v", starts)
 	}
 	// An id ferry_server would refuse is not handed over.
-	starts, _ = tracker.Decide(now, View{Pods: []Pod{executor("../etc", true, nil)}}, apps(), none)
+	starts, _ = decide(tracker, now, View{Pods: []Pod{executor("../etc", true, nil)}}, apps(), none)
 	if len(starts) != 0 {
 		t.Fatalf("starts = %+v", starts)
 	}
@@ -65,17 +71,17 @@ func TestAClientModeApplicationEndsWithItsConfigMapNotWithItsLastExecutor(t *tes
 	tracker := &Tracker{OrphanAfter: time.Hour}
 	now := time.Unix(1_800_000_000, 0)
 	// Dynamic allocation released every executor: its ConfigMap says it runs on.
-	_, ends := tracker.Decide(now, View{ConfigMaps: apps(app)}, apps(app), none)
+	_, ends := decide(tracker, now, View{ConfigMaps: apps(app)}, apps(app), none)
 	if len(ends) != 0 {
 		t.Fatalf("ended while its ConfigMap is there: %+v", ends)
 	}
 	// Spark's stop deleted it (and its executors' pods).
-	_, ends = tracker.Decide(now.Add(time.Minute), View{}, apps(app), none)
+	_, ends = decide(tracker, now.Add(time.Minute), View{}, apps(app), none)
 	if len(ends) != 1 || ends[0].App != app || !strings.Contains(ends[0].Why, "ConfigMap") {
 		t.Fatalf("ends = %+v, want %s for its ConfigMap", ends, app)
 	}
 	// An executor still alive here keeps it (spark.kubernetes.executor.disableConfigMap).
-	_, ends = tracker.Decide(now, View{Pods: []Pod{executor(app, true, nil)}}, apps(app), none)
+	_, ends = decide(tracker, now, View{Pods: []Pod{executor(app, true, nil)}}, apps(app), none)
 	if len(ends) != 0 {
 		t.Fatalf("ended with a live executor: %+v", ends)
 	}
@@ -85,13 +91,13 @@ func TestAClusterModeApplicationEndsWithItsDriversPod(t *testing.T) {
 	tracker := &Tracker{OrphanAfter: time.Hour}
 	now := time.Unix(1_800_000_000, 0)
 	view := View{Pods: []Pod{driver(app, true)}}
-	if _, ends := tracker.Decide(now, view, apps(app), none); len(ends) != 0 {
+	if _, ends := decide(tracker, now, view, apps(app), none); len(ends) != 0 {
 		t.Fatalf("ended with its driver running: %+v", ends)
 	}
 	// The driver's pod Succeeded: its ConfigMap (owned by the pod) stays until the pod goes,
 	// and executors may still be stopping.
 	view = View{Pods: []Pod{driver(app, false), executor(app, true, nil)}, ConfigMaps: apps(app)}
-	_, ends := tracker.Decide(now, view, apps(app), none)
+	_, ends := decide(tracker, now, view, apps(app), none)
 	if len(ends) != 1 || !strings.Contains(ends[0].Why, "driver") {
 		t.Fatalf("ends = %+v, want one for its driver's pod", ends)
 	}
@@ -102,20 +108,20 @@ func TestAnApplicationWhoseDriverVanishedEndsAfterTheBound(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	live := View{Pods: []Pod{executor(app, true, nil)}, ConfigMaps: apps(app)}
 	gone := View{ConfigMaps: apps(app)}
-	tracker.Decide(now, live, apps(app), none)
-	if _, ends := tracker.Decide(now.Add(59*time.Minute), gone, apps(app), none); len(ends) != 0 {
+	decide(tracker, now, live, apps(app), none)
+	if _, ends := decide(tracker, now.Add(59*time.Minute), gone, apps(app), none); len(ends) != 0 {
 		t.Fatalf("ended within the bound: %+v", ends)
 	}
-	_, ends := tracker.Decide(now.Add(time.Hour), gone, apps(app), none)
+	_, ends := decide(tracker, now.Add(time.Hour), gone, apps(app), none)
 	if len(ends) != 1 || !strings.Contains(ends[0].Why, "no pod of it lived for 1h0m0s") {
 		t.Fatalf("ends = %+v, want one past the bound", ends)
 	}
 	// A restarted agent counts the bound from its own start.
 	restarted := &Tracker{OrphanAfter: time.Hour}
-	if _, ends := restarted.Decide(now.Add(2*time.Hour), gone, apps(app), none); len(ends) != 0 {
+	if _, ends := decide(restarted, now.Add(2*time.Hour), gone, apps(app), none); len(ends) != 0 {
 		t.Fatalf("a restarted agent ended it at once: %+v", ends)
 	}
-	if _, ends := restarted.Decide(now.Add(3*time.Hour), gone, apps(app), none); len(ends) != 1 {
+	if _, ends := decide(restarted, now.Add(3*time.Hour), gone, apps(app), none); len(ends) != 1 {
 		t.Fatalf("ends = %+v, want one an hour after the restart", ends)
 	}
 }
@@ -124,8 +130,34 @@ func TestAnEndWrittenHalfIsWrittenAgain(t *testing.T) {
 	tracker := &Tracker{OrphanAfter: time.Hour}
 	now := time.Unix(1_800_000_000, 0)
 	// Its marker is there but its start was not deleted (the agent stopped between them).
-	_, ends := tracker.Decide(now, View{ConfigMaps: apps(app)}, apps(app), map[string]time.Time{app: now})
+	_, ends := decide(tracker, now, View{ConfigMaps: apps(app)}, apps(app), map[string]time.Time{app: now})
 	if !reflect.DeepEqual(ends, []End{{App: app, Why: "its end marker is there already"}}) {
 		t.Fatalf("ends = %+v", ends)
+	}
+}
+
+func TestExecutorsThatDisagreeStartNothing(t *testing.T) {
+	tracker := &Tracker{OrphanAfter: time.Hour}
+	now := time.Unix(1_800_000_000, 0)
+	other := executor(app, true, secret("mine"))
+	other.Namespace = "tenant-b"
+	view := View{Pods: []Pod{executor(app, true, secret("s3cr3t")), other}}
+	starts, _, refused := tracker.Decide(now, view, apps(), none)
+	if len(starts) != 0 || len(refused) != 1 || !strings.Contains(refused[0].Why, "namespaces") {
+		t.Fatalf("starts = %+v, refused = %+v; want it refused for its namespaces", starts, refused)
+	}
+	// Said once.
+	if _, _, refused := tracker.Decide(now, view, apps(), none); len(refused) != 0 {
+		t.Fatalf("refused again: %+v", refused)
+	}
+	view = View{Pods: []Pod{executor(app, true, secret("s3cr3t")), executor(app, true, secret("mine"))}}
+	if _, _, refused := (&Tracker{}).Decide(now, view, apps(), none); len(refused) != 1 ||
+		!strings.Contains(refused[0].Why, "secrets") {
+		t.Fatalf("refused = %+v, want it refused for its secrets", refused)
+	}
+	// Agreeing pods: started.
+	view = View{Pods: []Pod{executor(app, true, secret("s3cr3t")), executor(app, true, secret("s3cr3t"))}}
+	if starts, _, _ := tracker.Decide(now, view, apps(), none); len(starts) != 1 {
+		t.Fatalf("starts = %+v", starts)
 	}
 }

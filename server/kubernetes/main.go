@@ -202,9 +202,10 @@ func trimMetadata(object any) (any, error) {
 // PodOf is what Tracker reads of a (trimmed) pod.
 func PodOf(pod *corev1.Pod) Pod {
 	p := Pod{
-		App:  pod.Labels[appLabel],
-		Role: pod.Labels[roleLabel],
-		Live: pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed,
+		Namespace: pod.Namespace,
+		App:       pod.Labels[appLabel],
+		Role:      pod.Labels[roleLabel],
+		Live:      pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed,
 	}
 	for _, container := range pod.Spec.Containers {
 		for _, env := range container.Env {
@@ -247,7 +248,10 @@ func reconcile(log *slog.Logger, handOff *HandOff, tracker *Tracker, executors, 
 		}
 	}
 	now := time.Now()
-	starts, ends := tracker.Decide(now, view, started, stopped)
+	starts, ends, refused := tracker.Decide(now, view, started, stopped)
+	for _, r := range refused {
+		log.Warn("application not handed over", "app", r.App, "why", r.Why)
+	}
 	for _, start := range starts {
 		if err := handOff.Start(start.App, start.Secret); err != nil {
 			log.Error("handing over an application's start", "app", start.App, "error", err)
