@@ -488,6 +488,7 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
     EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
     // Read again by executors that did not write it: from the restarted ferry_server.
     EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
+    EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
     // The application ended: its executors' dirs on the node go (the agent saw Spark
     // delete its ConfigMap, and ferry_server deleted what its executors registered).
     std::vector<std::string> left;

@@ -357,6 +357,63 @@ TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
   ExpectBlocksSentSince(before);
 }
 
+// Ferry's Spark plugin (client/spark: spark.shuffle.sort.io.plugin.class) with no
+// shuffle service of Spark's and no shuffle tracking: executors write their map outputs
+// into ferry_server's dirs and register them there, dynamic allocation releases every
+// executor once the checked shuffle is written, and new executors read it from
+// ferry_server. Answers checked against the same sums computed without Spark.
+TEST_P(RealSparkTest, FerrysPluginLetsExecutorsGoWithoutAServiceOfSparks) {
+  const std::string jar = std::filesystem::absolute(
+      absl::StrCat("client/spark/ferry-spark-plugin_",
+                   absl::StartsWith(GetParam().version, "3.") ? "2.12" : "2.13", ".jar"));
+  std::map<std::string, std::string> conf = BaseConf();
+  conf["spark.shuffle.sort.io.plugin.class"] = "org.ferry.spark.FerryShuffleDataIO";
+  conf["spark.driver.extraClassPath"] = jar;
+  conf["spark.executor.extraClassPath"] = jar;
+  conf["spark.ferry.node.host"] = "127.0.0.1";
+  conf["spark.shuffle.service.port"] = absl::StrCat(server_->spark_port());
+  conf["spark.dynamicAllocation.enabled"] = "true";
+  conf["spark.dynamicAllocation.shuffleTracking.enabled"] = "false";
+  conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
+  conf["spark.dynamicAllocation.minExecutors"] = "0";
+  conf["spark.dynamicAllocation.maxExecutors"] = "2";
+  TempDir handshakes;
+  std::atomic<bool> app_ended{false};
+  size_t registered = 0;
+  std::map<std::string, std::string> held;
+  std::vector<MetricFamilySamples> at_held;
+  std::thread director([&] {
+    if (!testing::WaitFor(
+            [&] { return app_ended || std::filesystem::exists(handshakes.path() + "/held.ready"); },
+            absl::Minutes(3))) {
+      return;
+    }
+    // Every executor is gone; what they wrote is in ferry_server's dirs, registered.
+    registered = server_->spark_door()->executors()->size();
+    held = ShuffleFiles(local_root_);
+    at_held = server_->CollectMetrics();
+    Touch(handshakes.path() + "/held.done");
+  });
+  const std::vector<std::string> results =
+      Run("Ferry's plugin, executors released", conf, {"hold-idle=" + handshakes.path()});
+  app_ended = true;
+  director.join();
+  std::map<std::string, std::string> by_job = testing::ResultsByJob(results);
+  EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "") << last_output_;
+  EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "") << last_output_;
+  EXPECT_GT(registered, 0u);
+  size_t in_ferry_dirs = 0;
+  for (const auto& [name, path] : held) {
+    if (absl::StrContains(path, "/ferry-app-")) ++in_ferry_dirs;
+  }
+  EXPECT_GT(in_ferry_dirs, 0u) << "no map output in the plugin's dirs";
+  // Read again by new executors, from ferry_server: the map outputs of the executors that
+  // went stayed registered (nothing was computed again).
+  ASSERT_FALSE(at_held.empty()) << "the application did not reach held";
+  ExpectBlocksSentSince(at_held);
+  EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
+}
+
 // spark.authenticate on the whole cluster (master, workers, applications) and on
 // ferry_server, with one shared secret, as a standalone cluster sets it.
 class RealSparkAuthTest : public RealSparkTest {

@@ -258,13 +258,22 @@ def cached_jobs(spark):
 def hold_jobs(spark, directory, idle=False):
     """The checked shuffle, held: once it is written the test looks at its map outputs
     (DIR/held.ready) while the application lives, and the shuffle is read again after
-    the test is done (DIR/held.done). idle: the test is told once dynamic allocation has
-    released every executor, so executors that did not write it read it again."""
+    the test is done (DIR/held.done), saying how many stages that ran (1: the map stage
+    was skipped). idle: the test is told once dynamic allocation has released every
+    executor, so executors that did not write it read it again."""
+    sc = spark.sparkContext
     shuffled = checked_jobs(spark)
     if idle:
-        wait_for_executors(spark.sparkContext, 0)
+        wait_for_executors(sc, 0)
     handshake(directory, "held")
-    result("read-again", **summary(shuffled.collect()))
+    sc.setJobGroup("read-again", "the held shuffle read again")
+    rows = shuffled.collect()
+    # Its map stage is skipped (1 stage run) while its map outputs stay registered.
+    tracker = sc.statusTracker()
+    stages_run = sum(1 for j in tracker.getJobIdsForGroup("read-again")
+                     for s in tracker.getJobInfo(j).stageIds
+                     if (info := tracker.getStageInfo(s)) is not None and info.numCompletedTasks > 0)
+    result("read-again", stages_run=stages_run, **summary(rows))
 
 
 def start_mergers(sc):
