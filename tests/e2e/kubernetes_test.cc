@@ -163,6 +163,99 @@ class FerryOnKubernetesTest : public ::testing::Test {
 
   std::string node_dirs() const { return dir_.path() + "/node"; }
 
+  // Spark's own Kubernetes backend for `spark`, as both Spark cases submit: a client-mode
+  // driver on the node, executors of the image scripts/setup made (imported here) with
+  // their local dirs on the node's dir ferry_server serves (at the path its pod sees it at
+  // too) and the handshakes' dir, spark.authenticate (the backend gives executors a
+  // secret of the application's own in their pods, which the node agent hands
+  // ferry_server), and dynamic allocation without shuffle tracking, releasing executors
+  // idle for 2 s. `pod_template` is the executors' pod template.
+  std::map<std::string, std::string> SparkSettings(const SparkDistribution& spark,
+                                                   const std::string& pod_template,
+                                                   const std::string& handshakes) {
+    const std::string image = "ferry.local/spark:" + spark.version;
+    const std::string archive = SparkImageArchive(spark.version);
+    EXPECT_TRUE(std::filesystem::exists(archive)) << archive << ": run scripts/setup";
+    const absl::Status imported = cluster_->ImportImage(image, archive);
+    EXPECT_TRUE(imported.ok()) << imported;
+    std::filesystem::create_directories(handshakes);
+    return {
+        {"spark.kubernetes.container.image", image},
+        {"spark.kubernetes.container.image.pullPolicy", "Never"},
+        {"spark.kubernetes.namespace", "default"},
+        {"spark.kubernetes.executor.podTemplateFile", pod_template},
+        {"spark.kubernetes.executor.request.cores", "100m"},
+        {"spark.kubernetes.allocation.batch.delay", "1s"},
+        {"spark.executor.memory", "512m"},
+        {"spark.executor.cores", "1"},
+        {"spark.driver.host", cluster_->node_ip()},
+        {"spark.driver.bindAddress", cluster_->node_ip()},
+        {"spark.ui.enabled", "false"},
+        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.mount.path",
+         "/var/lib/ferry/spark-local"},
+        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.options.path",
+         node_dirs() + "/spark-local"},
+        {"spark.shuffle.service.port", "7337"},
+        {"spark.authenticate", "true"},
+        {"spark.dynamicAllocation.enabled", "true"},
+        {"spark.dynamicAllocation.shuffleTracking.enabled", "false"},
+        {"spark.dynamicAllocation.minExecutors", "0"},
+        {"spark.dynamicAllocation.initialExecutors", "2"},
+        {"spark.dynamicAllocation.maxExecutors", "2"},
+        {"spark.kubernetes.executor.volumes.hostPath.handshakes.mount.path", handshakes},
+        {"spark.kubernetes.executor.volumes.hostPath.handshakes.options.path", handshakes},
+        {"spark.dynamicAllocation.executorIdleTimeout", "2s"},
+        {"spark.dynamicAllocation.schedulerBacklogTimeout", "1s"},
+    };
+  }
+
+  // spark-submit of tests/e2e/spark_jobs.py `jobs` with `conf`, and its environment.
+  std::vector<std::string> SubmitArgv(const SparkDistribution& spark,
+                                      const std::map<std::string, std::string>& conf,
+                                      const std::vector<std::string>& jobs) const {
+    std::vector<std::string> argv = {spark.home + "/bin/spark-submit", "--master",
+                                     "k8s://" + cluster_->api_server_url(), "--deploy-mode",
+                                     "client"};
+    for (const auto& [key, value] : conf) {
+      argv.push_back("--conf");
+      argv.push_back(absl::StrCat(key, "=", value));
+    }
+    argv.push_back("tests/e2e/spark_jobs.py");
+    argv.insert(argv.end(), jobs.begin(), jobs.end());
+    return argv;
+  }
+  std::map<std::string, std::string> SubmitEnv(const SparkDistribution& spark) const {
+    const std::string spark_conf = dir_.path() + "/spark-conf";
+    std::filesystem::create_directories(spark_conf);
+    return {{"JAVA_HOME", JavaHome()},        {"SPARK_HOME", spark.home},
+            {"SPARK_CONF_DIR", spark_conf},   {"KUBECONFIG", cluster_->admin_kubeconfig()},
+            {"PYSPARK_PYTHON", spark.python}, {"PYSPARK_DRIVER_PYTHON", spark.python}};
+  }
+
+  // Once an application ended: its executors' dirs on the node go (the agent saw Spark
+  // delete its ConfigMap, and ferry_server deleted what its executors registered; Spark
+  // deleted its executors' own). What is left, else "".
+  std::string LeftAfterTheEnd() {
+    std::vector<std::string> left;
+    WaitFor(
+        [&] {
+          left.clear();
+          std::error_code error;
+          for (const auto& entry :
+               std::filesystem::directory_iterator(node_dirs() + "/spark-local", error)) {
+            left.push_back(entry.path().filename().string());
+          }
+          return left.empty();
+        },
+        absl::Seconds(90));
+    if (left.empty()) return "";
+    absl::StatusOr<CommandResult> log = cluster_->Kubectl(
+        {"-n", "ferry", "logs", "daemonset/ferry-server", "-c", "ferry-server", "--tail=40"});
+    return absl::StrCat("left after the application's end: ", absl::StrJoin(left, " "),
+                        "\nferry_server's log:\n",
+                        log.ok() ? log->output : log.status().ToString());
+  }
+
   TempDir dir_;
   std::unique_ptr<KubeCluster> cluster_;  // stopped before dir_ goes
 };
@@ -351,70 +444,18 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
 
   for (const SparkDistribution& spark : sparks) {
     SCOPED_TRACE("Spark " + spark.version);
-    const std::string image = "ferry.local/spark:" + spark.version;
-    const std::string archive = SparkImageArchive(spark.version);
-    ASSERT_TRUE(std::filesystem::exists(archive)) << archive << ": run scripts/setup";
-    const absl::Status imported = cluster.ImportImage(image, archive);
-    ASSERT_TRUE(imported.ok()) << imported;
-
     const std::string handshakes = absl::StrCat(dir_.path(), "/handshakes-", spark.version);
-    std::filesystem::create_directories(handshakes);
-    const std::map<std::string, std::string> conf = {
-        {"spark.kubernetes.container.image", image},
-        {"spark.kubernetes.container.image.pullPolicy", "Never"},
-        {"spark.kubernetes.namespace", "default"},
-        {"spark.kubernetes.executor.podTemplateFile", pod_template},
-        {"spark.kubernetes.executor.request.cores", "100m"},
-        {"spark.kubernetes.allocation.batch.delay", "1s"},
-        {"spark.executor.memory", "512m"},
-        {"spark.executor.cores", "1"},
-        // On the node's network a declared port (7079 by default) is the node's: one
-        // executor per node. 0: each takes a free one, and declares none.
-        {"spark.blockManager.port", "0"},
-        {"spark.driver.host", cluster.node_ip()},
-        {"spark.driver.bindAddress", cluster.node_ip()},
-        {"spark.ui.enabled", "false"},
-        // The executors' local dirs are the node's dir ferry_server serves, at the path
-        // its pod sees it at too.
-        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.mount.path",
-         "/var/lib/ferry/spark-local"},
-        {"spark.kubernetes.executor.volumes.hostPath.spark-local-dir-1.options.path",
-         node_dirs() + "/spark-local"},
-        {"spark.shuffle.service.enabled", "true"},
-        {"spark.shuffle.service.port", "7337"},
-        // Spark's backend gives executors a secret of the application's own in their
-        // pods, which the node agent hands ferry_server (--spark-auth-apps).
-        {"spark.authenticate", "true"},
-        // One node: every reducer would read the map outputs from the disk, after asking
-        // ferry_server where they are; fetched from it instead, over the node's network.
-        {"spark.shuffle.readHostLocalDisk", "false"},
-        {"spark.dynamicAllocation.enabled", "true"},
-        {"spark.dynamicAllocation.shuffleTracking.enabled", "false"},
-        {"spark.dynamicAllocation.minExecutors", "0"},
-        {"spark.dynamicAllocation.initialExecutors", "2"},
-        {"spark.dynamicAllocation.maxExecutors", "2"},
-        // The handshakes' dir, at its own path in the executors' pods too.
-        {"spark.kubernetes.executor.volumes.hostPath.handshakes.mount.path", handshakes},
-        {"spark.kubernetes.executor.volumes.hostPath.handshakes.options.path", handshakes},
-        {"spark.dynamicAllocation.executorIdleTimeout", "2s"},
-        {"spark.dynamicAllocation.schedulerBacklogTimeout", "1s"},
-    };
-    std::vector<std::string> argv = {spark.home + "/bin/spark-submit", "--master",
-                                     "k8s://" + cluster.api_server_url(), "--deploy-mode",
-                                     "client"};
-    for (const auto& [key, value] : conf) {
-      argv.push_back("--conf");
-      argv.push_back(absl::StrCat(key, "=", value));
-    }
-    argv.push_back("tests/e2e/spark_jobs.py");
-    argv.push_back("pod-deleted=" + handshakes);
-    argv.push_back("hold-idle=" + handshakes);
-    const std::string spark_conf = dir_.path() + "/spark-conf";
-    std::filesystem::create_directories(spark_conf);
-    const std::map<std::string, std::string> env = {
-        {"JAVA_HOME", JavaHome()},        {"SPARK_HOME", spark.home},
-        {"SPARK_CONF_DIR", spark_conf},   {"KUBECONFIG", cluster.admin_kubeconfig()},
-        {"PYSPARK_PYTHON", spark.python}, {"PYSPARK_DRIVER_PYTHON", spark.python}};
+    std::map<std::string, std::string> conf = SparkSettings(spark, pod_template, handshakes);
+    // On the node's network a declared port (7079 by default) is the node's: one executor
+    // per node. 0: each takes a free one, and declares none.
+    conf["spark.blockManager.port"] = "0";
+    conf["spark.shuffle.service.enabled"] = "true";
+    // One node: every reducer would read the map outputs from the disk, after asking
+    // ferry_server where they are; fetched from it instead, over the node's network.
+    conf["spark.shuffle.readHostLocalDisk"] = "false";
+    const std::vector<std::string> argv =
+        SubmitArgv(spark, conf, {"pod-deleted=" + handshakes, "hold-idle=" + handshakes});
+    const std::map<std::string, std::string> env = SubmitEnv(spark);
 
     ProcessGroups groups;
     std::atomic<bool> ended{false};
@@ -489,29 +530,110 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
     // Read again by executors that did not write it: from the restarted ferry_server.
     EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
     EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
-    // The application ended: its executors' dirs on the node go (the agent saw Spark
-    // delete its ConfigMap, and ferry_server deleted what its executors registered).
-    std::vector<std::string> left;
-    const bool gone = WaitFor(
-        [&] {
-          left.clear();
-          std::error_code error;
-          for (const auto& entry :
-               std::filesystem::directory_iterator(node_dirs() + "/spark-local", error)) {
-            const std::string name = entry.path().filename().string();
-            if (absl::StartsWith(name, "blockmgr-")) left.push_back(name);
-          }
-          return left.empty();
-        },
-        absl::Seconds(90));
-    EXPECT_TRUE(gone) << "left after the application's end: " << absl::StrJoin(left, " ") << "\n"
-                      << cluster.DiagnosticLogs();
+    EXPECT_EQ(LeftAfterTheEnd(), "");
     const double blocks = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
     std::printf(
         "Spark %s on Kubernetes: the restarted ferry_server sent its reducers %.0f "
         "blocks\n",
         spark.version.c_str(), blocks);
     EXPECT_GT(blocks, 0);
+  }
+}
+
+// Executors on the pod network, told their node's address (where its ferry_server is).
+constexpr char kPodNetworkExecutorTemplate[] = R"yaml(apiVersion: v1
+kind: Pod
+spec:
+  containers:
+  - name: spark-kubernetes-executor
+    env:
+    - name: FERRY_NODE_HOST
+      valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+)yaml";
+
+// Ferry's Spark plugin (client/spark) on Spark's own Kubernetes backend, with executors on
+// the pod network (no hostNetwork), no shuffle service of Spark's and no shuffle tracking:
+// executors register their map outputs' dirs with their node's ferry_server, at the
+// node's address, and name it as their location. The checked shuffle is written, every
+// executor released and its pod gone, and new executors read it from ferry_server with
+// the map stage skipped; at the application's end nothing of it is left on the node.
+// Both Spark lines, answers checked against the same sums computed without Spark.
+TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
+  std::string why;
+  const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
+  if (sparks.empty()) GTEST_SKIP() << why;
+  KubeCluster& cluster = *cluster_;
+  const std::string pod_template = dir_.path() + "/executor-pod-network.yaml";
+  ASSERT_TRUE(WriteTextFile(pod_template, kPodNetworkExecutorTemplate).ok());
+  const std::string sent_blocks = R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})";
+  for (const SparkDistribution& spark : sparks) {
+    SCOPED_TRACE("Spark " + spark.version);
+    // The plugin's jar of this Spark's Scala line, in a dir the executors' pods mount.
+    const std::string jar_name = absl::StrCat(
+        "ferry-spark-plugin_", absl::StartsWith(spark.version, "3.") ? "2.12" : "2.13", ".jar");
+    const std::string plugin_dir = absl::StrCat(dir_.path(), "/plugin-", spark.version);
+    std::filesystem::create_directories(plugin_dir);
+    std::filesystem::copy_file("client/spark/" + jar_name, plugin_dir + "/" + jar_name);
+    const std::string handshakes = absl::StrCat(dir_.path(), "/plugin-handshakes-", spark.version);
+    std::map<std::string, std::string> conf = SparkSettings(spark, pod_template, handshakes);
+    conf["spark.shuffle.sort.io.plugin.class"] = "org.ferry.spark.FerryShuffleDataIO";
+    conf["spark.driver.extraClassPath"] = plugin_dir + "/" + jar_name;
+    conf["spark.executor.extraClassPath"] = "/opt/ferry-plugin/" + jar_name;
+    conf["spark.kubernetes.executor.volumes.hostPath.ferry-plugin.mount.path"] =
+        "/opt/ferry-plugin";
+    conf["spark.kubernetes.executor.volumes.hostPath.ferry-plugin.options.path"] = plugin_dir;
+    const double sent_before = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
+
+    ProcessGroups groups;
+    std::atomic<bool> ended{false};
+    absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
+    std::thread driver([&] {
+      ran = RunSparkSubmit(
+          groups, SubmitArgv(spark, conf, {"hold-idle=" + handshakes}), SubmitEnv(spark),
+          absl::StrCat(dir_.path(), "/submit-plugin-", spark.version), absl::Minutes(5));
+      ended = true;
+    });
+    // Held: every executor released and its pod gone, their outputs registered.
+    double registered = 0;
+    const std::string failure = [&]() -> std::string {
+      if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
+                   absl::Minutes(4)) ||
+          ended) {
+        return "the application did not reach held";
+      }
+      if (absl::Status gone =
+              cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
+                                      "{.items[*].metadata.name}", "", absl::Seconds(120));
+          !gone.ok()) {
+        return absl::StrCat("executor pods left: ", gone.message());
+      }
+      registered =
+          ScrapeMetric(9464, "ferry_spark_executors_registered", cluster.node_ip()).value_or(0);
+      return "";
+    }();
+    Touch(handshakes + "/held.done");
+    driver.join();
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    const std::string output_tail =
+        ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
+    const auto executor_logs = [&] {
+      absl::StatusOr<CommandResult> logs = cluster.Kubectl(
+          {"logs", "-l", "spark-role=executor", "--tail=30", "--prefix", "--max-log-requests=20"});
+      return logs.ok() ? logs->output : logs.status().ToString();
+    };
+    ASSERT_EQ(failure, "") << output_tail << "\nexecutors:\n" << executor_logs();
+    ASSERT_EQ(ran->exit_code, 0) << output_tail << "\nexecutors:\n" << executor_logs();
+    EXPECT_GT(registered, 0);
+    std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
+    EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
+    EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
+    const double sent =
+        ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0) - sent_before;
+    std::printf("Spark %s on Kubernetes with Ferry's plugin: ferry_server sent %.0f blocks\n",
+                spark.version.c_str(), sent);
+    EXPECT_GT(sent, 0);
+    EXPECT_EQ(LeftAfterTheEnd(), "");
   }
 }
 

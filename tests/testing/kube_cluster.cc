@@ -259,13 +259,15 @@ absl::Status KubeCluster::WriteConfiguration() {
   FERRY_RETURN_IF_ERROR(WriteTextFile(pki + "/tokens.csv", csv));
   admin_kubeconfig_ = Path("admin.kubeconfig");
 
-  // Pods on a bridge of their own, no NAT: they reach the node, nothing beyond.
+  // Pods on a bridge of their own, their default route through it, no NAT: they reach the
+  // node at any of its addresses (its own, where the driver and ferry_server are),
+  // nothing beyond.
   FERRY_RETURN_IF_ERROR(WriteTextFile(
       Path("cni/10-ferry-test.conflist"),
       absl::StrCat("{\"cniVersion\": \"1.0.0\", \"name\": \"ferry-test\", \"plugins\": [",
                    "{\"type\": \"bridge\", \"bridge\": \"", bridge_,
-                   "\", \"isGateway\": true, \"ipMasq\": false, \"ipam\": {\"type\": ",
-                   "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
+                   "\", \"isGateway\": true, \"isDefaultGateway\": true, \"ipMasq\": false, ",
+                   "\"ipam\": {\"type\": ", "\"host-local\", \"dataDir\": \"", Path("cni/ipam"),
                    "\", \"ranges\": [[{\"subnet\": \"", kPodSubnet, "\"}]]}}]}\n")));
   FERRY_RETURN_IF_ERROR(WriteTextFile(
       Path("containerd.toml"),

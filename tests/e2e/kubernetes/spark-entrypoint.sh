@@ -17,7 +17,9 @@ for ((i = 0; i < 1000; i++)); do
   [[ -n "${!name+set}" ]] || break
   options+=("${!name}")
 done
-classpath="$SPARK_HOME/jars/*"
+# spark.executor.extraClassPath (Spark's backend passes it as SPARK_CLASSPATH) first, as
+# Spark's own entrypoint puts it.
+classpath="${SPARK_CLASSPATH:+$SPARK_CLASSPATH:}$SPARK_HOME/jars/*"
 if [[ -n "${SPARK_CONF_DIR:-}" ]]; then classpath="$SPARK_CONF_DIR:$classpath"; fi
 exec java "${options[@]}" -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" \
   -cp "$classpath" org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \

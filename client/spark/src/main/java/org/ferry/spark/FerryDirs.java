@@ -9,7 +9,7 @@ import java.nio.file.NoSuchFileException;
 import org.apache.spark.network.util.JavaUtils;
 
 /**
- * An executor's dirs in ferry_server's keeping: {@code <root>/ferry-<application>/<executor>}
+ * An executor's dirs in ferry_server's keeping: {@code <root>/ferry-<application>-<executor>}
  * beside each of its own local dirs (Spark's {@code blockmgr-*}, which Spark deletes when the
  * executor stops), on the same file system. A map output Spark has written and committed is
  * hard-linked into them at the place Spark's layout gives it (DiskBlockManager.getFile: the
@@ -26,8 +26,8 @@ final class FerryDirs {
     this.subDirs = subDirs;
     kept = new File[own.length];
     for (int i = 0; i < own.length; i++) {
-      kept[i] = new File(new File(own[i].getAbsoluteFile().getParentFile(), "ferry-" + appId),
-          execId);
+      // One dir each, which ferry_server deletes whole at the application's end.
+      kept[i] = new File(own[i].getAbsoluteFile().getParentFile(), "ferry-" + appId + "-" + execId);
     }
   }
 

@@ -40,7 +40,7 @@ public class FerryDirsTest {
     String[] paths = dirs.paths();
     assertEquals(3, paths.length);
     for (int i = 0; i < 3; i++) {
-      assertEquals(new File(own[i].getParentFile(), "ferry-app-1/7").getPath(), paths[i]);
+      assertEquals(new File(own[i].getParentFile(), "ferry-app-1-7").getPath(), paths[i]);
       assertTrue(new File(paths[i]).isDirectory());
     }
     File[] kept = {new File(paths[0]), new File(paths[1]), new File(paths[2])};
