@@ -72,6 +72,23 @@ absl::Status CheckYarnDir(absl::string_view who, absl::string_view app_id, absl:
   return absl::OkStatus();
 }
 
+// Ferry's Spark plugin keeps an executor's map outputs in ferry-<application>-<executor>
+// (client/spark: FerryDirs), registered by that executor: such a dir is its alone,
+// whichever registration comes first.
+absl::Status CheckPluginDir(absl::string_view who, absl::string_view app_id,
+                            absl::string_view exec_id, absl::string_view dir,
+                            absl::string_view relative) {
+  const std::string own = absl::StrCat("ferry-", app_id, "-", exec_id);
+  for (absl::string_view part : absl::StrSplit(relative, '/')) {
+    if (absl::StartsWith(part, "ferry-") && part != own) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, ": local dir '", dir.substr(0, 256), "' is in ", part.substr(0, 256),
+          ", which Ferry's Spark plugin keeps for another executor (this one's is ", own, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Deletes `relative` beneath `parent_fd` and everything in it, never following a
 // symlink (a link is removed, not what it points to). `path` names it in errors.
 absl::Status DeleteTree(int parent_fd, const std::string& relative, const std::string& path,
@@ -404,6 +421,7 @@ absl::StatusOr<ExecutorRegistry::Registered> ExecutorRegistry::Validate(
                                                      " levels below its root"));
     }
     if (options_.yarn_layout) FERRY_RETURN_IF_ERROR(CheckYarnDir(who, r.app_id, dir, relative));
+    FERRY_RETURN_IF_ERROR(CheckPluginDir(who, r.app_id, r.exec_id, dir, relative));
     // Every component below the root must be a directory itself, not a link to one.
     if (!OpenBeneath(root->fd.get(), relative, O_PATH | O_DIRECTORY | O_CLOEXEC).valid()) {
       return absl::InvalidArgumentError(

@@ -11,7 +11,8 @@
 // other dirs is refused (an executor's dirs never change while it lives), so no peer can
 // redirect another's reducers to other bytes. On YARN (Options::yarn_layout) a dir
 // belongs to the application it lies under, <root>/usercache/<user>/appcache/<app>/...,
-// whatever is registered; everywhere, a dir belongs to the application whose live
+// whatever is registered; a dir named ferry-<app>-<executor> (Ferry's Spark plugin's)
+// belongs to that executor alone; everywhere, a dir belongs to the application whose live
 // registration names it: another application's registration naming it, or a dir
 // inside or around it, is refused, so an application can neither read nor delete
 // another's files through a registration of its own. Deleting an app's local dirs

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -309,6 +310,27 @@ TEST_F(ExecutorRegistryTest, AnAppCannotClaimDeleteOrMoveAnotherAppsDirs) {
   EXPECT_EQ(removed->dirs_deleted, 1u);
   EXPECT_NE(::lstat((root_ + "/blockmgr-1/sub").c_str(), &st), 0);
   EXPECT_TRUE(registry->Register(Registration("other", "1", {root_ + "/blockmgr-1"})).ok());
+}
+
+// Ferry's Spark plugin's dir, ferry-<app>-<executor>, is that executor's alone, even
+// before it registers it: no other application, nor another executor of the same one,
+// registers it or a dir inside it.
+TEST_F(ExecutorRegistryTest, APluginsDirIsItsExecutorsAlone) {
+  auto registry = Open();
+  const std::string own = root_ + "/ferry-app-7-3";
+  ASSERT_EQ(::mkdir(own.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((own + "/0a").c_str(), 0755), 0);
+  for (const auto& [app, exec, dir] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"app-8", "3", own}, {"app-7", "4", own}, {"app-8", "3", own + "/0a"}}) {
+    absl::Status s = registry->Register(Registration(app, exec, {dir}));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << app << " " << exec << ": " << s;
+    EXPECT_NE(s.message().find("Ferry's Spark plugin keeps for another executor"),
+              std::string::npos)
+        << s;
+  }
+  EXPECT_EQ(registry->size(), 0u);
+  EXPECT_TRUE(registry->Register(Registration("app-7", "3", {own})).ok());
 }
 
 // On YARN a dir belongs to the application it lies under, registered or not: after a
