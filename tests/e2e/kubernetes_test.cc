@@ -232,6 +232,33 @@ class FerryOnKubernetesTest : public ::testing::Test {
             {"PYSPARK_PYTHON", spark.python}, {"PYSPARK_DRIVER_PYTHON", spark.python}};
   }
 
+  // spark_jobs.py's pod-deleted job: once a map task waits on its executor
+  // (DIR/mapping.<pod>), that executor's pod is deleted, then DIR/deleted written. What
+  // went wrong, else "".
+  std::string DeleteTheWaitingPod(const std::string& handshakes, const std::atomic<bool>& ended) {
+    std::string pod;
+    const auto waiting_pod = [&] {
+      std::error_code error;
+      for (const auto& entry : std::filesystem::directory_iterator(handshakes, error)) {
+        const std::string name = entry.path().filename().string();
+        if (absl::StartsWith(name, "mapping.")) pod = name.substr(8);
+      }
+      return ended || !pod.empty();
+    };
+    if (!WaitFor(waiting_pod, absl::Minutes(4)) || ended) {
+      Touch(handshakes + "/deleted");
+      return "no map task waited on an executor";
+    }
+    absl::StatusOr<CommandResult> deleted =
+        cluster_->Kubectl({"delete", "pod", pod, "--wait=true"}, absl::Seconds(90));
+    Touch(handshakes + "/deleted");
+    if (!deleted.ok() || deleted->exit_code != 0) {
+      return absl::StrCat("deleting ", pod, ": ",
+                          deleted.ok() ? deleted->output : deleted.status().ToString());
+    }
+    return "";
+  }
+
   // Once an application ended: every file of it on the node goes (the agent saw Spark
   // delete its ConfigMap, and ferry_server deleted what its executors registered; Spark
   // deleted its executors' own dirs where they were theirs to delete). What is left with
@@ -481,24 +508,8 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
     // Then the DaemonSet's pod is rolled: the new ferry_server reads the registrations
     // its predecessor kept (--state-dir, on the node's disk) and serves the read again.
     const std::string failure = [&]() -> std::string {
-      std::string pod;
-      const auto waiting_pod = [&] {
-        std::error_code error;
-        for (const auto& entry : std::filesystem::directory_iterator(handshakes, error)) {
-          const std::string name = entry.path().filename().string();
-          if (absl::StartsWith(name, "mapping.")) pod = name.substr(8);
-        }
-        return ended || !pod.empty();
-      };
-      if (!WaitFor(waiting_pod, absl::Minutes(4)) || ended) {
-        return "no map task waited on an executor";
-      }
-      absl::StatusOr<CommandResult> deleted =
-          cluster.Kubectl({"delete", "pod", pod, "--wait=true"}, absl::Seconds(90));
-      Touch(handshakes + "/deleted");
-      if (!deleted.ok() || deleted->exit_code != 0) {
-        return absl::StrCat("deleting ", pod, ": ",
-                            deleted.ok() ? deleted->output : deleted.status().ToString());
+      if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
+        return deleted;
       }
       if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
                    absl::Minutes(5)) ||
@@ -565,9 +576,11 @@ spec:
 // Ferry's Spark plugin (client/spark) on Spark's own Kubernetes backend, with executors on
 // the pod network (no hostNetwork), no shuffle service of Spark's and no shuffle tracking:
 // executors register their map outputs' dirs with their node's ferry_server, at the
-// node's address, and name it as their location. The checked shuffle is written, every
-// executor released and its pod gone, and new executors read it from ferry_server with
-// the map stage skipped; at the application's end nothing of it is left on the node.
+// node's address, and name it as their location. An executor's pod is deleted while a
+// map task waits on it: its finished outputs are fetched from ferry_server, no stage runs
+// again. The checked shuffle is written, every executor released and its pod gone, and
+// new executors read it from ferry_server with the map stage skipped; at the
+// application's end nothing of it is left on the node.
 // Both Spark lines, answers checked against the same sums computed without Spark.
 TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
   std::string why;
@@ -600,13 +613,17 @@ TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
     absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
     std::thread driver([&] {
       ran = RunSparkSubmit(
-          groups, SubmitArgv(spark, conf, {"hold-idle=" + handshakes}), SubmitEnv(spark),
-          absl::StrCat(dir_.path(), "/submit-plugin-", spark.version), absl::Minutes(5));
+          groups, SubmitArgv(spark, conf, {"pod-deleted=" + handshakes, "hold-idle=" + handshakes}),
+          SubmitEnv(spark), absl::StrCat(dir_.path(), "/submit-plugin-", spark.version),
+          absl::Minutes(5));
       ended = true;
     });
     // Held: every executor released and its pod gone, their outputs registered.
     double registered = 0;
     const std::string failure = [&]() -> std::string {
+      if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
+        return deleted;
+      }
       if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
                    absl::Minutes(4)) ||
           ended) {
@@ -622,6 +639,7 @@ TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
           ScrapeMetric(9464, "ferry_spark_executors_registered", cluster.node_ip()).value_or(0);
       return "";
     }();
+    Touch(handshakes + "/deleted");
     Touch(handshakes + "/held.done");
     driver.join();
     ASSERT_TRUE(ran.ok()) << ran.status();
@@ -636,6 +654,11 @@ TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
     ASSERT_EQ(ran->exit_code, 0) << output_tail << "\nexecutors:\n" << executor_logs();
     EXPECT_GT(registered, 0);
     std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    // The deleted executor's tasks ran again elsewhere; its finished map outputs were
+    // fetched from ferry_server: no stage ran again.
+    EXPECT_EQ(SumsDiffer(by_job, "pod-deleted", "expected-pod-deleted"), "");
+    EXPECT_EQ(JsonField(by_job["pod-deleted"], "max_attempt"), "0") << by_job["pod-deleted"];
+    EXPECT_NE(JsonField(by_job["pod-deleted"], "failed_tasks"), "0") << by_job["pod-deleted"];
     EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
     EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
     EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
