@@ -622,7 +622,8 @@ TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
           absl::Minutes(5));
       ended = true;
     });
-    // Held: every executor released and its pod gone, their outputs registered.
+    // An executor's pod deleted mid-map; then held: every executor released and its pod
+    // gone, their outputs registered; then ferry_server's pod rolled.
     double registered = 0;
     const std::string failure = [&]() -> std::string {
       if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
