@@ -67,7 +67,7 @@ type Refused struct {
 type Tracker struct {
 	OrphanAfter time.Duration
 	lastLive    map[string]time.Time
-	refused     map[string]bool // said once each
+	refused     map[string]bool // said once each, while its pods are here
 }
 
 // Decide says which applications start and which end now, and which are refused (each
@@ -121,6 +121,11 @@ func (t *Tracker) Decide(now time.Time, view View, started map[string]bool, stop
 		}
 	}
 
+	for id := range t.refused {
+		if apps[id] == nil {
+			delete(t.refused, id) // its pods are gone: said again if they come back
+		}
+	}
 	var starts []Start
 	var refused []Refused
 	for id, a := range apps {

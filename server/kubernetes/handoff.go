@@ -137,13 +137,10 @@ func (h *HandOff) End(app string) error {
 	return syncDir(h.apps)
 }
 
-// Expire deletes the end markers written before `cutoff`: by then ferry_server (which
-// looks every few seconds) has handled them. It returns how many went.
-func (h *HandOff) Expire(cutoff time.Time) (int, error) {
-	stopped, err := h.Stopped()
-	if err != nil {
-		return 0, err
-	}
+// Expire deletes, of the end markers `stopped` lists (Stopped()), those written before
+// `cutoff`: by then ferry_server (which looks every few seconds) has handled them. It
+// returns how many went.
+func (h *HandOff) Expire(stopped map[string]time.Time, cutoff time.Time) (int, error) {
 	deleted := 0
 	for app, written := range stopped {
 		if written.After(cutoff) {

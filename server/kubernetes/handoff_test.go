@@ -64,10 +64,10 @@ func TestTheHandOffDirIsWrittenAsFerryServerReadsIt(t *testing.T) {
 		t.Fatalf("Stopped() = %v, %v", stopped, err)
 	}
 	// Markers older than the retention go; newer ones stay.
-	if n, err := h.Expire(time.Now().Add(-time.Hour)); n != 0 || err != nil {
+	if n, err := h.Expire(stopped, time.Now().Add(-time.Hour)); n != 0 || err != nil {
 		t.Fatalf("Expire = %d, %v; a new marker went", n, err)
 	}
-	if n, err := h.Expire(time.Now().Add(time.Second)); n != 1 || err != nil {
+	if n, err := h.Expire(stopped, time.Now().Add(time.Second)); n != 1 || err != nil {
 		t.Fatalf("Expire = %d, %v, want the marker gone", n, err)
 	}
 }

@@ -271,7 +271,7 @@ func reconcile(log *slog.Logger, handOff *HandOff, tracker *Tracker, executors, 
 		tracker.Ended(end.App)
 		log.Info("application ended", "app", end.App, "why", end.Why)
 	}
-	if n, err := handOff.Expire(now.Add(-retention)); err != nil {
+	if n, err := handOff.Expire(stopped, now.Add(-retention)); err != nil {
 		log.Error("deleting old end markers", "error", err)
 	} else if n > 0 {
 		log.Info("deleted old end markers", "count", n)

@@ -87,6 +87,30 @@ class UnprivilegedSparkTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
   }
+  // A hand-off dir (--spark-yarn-dir, --spark-apps-dir) as its writer lays it out, the
+  // NodeManager or the node agent (root here): dirs 0750 and files 0640 of root, in
+  // ferry_server's user's group, which only reads them. Made once; its path.
+  std::string HandOffDir() {
+    const std::string handoff = scratch_ + "/handoff";
+    for (const std::string& d : {handoff, handoff + "/apps", handoff + "/stopped"}) {
+      EXPECT_EQ(::mkdir(d.c_str(), 0750), 0) << d;
+      AsHandOffWriter(d, 0750);
+    }
+    return handoff;
+  }
+  // A file of the hand-off dir, written as its writer does: a temporary name, renamed.
+  void WriteHandedOff(const std::string& relative, const std::string& contents) {
+    const std::string path = scratch_ + "/handoff/" + relative;
+    std::ofstream(path + ".tmp") << contents;
+    AsHandOffWriter(path + ".tmp", 0640);
+    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  }
+  void AsHandOffWriter(const std::string& path, mode_t mode) const {
+    const passwd* account = ::getpwnam(kUser);
+    ASSERT_NE(account, nullptr);
+    ASSERT_EQ(::chown(path.c_str(), 0, account->pw_gid), 0) << path;
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+  }
   uid_t ServerUid() const {
     std::ifstream status(absl::StrCat("/proc/", server_->pid(), "/status"));
     std::string key;
@@ -196,27 +220,12 @@ TEST_F(UnprivilegedSparkTest, TheSparkFrontDoorsBoundsHoldAsNobody) {
 // is forgotten when it ends; ended applications' markers that ferry_server cannot delete
 // (2,001 of them) cost no log line per sweep (they gave 1,924 warnings a second).
 TEST_F(UnprivilegedSparkTest, OnYarnAsItsOwnUserBesideTheNodeManagers) {
-  const passwd* account = ::getpwnam(kUser);
-  ASSERT_NE(account, nullptr);
-  const std::string handoff = scratch_ + "/handoff";
-  const auto as_node_manager = [&](const std::string& path, mode_t mode) {
-    ASSERT_EQ(::chown(path.c_str(), 0, account->pw_gid), 0) << path;
-    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
-  };
-  for (const std::string& d : {handoff, handoff + "/apps", handoff + "/stopped"}) {
-    ASSERT_EQ(::mkdir(d.c_str(), 0750), 0) << d;
-    as_node_manager(d, 0750);
-  }
-  const auto write = [&](const std::string& relative, const std::string& contents) {
-    const std::string path = handoff + "/" + relative;
-    std::ofstream(path + ".tmp") << contents;
-    as_node_manager(path + ".tmp", 0640);
-    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
-  };
+  const std::string handoff = HandOffDir();
   const std::string local_dir = scratch_ + "/roots/nm";
   ASSERT_EQ(::mkdir(local_dir.c_str(), 0755), 0);
-  write("nodemanager-local-dirs", local_dir + "\n");
-  for (int i = 0; i <= 2000; ++i) write(absl::StrFormat("stopped/application_2_%04d", i), "");
+  WriteHandedOff("nodemanager-local-dirs", local_dir + "\n");
+  for (int i = 0; i <= 2000; ++i)
+    WriteHandedOff(absl::StrFormat("stopped/application_2_%04d", i), "");
   ASSERT_NO_FATAL_FAILURE(
       Start({"--spark-yarn-dir=" + handoff, "--spark-auth-yarn", "--sweep-interval=50ms"}));
   // Four applications one after the other, each ended and forgotten: four sweeps at least
@@ -227,7 +236,7 @@ TEST_F(UnprivilegedSparkTest, OnYarnAsItsOwnUserBesideTheNodeManagers) {
     const std::string blockmgr = local_dir + "/usercache/alice/appcache/" + app + "/blockmgr-1";
     fs::create_directories(blockmgr);
     ASSERT_TRUE(testing::WriteSparkMapOutput({blockmgr}, kSubdirs, 3, 1000, {10, 20, 30}).ok());
-    write("apps/" + app, absl::StrCat(R"({"secret":")", secret, R"("})"));
+    WriteHandedOff("apps/" + app, absl::StrCat(R"({"secret":")", secret, R"("})"));
     SparkClient client(server_->spark_port());
     // The file is read when it appears, by the server's watch.
     ASSERT_TRUE(testing::WaitFor([&] {
@@ -243,7 +252,7 @@ TEST_F(UnprivilegedSparkTest, OnYarnAsItsOwnUserBesideTheNodeManagers) {
               testing::PartitionBytes(3, 1000, 1, 20));
     EXPECT_EQ(Metric("ferry_spark_executors_registered"), 1);
     // The application ends: the NodeManager's side writes its marker, deletes its file.
-    write("stopped/" + app, "");
+    WriteHandedOff("stopped/" + app, "");
     ASSERT_EQ(::unlink((handoff + "/apps/" + app).c_str()), 0);
     EXPECT_TRUE(testing::WaitFor([&] { return Metric("ferry_spark_executors_registered") == 0; }));
     EXPECT_TRUE(testing::WaitFor([&] {
@@ -277,21 +286,7 @@ TEST_F(UnprivilegedSparkTest, OnYarnAsItsOwnUserBesideTheNodeManagers) {
 TEST_F(UnprivilegedSparkTest, OnKubernetesAnEndedApplicationsDirsAreDeleted) {
   const passwd* account = ::getpwnam(kUser);
   ASSERT_NE(account, nullptr);
-  const std::string handoff = scratch_ + "/handoff";
-  const auto as_agent = [&](const std::string& path, mode_t mode) {
-    ASSERT_EQ(::chown(path.c_str(), 0, account->pw_gid), 0) << path;
-    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
-  };
-  for (const std::string& d : {handoff, handoff + "/apps", handoff + "/stopped"}) {
-    ASSERT_EQ(::mkdir(d.c_str(), 0750), 0) << d;
-    as_agent(d, 0750);
-  }
-  const auto write = [&](const std::string& relative, const std::string& contents) {
-    const std::string path = handoff + "/" + relative;
-    std::ofstream(path + ".tmp") << contents;
-    as_agent(path + ".tmp", 0640);
-    ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
-  };
+  const std::string handoff = HandOffDir();
   ASSERT_NO_FATAL_FAILURE(
       Start({"--spark-apps-dir=" + handoff, "--spark-auth-apps", "--sweep-interval=50ms"}));
   const std::string app = "spark-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
@@ -306,7 +301,7 @@ TEST_F(UnprivilegedSparkTest, OnKubernetesAnEndedApplicationsDirsAreDeleted) {
     ASSERT_TRUE(testing::WriteSparkMapOutput({dir}, kSubdirs, 3, 1000, {10, 20, 30}).ok());
     ASSERT_EQ(std::system(absl::StrCat("chown -R ", kUser, " ", dir).c_str()), 0);
   }
-  write("apps/" + app, absl::StrCat(R"({"secret":")", secret, R"("})"));
+  WriteHandedOff("apps/" + app, absl::StrCat(R"({"secret":")", secret, R"("})"));
   ASSERT_TRUE(testing::WaitFor([&] {
     SparkClient probe(server_->spark_port());
     return testing::AuthenticateWithAuthEngine(probe, app, secret, 2).ok();
@@ -325,7 +320,7 @@ TEST_F(UnprivilegedSparkTest, OnKubernetesAnEndedApplicationsDirsAreDeleted) {
   }
   EXPECT_EQ(Metric("ferry_spark_executors_registered"), 2);
   // It ends: the agent writes the marker and deletes the application's file.
-  write("stopped/" + app, "");
+  WriteHandedOff("stopped/" + app, "");
   ASSERT_EQ(::unlink((handoff + "/apps/" + app).c_str()), 0);
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("ferry_spark_executors_registered") == 0; }));
   for (const std::string& dir : blockmgrs) {

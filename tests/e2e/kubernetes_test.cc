@@ -275,6 +275,81 @@ class FerryOnKubernetesTest : public ::testing::Test {
     return "";
   }
 
+  // spark_jobs.py's pod-deleted and hold-idle jobs of `spark` with `conf` (log: `name`),
+  // directed as both Spark cases run them: an executor's pod deleted while a map task
+  // waits on it; then held: the checked shuffle written, every executor released and its
+  // pod gone, their outputs registered; then ferry_server's pod rolled, and the shuffle
+  // read again from the next one, which kept the registrations in its --state-dir. The
+  // deleted executor's finished map outputs were fetched from ferry_server (no stage ran
+  // again), the answers match the sums computed without Spark, the read again skipped the
+  // map stage and its blocks came from the next ferry_server, and nothing of the
+  // application is left on the node after its end.
+  void RunHeldShuffle(const SparkDistribution& spark,
+                      const std::map<std::string, std::string>& conf, const std::string& handshakes,
+                      const std::string& name) {
+    ProcessGroups groups;
+    std::atomic<bool> ended{false};
+    absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
+    std::thread driver([&] {
+      ran = RunSparkSubmit(
+          groups, SubmitArgv(spark, conf, {"pod-deleted=" + handshakes, "hold-idle=" + handshakes}),
+          SubmitEnv(spark), absl::StrCat(dir_.path(), "/submit-", name), absl::Minutes(6));
+      ended = true;
+    });
+    double registered = 0;
+    const std::string failure = [&]() -> std::string {
+      if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
+        return deleted;
+      }
+      if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
+                   absl::Minutes(5)) ||
+          ended) {
+        return "the application did not reach held";
+      }
+      if (absl::Status gone =
+              cluster_->WaitForJsonPath({"pods", "-l", "spark-role=executor"},
+                                        "{.items[*].metadata.name}", "", absl::Seconds(120));
+          !gone.ok()) {
+        return absl::StrCat("executor pods left: ", gone.message());
+      }
+      registered =
+          ScrapeMetric(9464, "ferry_spark_executors_registered", cluster_->node_ip()).value_or(0);
+      return RollFerry();
+    }();
+    Touch(handshakes + "/deleted");
+    Touch(handshakes + "/held.done");
+    driver.join();
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    const std::string output_tail =
+        ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
+    const auto executor_logs = [&] {
+      absl::StatusOr<CommandResult> logs = cluster_->Kubectl(
+          {"logs", "-l", "spark-role=executor", "--tail=30", "--prefix", "--max-log-requests=20"});
+      return logs.ok() ? logs->output : logs.status().ToString();
+    };
+    ASSERT_EQ(failure, "") << output_tail << "\nexecutors:\n"
+                           << executor_logs() << "\n"
+                           << cluster_->DiagnosticLogs();
+    ASSERT_EQ(ran->exit_code, 0) << output_tail << "\nexecutors:\n" << executor_logs();
+    EXPECT_GT(registered, 0);
+    std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
+    EXPECT_EQ(SumsDiffer(by_job, "pod-deleted", "expected-pod-deleted"), "");
+    EXPECT_EQ(JsonField(by_job["pod-deleted"], "max_attempt"), "0") << by_job["pod-deleted"];
+    EXPECT_NE(JsonField(by_job["pod-deleted"], "failed_tasks"), "0") << by_job["pod-deleted"];
+    EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
+    EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
+    EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
+    EXPECT_EQ(LeftAfterTheEnd(), "");
+    // The rolled ferry_server's count: the read again.
+    const double sent =
+        ScrapeMetric(9464, R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})",
+                     cluster_->node_ip())
+            .value_or(0);
+    std::printf("Spark %s, %s: the next ferry_server sent %.0f blocks\n", spark.version.c_str(),
+                name.c_str(), sent);
+    EXPECT_GT(sent, 0);
+  }
+
   // Once an application ended: every file of it on the node goes (the agent saw Spark
   // delete its ConfigMap, and ferry_server deleted what its executors registered; Spark
   // deleted its executors' own dirs where they were theirs to delete). What is left with
@@ -479,22 +554,19 @@ spec:
   dnsPolicy: ClusterFirstWithHostNet
 )yaml";
 
-// Spark's own Kubernetes backend, a driver on the node (client mode) and executors in
-// pods of an image built here, with the shuffle service on (spark.shuffle.service.enabled,
-// Spark's stock setting; no jar of Ferry's on Spark's side), spark.authenticate, and
-// dynamic allocation with shuffle tracking off: the executors that wrote a checked
-// shuffle are released and their pods deleted, ferry_server's pod is rolled, and new
-// executors read the shuffle from the DaemonSet's next ferry_server; at the
-// application's end its executors' dirs go. Both Spark lines, one after the other on one
-// cluster; answers checked against the same sums computed without Spark.
+// Spark's own Kubernetes backend, a driver on the node (client mode) and executors on the
+// node's network in pods of an image built here, with the shuffle service on
+// (spark.shuffle.service.enabled, Spark's stock setting; no jar of Ferry's on Spark's
+// side), spark.authenticate, and dynamic allocation with shuffle tracking off, run as
+// RunHeldShuffle directs: an executor's pod deleted mid-map, every executor released,
+// ferry_server's pod rolled, the shuffle read again from the next one, nothing left after
+// the end. Both Spark lines, one after the other on one cluster.
 TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenIdle) {
   std::string why;
   const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
   if (sparks.empty()) GTEST_SKIP() << why;
-  KubeCluster& cluster = *cluster_;
   const std::string pod_template = dir_.path() + "/executor.yaml";
   ASSERT_TRUE(WriteTextFile(pod_template, kExecutorTemplate).ok());
-  const std::string sent_blocks = R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})";
 
   for (const SparkDistribution& spark : sparks) {
     SCOPED_TRACE("Spark " + spark.version);
@@ -507,64 +579,7 @@ TEST_F(FerryOnKubernetesTest, SparkExecutorsShuffleThroughTheDaemonSetAndGoWhenI
     // One node: every reducer would read the map outputs from the disk, after asking
     // ferry_server where they are; fetched from it instead, over the node's network.
     conf["spark.shuffle.readHostLocalDisk"] = "false";
-    const std::vector<std::string> argv =
-        SubmitArgv(spark, conf, {"pod-deleted=" + handshakes, "hold-idle=" + handshakes});
-    const std::map<std::string, std::string> env = SubmitEnv(spark);
-
-    ProcessGroups groups;
-    std::atomic<bool> ended{false};
-    absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
-    std::thread driver([&] {
-      ran = RunSparkSubmit(groups, argv, env, absl::StrCat(dir_.path(), "/submit-", spark.version),
-                           absl::Minutes(6));
-      ended = true;
-    });
-    // An executor's pod is deleted while a map task waits on it (others have finished).
-    // Then the checked shuffle is written, every executor released: their pods are gone.
-    // Then the DaemonSet's pod is rolled: the new ferry_server reads the registrations
-    // its predecessor kept (--state-dir, on the node's disk) and serves the read again.
-    const std::string failure = [&]() -> std::string {
-      if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
-        return deleted;
-      }
-      if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
-                   absl::Minutes(5)) ||
-          ended) {
-        return "the application did not reach held";
-      }
-      if (absl::Status gone =
-              cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
-                                      "{.items[*].metadata.name}", "", absl::Seconds(120));
-          !gone.ok()) {
-        return absl::StrCat("executor pods left: ", gone.message());
-      }
-      return RollFerry();
-    }();
-    Touch(handshakes + "/deleted");
-    Touch(handshakes + "/held.done");
-    driver.join();
-    ASSERT_TRUE(ran.ok()) << ran.status();
-    const std::string output_tail =
-        ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
-    ASSERT_EQ(failure, "") << output_tail << "\n" << cluster.DiagnosticLogs();
-    ASSERT_EQ(ran->exit_code, 0) << output_tail;
-    std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
-    // The deleted executor's tasks ran again elsewhere; its finished map outputs were
-    // fetched from ferry_server: no stage ran again.
-    EXPECT_EQ(SumsDiffer(by_job, "pod-deleted", "expected-pod-deleted"), "");
-    EXPECT_EQ(JsonField(by_job["pod-deleted"], "max_attempt"), "0") << by_job["pod-deleted"];
-    EXPECT_NE(JsonField(by_job["pod-deleted"], "failed_tasks"), "0") << by_job["pod-deleted"];
-    EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
-    // Read again by executors that did not write it: from the restarted ferry_server.
-    EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
-    EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
-    EXPECT_EQ(LeftAfterTheEnd(), "");
-    const double blocks = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
-    std::printf(
-        "Spark %s on Kubernetes: the restarted ferry_server sent its reducers %.0f "
-        "blocks\n",
-        spark.version.c_str(), blocks);
-    EXPECT_GT(blocks, 0);
+    RunHeldShuffle(spark, conf, handshakes, "stock-" + spark.version);
   }
 }
 
@@ -582,20 +597,14 @@ spec:
 // Ferry's Spark plugin (client/spark) on Spark's own Kubernetes backend, with executors on
 // the pod network (no hostNetwork), no shuffle service of Spark's and no shuffle tracking:
 // executors register their map outputs' dirs with their node's ferry_server, at the
-// node's address, and name it as their location. An executor's pod is deleted while a
-// map task waits on it: its finished outputs are fetched from ferry_server, no stage runs
-// again. The checked shuffle is written, every executor released and its pod gone, and
-// ferry_server's pod is rolled, and new executors read the shuffle from the next one with
-// the map stage skipped; at the application's end nothing of it is left on the node.
-// Both Spark lines, answers checked against the same sums computed without Spark.
+// node's address, and name it as their location. The same run as the stock mode's
+// (RunHeldShuffle), both Spark lines.
 TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
   std::string why;
   const std::vector<SparkDistribution> sparks = InstalledSparks(&why);
   if (sparks.empty()) GTEST_SKIP() << why;
-  KubeCluster& cluster = *cluster_;
   const std::string pod_template = dir_.path() + "/executor-pod-network.yaml";
   ASSERT_TRUE(WriteTextFile(pod_template, kPodNetworkExecutorTemplate).ok());
-  const std::string sent_blocks = R"(ferry_sent_blocks_total{front_door="spark",mode="splice"})";
   for (const SparkDistribution& spark : sparks) {
     SCOPED_TRACE("Spark " + spark.version);
     // The plugin's jar of this Spark's Scala line, in a dir the executors' pods mount.
@@ -612,71 +621,7 @@ TEST_F(FerryOnKubernetesTest, FerrysPluginLetsExecutorsOffTheNodesNetworkGo) {
     conf["spark.kubernetes.executor.volumes.hostPath.ferry-plugin.mount.path"] =
         "/opt/ferry-plugin";
     conf["spark.kubernetes.executor.volumes.hostPath.ferry-plugin.options.path"] = plugin_dir;
-    ProcessGroups groups;
-    std::atomic<bool> ended{false};
-    absl::StatusOr<SparkCluster::Submitted> ran = absl::UnknownError("not run");
-    std::thread driver([&] {
-      ran = RunSparkSubmit(
-          groups, SubmitArgv(spark, conf, {"pod-deleted=" + handshakes, "hold-idle=" + handshakes}),
-          SubmitEnv(spark), absl::StrCat(dir_.path(), "/submit-plugin-", spark.version),
-          absl::Minutes(5));
-      ended = true;
-    });
-    // An executor's pod deleted mid-map; then held: every executor released and its pod
-    // gone, their outputs registered; then ferry_server's pod rolled.
-    double registered = 0;
-    const std::string failure = [&]() -> std::string {
-      if (std::string deleted = DeleteTheWaitingPod(handshakes, ended); !deleted.empty()) {
-        return deleted;
-      }
-      if (!WaitFor([&] { return ended || std::filesystem::exists(handshakes + "/held.ready"); },
-                   absl::Minutes(4)) ||
-          ended) {
-        return "the application did not reach held";
-      }
-      if (absl::Status gone =
-              cluster.WaitForJsonPath({"pods", "-l", "spark-role=executor"},
-                                      "{.items[*].metadata.name}", "", absl::Seconds(120));
-          !gone.ok()) {
-        return absl::StrCat("executor pods left: ", gone.message());
-      }
-      registered =
-          ScrapeMetric(9464, "ferry_spark_executors_registered", cluster.node_ip()).value_or(0);
-      // The next ferry_server serves the read again from the registrations its
-      // predecessor kept.
-      return RollFerry();
-    }();
-    Touch(handshakes + "/deleted");
-    Touch(handshakes + "/held.done");
-    driver.join();
-    ASSERT_TRUE(ran.ok()) << ran.status();
-    const std::string output_tail =
-        ran->output.substr(ran->output.size() > 8000 ? ran->output.size() - 8000 : 0);
-    const auto executor_logs = [&] {
-      absl::StatusOr<CommandResult> logs = cluster.Kubectl(
-          {"logs", "-l", "spark-role=executor", "--tail=30", "--prefix", "--max-log-requests=20"});
-      return logs.ok() ? logs->output : logs.status().ToString();
-    };
-    ASSERT_EQ(failure, "") << output_tail << "\nexecutors:\n" << executor_logs();
-    ASSERT_EQ(ran->exit_code, 0) << output_tail << "\nexecutors:\n" << executor_logs();
-    EXPECT_GT(registered, 0);
-    std::map<std::string, std::string> by_job = ResultsByJob(ran->results);
-    // The deleted executor's tasks ran again elsewhere; its finished map outputs were
-    // fetched from ferry_server: no stage ran again.
-    EXPECT_EQ(SumsDiffer(by_job, "pod-deleted", "expected-pod-deleted"), "");
-    EXPECT_EQ(JsonField(by_job["pod-deleted"], "max_attempt"), "0") << by_job["pod-deleted"];
-    EXPECT_NE(JsonField(by_job["pod-deleted"], "failed_tasks"), "0") << by_job["pod-deleted"];
-    EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "");
-    EXPECT_EQ(SumsDiffer(by_job, "read-again", "expected"), "");
-    EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
-    // The rolled ferry_server's count: the read again.
-    const double sent = ScrapeMetric(9464, sent_blocks, cluster.node_ip()).value_or(0);
-    std::printf(
-        "Spark %s on Kubernetes with Ferry's plugin: the next ferry_server sent %.0f "
-        "blocks\n",
-        spark.version.c_str(), sent);
-    EXPECT_GT(sent, 0);
-    EXPECT_EQ(LeftAfterTheEnd(), "");
+    RunHeldShuffle(spark, conf, handshakes, "plugin-" + spark.version);
   }
 }
 
