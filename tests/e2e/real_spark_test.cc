@@ -234,6 +234,40 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     return ran->results;
   }
 
+  // Runs the checked jobs, which must fail; the driver's output.
+  std::string RunToFailure(const std::string& what,
+                           const std::map<std::string, std::string>& conf) {
+    absl::StatusOr<SparkCluster::Submitted> ran =
+        cluster_->Submit(kJobs, {"checked"}, conf, kJobTimeout);
+    EXPECT_TRUE(ran.ok()) << ran.status();
+    if (!ran.ok()) return "";
+    EXPECT_NE(ran->exit_code, 0) << what << ": the application did not fail";
+    EXPECT_NE(ran->exit_code, -1) << what << ": the application hung";
+    for (absl::string_view line : absl::StrSplit(ran->output, '\n')) {
+      if (absl::StrContains(line, "Job aborted")) {
+        std::printf("Spark %s, %s: %s\n", GetParam().version.c_str(), what.c_str(),
+                    std::string(line.substr(0, 600)).c_str());
+        break;
+      }
+    }
+    return ran->output;
+  }
+
+  // Ferry's Spark plugin of this Spark's line, registering with the ferry_server on
+  // 127.0.0.1:`port`, and no shuffle service of Spark's.
+  std::map<std::string, std::string> PluginConf(uint16_t port) const {
+    const std::string jar = std::filesystem::absolute(
+        absl::StrCat("client/spark/ferry-spark-plugin_",
+                     absl::StartsWith(GetParam().version, "3.") ? "2.12" : "2.13", ".jar"));
+    std::map<std::string, std::string> conf = BaseConf();
+    conf["spark.shuffle.sort.io.plugin.class"] = "org.ferry.spark.FerryShuffleDataIO";
+    conf["spark.driver.extraClassPath"] = jar;
+    conf["spark.executor.extraClassPath"] = jar;
+    conf["spark.ferry.node.host"] = "127.0.0.1";
+    conf["spark.shuffle.service.port"] = absl::StrCat(port);
+    return conf;
+  }
+
   // ferry_server's Spark front door sent blocks since `before` (a CollectMetrics()).
   // Ferry's C++ client against Spark's own shuffle service of this version, started on
   // this cluster with `conf` over its defaults: registers an executor of `app` whose one
@@ -363,15 +397,7 @@ TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
 // executor once the checked shuffle is written, and new executors read it from
 // ferry_server. Answers checked against the same sums computed without Spark.
 TEST_P(RealSparkTest, FerrysPluginLetsExecutorsGoWithoutAServiceOfSparks) {
-  const std::string jar = std::filesystem::absolute(
-      absl::StrCat("client/spark/ferry-spark-plugin_",
-                   absl::StartsWith(GetParam().version, "3.") ? "2.12" : "2.13", ".jar"));
-  std::map<std::string, std::string> conf = BaseConf();
-  conf["spark.shuffle.sort.io.plugin.class"] = "org.ferry.spark.FerryShuffleDataIO";
-  conf["spark.driver.extraClassPath"] = jar;
-  conf["spark.executor.extraClassPath"] = jar;
-  conf["spark.ferry.node.host"] = "127.0.0.1";
-  conf["spark.shuffle.service.port"] = absl::StrCat(server_->spark_port());
+  std::map<std::string, std::string> conf = PluginConf(server_->spark_port());
   conf["spark.dynamicAllocation.enabled"] = "true";
   conf["spark.dynamicAllocation.shuffleTracking.enabled"] = "false";
   conf["spark.dynamicAllocation.executorIdleTimeout"] = "2s";
@@ -412,6 +438,38 @@ TEST_P(RealSparkTest, FerrysPluginLetsExecutorsGoWithoutAServiceOfSparks) {
   ASSERT_FALSE(at_held.empty()) << "the application did not reach held";
   ExpectBlocksSentSince(at_held);
   EXPECT_EQ(JsonField(by_job["read-again"], "stages_run"), "1") << by_job["read-again"];
+}
+
+// What Ferry's plugin does not run on: a ferry_server it cannot reach, and one that does
+// not serve the executors' dirs. Either way the first map task fails with the reason,
+// which the driver reports as the job's failure (in seconds, not a hang), and the
+// plugin's dirs, empty, go: nothing is left where nothing serves it.
+TEST_P(RealSparkTest, FerrysPluginFailsTheJobWithTheReasonWhenItsServerWillNotKeepIt) {
+  const uint16_t closed = testing::FreeLoopbackPort();
+  std::string driver = RunToFailure("Ferry's plugin, nothing listening", PluginConf(closed));
+  EXPECT_TRUE(absl::StrContains(
+      driver, absl::StrCat("with the node's ferry_server at 127.0.0.1:", closed, " failed: ")))
+      << driver;
+  EXPECT_TRUE(absl::StrContains(driver, "Connection refused")) << driver;
+
+  TempDir elsewhere_data;
+  TempDir elsewhere_root;
+  FerryServerOptions elsewhere = testing::TestServerOptions(elsewhere_data.path(), {});
+  elsewhere.spark.address = "127.0.0.1:0";
+  elsewhere.spark.executors.dir_roots = {elsewhere_root.path()};
+  std::unique_ptr<FerryServer> other = testing::StartServer(elsewhere);
+  driver = RunToFailure("Ferry's plugin, its dirs not served",
+                        PluginConf(other->spark_port()));
+  EXPECT_TRUE(absl::StrContains(driver, "is not beneath a root this server serves")) << driver;
+  EXPECT_EQ(other->spark_door()->executors()->size(), 0u);
+
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(local_root_)) {
+    if (absl::StartsWith(entry.path().filename().string(), "ferry-")) {
+      left.push_back(entry.path());
+    }
+  }
+  EXPECT_EQ(absl::StrJoin(left, ", "), "");
 }
 
 // spark.authenticate on the whole cluster (master, workers, applications) and on
@@ -563,6 +621,26 @@ TEST_P(RealSparkTlsTest, JobsOverTlsShuffleThroughFerryAndFerrysClientReadsSpark
   plain.auth_secret = Secret(auth_secret_);
   plain.io_timeout = absl::Seconds(10);
   FetchFromSparksOwnService({}, "app-ferry-tls", options, plain);
+}
+
+// Ferry's plugin on the same TLS cluster: its executors register their dirs over TLS and
+// authenticated, as Spark's own shuffle client would, and the reducers read from
+// ferry_server.
+TEST_P(RealSparkTlsTest, FerrysPluginRegistersOverTlsAuthenticated) {
+  const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
+  const std::vector<std::string> results =
+      Run("Ferry's plugin, spark.ssl.rpc.enabled and spark.authenticate",
+          PluginConf(server_->spark_port()), {"checked"});
+  std::map<std::string, std::string> by_job = testing::ResultsByJob(results);
+  EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "") << last_output_;
+  ExpectBlocksSentSince(before);
+  const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
+  const auto handshakes = [](const std::vector<MetricFamilySamples>& at) {
+    return testing::MetricSum(at, "ferry_spark_tls_handshakes_total", "outcome", "completed");
+  };
+  EXPECT_GT(handshakes(after), handshakes(before));
+  EXPECT_EQ(testing::MetricSum(after, "ferry_spark_authentications_total", "outcome", "refused"),
+            0);
 }
 
 // What the test does at lifecycle_jobs' handshakes (tests/e2e/spark_jobs.py), on a

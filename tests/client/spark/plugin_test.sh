@@ -13,7 +13,8 @@ for spark in 3.5.9 4.3.0; do
   javac -nowarn -Xlint:all,-path,-processing -Werror --release 17 -cp "$jars/*:$junit" -d "$classes" \
     client/spark/src/main/java/org/ferry/spark/*.java client/spark/src/test/java/org/ferry/spark/*.java
   echo "Spark $spark:"
-  java -cp "$classes:$jars/*:$junit:$hamcrest" org.junit.runner.JUnitCore org.ferry.spark.FerryDirsTest
+  java -cp "$classes:$jars/*:$junit:$hamcrest" org.junit.runner.JUnitCore org.ferry.spark.FerryDirsTest \
+    org.ferry.spark.FerryRegistrationTest
   ran=$((ran + 1))
 done
 ((ran > 0)) || { echo "no Spark installed (scripts/setup)" >&2; exit 1; }

@@ -42,6 +42,20 @@ final class FerryDirs {
     for (File dir : kept) mkdirs(dir);
   }
 
+  /**
+   * Deletes the kept dirs while they are still empty (a registration that failed): a dir
+   * holding anything stays. Best effort: the executor fails with its own reason anyway.
+   */
+  void unmake() {
+    for (File dir : kept) {
+      try {
+        Files.deleteIfExists(dir.toPath());
+      } catch (IOException e) {
+        // Not empty, or not ours to delete: left as it is.
+      }
+    }
+  }
+
   /** Where Spark's layout puts `name` beneath `dirs`. */
   File place(File[] dirs, String name) {
     int hash = JavaUtils.nonNegativeHash(name);

@@ -1,16 +1,11 @@
 package org.ferry.spark;
 
 import java.io.IOException;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Optional;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
-import org.apache.spark.network.shuffle.ExternalBlockStoreClient;
-import org.apache.spark.network.shuffle.protocol.ExecutorShuffleInfo;
-import org.apache.spark.network.util.MapConfigProvider;
-import org.apache.spark.network.util.TransportConf;
 import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
 import org.apache.spark.shuffle.api.ShuffleMapOutputWriter;
 import org.apache.spark.shuffle.api.ShufflePartitionWriter;
@@ -25,9 +20,8 @@ import scala.Option;
 /**
  * An executor's side: Spark's own local-disk writers, whose committed map outputs are then
  * linked into dirs ferry_server keeps (FerryDirs). At its first map task (Spark makes these
- * components then) it registers those dirs with the node's ferry_server (Spark's
- * RegisterExecutor, with spark.authenticate as the application; the executor fails with the
- * reason if it cannot), and names that ferry_server as its map outputs' location, so that
+ * components then) it registers those dirs with the node's ferry_server (FerryRegistration;
+ * if it cannot, the map task fails with the reason and the dirs go), and names that ferry_server as its map outputs' location, so that
  * reducers fetch them there with Spark's own client.
  *
  * The node's ferry_server is at {@code spark.ferry.node.host} (default: the environment's
@@ -37,8 +31,6 @@ import scala.Option;
 final class FerryExecutorComponents implements ShuffleExecutorComponents {
   static final String NODE_HOST_KEY = "spark.ferry.node.host";
   static final String NODE_HOST_ENV = "FERRY_NODE_HOST";
-  private static final String SORT_SHUFFLE_MANAGER =
-      "org.apache.spark.shuffle.sort.SortShuffleManager";
 
   private final SparkConf conf;
   private final LocalDiskShuffleExecutorComponents local;
@@ -72,7 +64,13 @@ final class FerryExecutorComponents implements ShuffleExecutorComponents {
     } catch (IOException e) {
       throw new IllegalStateException("Ferry's shuffle plugin: " + e.getMessage(), e);
     }
-    register(appId, execId, host, port, blockManager.diskBlockManager().subDirsPerLocalDir());
+    try {
+      FerryRegistration.register(conf, SparkEnv.get().securityManager(), appId, execId, host,
+          port, dirs.paths(), blockManager.diskBlockManager().subDirsPerLocalDir());
+    } catch (IllegalStateException e) {
+      dirs.unmake();  // empty: nothing of this executor's is kept where nothing serves it
+      throw e;
+    }
     // What each map status names as where its output is served (the field Spark keeps for
     // its own shuffle service's address).
     blockManager.shuffleServerId_$eq(
@@ -85,33 +83,6 @@ final class FerryExecutorComponents implements ShuffleExecutorComponents {
     if (!set.isEmpty()) return set;
     if (fromEnv != null && !fromEnv.isEmpty()) return fromEnv;
     return ownHost;
-  }
-
-  private void register(String appId, String execId, String host, int port, int subDirs) {
-    Map<String, String> settings = new HashMap<>();
-    for (scala.Tuple2<String, String> kv : conf.getAll()) {
-      if (kv._1().startsWith("spark.shuffle.") || kv._1().startsWith("spark.authenticate")
-          || kv._1().startsWith("spark.network.")) {
-        settings.put(kv._1(), kv._2());
-      }
-    }
-    TransportConf transport = new TransportConf("shuffle", new MapConfigProvider(settings));
-    long timeoutMs = conf.getTimeAsMs("spark.shuffle.registration.timeout", "5000ms");
-    ExternalBlockStoreClient client = new ExternalBlockStoreClient(transport,
-        SparkEnv.get().securityManager(), conf.getBoolean("spark.authenticate", false), timeoutMs);
-    try {
-      client.init(appId);
-      client.registerWithShuffleServer(
-          host, port, execId, new ExecutorShuffleInfo(dirs.paths(), subDirs, SORT_SHUFFLE_MANAGER));
-    } catch (IOException | RuntimeException e) {
-      throw new IllegalStateException("Ferry's shuffle plugin: registering executor " + execId
-          + " with the node's ferry_server at " + host + ":" + port + " failed: " + e, e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("Ferry's shuffle plugin: interrupted registering", e);
-    } finally {
-      client.close();
-    }
   }
 
   @Override

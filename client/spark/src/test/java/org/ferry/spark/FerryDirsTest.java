@@ -76,6 +76,19 @@ public class FerryDirsTest {
     assertFalse(dirs.place(kept, "shuffle_3_9_0.checksum.ADLER32").exists());
   }
 
+  // A failed registration: the empty kept dirs go, a dir holding anything stays.
+  @Test
+  public void unmakeDeletesTheKeptDirsOnlyWhileEmpty() throws Exception {
+    File[] own = ownDirs(2);
+    FerryDirs dirs = new FerryDirs(own, 8, "app-3", "2");
+    dirs.make();
+    File holding = new File(dirs.paths()[1], "something");
+    Files.write(holding.toPath(), new byte[] {1});
+    dirs.unmake();
+    assertFalse(new File(dirs.paths()[0]).exists());
+    assertTrue(holding.exists());
+  }
+
   @Test
   public void theNodesHostIsTheSettingThenTheEnvironmentThenTheExecutorsOwn() {
     SparkConf conf = new SparkConf(false);
