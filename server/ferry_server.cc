@@ -22,6 +22,23 @@
 
 namespace ferry {
 
+namespace {
+
+// The control plane's listening socket on `address` ("host:port"; the host may be a name).
+absl::StatusOr<UniqueFd> ListenControl(const std::string& address) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  absl::StatusOr<SocketAddress> resolved =
+      parsed.ok() ? SocketAddress::Resolve(parsed->host, parsed->port) : parsed.status();
+  absl::StatusOr<UniqueFd> fd = resolved.ok() ? Listen(*resolved, SOMAXCONN) : resolved.status();
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("--control-address: ", fd.status().message()));
+  }
+  return fd;
+}
+
+}  // namespace
+
 absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServerOptions& options) {
   DescriptorPlan plan;
   plan.limit = limit;
@@ -247,7 +264,6 @@ absl::Status FerryServer::StartControlPlane() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int selected_port = 0;
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_chain.empty()) {
     grpc::SslServerCredentialsOptions tls;
@@ -255,14 +271,12 @@ absl::Status FerryServer::StartControlPlane() {
         {std::string(options.tls_private_key.view()), options.tls_cert_chain});
     credentials = grpc::SslServerCredentials(tls);
   }
-  // gRPC says only that it could not bind, after a log line of its internals.
-  if (absl::Status can = CheckCanListen(options.control_address); !can.ok()) {
-    return absl::Status(can.code(), absl::StrCat("--control-address: ", can.message()));
-  }
-  builder.AddListeningPort(options.control_address, credentials, &selected_port);
-  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port
-  // and answer a share of the calls; with it off, the second one fails to start.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The listening socket is the server's (ControlAcceptor), so that it can stop accepting
+  // without leaving the port and hand the socket over; gRPC serves what it accepts.
+  FERRY_ASSIGN_OR_RETURN(UniqueFd listener, ListenControl(options.control_address));
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> to_grpc =
+      builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
   // Large fetches make large handles; clients accept the same size.
   builder.SetMaxReceiveMessageSize(kMaxControlMessageBytes);
   builder.SetMaxSendMessageSize(kMaxControlMessageBytes);
@@ -270,11 +284,15 @@ absl::Status FerryServer::StartControlPlane() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
   builder.RegisterService(service_.get());
   grpc_ = builder.BuildAndStart();
-  if (grpc_ == nullptr || selected_port == 0) {
+  if (grpc_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "--control-address: cannot serve the control plane on ", options.control_address));
   }
-  control_port_ = static_cast<uint16_t>(selected_port);
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(listener.get());
+  if (!local.ok()) return local.status();
+  control_port_ = local->port();
+  FERRY_ASSIGN_OR_RETURN(control_acceptor_,
+                         ControlAcceptor::Start(std::move(listener), std::move(to_grpc)));
   return absl::OkStatus();
 }
 
@@ -333,6 +351,7 @@ DataServer::DrainReport FerryServer::Shutdown(absl::Duration drain) {
   // and gRPC's wait for clients to drop their idle channels, which it otherwise sits
   // out in full.
   const auto control_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  if (control_acceptor_ != nullptr) control_acceptor_->Stop();
   if (grpc_ == nullptr || data_ == nullptr) {
     // Start() failed part way (a port in use, say): stop whatever did start.
     if (grpc_ != nullptr) grpc_->Shutdown(control_deadline);

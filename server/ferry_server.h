@@ -17,6 +17,7 @@
 #include "common/io/blocking_pool.h"
 #include "common/secret.h"
 #include "server/base/clock.h"
+#include "server/control/control_acceptor.h"
 #include "server/control/control_service.h"
 #include "server/dataplane/data_server.h"
 #include "server/ops/metrics.h"
@@ -167,6 +168,8 @@ class FerryServer {
   std::unique_ptr<MetricsExporter> metrics_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<grpc::Server> grpc_;
+  // Accepts the control plane's connections into grpc_; stops before it.
+  std::unique_ptr<ControlAcceptor> control_acceptor_;
   uint16_t control_port_ = 0;
   bool shut_down_ = false;
   absl::Mutex sweep_mu_;

@@ -458,8 +458,7 @@ TEST_P(RealSparkTest, FerrysPluginFailsTheJobWithTheReasonWhenItsServerWillNotKe
   elsewhere.spark.address = "127.0.0.1:0";
   elsewhere.spark.executors.dir_roots = {elsewhere_root.path()};
   std::unique_ptr<FerryServer> other = testing::StartServer(elsewhere);
-  driver = RunToFailure("Ferry's plugin, its dirs not served",
-                        PluginConf(other->spark_port()));
+  driver = RunToFailure("Ferry's plugin, its dirs not served", PluginConf(other->spark_port()));
   EXPECT_TRUE(absl::StrContains(driver, "is not beneath a root this server serves")) << driver;
   EXPECT_EQ(other->spark_door()->executors()->size(), 0u);
 
