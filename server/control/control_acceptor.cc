@@ -68,8 +68,8 @@ void ControlAcceptor::AcceptReady() {
         // rather than spin.
         const int error = errno;
         if (uint64_t held_back = 0; log_budget_.Take(absl::Now(), &held_back)) {
-          LOG(WARNING) << "ferry_server: the control plane cannot accept: "
-                       << std::strerror(error) << " (" << held_back << " more held back)";
+          LOG(WARNING) << "ferry_server: the control plane cannot accept: " << std::strerror(error)
+                       << " (" << held_back << " more held back)";
         }
         ::usleep(10000);
       }

@@ -1,5 +1,6 @@
 #include "server/dataplane/data_server.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -68,7 +70,10 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
   scheduler_options.idle_poll = options.idle_poll;
   std::unique_ptr<DataServer> server(new DataServer(options));
   for (Listener& l : listeners) {
-    FERRY_ASSIGN_OR_RETURN(UniqueFd fd, BindListener(l));
+    UniqueFd fd = std::move(l.inherited);
+    if (!fd.valid()) {
+      FERRY_ASSIGN_OR_RETURN(fd, BindListener(l));
+    }
     const uint16_t port = LocalPort(fd.get());
     server->listeners_.push_back(Bound{std::move(l), std::move(fd), port});
   }
@@ -78,6 +83,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOp
     server->schedulers_.push_back(std::move(scheduler));
   }
   server->live_.resize(server->schedulers_.size());
+  server->accept_ops_.assign(server->schedulers_.size(),
+                             std::vector<IoOp*>(server->listeners_.size(), nullptr));
+  server->accept_loops_ = server->schedulers_.size() * server->listeners_.size();
   server->thread_open_ = std::make_unique<std::atomic<uint64_t>[]>(server->schedulers_.size());
   server->metrics_ = std::make_unique<ThreadMetrics[]>(server->schedulers_.size());
   const size_t threads = server->schedulers_.size();
@@ -115,14 +123,18 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
   FiberScheduler* scheduler = schedulers_[i].get();
   const Bound& bound = listeners_[l];
   const int listener = bound.fd.get();
-  while (!scheduler->stopping()) {
-    const int fd = Accept(listener);
-    if (fd == -ECANCELED) return;
+  while (!scheduler->stopping() && !paused_.load(std::memory_order_acquire)) {
+    IoOp accept;
+    PrepAccept(accept, listener, nullptr, nullptr, SOCK_CLOEXEC);
+    accept_ops_[i][l] = &accept;
+    const int fd = accept.Wait();
+    accept_ops_[i][l] = nullptr;
+    if (fd == -ECANCELED) break;
     if (draining_.load(std::memory_order_relaxed)) {
       // Drain() shut the listener down, which ends the accept with EINVAL. A
       // connection that won the race is closed unserved; its client retries.
       if (fd >= 0) ::close(fd);
-      return;
+      break;
     }
     if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
       // Out of descriptors or memory: back off instead of spinning on the error;
@@ -173,6 +185,7 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     // Without a stack the connection cannot be served; its descriptor closed with the
     // failed closure, which the peer sees as a reset.
   }
+  accept_loops_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 bool DataServer::Admit(const std::string& client, std::string* refusal) {
@@ -236,46 +249,112 @@ void DataServer::AppendMetrics(const std::string& mode,
 }
 
 DataServer::DrainReport DataServer::Drain(absl::Duration grace) {
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + grace;
   draining_.store(true, std::memory_order_relaxed);
   // shutdown() on a listening socket takes it out of the port (connections still in its
   // backlog are reset) and wakes every thread's pending accept with EINVAL.
   for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
-  std::atomic<size_t> idle{0};
-  std::atomic<size_t> busy{0};
-  std::atomic<size_t> counted{0};
+  DrainReport report = DrainConnections(grace);
+  Stop();
+  return report;
+}
+
+DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + grace;
+  draining_.store(true, std::memory_order_relaxed);
+  // Shared with the closures posted to the threads, which may run after a wait here
+  // gives up.
+  struct Counts {
+    std::atomic<size_t> idle{0};
+    std::atomic<size_t> busy{0};
+    std::atomic<size_t> threads_done{0};
+  };
+  auto counts = std::make_shared<Counts>();
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    schedulers_[i]->Post([this, i, &idle, &busy, &counted] {
+    schedulers_[i]->Post([this, i, counts] {
       // Idle connections wait for a request that must not be served now: end the wait
       // with EOF. Busy ones see draining_ when their request is done.
       for (ConnectionControl* c : live_[i]) {
         if (!c->serving) {
           ::shutdown(c->fd, SHUT_RD);
-          idle.fetch_add(1, std::memory_order_relaxed);
+          counts->idle.fetch_add(1, std::memory_order_relaxed);
         } else {
-          busy.fetch_add(1, std::memory_order_relaxed);
+          counts->busy.fetch_add(1, std::memory_order_relaxed);
         }
       }
-      counted.fetch_add(1, std::memory_order_release);
+      counts->threads_done.fetch_add(1, std::memory_order_release);
     });
   }
   // Bounded by `grace`: polling the counter keeps the connections' path free of any
   // wake-up bookkeeping for a once-per-process event.
-  while ((open_.load(std::memory_order_relaxed) > 0 ||
-          counted.load(std::memory_order_acquire) < schedulers_.size()) &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  const auto wait = [&](const std::atomic<size_t>& threads_done, absl::Time until) {
+    while ((open_.load(std::memory_order_relaxed) > 0 ||
+            threads_done.load(std::memory_order_acquire) < schedulers_.size()) &&
+           absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  };
+  wait(counts->threads_done, deadline);
   DrainReport report;
   report.cut = open_.load(std::memory_order_relaxed);
-  Stop();  // runs what was posted, if a thread had not yet
-  report.idle = idle.load(std::memory_order_relaxed);
-  report.finished = busy.load(std::memory_order_relaxed) > report.cut
-                        ? busy.load(std::memory_order_relaxed) - report.cut
-                        : 0;
+  if (report.cut > 0 && paused_.load(std::memory_order_relaxed)) {
+    // A hand-over, which no Stop() follows: what is still busy is cut here.
+    auto cut = std::make_shared<std::atomic<size_t>>(0);
+    for (size_t i = 0; i < schedulers_.size(); ++i) {
+      schedulers_[i]->Post([this, i, cut] {
+        for (ConnectionControl* c : live_[i]) ::shutdown(c->fd, SHUT_RDWR);
+        cut->fetch_add(1, std::memory_order_release);
+      });
+    }
+    wait(*cut, absl::Now() + absl::Seconds(5));
+  }
+  report.idle = counts->idle.load(std::memory_order_relaxed);
+  const size_t busy = counts->busy.load(std::memory_order_relaxed);
+  report.finished = busy > report.cut ? busy - report.cut : 0;
   report.took = absl::Now() - start;
   return report;
+}
+
+void DataServer::PauseAccepting() {
+  paused_.store(true, std::memory_order_release);
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    schedulers_[i]->Post([this, i] {
+      for (IoOp* accept : accept_ops_[i]) {
+        if (accept != nullptr) accept->Cancel();
+      }
+    });
+  }
+  // Each loop ends at once when its accept is cancelled; bounded in case a thread is
+  // stuck elsewhere.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (accept_loops_.load(std::memory_order_acquire) > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::StatusOr<std::vector<UniqueFd>> DataServer::Listeners() const {
+  std::vector<UniqueFd> out;
+  for (const Bound& l : listeners_) {
+    UniqueFd copy(::fcntl(l.fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!copy.valid()) return absl::ErrnoToStatus(errno, "duplicate a listening socket");
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+void DataServer::ResumeAccepting() {
+  draining_.store(false, std::memory_order_relaxed);
+  paused_.store(false, std::memory_order_release);
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    for (size_t l = 0; l < listeners_.size(); ++l) {
+      accept_loops_.fetch_add(1, std::memory_order_acq_rel);
+      schedulers_[i]->Post([this, i, l] {
+        if (!schedulers_[i]->Spawn([this, i, l] { AcceptLoop(i, l); }).ok()) {
+          accept_loops_.fetch_sub(1, std::memory_order_acq_rel);
+        }
+      });
+    }
+  }
 }
 
 void DataServer::Stop() {

@@ -95,6 +95,9 @@ class DataServer {
     // The bytes that tell a connection over the limits why it is closed (the
     // protocol's error for the status), sent if they fit at once. Null: closed untold.
     std::function<std::string(const absl::Status&)> refusal;
+    // A listening socket to serve instead of binding host:port: one a server handing
+    // over gave this one (its port and backlog kept).
+    UniqueFd inherited;
   };
 
   // Binds every listener, then starts the threads. `disks` reads what the page cache
@@ -133,6 +136,17 @@ class DataServer {
   // it has already received, then Stop()s. Connections still busy after `grace` are cut.
   // Call from outside the server's threads, once.
   DrainReport Drain(absl::Duration grace);
+
+  // A hand-over to another server: PauseAccepting() stops accepting, keeping the
+  // listeners (their ports and backlogs) open; returns once no thread accepts.
+  // DrainConnections() then ends the connections as Drain() does, listeners kept.
+  // Listeners() gives duplicates of the listening sockets, in Start()'s order.
+  // ResumeAccepting() serves again (the other server failed before serving). Call from
+  // outside the server's threads.
+  void PauseAccepting();
+  DrainReport DrainConnections(absl::Duration grace);
+  absl::StatusOr<std::vector<UniqueFd>> Listeners() const;
+  void ResumeAccepting();
 
   // Stops accepting, cancels every connection's pending I/O, waits for the threads.
   // Idempotent.
@@ -183,6 +197,12 @@ class DataServer {
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's
   // pending work still updates them.
   std::atomic<bool> draining_{false};
+  // Set by PauseAccepting(): each accept loop ends at its next turn. Its pending accept
+  // is cancelled (accept_ops_) and accept_loops_ counts those still running.
+  std::atomic<bool> paused_{false};
+  std::atomic<size_t> accept_loops_{0};
+  // Per thread, per listener: the accept in flight, or null. Touched only on that thread.
+  std::vector<std::vector<IoOp*>> accept_ops_;
   std::atomic<uint64_t> open_{0};  // admission reads it back: not a Gauge
   struct Stats {
     FERRY_STATS_FIELDS(FERRY_DATA_PLANE_STATS)

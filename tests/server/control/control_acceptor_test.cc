@@ -53,8 +53,8 @@ class ControlAcceptorTest : public ::testing::Test {
 
   // A health check on a new channel (a new connection) within `deadline`.
   grpc::StatusCode Check(std::chrono::milliseconds deadline) {
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                       grpc::InsecureChannelCredentials());
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
     auto stub = Health::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + deadline);
