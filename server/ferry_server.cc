@@ -1,5 +1,6 @@
 #include "server/ferry_server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "common/net_address.h"
 #include "common/option_check.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "server/dataplane/ferry_protocol.h"
 #include "server/dataplane/segment_sender.h"
 
@@ -170,7 +172,8 @@ absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& o
   return absl::StrCat(out, spark);
 }
 
-absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options) {
+absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options,
+                                                                HandedListeners inherited) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
@@ -192,13 +195,30 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->tickets_ = std::make_unique<TicketRegistry>(options.tickets, clock);
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
-  FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock));
-  FERRY_RETURN_IF_ERROR(server->StartControlPlane());
-  server->sweeper_ = std::thread([s = server.get()] { s->Sweep(); });
+  FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock, inherited));
+  FERRY_RETURN_IF_ERROR(server->StartControlPlane(inherited.Take("control")));
+  server->StartSweeper();
   return server;
 }
 
-absl::Status FerryServer::StartDataPlane(const Clock& clock) {
+void FerryServer::StartSweeper() {
+  {
+    absl::MutexLock lock(&sweep_mu_);
+    stop_sweeping_ = false;
+  }
+  sweeper_ = std::thread([this] { Sweep(); });
+}
+
+void FerryServer::StopSweeper() {
+  if (!sweeper_.joinable()) return;
+  {
+    absl::MutexLock lock(&sweep_mu_);
+    stop_sweeping_ = true;
+  }
+  sweeper_.join();
+}
+
+absl::Status FerryServer::StartDataPlane(const Clock& clock, HandedListeners& inherited) {
   const FerryServerOptions& options = options_;
   DataServer::Listener ferry_door;
   FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
@@ -210,12 +230,14 @@ absl::Status FerryServer::StartDataPlane(const Clock& clock) {
     ServeFerryConnection(std::move(socket), *tickets, *connection, control);
   };
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
+  ferry_door.inherited = inherited.Take("data");
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark.address.empty()) {
     FERRY_ASSIGN_OR_RETURN(spark_, SparkFrontDoor::Open(options_.spark, store_.get(), clock));
     options_.spark.executors.dir_roots = spark_->roots();
     FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door, spark_->Listener(&options_.connection));
+    spark_door.inherited = inherited.Take("spark");
     listeners.push_back(std::move(spark_door));
   }
   FERRY_ASSIGN_OR_RETURN(data_,
@@ -223,7 +245,7 @@ absl::Status FerryServer::StartDataPlane(const Clock& clock) {
   return absl::OkStatus();
 }
 
-absl::Status FerryServer::StartControlPlane() {
+absl::Status FerryServer::StartControlPlane(UniqueFd inherited) {
   const FerryServerOptions& options = options_;
   FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
   ControlServiceOptions control = options.control;
@@ -250,14 +272,27 @@ absl::Status FerryServer::StartControlPlane() {
                                               disks_.get());
 
   if (!options.metrics_address.empty()) {
-    // civetweb does not say why it cannot listen.
-    if (absl::Status can = CheckCanListen(options.metrics_address); !can.ok()) {
-      return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
-    }
-    FERRY_ASSIGN_OR_RETURN(metrics_, MetricsExporter::Start(options.metrics_address,
-                                                            [this] { return CollectMetrics(); }));
-    service_->set_metrics_port(metrics_->port());
+    FERRY_RETURN_IF_ERROR(StartMetrics(options.metrics_address));
   }
+  if (!inherited.valid()) {
+    FERRY_ASSIGN_OR_RETURN(inherited, ListenControl(options.control_address));
+  }
+  return ServeControl(std::move(inherited));
+}
+
+absl::Status FerryServer::StartMetrics(const std::string& address) {
+  // civetweb does not say why it cannot listen.
+  if (absl::Status can = CheckCanListen(address); !can.ok()) {
+    return absl::Status(can.code(), absl::StrCat("--metrics-address: ", can.message()));
+  }
+  FERRY_ASSIGN_OR_RETURN(metrics_,
+                         MetricsExporter::Start(address, [this] { return CollectMetrics(); }));
+  service_->set_metrics_port(metrics_->port());
+  return absl::OkStatus();
+}
+
+absl::Status FerryServer::ServeControl(UniqueFd listener) {
+  const FerryServerOptions& options = options_;
 
   // gRPC's standard health service (SERVING until a drain begins) and server reflection,
   // so standard gRPC tooling works against the control plane.
@@ -273,7 +308,6 @@ absl::Status FerryServer::StartControlPlane() {
   }
   // The listening socket is the server's (ControlAcceptor), so that it can stop accepting
   // without leaving the port and hand the socket over; gRPC serves what it accepts.
-  FERRY_ASSIGN_OR_RETURN(UniqueFd listener, ListenControl(options.control_address));
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> to_grpc =
       builder.experimental().AddExternalConnectionAcceptor(
           grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
@@ -337,21 +371,80 @@ void FerryServer::Sweep() {
   sweep_mu_.Unlock();
 }
 
+absl::StatusOr<HandedListeners> FerryServer::PrepareHandOver(absl::Duration grace) {
+  if (shut_down_ || handing_over_ || control_acceptor_ == nullptr) {
+    return absl::FailedPreconditionError("this server is stopping");
+  }
+  handing_over_ = true;
+  control_acceptor_->Pause();
+  data_->PauseAccepting();
+  if (grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+  // The control plane's calls finish (bounded) while the data plane's connections end.
+  std::thread control(
+      [this] { grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); });
+  const DataServer::DrainReport drained = data_->DrainConnections(grace);
+  control.join();
+  paused_control_ = control_acceptor_->Release();
+  control_acceptor_.reset();
+  grpc_.reset();
+  handed_metrics_port_ = metrics_port();
+  metrics_.reset();
+  StopSweeper();
+  LOG(INFO) << "ferry_server: handing over: " << drained.idle << " idle connections closed, "
+            << drained.finished << " finished, " << drained.cut << " cut, in "
+            << absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1)));
+  HandedListeners out;
+  out.names.push_back("control");
+  out.fds.emplace_back(::fcntl(paused_control_.get(), F_DUPFD_CLOEXEC, 0));
+  FERRY_ASSIGN_OR_RETURN(std::vector<UniqueFd> data, data_->Listeners());
+  out.names.push_back("data");
+  if (spark_ != nullptr) out.names.push_back("spark");
+  for (UniqueFd& fd : data) out.fds.push_back(std::move(fd));
+  for (const UniqueFd& fd : out.fds) {
+    if (!fd.valid()) return absl::ErrnoToStatus(errno, "duplicate a listening socket");
+  }
+  return out;
+}
+
+void FerryServer::ResumeAfterHandOver() {
+  if (!handing_over_ || shut_down_) return;
+  if (!paused_control_.valid()) {
+    LOG(ERROR) << "ferry_server: the control plane cannot serve again: its socket is gone";
+  } else if (absl::Status served = ServeControl(std::move(paused_control_)); !served.ok()) {
+    LOG(ERROR) << "ferry_server: the control plane cannot serve again: " << served;
+  }
+  if (!options_.metrics_address.empty()) {
+    absl::StatusOr<HostPort> configured = ParseHostPort(options_.metrics_address);
+    const std::string same = configured.ok() && handed_metrics_port_ != 0
+                                 ? FormatHostPort(configured->host, handed_metrics_port_)
+                                 : options_.metrics_address;
+    if (absl::Status started = StartMetrics(same); !started.ok()) {
+      LOG(ERROR) << "ferry_server: the metrics endpoint cannot serve again: " << started;
+    }
+  }
+  if (spark_ != nullptr) spark_->ResumeAfterHandOver();
+  data_->ResumeAccepting();
+  StartSweeper();
+  handing_over_ = false;
+}
+
 DataServer::DrainReport FerryServer::Shutdown(absl::Duration drain) {
   if (shut_down_) return {};
   shut_down_ = true;
-  if (sweeper_.joinable()) {
-    {
-      absl::MutexLock lock(&sweep_mu_);
-      stop_sweeping_ = true;
-    }
-    sweeper_.join();
-  }
+  StopSweeper();
   // Control RPCs take milliseconds; the deadline bounds a stuck one (gRPC cancels it),
   // and gRPC's wait for clients to drop their idle channels, which it otherwise sits
   // out in full.
   const auto control_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   if (control_acceptor_ != nullptr) control_acceptor_->Stop();
+  if (handing_over_) {
+    // Handed over (or stopping half way): the listening sockets are the new server's too,
+    // so they are closed here, never shut down, and nothing is left to drain.
+    if (data_ != nullptr) data_->Stop();
+    return {};
+  }
   if (grpc_ == nullptr || data_ == nullptr) {
     // Start() failed part way (a port in use, say): stop whatever did start.
     if (grpc_ != nullptr) grpc_->Shutdown(control_deadline);

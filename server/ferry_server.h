@@ -20,6 +20,7 @@
 #include "server/control/control_acceptor.h"
 #include "server/control/control_service.h"
 #include "server/dataplane/data_server.h"
+#include "server/ops/hand_over.h"
 #include "server/ops/metrics.h"
 #include "server/ops/metrics_exporter.h"
 #include "server/spark/spark_front_door.h"
@@ -108,7 +109,10 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
 
 class FerryServer {
  public:
-  static absl::StatusOr<std::unique_ptr<FerryServer>> Start(const FerryServerOptions& options);
+  // `inherited`: listening sockets a server handing over gave this one ("control",
+  // "data", "spark"), served instead of binding those planes' addresses.
+  static absl::StatusOr<std::unique_ptr<FerryServer>> Start(const FerryServerOptions& options,
+                                                            HandedListeners inherited = {});
   // What Start() would check, without listening or writing anything (ferry_server
   // --check-config, while another server may run with the same files): the options, the
   // addresses, the descriptor plan, the data dir, the Spark roots, state dir, secrets,
@@ -124,6 +128,16 @@ class FerryServer {
   // `drain` runs out. Returns what the drain did (all zero without one, or on a second
   // call): the data-plane connections it closed, let finish or cut. Idempotent.
   DataServer::DrainReport Shutdown(absl::Duration drain = absl::ZeroDuration());
+
+  // A hand-over to a new server (HandOverPoint's Prepare): stops accepting on every plane,
+  // keeping the ports (connections wait in the backlogs), stops the control plane (its
+  // calls finish) and the metrics endpoint (its port is freed for the new server), ends
+  // the data plane's connections as a drain does within `grace`, and stops the sweeper,
+  // so that nothing writes the state files any more. Returns the listening sockets.
+  // ResumeAfterHandOver() undoes it when the new server fails before it serves; else
+  // Shutdown() ends this one, leaving the sockets to the new one.
+  absl::StatusOr<HandedListeners> PrepareHandOver(absl::Duration grace);
+  void ResumeAfterHandOver();
 
   uint16_t control_port() const { return control_port_; }
   uint16_t data_port() const { return data_->port(); }
@@ -152,8 +166,13 @@ class FerryServer {
   void Sweep();
   // Start()'s parts, in order: the data plane's listeners (Ferry's, the Spark front
   // door's) and threads; the control plane (gRPC) and the metrics.
-  absl::Status StartDataPlane(const Clock& clock);
-  absl::Status StartControlPlane();
+  absl::Status StartDataPlane(const Clock& clock, HandedListeners& inherited);
+  absl::Status StartControlPlane(UniqueFd inherited);
+  // gRPC on `listener` (listening), fed by a ControlAcceptor.
+  absl::Status ServeControl(UniqueFd listener);
+  absl::Status StartMetrics(const std::string& address);
+  void StartSweeper();
+  void StopSweeper();
 
   FerryServerOptions options_;
   DescriptorPlan descriptors_;
@@ -170,6 +189,10 @@ class FerryServer {
   std::unique_ptr<grpc::Server> grpc_;
   // Accepts the control plane's connections into grpc_; stops before it.
   std::unique_ptr<ControlAcceptor> control_acceptor_;
+  // While a hand-over is prepared: the control plane's listener, gRPC stopped.
+  UniqueFd paused_control_;
+  uint16_t handed_metrics_port_ = 0;  // the metrics endpoint's port, to serve it again
+  bool handing_over_ = false;
   uint16_t control_port_ = 0;
   bool shut_down_ = false;
   absl::Mutex sweep_mu_;

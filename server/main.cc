@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "server/base/replace_file.h"
 #include "server/ferry_server.h"
 #include "server/flags.h"
+#include "server/ops/hand_over.h"
 
 // The process's own flags. Those that set FerryServerOptions are declared beside the
 // options they set (server/flags.h).
@@ -55,6 +57,11 @@ ABSL_FLAG(bool, check_config, false,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
+ABSL_FLAG(bool, take_over, false,
+          "Take over from the ferry_server running with the same --state-dir (an upgrade "
+          "or restart without a gap): take its listening sockets and state once it has "
+          "ended its connections (within its --drain-timeout), then serve; it exits. With "
+          "no server running there, start as usual. Needs --state-dir.");
 
 namespace {
 
@@ -256,19 +263,91 @@ int Main() {
   }
 
   // Block the shutdown signals before any thread starts, so every thread inherits the
-  // mask and sigwait() below is the only place they arrive.
+  // mask and sigwait() below is the only place they arrive. SIGUSR1 is the hand-over
+  // point's: this server handed over.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseFileLimit();
-  absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server = ferry::FerryServer::Start(options);
+  const std::string& state_dir = options.spark.executors.state_dir;
+  const std::string hand_over_path =
+      state_dir.empty() ? "" : absl::StrCat(state_dir, "/ferry_server.sock");
+  const bool take_over = absl::GetFlag(FLAGS_take_over);
+  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  if (take_over && hand_over_path.empty()) {
+    LOG(ERROR) << "ferry_server: --take-over needs --state-dir (where the running server "
+                  "keeps its state and its hand-over socket)";
+    return 2;
+  }
+  std::optional<ferry::TakenOver> taken;
+  std::unique_ptr<ferry::HandOverPoint> point;
+  absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server;
+  // Set before the point can call back; read by its callbacks on its thread.
+  static ferry::FerryServer* serving_server = nullptr;
+  const auto start_point = [&](bool replace) -> absl::Status {
+    if (hand_over_path.empty()) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<ferry::HandOverPoint>> started = ferry::HandOverPoint::Listen(
+        {.path = hand_over_path, .replace = replace},
+        [drain]() -> absl::StatusOr<ferry::HandedListeners> {
+          return serving_server->PrepareHandOver(drain);
+        },
+        [](bool served, const std::string& why) {
+          if (served) {
+            ::kill(::getpid(), SIGUSR1);
+            return;
+          }
+          LOG(WARNING) << "ferry_server: the hand-over failed (" << why << "); serving again";
+          serving_server->ResumeAfterHandOver();
+        });
+    if (!started.ok()) return started.status();
+    point = *std::move(started);
+    return absl::OkStatus();
+  };
+  if (take_over) {
+    // The running server ends its connections first: up to its drain timeout, taken as
+    // this one's.
+    absl::StatusOr<std::optional<ferry::TakenOver>> asked =
+        ferry::TakeOver(hand_over_path, drain + absl::Seconds(30));
+    if (absl::IsUnavailable(asked.status())) {
+      // It went before it handed anything over: its ports and state are free.
+      LOG(WARNING) << "ferry_server: " << asked.status().message() << "; starting";
+      asked = std::optional<ferry::TakenOver>();
+    }
+    if (!asked.ok()) {
+      LOG(ERROR) << "ferry_server: cannot take over: " << asked.status().message();
+      return 1;
+    }
+    taken = *std::move(asked);
+    if (!taken.has_value()) {
+      LOG(INFO) << "ferry_server: no server answers on " << hand_over_path
+                << " to take over from; starting";
+    }
+  } else if (absl::Status started = start_point(false); !started.ok()) {
+    // Before the state files are opened: two servers on one state dir would corrupt them.
+    LOG(ERROR) << "ferry_server: " << started.message();
+    return 1;
+  }
+  server = ferry::FerryServer::Start(
+      options, taken.has_value() ? std::move(taken->listeners) : ferry::HandedListeners());
   if (!server.ok()) {
     LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;
+  }
+  serving_server = server->get();
+  if (taken.has_value()) {
+    if (absl::Status started = start_point(true); !started.ok()) {
+      LOG(ERROR) << "ferry_server: " << started.message();
+      return 1;
+    }
+    if (absl::Status told = ferry::Served(*taken); !told.ok()) {
+      LOG(WARNING) << "ferry_server: the server taken over from (pid " << taken->from
+                   << ") did not hear that this one serves: " << told.message();
+    }
   }
   // At every --log-level: that it serves, where, and who may ask.
   std::string serving =
@@ -286,6 +365,7 @@ int Main() {
     absl::StrAppend(&serving, ", metrics on ",
                     Where(options.metrics_address, (*server)->metrics_port()), "/metrics");
   }
+  if (taken.has_value()) absl::StrAppend(&serving, "; taken over from pid ", taken->from);
   Announce(serving);
   LogLimits(**server, options);
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
@@ -312,9 +392,17 @@ int Main() {
     if (!OpenLogFile()) return 1;
     LOG(INFO) << "ferry_server: SIGHUP, log file reopened";
   }
+  if (signal == SIGUSR1) {
+    point.reset();
+    (*server)->Shutdown();
+    Announce("ferry_server: stopped, handed over to the new server");
+    return 0;
+  }
   LOG(INFO) << "ferry_server: " << strsignal(signal) << ", shutting down";
   systemd->Tell("STOPPING=1\nSTATUS=draining");
-  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  // No hand-over from here on (one under way is abandoned: this server serves on until
+  // its own drain).
+  point.reset();
   const ferry::DataServer::DrainReport drained = (*server)->Shutdown(drain);
   LogStopped(**server, drain, drained);
   return 0;

@@ -102,7 +102,9 @@ void ControlAcceptor::Resume() {
   (void)::write(wake_.get(), &one, sizeof(one));
 }
 
-void ControlAcceptor::Stop() {
+void ControlAcceptor::Stop() { Release().Reset(); }
+
+UniqueFd ControlAcceptor::Release() {
   {
     absl::MutexLock lock(&mu_);
     wanted_ = State::kStopped;
@@ -110,7 +112,7 @@ void ControlAcceptor::Stop() {
     (void)::write(wake_.get(), &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();
-  listener_.Reset();
+  return std::move(listener_);
 }
 
 ControlAcceptor::~ControlAcceptor() { Stop(); }

@@ -36,6 +36,8 @@ class ControlAcceptor {
   void Resume();
   // Stops the thread and closes the socket. Idempotent.
   void Stop();
+  // Stops the thread and gives the socket back (open, listening).
+  UniqueFd Release();
 
  private:
   enum class State { kAccepting, kPaused, kStopped };

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <unistd.h>
@@ -251,8 +252,11 @@ void DataServer::AppendMetrics(const std::string& mode,
 DataServer::DrainReport DataServer::Drain(absl::Duration grace) {
   draining_.store(true, std::memory_order_relaxed);
   // shutdown() on a listening socket takes it out of the port (connections still in its
-  // backlog are reset) and wakes every thread's pending accept with EINVAL.
-  for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
+  // backlog are reset) and wakes every thread's pending accept with EINVAL. Paused for a
+  // hand-over, the sockets may be another server's too: left as they are.
+  if (!paused_.load(std::memory_order_acquire)) {
+    for (const Bound& l : listeners_) ::shutdown(l.fd.get(), SHUT_RDWR);
+  }
   DrainReport report = DrainConnections(grace);
   Stop();
   return report;
@@ -273,9 +277,11 @@ DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     schedulers_[i]->Post([this, i, counts] {
       // Idle connections wait for a request that must not be served now: end the wait
-      // with EOF. Busy ones see draining_ when their request is done.
+      // with EOF. Busy ones see draining_ when their request is done; so do those whose
+      // next request has arrived and is not read yet (FIONREAD), which it answers.
       for (ConnectionControl* c : live_[i]) {
-        if (!c->serving) {
+        int unread = 0;
+        if (!c->serving && (::ioctl(c->fd, FIONREAD, &unread) != 0 || unread == 0)) {
           ::shutdown(c->fd, SHUT_RD);
           counts->idle.fetch_add(1, std::memory_order_relaxed);
         } else {

@@ -228,9 +228,9 @@ void HandOverPoint::Answer(UniqueFd peer) {
   }
   absl::MutexLock lock(&mu_);
   if (busy_with_ != 0) {
-    return refuse(absl::StrCat(handed_over_ ? "this server has handed over to pid "
-                                            : "a hand-over is under way to pid ",
-                               busy_with_));
+    return refuse(absl::StrCat(
+        handed_over_ ? "this server has handed over to pid " : "a hand-over is under way to pid ",
+        busy_with_));
   }
   busy_with_ = who->pid;
   if (hand_over_.joinable()) hand_over_.join();  // an earlier one that failed: done
@@ -288,8 +288,7 @@ HandOverPoint::~HandOverPoint() {
   }
 }
 
-absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path,
-                                                  absl::Duration timeout) {
+absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path, absl::Duration timeout) {
   absl::StatusOr<SocketPath> socket_path = AddressOf(path);
   if (!socket_path.ok()) return socket_path.status();
   const sockaddr_un* address = &socket_path->address;
@@ -315,10 +314,9 @@ absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path,
       ReceiveText(fd.get(), static_cast<int>(absl::ToInt64Milliseconds(timeout)));
   const std::string from = absl::StrCat("the server on ", path, " (pid ", old->pid, ")");
   if (!answer.ok()) {
-    return absl::Status(answer.status().code(),
-                        absl::StrCat(from, " did not hand over within ",
-                                     absl::FormatDuration(timeout), ": ",
-                                     answer.status().message()));
+    return absl::Status(answer.status().code(), absl::StrCat(from, " did not hand over within ",
+                                                             absl::FormatDuration(timeout), ": ",
+                                                             answer.status().message()));
   }
   if (answer->text.empty()) return absl::UnavailableError(absl::StrCat(from, " went"));
   if (absl::StartsWith(answer->text, "refused: ")) {
@@ -336,8 +334,9 @@ absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path,
   }
   for (const UniqueFd& listener : answer->fds) {
     if (!IsListeningStream(listener.get())) {
-      return absl::InvalidArgumentError(absl::StrCat(from, " sent a descriptor that is not a "
-                                                           "listening TCP socket"));
+      return absl::InvalidArgumentError(absl::StrCat(from,
+                                                     " sent a descriptor that is not a "
+                                                     "listening TCP socket"));
     }
   }
   taken.listeners.fds = std::move(answer->fds);

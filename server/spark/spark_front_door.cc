@@ -175,6 +175,11 @@ absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
 
 SparkFrontDoor::~SparkFrontDoor() = default;
 
+void SparkFrontDoor::ResumeAfterHandOver() {
+  executors_->RewriteBeforeNextChange();
+  if (push_ != nullptr) push_->RewriteStateBeforeNextChange();
+}
+
 absl::StatusOr<DataServer::Listener> SparkFrontDoor::Listener(const ConnectionOptions* connection) {
   FERRY_ASSIGN_OR_RETURN(HostPort address, ParseHostPort(options_.address));
   DataServer::Listener door;

@@ -80,6 +80,9 @@ class SparkFrontDoor : public SparkApps {
   absl::StatusOr<DataServer::Listener> Listener(const ConnectionOptions* connection);
   // Forgets the applications that ended and the executors whose dirs are gone.
   void Sweep();
+  // A hand-over failed after the new server read the state files: they are this server's
+  // again, each rewritten from memory before its next change.
+  void ResumeAfterHandOver();
   void AppendMetrics(std::vector<MetricFamilySamples>* out) const;
   // One line for the start-up log: roots, registrations, where secrets come from.
   std::string Describe() const;

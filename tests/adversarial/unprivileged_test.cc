@@ -9,18 +9,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/control_client.h"
+#include "common/net_address.h"
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
@@ -76,16 +82,26 @@ class UnprivilegedSparkTest : public ::testing::Test {
   }
 
   void Start(const std::vector<std::string>& extra = {}) {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> started = StartServer(extra, "server.log");
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+  }
+  absl::StatusOr<std::unique_ptr<ServerProcess>> StartServer(const std::vector<std::string>& extra,
+                                                             const std::string& log) {
     std::vector<std::string> args = {
         "--spark-address=127.0.0.1:0",        "--spark-dir-roots=" + scratch_ + "/roots",
         "--state-dir=" + scratch_ + "/state", "--max-spark-open-chunks-per-client=100",
         "--metrics-address=127.0.0.1:0",      "--max-connections-per-client=4096",
         absl::StrCat("--threads=", kThreads)};
     args.insert(args.end(), extra.begin(), extra.end());
-    auto started = ServerProcess::Start(scratch_ + "/ferry_server", scratch_ + "/data", args,
-                                        scratch_ + "/server.log", 4096, kUser);
-    ASSERT_TRUE(started.ok()) << started.status();
-    server_ = *std::move(started);
+    return ServerProcess::Start(scratch_ + "/ferry_server", scratch_ + "/data", args,
+                                scratch_ + "/" + log, 4096, kUser);
+  }
+  std::string Log(const std::string& name) const {
+    std::ifstream in(scratch_ + "/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
   }
   // A hand-off dir (--spark-yarn-dir, --spark-apps-dir) as its writer lays it out, the
   // NodeManager or the node agent (root here): dirs 0750 and files 0640 of root, in
@@ -394,6 +410,116 @@ TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {
   EXPECT_TRUE(testing::WaitFor([&] { return Metric("ferry_pipes_in_use") == 0; }));
   EXPECT_LE(server_->PipeCount(), others + 2 * budget);
   EXPECT_EQ(Metric("ferry_pipes_undersized_total"), 0);
+}
+
+// An upgrade as the service runs it: a second ferry_server, started with --take-over as
+// the same user beside the first, takes its listening sockets and its state. The ports
+// stay, no connection is refused meanwhile (a prober connects and fetches throughout),
+// the registration made with the first is served by the second, and the first exits 0.
+TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+    ASSERT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
+  }
+  const uint16_t spark_port = server_->spark_port();
+  const uint16_t data_port = server_->data_port();
+  const std::string expected = testing::PartitionBytes(3, 1000, 1, 20);
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0};
+  std::atomic<int> cut{0};
+  std::atomic<int> wrong{0};
+  // Bounded: 20,000 fetches or the test's end.
+  std::thread prober([&] {
+    for (int i = 0; i < 20000 && !stop.load(); ++i) {
+      SparkClient probe(spark_port);  // a refused connect fails the test here
+      const std::string got = FetchOne(probe);
+      if (got == expected) {
+        served++;
+      } else if (got == "closed" || absl::StartsWith(got, "rpc failure: ")) {
+        cut++;  // ended by the old server's drain before it read the request
+      } else {
+        wrong++;
+      }
+    }
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return served.load() > 20; }));
+  const int before = served.load();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> next = StartServer({"--take-over"}, "next.log");
+  ASSERT_TRUE(next.ok()) << next.status();
+  absl::StatusOr<int> old_exit = server_->SignalAndWait(0, absl::Seconds(30));
+  ASSERT_TRUE(old_exit.ok()) << old_exit.status();
+  EXPECT_TRUE(WIFEXITED(*old_exit) && WEXITSTATUS(*old_exit) == 0) << *old_exit;
+  const pid_t old_pid = server_->pid();
+  server_ = *std::move(next);
+  ASSERT_TRUE(testing::WaitFor([&] { return served.load() > before + 20; }));
+  stop = true;
+  prober.join();
+  std::printf("across the hand-over: %d fetches served, %d cut by the drain, %d wrong\n",
+              served.load(), cut.load(), wrong.load());
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(server_->spark_port(), spark_port);
+  EXPECT_EQ(server_->data_port(), data_port);
+  EXPECT_EQ(ServerUid(), uid_);
+  EXPECT_TRUE(absl::StrContains(Log("next.log"), absl::StrCat("taken over from pid ", old_pid)))
+      << Log("next.log");
+  EXPECT_TRUE(absl::StrContains(Log("server.log"), "handed over")) << Log("server.log");
+  // The registration came with the state: served without registering again.
+  SparkClient after(server_->spark_port());
+  EXPECT_EQ(FetchOne(after), expected);
+  EXPECT_GE(Metric("ferry_spark_executors_registered"), 1);
+}
+
+// The new server fails after the old one handed over its sockets (here: its metrics
+// address is taken): the old one serves again, on the same ports, and keeps its state
+// files its own (a registration made after is there after a restart).
+TEST_F(UnprivilegedSparkTest, AHandOverThatFailsLeavesTheOldServerServing) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+  }
+  absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
+  ASSERT_TRUE(loopback.ok());
+  absl::StatusOr<UniqueFd> taken = Listen(*loopback, 1);
+  ASSERT_TRUE(taken.ok());
+  const uint16_t busy = SocketAddress::LocalOf(taken->get())->port();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> next =
+      StartServer({"--take-over", absl::StrCat("--metrics-address=127.0.0.1:", busy)}, "next.log");
+  ASSERT_FALSE(next.ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return absl::StrContains(Log("server.log"), "serving again"); }, absl::Seconds(30)))
+      << Log("server.log");
+  SparkClient client(server_->spark_port());
+  EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
+  EXPECT_TRUE(ControlClient(absl::Seconds(5)).GetServerInfo(server_->control_target()).ok());
+  EXPECT_GE(Metric("ferry_spark_executors_registered"), 1);
+  ASSERT_EQ(client.Call(Registration("2", {scratch_ + "/roots/c"})).type,
+            sw::MessageType::kRpcResponse);
+  ASSERT_TRUE(server_->SignalAndWait(SIGTERM, absl::Seconds(20)).ok());
+  ASSERT_NO_FATAL_FAILURE(Start());
+  SparkClient after(server_->spark_port());
+  const Reply dirs = after.Call(sw::EncodeGetLocalDirsForExecutors({kApp, {"1", "2"}}));
+  EXPECT_EQ(dirs.type, sw::MessageType::kRpcResponse) << dirs.text;
+}
+
+// A server killed leaves its hand-over socket: the next one, asked to take over, finds
+// no one there and starts on its own, with the state the killed one kept.
+TEST_F(UnprivilegedSparkTest, TakingOverFromAKilledServerStartsAfresh) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  {
+    SparkClient client(server_->spark_port());
+    ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+  }
+  ASSERT_TRUE(server_->SignalAndWait(SIGKILL, absl::Seconds(20)).ok());
+  ASSERT_TRUE(fs::exists(scratch_ + "/state/ferry_server.sock"));
+  absl::StatusOr<std::unique_ptr<ServerProcess>> next = StartServer({"--take-over"}, "next.log");
+  ASSERT_TRUE(next.ok()) << next.status();
+  server_ = *std::move(next);
+  EXPECT_TRUE(absl::StrContains(Log("next.log"), "no server answers")) << Log("next.log");
+  SparkClient client(server_->spark_port());
+  EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
 }  // namespace

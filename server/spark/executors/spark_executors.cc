@@ -759,6 +759,12 @@ absl::Status ExecutorRegistry::AppendLocked(absl::string_view records) {
   return absl::OkStatus();
 }
 
+void ExecutorRegistry::RewriteBeforeNextChange() {
+  absl::MutexLock write(&write_mu_);
+  journal_.Reset();
+  journal_broken_ = true;
+}
+
 void ExecutorRegistry::MaybeCompactLocked() {
   if (options_.state_dir.empty() || journal_bytes_ <= 2 * bytes_ + kMinCompactBytes ||
       journal_bytes_ <= compaction_failed_at_ + kMinCompactBytes) {

@@ -132,6 +132,10 @@ class ExecutorRegistry {
   // file (the registration is then not kept). Registering an executor again as it is
   // costs one lookup.
   absl::Status Register(const spark::RegisterExecutor& registration);
+  // Another server may have rewritten the journal since this one last wrote it (a
+  // hand-over that failed after the new server read it): rewritten whole from memory
+  // before the next change.
+  void RewriteBeforeNextChange();
   // What Register() would say of the registration's shape and dirs, registering nothing:
   // so that an invalid registration is refused before it costs anything else.
   absl::Status Check(const spark::RegisterExecutor& registration) const;

@@ -373,6 +373,11 @@ std::string PushMerger::StateTextLocked() const {
   return text;
 }
 
+void PushMerger::RewriteStateBeforeNextChange() {
+  absl::MutexLock lock(&state_mu_);
+  state_fd_.Reset();
+}
+
 void PushMerger::AppendState(const std::string& records) {
   if (options_.state_file.empty() || records.empty()) return;
   absl::MutexLock saving(&state_mu_);

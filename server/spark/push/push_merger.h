@@ -133,6 +133,10 @@ class PushMerger {
   // application) deleted since; other lines are skipped (a few logged, then counted). A file past
   // its bound is set aside (logged): the server starts without what it kept.
   absl::Status LoadState();
+  // Another server may have rewritten the state file since this one last wrote it (a
+  // hand-over that failed after the new server read it): rewritten whole from memory
+  // before the next change.
+  void RewriteStateBeforeNextChange() ABSL_LOCKS_EXCLUDED(state_mu_);
   // What LoadState() would read, changing nothing (ferry_server --check-config): a line
   // saying how many finalized merges it keeps, or why the server would not read it.
   static absl::StatusOr<std::string> CheckState(const std::string& path);

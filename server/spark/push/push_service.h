@@ -108,6 +108,7 @@ class PushService {
     merger_.RegisterAttempt(app_id, attempt_id, std::move(merge_dirs));
   }
   void ForgetUnclaimed() { merger_.ForgetUnclaimed(); }
+  void RewriteStateBeforeNextChange() { merger_.RewriteStateBeforeNextChange(); }
   void ApplicationEnded(const std::string& app_id) { merger_.ApplicationEnded(app_id); }
   absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> MergeDirs(
       const std::string& app_id) const {

@@ -145,7 +145,8 @@ TEST_F(HandOverTest, APointOnALiveOneIsRefusedUnlessItReplacesIt) {
 // The new server goes, or stays silent, before it serves: the old one serves again, and
 // a later hand-over may be tried.
 TEST_F(HandOverTest, ANewServerThatDoesNotServeGivesTheOldOneBack) {
-  std::unique_ptr<HandOverPoint> point = Point({.path = path_, .start_timeout = absl::Milliseconds(200)});
+  std::unique_ptr<HandOverPoint> point =
+      Point({.path = path_, .start_timeout = absl::Milliseconds(200)});
   ASSERT_NE(point, nullptr);
   {
     absl::StatusOr<std::optional<TakenOver>> taken = TakeOver(path_, absl::Seconds(10));
