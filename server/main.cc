@@ -5,16 +5,21 @@
 //
 // Files live under <data-dir>/<appId>/shuffle_<shuffleId>_<mapId>_0.{data,index,...}.
 // SIGTERM or SIGINT shuts the server down cleanly.
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/flag_names.h"
@@ -139,36 +145,108 @@ void LogGrpcLine(gpr_log_func_args* args) {
 // SIGTERM, must never wait for it. A line not sent by exit is not sent.
 class SystemdNotifier {
  public:
-  void Tell(std::string state) {
+  void Tell(std::string state) { Queue(std::move(state), nullptr); }
+  // Tells `state`, then waits (up to `timeout`) until systemd has read it
+  // (sd_notify_barrier): a MAINPID= must be read before the old main process exits.
+  // Whether it was read; false at once when no manager listens.
+  bool TellAndConfirm(std::string state, absl::Duration timeout) {
+    if (std::getenv("NOTIFY_SOCKET") == nullptr) return false;
+    auto read = std::make_shared<absl::Notification>();
+    Queue(std::move(state), read);
+    return read->WaitForNotificationWithTimeout(timeout);
+  }
+
+ private:
+  struct Message {
+    std::string state;
+    std::shared_ptr<absl::Notification> read;  // null: not waited for
+  };
+  void Queue(std::string state, std::shared_ptr<absl::Notification> read) {
     absl::MutexLock lock(&mu_);
     if (!started_) {
       std::thread([this] { Run(); }).detach();
       started_ = true;
     }
-    queue_.push_back(std::move(state));
+    queue_.push_back({std::move(state), std::move(read)});
   }
-
- private:
   void Run() {
     for (;;) {
-      std::string state;
+      Message message;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](std::deque<std::string>* q) { return !q->empty(); }, &queue_));
-        state = std::move(queue_.front());
+            +[](std::deque<Message>* q) { return !q->empty(); }, &queue_));
+        message = std::move(queue_.front());
         queue_.pop_front();
       }
+      const std::string& state = message.state;
       if (const int told = sd_notify(0, state.c_str()); told < 0) {
         LOG(WARNING) << "ferry_server: cannot tell systemd " << state.substr(0, state.find('\n'))
                      << ": " << std::strerror(-told);
+      } else if (message.read != nullptr && sd_notify_barrier(0, 5 * 1000 * 1000) >= 0) {
+        message.read->Notify();
       }
     }
   }
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
 };
+
+SystemdNotifier& Notifier() {
+  // Outlives main(): its thread may still be blocked in a send at exit.
+  static auto* notifier = new SystemdNotifier();
+  return *notifier;
+}
+
+// How this process was started, for a successor (SIGUSR2): its arguments, and the path
+// of its binary as it was then, which a package upgrade fills with the new one.
+std::vector<std::string>& StartedWith() {
+  static auto* argv = new std::vector<std::string>();
+  return *argv;
+}
+std::string& StartedFrom() {
+  static auto* path = new std::string();
+  return *path;
+}
+
+// SIGUSR2 (systemctl reload): starts the binary at this one's path with its arguments
+// and --take-over; it takes over from this server. A successor that exits before it
+// does is one WARNING line, and this server serves on.
+void StartSuccessor() {
+  std::vector<std::string> args = StartedWith();
+  if (std::find(args.begin(), args.end(), "--take-over") == args.end()) {
+    args.push_back("--take-over");
+  }
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const char* path = StartedFrom().c_str();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    PLOG(WARNING) << "ferry_server: SIGUSR2: cannot start a new server";
+    return;
+  }
+  if (child == 0) {
+    // Only async-signal-safe calls until exec: the successor starts with no signal
+    // blocked, as from a shell.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(path, argv.data());
+    ::_exit(127);
+  }
+  LOG(INFO) << "ferry_server: SIGUSR2: started " << path << " (pid " << child << ") to take over";
+  std::thread([child] {
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      LOG(WARNING) << "ferry_server: the new server (pid " << child << ") exited with status "
+                   << status << " before it took over; this one serves on";
+    }
+  }).detach();
+}
 
 // An address as configured, with the port the server listens on (for port 0).
 std::string Where(const std::string& address, uint16_t port) {
@@ -264,13 +342,14 @@ int Main() {
 
   // Block the shutdown signals before any thread starts, so every thread inherits the
   // mask and sigwait() below is the only place they arrive. SIGUSR1 is the hand-over
-  // point's: this server handed over.
+  // point's: this server handed over. SIGUSR2 starts a successor (StartSuccessor).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   RaiseFileLimit();
@@ -339,10 +418,30 @@ int Main() {
     return 1;
   }
   serving_server = server->get();
+  // Before a server taken over from hears that this one serves: whatever fails until
+  // then leaves it serving.
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    const absl::Status written = ferry::ReplaceFile(
+        path,
+        absl::StrCat("control=", (*server)->control_port(), "\ndata=", (*server)->data_port(),
+                     "\nspark=", (*server)->spark_port(), "\nmetrics=", (*server)->metrics_port(),
+                     "\n"),
+        0644);
+    if (!written.ok()) {
+      LOG(ERROR) << "ferry_server: cannot write --port-file: " << written;
+      return 1;
+    }
+  }
   if (taken.has_value()) {
     if (absl::Status started = start_point(true); !started.ok()) {
       LOG(ERROR) << "ferry_server: " << started.message();
       return 1;
+    }
+    // Under systemd (started by the old server on SIGUSR2): this process is the unit's
+    // main one from now on, which systemd must have read before the old one exits.
+    if (std::getenv("NOTIFY_SOCKET") != nullptr &&
+        !Notifier().TellAndConfirm(absl::StrCat("MAINPID=", ::getpid()), absl::Seconds(6))) {
+      LOG(WARNING) << "ferry_server: systemd did not confirm this server as the main process";
     }
     if (absl::Status told = ferry::Served(*taken); !told.ok()) {
       LOG(WARNING) << "ferry_server: the server taken over from (pid " << taken->from
@@ -368,25 +467,20 @@ int Main() {
   if (taken.has_value()) absl::StrAppend(&serving, "; taken over from pid ", taken->from);
   Announce(serving);
   LogLimits(**server, options);
-  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
-    const absl::Status written = ferry::ReplaceFile(
-        path,
-        absl::StrCat("control=", (*server)->control_port(), "\ndata=", (*server)->data_port(),
-                     "\nspark=", (*server)->spark_port(), "\nmetrics=", (*server)->metrics_port(),
-                     "\n"),
-        0644);
-    if (!written.ok()) {
-      LOG(ERROR) << "ferry_server: cannot write --port-file: " << written;
-      return 1;
-    }
-  }
   // systemd's Type=notify: ready once both planes (and Spark's, and the metrics) listen.
-  // Outlives main(): its thread may still be blocked in a send at exit.
-  static auto* systemd = new SystemdNotifier();
+  SystemdNotifier* systemd = &Notifier();
   systemd->Tell(absl::StrCat("READY=1\nSTATUS=", serving));
   int signal = 0;
   for (;;) {
     sigwait(&signals, &signal);
+    if (signal == SIGUSR2) {
+      if (point == nullptr) {
+        LOG(WARNING) << "ferry_server: SIGUSR2: no hand-over without --state-dir";
+      } else {
+        StartSuccessor();
+      }
+      continue;
+    }
     if (signal != SIGHUP) break;
     // logrotate moved the file away: write to a fresh one under the same name.
     if (!OpenLogFile()) return 1;
@@ -434,6 +528,8 @@ int main(int argc, char** argv) {
                             "log-level",
                             "log-file",
                             "check-config"});
+  StartedWith().assign(argv, argv + argc);
+  if (char self[PATH_MAX]; ::realpath("/proc/self/exe", self) != nullptr) StartedFrom() = self;
   ferry::ParseFlags(argc, argv);
 #ifdef NDEBUG
   // Debian's abseil is built without NDEBUG, so each Mutex::Lock also runs its deadlock

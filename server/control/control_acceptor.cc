@@ -51,7 +51,9 @@ void ControlAcceptor::Run() {
     if (::poll(fds, accepting ? 2 : 1, -1) < 0) continue;  // EINTR
     if (fds[0].revents & POLLIN) {
       uint64_t count = 0;
-      (void)::read(wake_.get(), &count, sizeof(count));
+      if (::read(wake_.get(), &count, sizeof(count)) < 0) {
+        // EAGAIN: another wake-up read it first; the state is read again either way.
+      }
       continue;  // the state first: a pause wins over a ready backlog
     }
     if (accepting && (fds[1].revents & POLLIN)) AcceptReady();
@@ -84,12 +86,18 @@ void ControlAcceptor::AcceptReady() {
   }
 }
 
+void ControlAcceptor::Wake() {
+  const uint64_t one = 1;
+  if (::write(wake_.get(), &one, sizeof(one)) < 0) {
+    // EAGAIN only: the counter is at its maximum, so a wake-up is pending anyway.
+  }
+}
+
 void ControlAcceptor::Pause() {
   absl::MutexLock lock(&mu_);
   if (wanted_ == State::kStopped) return;
   wanted_ = State::kPaused;
-  const uint64_t one = 1;
-  (void)::write(wake_.get(), &one, sizeof(one));
+  Wake();
   mu_.Await(absl::Condition(
       +[](State* doing) { return *doing != State::kAccepting; }, &doing_));
 }
@@ -98,8 +106,7 @@ void ControlAcceptor::Resume() {
   absl::MutexLock lock(&mu_);
   if (wanted_ == State::kStopped) return;
   wanted_ = State::kAccepting;
-  const uint64_t one = 1;
-  (void)::write(wake_.get(), &one, sizeof(one));
+  Wake();
 }
 
 void ControlAcceptor::Stop() { Release().Reset(); }
@@ -108,8 +115,7 @@ UniqueFd ControlAcceptor::Release() {
   {
     absl::MutexLock lock(&mu_);
     wanted_ = State::kStopped;
-    const uint64_t one = 1;
-    (void)::write(wake_.get(), &one, sizeof(one));
+    Wake();
   }
   if (thread_.joinable()) thread_.join();
   return std::move(listener_);

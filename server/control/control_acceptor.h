@@ -45,6 +45,8 @@ class ControlAcceptor {
   void Run();
   // Accepts what the backlog holds now, without waiting.
   void AcceptReady();
+  // Tells the thread that the state changed.
+  void Wake();
 
   UniqueFd listener_;
   UniqueFd wake_;  // an eventfd: the state changed

@@ -278,7 +278,9 @@ void HandOverPoint::HandOver(UniqueFd peer, pid_t pid) {
 
 HandOverPoint::~HandOverPoint() {
   const uint64_t one = 1;
-  (void)::write(wake_.get(), &one, sizeof(one));
+  if (::write(wake_.get(), &one, sizeof(one)) < 0) {
+    // EAGAIN only: a wake-up is pending anyway.
+  }
   if (thread_.joinable()) thread_.join();
   if (hand_over_.joinable()) hand_over_.join();
   // Only the file this point bound: a new server's, bound in its place, stays.

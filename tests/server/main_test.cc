@@ -1,8 +1,10 @@
 // ferry_server as an operator starts it: the binary, its output and exit codes.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -270,6 +273,86 @@ TEST(MainTest, AFullNotifySocketNeverHoldsTheServer) {
   absl::StatusOr<int> stopped = (*server)->SignalAndWait(SIGTERM, absl::Seconds(30));
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(*stopped, 0);
+}
+
+// systemctl reload (ExecReload sends SIGUSR2): the server starts its binary again with
+// --take-over, and the new process takes over. Under systemd the new one says it is the
+// main process (MAINPID=, confirmed by a barrier: systemd has read it before the old one
+// exits), then READY=1; the old one exits 0, and the new one serves the same ports.
+TEST(MainTest, SigUsr2StartsASuccessorThatSystemdTakesAsTheMainProcess) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string state = dir.path() + "/state";
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  const std::string name = absl::StrCat("ferry-notify-reload-", ::getpid());
+  sockaddr_un addr;
+  socklen_t length = 0;
+  UniqueFd notify = NotifySocket(name, &addr, &length);
+  const timeval wait{.tv_sec = 30, .tv_usec = 0};
+  ASSERT_EQ(::setsockopt(notify.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
+  // The next message, its sender (as systemd reads it) and, as systemd does with a
+  // barrier's pipe, any descriptor it carries closed.
+  const auto next = [&](pid_t* sender) {
+    char buffer[4096];
+    iovec data_vec{buffer, sizeof(buffer)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * 4)];
+    msghdr message{};
+    message.msg_iov = &data_vec;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(notify.get(), &message, MSG_CMSG_CLOEXEC);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_type == SCM_RIGHTS) {
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+          int fd = -1;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          ::close(fd);
+        }
+      } else if (c->cmsg_type == SCM_CREDENTIALS && sender != nullptr) {
+        ucred who{};
+        std::memcpy(&who, CMSG_DATA(c), sizeof(who));
+        *sender = who.pid;
+      }
+    }
+    return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+  };
+  const int on = 1;
+  ASSERT_EQ(::setsockopt(notify.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)), 0);
+  // The successor is the old server's child: when that exits, it becomes this test's.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+
+  ::setenv("NOTIFY_SOCKET", ("@" + name).c_str(), 1);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(
+      "server/ferry_server", data, {"--threads=1", "--state-dir=" + state});
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pid_t old_pid = (*server)->pid();
+  ASSERT_TRUE(absl::StartsWith(next(nullptr), "READY=1"));
+  ASSERT_EQ(::kill(old_pid, SIGUSR2), 0);
+  pid_t successor = 0;
+  const std::string main_pid = next(&successor);
+  ASSERT_TRUE(absl::StartsWith(main_pid, "MAINPID=")) << main_pid;
+  EXPECT_EQ(main_pid, absl::StrCat("MAINPID=", successor));
+  EXPECT_NE(successor, old_pid);
+  EXPECT_EQ(next(nullptr), "BARRIER=1");
+  const std::string ready = next(nullptr);
+  EXPECT_TRUE(absl::StartsWith(ready, "READY=1")) << ready;
+  EXPECT_TRUE(absl::StrContains(ready, absl::StrCat("taken over from pid ", old_pid))) << ready;
+  absl::StatusOr<int> old_exit = (*server)->SignalAndWait(0, absl::Seconds(30));
+  ASSERT_TRUE(old_exit.ok()) << old_exit.status();
+  EXPECT_TRUE(WIFEXITED(*old_exit) && WEXITSTATUS(*old_exit) == 0) << *old_exit;
+  // The same control port, served by the successor.
+  absl::StatusOr<HostPort> target = ParseHostPort((*server)->control_target());
+  ASSERT_TRUE(target.ok());
+  EXPECT_FALSE(CheckCanListen((*server)->control_target()).ok());
+  ASSERT_GT(successor, 0);
+  ASSERT_EQ(::kill(successor, SIGTERM), 0);
+  EXPECT_EQ(next(nullptr), "STOPPING=1\nSTATUS=draining");
+  int status = 0;
+  ASSERT_EQ(::waitpid(successor, &status, 0), successor);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 }  // namespace

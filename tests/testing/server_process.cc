@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -56,11 +55,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   if (account != nullptr && ::chown(port_dir.c_str(), account->pw_uid, account->pw_gid) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("chown ", port_dir, " to ", options.user));
   }
+  // Kept while the process may run: a successor it starts (SIGUSR2) writes it too.
   const std::string port_file = port_dir + "/ports";
-  const absl::Cleanup remove_port_file = [&] {
-    ::unlink(port_file.c_str());
-    ::rmdir(port_dir.c_str());
-  };
+  p->port_dir_ = port_dir;
   std::vector<std::string> argv_strings = {
       binary, "--data-dir=" + data_dir, "--control-address=" + FormatHostPort(options.host, 0),
       "--data-address=" + FormatHostPort(options.host, 0), "--port-file=" + port_file};
@@ -132,6 +129,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
 }
 
 ServerProcess::~ServerProcess() {
+  if (!port_dir_.empty()) {
+    ::unlink((port_dir_ + "/ports").c_str());
+    ::rmdir(port_dir_.c_str());
+  }
   if (pid_ <= 0 || reaped_) return;
   ::kill(pid_, SIGKILL);
   int status;

@@ -84,6 +84,7 @@ class ServerProcess {
   ServerProcess() = default;
 
   pid_t pid_ = -1;
+  std::string port_dir_;  // holds the port file; removed with this object
   bool reaped_ = false;
   std::string host_;
   uint16_t control_port_ = 0;
