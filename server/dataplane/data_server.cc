@@ -297,7 +297,7 @@ DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
     while ((open_.load(std::memory_order_relaxed) > 0 ||
             threads_done.load(std::memory_order_acquire) < schedulers_.size()) &&
            absl::Now() < until) {
-      absl::SleepFor(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(1));
     }
   };
   wait(counts->threads_done, deadline);
