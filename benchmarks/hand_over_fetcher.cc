@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
         while (absl::Now() < end + absl::Seconds(30)) {
           ferry::DiscardSink sink;
           absl::StatusOr<ferry::SparkFetchStats> got =
-              client.Fetch(address, absl::GetFlag(FLAGS_app), absl::GetFlag(FLAGS_exec_id),
-                           block, sink, options);
+              client.Fetch(address, absl::GetFlag(FLAGS_app), absl::GetFlag(FLAGS_exec_id), block,
+                           sink, options);
           if (got.ok()) {
             const absl::Time now = absl::Now();
             mine.push_back({now, now - first});

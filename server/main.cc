@@ -63,6 +63,10 @@ ABSL_FLAG(bool, check_config, false,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT: how long connections may go on sending the requests they "
           "have already received before they are cut; 0 cuts them at once.");
+ABSL_FLAG(bool, idle_after_hand_over, false,
+          "Once handed over to a new server, stay, holding nothing, until SIGTERM instead of "
+          "exiting: for a container whose exit would start it again (a DaemonSet's pod "
+          "while a surge rollout replaces it).");
 ABSL_FLAG(bool, take_over, false,
           "Take over from the ferry_server running with the same --state-dir (an upgrade "
           "or restart without a gap): take its listening sockets and state once it has "
@@ -489,6 +493,16 @@ int Main() {
   if (signal == SIGUSR1) {
     point.reset();
     (*server)->Shutdown();
+    server->reset();  // what it held goes now, not at exit
+    if (!absl::GetFlag(FLAGS_idle_after_hand_over)) {
+      Announce("ferry_server: stopped, handed over to the new server");
+      return 0;
+    }
+    Announce("ferry_server: handed over to the new server; idle until SIGTERM");
+    sigdelset(&signals, SIGUSR2);  // nothing left to hand over
+    do {
+      sigwait(&signals, &signal);
+    } while (signal != SIGTERM && signal != SIGINT);
     Announce("ferry_server: stopped, handed over to the new server");
     return 0;
   }

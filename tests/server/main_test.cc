@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,7 @@
 #include "tests/testing/command.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wait_for.h"
 
 namespace ferry {
 namespace {
@@ -353,6 +356,49 @@ TEST(MainTest, SigUsr2StartsASuccessorThatSystemdTakesAsTheMainProcess) {
   int status = 0;
   ASSERT_EQ(::waitpid(successor, &status, 0), successor);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// In a container an exit would be restarted: with --idle-after-hand-over the old server,
+// handed over, stays without a socket or a thread of the data plane until SIGTERM.
+TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string state = dir.path() + "/state";
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  const std::string old_log = dir.path() + "/old.log";
+  testing::ServerProcessOptions logged;
+  logged.log_path = old_log;
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> old_server =
+      testing::ServerProcess::Start(
+          "server/ferry_server", data,
+          {"--threads=1", "--state-dir=" + state, "--idle-after-hand-over"}, logged);
+  ASSERT_TRUE(old_server.ok()) << old_server.status();
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> next = testing::ServerProcess::Start(
+      "server/ferry_server", data, {"--threads=1", "--state-dir=" + state, "--take-over"});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ((*next)->control_target(), (*old_server)->control_target());
+  const auto log_says = [&](const std::string& text) {
+    std::ifstream in(old_log);
+    std::stringstream all;
+    all << in.rdbuf();
+    return absl::StrContains(all.str(), text);
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return log_says("idle until SIGTERM"); }));
+  EXPECT_FALSE((*old_server)->SignalAndWait(0, absl::Milliseconds(300)).ok());  // still runs
+  // No socket left: the new server's are the only ones.
+  int sockets = 0;
+  for (const auto& fd :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", (*old_server)->pid(), "/fd"))) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    if (absl::StartsWith(target, "socket:")) ++sockets;
+  }
+  EXPECT_EQ(sockets, 0);
+  absl::StatusOr<int> stopped = (*old_server)->SignalAndWait(SIGTERM, absl::Seconds(20));
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0) << *stopped;
+  EXPECT_FALSE(CheckCanListen((*next)->control_target()).ok());  // the new one serves on
 }
 
 }  // namespace
