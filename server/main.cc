@@ -410,10 +410,14 @@ int Main() {
       LOG(INFO) << "ferry_server: no server answers on " << hand_over_path
                 << " to take over from; starting";
     }
-  } else if (absl::Status started = start_point(false); !started.ok()) {
-    // Before the state files are opened: two servers on one state dir would corrupt them.
-    LOG(ERROR) << "ferry_server: " << started.message();
-    return 1;
+  }
+  // Before the state files are opened: two servers on one state dir would corrupt them.
+  // A server that takes over binds its point once it serves, in the old one's place.
+  if (!taken.has_value()) {
+    if (absl::Status started = start_point(false); !started.ok()) {
+      LOG(ERROR) << "ferry_server: " << started.message();
+      return 1;
+    }
   }
   server = ferry::FerryServer::Start(
       options, taken.has_value() ? std::move(taken->listeners) : ferry::HandedListeners());

@@ -520,6 +520,15 @@ TEST_F(UnprivilegedSparkTest, TakingOverFromAKilledServerStartsAfresh) {
   EXPECT_TRUE(absl::StrContains(Log("next.log"), "no server answers")) << Log("next.log");
   SparkClient client(server_->spark_port());
   EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
+  // That server hands over in turn, as each pod of a DaemonSet (all with --take-over) does.
+  absl::StatusOr<std::unique_ptr<ServerProcess>> third = StartServer({"--take-over"}, "third.log");
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_TRUE(absl::StrContains(Log("third.log"), "taken over from pid")) << Log("third.log");
+  absl::StatusOr<int> second_exit = server_->SignalAndWait(0, absl::Seconds(30));
+  ASSERT_TRUE(second_exit.ok()) << second_exit.status();
+  server_ = *std::move(third);
+  SparkClient after(server_->spark_port());
+  EXPECT_EQ(FetchOne(after), testing::PartitionBytes(3, 1000, 1, 20));
 }
 
 }  // namespace

@@ -234,16 +234,49 @@ class FerryOnKubernetesTest : public ::testing::Test {
 
   // ferry_server's DaemonSet rolled: its pod deleted, the next one Ready. What went
   // wrong, else "".
+  // Rolls the DaemonSet as an upgrade does: the node's new pod starts beside the old one
+  // and its ferry_server takes over (--take-over); the old pod goes. What went wrong,
+  // else "".
   std::string RollFerry() {
-    absl::StatusOr<CommandResult> rolled =
-        cluster_->Kubectl({"-n", "ferry", "delete", "pod", "-l",
-                           "app.kubernetes.io/name=ferry-server", "--wait=true"});
-    if (!rolled.ok() || rolled->exit_code != 0) {
-      return absl::StrCat("deleting ferry_server's pod: ",
-                          rolled.ok() ? rolled->output : rolled.status().ToString());
+    const auto pods = [&]() -> std::string {
+      absl::StatusOr<CommandResult> listed = cluster_->Kubectl(
+          {"-n", "ferry", "get", "pod", "-l", "app.kubernetes.io/name=ferry-server", "-o",
+           "jsonpath={.items[*].metadata.name}"});
+      return listed.ok() && listed->exit_code == 0 ? listed->output : "";
+    };
+    const std::string old_pod = pods();
+    for (const std::vector<std::string>& step :
+         {std::vector<std::string>{"-n", "ferry", "rollout", "restart", "daemonset/ferry-server"},
+          std::vector<std::string>{"-n", "ferry", "rollout", "status", "daemonset/ferry-server",
+                                   "--timeout=150s"}}) {
+      absl::StatusOr<CommandResult> done = cluster_->Kubectl(step, absl::Seconds(180));
+      if (!done.ok() || done->exit_code != 0) {
+        std::string logs;
+        for (const char* previous : {"--previous=false", "--previous=true"}) {
+          absl::StatusOr<CommandResult> log =
+              cluster_->Kubectl({"-n", "ferry", "logs", "-l", "app.kubernetes.io/name=ferry-server",
+                                 "-c", "ferry-server", "--tail=15", "--prefix", previous});
+          absl::StrAppend(&logs, previous, ":\n", log.ok() ? log->output : "", "\n");
+        }
+        return absl::StrCat("kubectl ", absl::StrJoin(step, " "), ": ",
+                            done.ok() ? done->output : done.status().ToString(),
+                            "\nferry_server's pods:\n", logs);
+      }
     }
-    if (absl::Status ready = FerryReady(*cluster_); !ready.ok()) {
-      return absl::StrCat("ferry_server's next pod: ", ready.message());
+    std::string new_pod;
+    if (!WaitFor(
+            [&] {
+              new_pod = pods();
+              return !new_pod.empty() && new_pod != old_pod && !absl::StrContains(new_pod, " ");
+            },
+            absl::Seconds(90))) {
+      return absl::StrCat("the old pod ", old_pod, " did not go: ", new_pod);
+    }
+    absl::StatusOr<CommandResult> log =
+        cluster_->Kubectl({"-n", "ferry", "logs", new_pod, "-c", "ferry-server"});
+    if (!log.ok() || !absl::StrContains(log->output, "taken over from pid")) {
+      return absl::StrCat("the new pod's ferry_server did not take over:\n",
+                          log.ok() ? log->output : log.status().ToString());
     }
     return "";
   }
