@@ -401,6 +401,7 @@ public final class PushDiff {
         for (int tries = 0; tries < 100; tries++) {
           code = push(client, port, shuffle, 0, map, 0, blocks.get(map));
           if (!code.equals("BLOCK_APPEND_COLLISION_DETECTED")) break;
+          Thread.sleep(10);  // the server has not yet learned of the close: at most 1 s
         }
         if (!code.equals("ok")) {
           fail("push of map " + map + " after a killed pusher, to "
@@ -414,15 +415,29 @@ public final class PushDiff {
     if (!read.equals(new TreeSet<>(blocks.keySet()))) {
       fail("after a killed pusher Ferry's merged chunks hold " + read);
     }
-    if (spark.bitmaps[0].getCardinality() == blocks.size()) {
+    long whole = 0;
+    for (byte[] b : blocks.values()) whole += b.length;
+    if (ferry.bitmaps[0].getCardinality() != blocks.size() || ferry.sizes[0] != whole) {
+      fail("after a killed pusher Ferry merged " + describe(ferry) + " of " + whole + " bytes");
+    }
+    if (spark.bitmaps[0].getCardinality() == blocks.size() && spark.sizes[0] == whole) {
       if (!describe(spark).equals(describe(ferry))) {
         fail("MergeStatuses: Spark " + describe(spark) + ", Ferry " + describe(ferry));
       }
       sameFiles(shuffle, 0, 0);
       return 0;
     }
-    if (spark.bitmaps[0].contains(0) || spark.bitmaps[0].getCardinality() != blocks.size() - 1) {
-      fail("after a killed pusher Spark's resolver merged " + spark.bitmaps[0]);
+    // Spark's resolver lost the killed map's block: it answered its push "ok" as a
+    // duplicate before it learned of the close and never merged it, or it merged it
+    // while the killed push's bytes were still counted (its size then short of the
+    // blocks'). Anything else is not one of its known races.
+    final boolean unmerged = !spark.bitmaps[0].contains(0)
+        && spark.bitmaps[0].getCardinality() == blocks.size() - 1;
+    final boolean shortMerge =
+        spark.bitmaps[0].getCardinality() == blocks.size() && spark.sizes[0] < whole;
+    if (!unmerged && !shortMerge) {
+      fail("after a killed pusher Spark's resolver merged " + describe(spark) + " of " + whole
+          + " bytes");
     }
     return 1;
   }
@@ -558,8 +573,8 @@ public final class PushDiff {
     diff.newerMergeId(5);
     int collisions = diff.concurrentPushers(6);
     System.out.println("OK " + pushed + " blocks pushed alike; after a killed pusher "
-        + (lost == 0 ? "alike" : "Ferry merged all, Spark's resolver answered the killed map's "
-            + "push success without merging it")
+        + (lost == 0 ? "alike" : "Ferry merged all, Spark's resolver lost the killed map's "
+            + "block (answered a duplicate, or merged short)")
         + "; a newer merge id alike; concurrent pushers: Ferry merged all, Spark's resolver "
         + "answered " + collisions + " collisions");
     diff.client.close();
