@@ -39,6 +39,23 @@ absl::StatusOr<UniqueFd> ListenControl(const std::string& address) {
   return fd;
 }
 
+// A listening socket handed over, if it listens where `address` (a flag's value, `flag`)
+// says; else none, and that plane binds its address anew (a flag file changed before a
+// reload). A port of 0 or a host that is a name takes whatever was handed over.
+UniqueFd IfListeningAt(UniqueFd inherited, const std::string& address, const char* flag) {
+  if (!inherited.valid()) return inherited;
+  absl::StatusOr<HostPort> wanted = ParseHostPort(address);
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(inherited.get());
+  if (!wanted.ok() || !local.ok()) return inherited;
+  absl::StatusOr<SocketAddress> numeric = SocketAddress::Numeric(wanted->host, local->port());
+  const bool other_port = wanted->port != 0 && wanted->port != local->port();
+  const bool other_host = numeric.ok() && numeric->host() != local->host();
+  if (!other_port && !other_host) return inherited;
+  LOG(INFO) << "ferry_server: " << flag << " is " << address << ", not " << local->ToString()
+            << " as handed over: listening there instead";
+  return UniqueFd();
+}
+
 }  // namespace
 
 absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServerOptions& options) {
@@ -196,7 +213,8 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock, inherited));
-  FERRY_RETURN_IF_ERROR(server->StartControlPlane(inherited.Take("control")));
+  FERRY_RETURN_IF_ERROR(server->StartControlPlane(
+      IfListeningAt(inherited.Take("control"), options.control_address, "--control-address")));
   server->StartSweeper();
   return server;
 }
@@ -230,14 +248,16 @@ absl::Status FerryServer::StartDataPlane(const Clock& clock, HandedListeners& in
     ServeFerryConnection(std::move(socket), *tickets, *connection, control);
   };
   ferry_door.refusal = [](const absl::Status& status) { return EncodeErrorFrame(status, 0); };
-  ferry_door.inherited = inherited.Take("data");
+  ferry_door.inherited =
+      IfListeningAt(inherited.Take("data"), options.data_address, "--data-address");
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark.address.empty()) {
     FERRY_ASSIGN_OR_RETURN(spark_, SparkFrontDoor::Open(options_.spark, store_.get(), clock));
     options_.spark.executors.dir_roots = spark_->roots();
     FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door, spark_->Listener(&options_.connection));
-    spark_door.inherited = inherited.Take("spark");
+    spark_door.inherited =
+        IfListeningAt(inherited.Take("spark"), options.spark.address, "--spark-address");
     listeners.push_back(std::move(spark_door));
   }
   FERRY_ASSIGN_OR_RETURN(data_,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -370,14 +371,17 @@ int Main() {
   std::optional<ferry::TakenOver> taken;
   std::unique_ptr<ferry::HandOverPoint> point;
   absl::StatusOr<std::unique_ptr<ferry::FerryServer>> server;
-  // Set before the point can call back; read by its callbacks on its thread.
-  static ferry::FerryServer* serving_server = nullptr;
+  // The server once it serves; the point's callbacks read it on the point's thread (a
+  // request may come while this server still starts: it is refused).
+  static std::atomic<ferry::FerryServer*> serving_server{nullptr};
   const auto start_point = [&](bool replace) -> absl::Status {
     if (hand_over_path.empty()) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<ferry::HandOverPoint>> started = ferry::HandOverPoint::Listen(
         {.path = hand_over_path, .replace = replace},
         [drain]() -> absl::StatusOr<ferry::HandedListeners> {
-          return serving_server->PrepareHandOver(drain);
+          ferry::FerryServer* serving = serving_server.load();
+          if (serving == nullptr) return absl::UnavailableError("this server is starting");
+          return serving->PrepareHandOver(drain);
         },
         [](bool served, const std::string& why) {
           if (served) {
@@ -385,7 +389,7 @@ int Main() {
             return;
           }
           LOG(WARNING) << "ferry_server: the hand-over failed (" << why << "); serving again";
-          serving_server->ResumeAfterHandOver();
+          serving_server.load()->ResumeAfterHandOver();  // set: Prepare succeeded
         });
     if (!started.ok()) return started.status();
     point = *std::move(started);
@@ -425,7 +429,7 @@ int Main() {
     LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;
   }
-  serving_server = server->get();
+  serving_server.store(server->get());
   // Before a server taken over from hears that this one serves: whatever fails until
   // then leaves it serving.
   if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
@@ -497,6 +501,7 @@ int Main() {
   if (signal == SIGUSR1) {
     point.reset();
     (*server)->Shutdown();
+    serving_server.store(nullptr);
     server->reset();  // what it held goes now, not at exit
     if (!absl::GetFlag(FLAGS_idle_after_hand_over)) {
       Announce("ferry_server: stopped, handed over to the new server");

@@ -401,5 +401,39 @@ TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
   EXPECT_FALSE(CheckCanListen((*next)->control_target()).ok());  // the new one serves on
 }
 
+// A reload after the flag file changed an address: that plane listens where it now says,
+// the others keep the sockets handed over.
+TEST(MainTest, ATakeOverListensWhereItsFlagsNowSay) {
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string state = dir.path() + "/state";
+  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> old_server =
+      testing::ServerProcess::Start("server/ferry_server", data,
+                                    {"--threads=1", "--state-dir=" + state});
+  ASSERT_TRUE(old_server.ok()) << old_server.status();
+  absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
+  ASSERT_TRUE(loopback.ok());
+  uint16_t moved = 0;
+  {
+    absl::StatusOr<UniqueFd> probe = Listen(*loopback, 1);
+    ASSERT_TRUE(probe.ok());
+    moved = SocketAddress::LocalOf(probe->get())->port();
+  }
+  // ServerProcess gives port 0 first: this later flag wins.
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> next =
+      testing::ServerProcess::Start("server/ferry_server", data,
+                                    {"--threads=1", "--state-dir=" + state, "--take-over",
+                                     absl::StrCat("--data-address=127.0.0.1:", moved)});
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ((*next)->data_port(), moved);
+  EXPECT_NE((*next)->data_port(), (*old_server)->data_port());
+  EXPECT_EQ((*next)->control_target(), (*old_server)->control_target());
+  ASSERT_TRUE((*old_server)->SignalAndWait(0, absl::Seconds(30)).ok());
+  // The old data port went with the old server.
+  EXPECT_TRUE(CheckCanListen(absl::StrCat("127.0.0.1:", (*old_server)->data_port())).ok());
+}
+
 }  // namespace
 }  // namespace ferry
