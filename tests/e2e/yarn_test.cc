@@ -474,36 +474,48 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
 TEST_P(YarnTest, PushesAfterTheFinalizeAreAnsweredTooLateAndReadUnmerged) {
   options_.spark.push.enabled = true;
   StartFerry();
-  TempDir event_log;
-  TempDir handshakes;
-  std::map<std::string, std::string> conf = WithPush(WithFerry(), event_log.path());
-  conf["spark.shuffle.push.finalize.timeout"] = "0s";
-  conf["spark.reducer.maxSizeInFlight"] = "1m";
-  const Ran ran = Run("push-based shuffle, pushes after the finalize", conf,
-                      {"late-push=" + handshakes.path(), "push-read=" + event_log.path()});
-  const std::map<std::string, std::string> by_job = ByJob(ran.results);
-  ExpectSameSums(by_job, "late-push", "expected-late-push");
-  const std::vector<MetricFamilySamples> metrics = server_->CollectMetrics();
-  const double merged =
-      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "merged");
-  const double too_late =
-      testing::MetricSum(metrics, "ferry_spark_push_blocks_total", "outcome", "too_late");
-  std::printf("Spark %s on YARN: ferry_server merged %.0f blocks, answered %.0f too late\n",
-              GetParam().version.c_str(), merged, too_late);
-  EXPECT_GT(merged, 0);
-  EXPECT_GT(too_late, 0);
-  ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
-  const std::string& read = by_job.at("push-read");
-  std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
-  const auto metric = [&](const char* name) { return PushRead(read, name); };
-  // 8 maps x 60 partitions: the merges hold the blocks that came in time.
-  const int64_t merged_read =
-      metric("shuffleMergedLocalBlocksFetched") + metric("shuffleMergedRemoteBlocksFetched");
-  EXPECT_GT(merged_read, 0) << read;
-  EXPECT_LT(merged_read, 8 * 60) << read;
-  EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
-  EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
-  ExpectMergesClosed(ran.app);
+  const auto blocks = [&](const char* outcome) {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total", "outcome",
+                              outcome);
+  };
+  // The last map task's pushes race the driver's finalize: a run whose pushes all came
+  // first (a busy machine's driver can be that slow) exercises nothing, and runs again,
+  // at most three times.
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    TempDir event_log;
+    TempDir handshakes;
+    std::map<std::string, std::string> conf = WithPush(WithFerry(), event_log.path());
+    conf["spark.shuffle.push.finalize.timeout"] = "0s";
+    conf["spark.reducer.maxSizeInFlight"] = "1m";
+    const double merged_before = blocks("merged");
+    const double too_late_before = blocks("too_late");
+    const Ran ran = Run("push-based shuffle, pushes after the finalize", conf,
+                        {"late-push=" + handshakes.path(), "push-read=" + event_log.path()});
+    const std::map<std::string, std::string> by_job = ByJob(ran.results);
+    ExpectSameSums(by_job, "late-push", "expected-late-push");
+    const double merged = blocks("merged") - merged_before;
+    const double too_late = blocks("too_late") - too_late_before;
+    std::printf(
+        "Spark %s on YARN, run %d: ferry_server merged %.0f blocks, answered %.0f too "
+        "late\n",
+        GetParam().version.c_str(), attempt, merged, too_late);
+    EXPECT_GT(merged, 0);
+    ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
+    const std::string& read = by_job.at("push-read");
+    std::printf("Spark %s's reducers: %s\n", GetParam().version.c_str(), read.c_str());
+    const auto metric = [&](const char* name) { return PushRead(read, name); };
+    EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
+    EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+    ExpectMergesClosed(ran.app);
+    if (too_late == 0 && attempt < 3) continue;
+    EXPECT_GT(too_late, 0) << "in 3 runs every push came before the finalize";
+    // 8 maps x 60 partitions: the merges hold the blocks that came in time.
+    const int64_t merged_read =
+        metric("shuffleMergedLocalBlocksFetched") + metric("shuffleMergedRemoteBlocksFetched");
+    EXPECT_GT(merged_read, 0) << read;
+    EXPECT_LT(merged_read, 8 * 60) << read;
+    break;
+  }
 }
 
 // A map output of executor `exec_id` of `app` that ferry_server serves (found beneath
