@@ -37,17 +37,15 @@ absl::StatusOr<std::unique_ptr<ControlAcceptor>> ControlAcceptor::Start(
 
 void ControlAcceptor::Run() {
   for (;;) {
+    State doing;
     {
       absl::MutexLock lock(&mu_);
-      doing_ = wanted_;
-      if (doing_ == State::kStopped) return;
+      doing = doing_ = wanted_;
     }
-    pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
+    if (doing == State::kStopped) return;
     // Paused, only the state's changes wake the thread.
-    const bool accepting = [&] {
-      absl::MutexLock lock(&mu_);
-      return doing_ == State::kAccepting;
-    }();
+    const bool accepting = doing == State::kAccepting;
+    pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
     if (::poll(fds, accepting ? 2 : 1, -1) < 0) continue;  // EINTR
     if (fds[0].revents & POLLIN) {
       uint64_t count = 0;

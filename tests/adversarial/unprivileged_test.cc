@@ -26,12 +26,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/control_client.h"
-#include "common/net_address.h"
 #include "common/spark/wire.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/spark_raw_client.h"
 #include "tests/e2e/test_cluster.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/process_groups.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/wait_for.h"
@@ -480,11 +480,8 @@ TEST_F(UnprivilegedSparkTest, AHandOverThatFailsLeavesTheOldServerServing) {
     SparkClient client(server_->spark_port());
     ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
   }
-  absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
-  ASSERT_TRUE(loopback.ok());
-  absl::StatusOr<UniqueFd> taken = Listen(*loopback, 1);
-  ASSERT_TRUE(taken.ok());
-  const uint16_t busy = SocketAddress::LocalOf(taken->get())->port();
+  uint16_t busy = 0;
+  const UniqueFd taken = testing::ListenLoopback(&busy, 1);
   absl::StatusOr<std::unique_ptr<ServerProcess>> next =
       StartServer({"--take-over", absl::StrCat("--metrics-address=127.0.0.1:", busy)}, "next.log");
   ASSERT_FALSE(next.ok());

@@ -27,6 +27,7 @@
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/process_groups.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
@@ -278,16 +279,25 @@ TEST(MainTest, AFullNotifySocketNeverHoldsTheServer) {
   EXPECT_EQ(*stopped, 0);
 }
 
+// A server's data dir and state dir (--state-dir, where its hand-over socket is).
+struct ServerDirs {
+  ServerDirs() {
+    std::filesystem::create_directories(data);
+    std::filesystem::create_directories(state);
+  }
+  testing::TempDir dir;
+  const std::string data = dir.path() + "/data";
+  const std::string state = dir.path() + "/state";
+};
+
 // systemctl reload (ExecReload sends SIGUSR2): the server starts its binary again with
 // --take-over, and the new process takes over. Under systemd the new one says it is the
 // main process (MAINPID=, confirmed by a barrier: systemd has read it before the old one
 // exits), then READY=1; the old one exits 0, and the new one serves the same ports.
 TEST(MainTest, SigUsr2StartsASuccessorThatSystemdTakesAsTheMainProcess) {
-  testing::TempDir dir;
-  const std::string data = dir.path() + "/data";
-  const std::string state = dir.path() + "/state";
-  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  const ServerDirs dirs;
+  const std::string& data = dirs.data;
+  const std::string& state = dirs.state;
   const std::string name = absl::StrCat("ferry-notify-reload-", ::getpid());
   sockaddr_un addr;
   socklen_t length = 0;
@@ -361,12 +371,10 @@ TEST(MainTest, SigUsr2StartsASuccessorThatSystemdTakesAsTheMainProcess) {
 // In a container an exit would be restarted: with --idle-after-hand-over the old server,
 // handed over, stays without a socket or a thread of the data plane until SIGTERM.
 TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
-  testing::TempDir dir;
-  const std::string data = dir.path() + "/data";
-  const std::string state = dir.path() + "/state";
-  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
-  const std::string old_log = dir.path() + "/old.log";
+  const ServerDirs dirs;
+  const std::string& data = dirs.data;
+  const std::string& state = dirs.state;
+  const std::string old_log = dirs.dir.path() + "/old.log";
   testing::ServerProcessOptions logged;
   logged.log_path = old_log;
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> old_server =
@@ -385,7 +393,7 @@ TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
     return absl::StrContains(all.str(), text);
   };
   ASSERT_TRUE(testing::WaitFor([&] { return log_says("idle until SIGTERM"); }));
-  EXPECT_FALSE((*old_server)->SignalAndWait(0, absl::Milliseconds(300)).ok());  // still runs
+  EXPECT_FALSE((*old_server)->SignalAndWait(0, absl::ZeroDuration()).ok());  // still runs
   // No socket left: the new server's are the only ones.
   int sockets = 0;
   for (const auto& fd :
@@ -404,23 +412,14 @@ TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
 // A reload after the flag file changed an address: that plane listens where it now says,
 // the others keep the sockets handed over.
 TEST(MainTest, ATakeOverListensWhereItsFlagsNowSay) {
-  testing::TempDir dir;
-  const std::string data = dir.path() + "/data";
-  const std::string state = dir.path() + "/state";
-  ASSERT_EQ(::mkdir(data.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  const ServerDirs dirs;
+  const std::string& data = dirs.data;
+  const std::string& state = dirs.state;
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> old_server =
       testing::ServerProcess::Start("server/ferry_server", data,
                                     {"--threads=1", "--state-dir=" + state});
   ASSERT_TRUE(old_server.ok()) << old_server.status();
-  absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
-  ASSERT_TRUE(loopback.ok());
-  uint16_t moved = 0;
-  {
-    absl::StatusOr<UniqueFd> probe = Listen(*loopback, 1);
-    ASSERT_TRUE(probe.ok());
-    moved = SocketAddress::LocalOf(probe->get())->port();
-  }
+  const uint16_t moved = testing::FreeLoopbackPort();
   // ServerProcess gives port 0 first: this later flag wins.
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> next =
       testing::ServerProcess::Start("server/ferry_server", data,

@@ -15,6 +15,7 @@
 #include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
+#include "tests/testing/loopback.h"
 
 namespace ferry {
 namespace {
@@ -28,11 +29,7 @@ using grpc::health::v1::HealthCheckResponse;
 class ControlAcceptorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
-    ASSERT_TRUE(loopback.ok());
-    absl::StatusOr<UniqueFd> listener = Listen(*loopback, 16);
-    ASSERT_TRUE(listener.ok()) << listener.status();
-    port_ = SocketAddress::LocalOf(listener->get())->port();
+    UniqueFd listener = testing::ListenLoopback(&port_, 16);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     auto to_grpc = builder.experimental().AddExternalConnectionAcceptor(
@@ -41,7 +38,7 @@ class ControlAcceptorTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     absl::StatusOr<std::unique_ptr<ControlAcceptor>> started =
-        ControlAcceptor::Start(*std::move(listener), std::move(to_grpc));
+        ControlAcceptor::Start(std::move(listener), std::move(to_grpc));
     ASSERT_TRUE(started.ok()) << started.status();
     acceptor_ = *std::move(started);
   }

@@ -11,11 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/io/ops.h"
-#include "common/net_address.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
 
 namespace ferry {
 namespace {
+
+using ::ferry::testing::ConnectLoopback;
 
 // Answers each byte it receives with `tag`, until the peer closes or the server drains.
 DataServer::Listener Tagging(char tag) {
@@ -47,16 +49,6 @@ std::unique_ptr<DataServer> StartServer(DataServer::Listener listener) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-UniqueFd Connect(uint16_t port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
-  return fd;
-}
-
 // The byte that answers one sent on `fd` within `timeout_ms`: 0 without one, -1 at EOF.
 int Ask(int fd, int timeout_ms) {
   const char byte = '?';
@@ -72,10 +64,10 @@ int Ask(int fd, int timeout_ms) {
 TEST(DataServerTest, APauseKeepsTheListenerAndItsBacklog) {
   std::unique_ptr<DataServer> server = StartServer(Tagging('A'));
   ASSERT_NE(server, nullptr);
-  UniqueFd before = Connect(server->port());
+  UniqueFd before = ConnectLoopback(server->port());
   EXPECT_EQ(Ask(before.get(), 10000), 'A');
   server->PauseAccepting();
-  UniqueFd waiting = Connect(server->port());
+  UniqueFd waiting = ConnectLoopback(server->port());
   EXPECT_EQ(Ask(waiting.get(), 300), 0);
   EXPECT_EQ(Ask(before.get(), 10000), 'A');  // connections accepted before go on
   server->ResumeAccepting();
@@ -94,10 +86,10 @@ TEST(DataServerTest, ASecondServerServesTheFirstsListener) {
   std::unique_ptr<DataServer> first = StartServer(Tagging('A'));
   ASSERT_NE(first, nullptr);
   const uint16_t port = first->port();
-  UniqueFd idle = Connect(port);
+  UniqueFd idle = ConnectLoopback(port);
   EXPECT_EQ(Ask(idle.get(), 10000), 'A');
   first->PauseAccepting();
-  UniqueFd waiting = Connect(port);
+  UniqueFd waiting = ConnectLoopback(port);
   const DataServer::DrainReport drained = first->DrainConnections(absl::Seconds(10));
   EXPECT_EQ(drained.idle, 1u);
   EXPECT_EQ(drained.cut, 0u);
@@ -114,7 +106,7 @@ TEST(DataServerTest, ASecondServerServesTheFirstsListener) {
   first->Stop();  // its copy of the socket goes; the second's keeps the port
   EXPECT_EQ(Ask(waiting.get(), 10000), 'B');
   for (int i = 0; i < 5; ++i) {
-    UniqueFd fresh = Connect(port);
+    UniqueFd fresh = ConnectLoopback(port);
     EXPECT_EQ(Ask(fresh.get(), 10000), 'B');
   }
   second->Stop();

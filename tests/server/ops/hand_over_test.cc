@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/net_address.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wait_for.h"
 
@@ -31,11 +32,8 @@ class HandOverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = dir_.path() + "/ferry_server.sock";
-    absl::StatusOr<SocketAddress> loopback = SocketAddress::Numeric("127.0.0.1", 0);
-    ASSERT_TRUE(loopback.ok());
-    absl::StatusOr<UniqueFd> listener = Listen(*loopback, 16);
-    ASSERT_TRUE(listener.ok());
-    listener_ = *std::move(listener);
+    uint16_t port = 0;
+    listener_ = testing::ListenLoopback(&port, 16);
   }
 
   std::unique_ptr<HandOverPoint> Point(HandOverPoint::Options options) {
