@@ -190,7 +190,7 @@ absl::StatusOr<std::string> FerryServer::CheckConfig(const FerryServerOptions& o
 }
 
 absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServerOptions& options,
-                                                                HandedListeners inherited) {
+                                                                HandedSockets inherited) {
   FERRY_RETURN_IF_ERROR(options.Validate());
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) {
@@ -213,6 +213,12 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock, inherited));
+  if (!inherited.connections.empty()) {
+    const size_t handed = inherited.connections.size();
+    const size_t adopted = server->data_->Adopt(std::move(inherited.connections));
+    LOG(INFO) << "ferry_server: serving " << adopted << " of the " << handed
+              << " connections handed over";
+  }
   FERRY_RETURN_IF_ERROR(server->StartControlPlane(
       IfListeningAt(inherited.Take("control"), options.control_address, "--control-address")));
   server->StartSweeper();
@@ -236,13 +242,14 @@ void FerryServer::StopSweeper() {
   sweeper_.join();
 }
 
-absl::Status FerryServer::StartDataPlane(const Clock& clock, HandedListeners& inherited) {
+absl::Status FerryServer::StartDataPlane(const Clock& clock, HandedSockets& inherited) {
   const FerryServerOptions& options = options_;
   DataServer::Listener ferry_door;
   FERRY_ASSIGN_OR_RETURN(HostPort data_address, ParseHostPort(options.data_address));
   ferry_door.host = data_address.host;
   ferry_door.port = data_address.port;
   ferry_door.origin = "--data-address";
+  ferry_door.name = "data";
   ferry_door.handler = [tickets = tickets_.get(), connection = &options_.connection](
                            UniqueFd socket, ConnectionControl& control) {
     ServeFerryConnection(std::move(socket), *tickets, *connection, control);
@@ -391,7 +398,7 @@ void FerryServer::Sweep() {
   sweep_mu_.Unlock();
 }
 
-absl::StatusOr<HandedListeners> FerryServer::PrepareHandOver(absl::Duration grace) {
+absl::StatusOr<HandedSockets> FerryServer::PrepareHandOver(absl::Duration grace) {
   if (shut_down_ || handing_over_ || control_acceptor_ == nullptr) {
     return absl::FailedPreconditionError("this server is stopping");
   }
@@ -404,7 +411,7 @@ absl::StatusOr<HandedListeners> FerryServer::PrepareHandOver(absl::Duration grac
   // The control plane's calls finish (bounded) while the data plane's connections end.
   std::thread control(
       [this] { grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); });
-  const DataServer::DrainReport drained = data_->DrainConnections(grace);
+  DataServer::HandOverReport handed = data_->HandOverConnections(grace);
   control.join();
   paused_control_ = control_acceptor_->Release();
   control_acceptor_.reset();
@@ -412,10 +419,23 @@ absl::StatusOr<HandedListeners> FerryServer::PrepareHandOver(absl::Duration grac
   handed_metrics_port_ = metrics_port();
   metrics_.reset();
   StopSweeper();
-  LOG(INFO) << "ferry_server: handing over: " << drained.idle << " idle connections closed, "
-            << drained.finished << " finished, " << drained.cut << " cut, in "
+  const DataServer::DrainReport& drained = handed.drained;
+  const size_t seen = drained.idle + drained.finished + drained.cut;
+  LOG(INFO) << "ferry_server: handing over: " << handed.released.size() << " connections released, "
+            << seen - std::min(seen, handed.released.size() + drained.cut)
+            << " closed (sealed, or their peer's), " << drained.cut << " cut, in "
             << absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1)));
-  HandedListeners out;
+  released_ = std::move(handed.released);
+  HandedSockets out;
+  for (const HandedConnection& c : released_) {
+    out.connections.push_back(
+        HandedConnection{.plane = c.plane,
+                         .socket = UniqueFd(::fcntl(c.socket.get(), F_DUPFD_CLOEXEC, 0)),
+                         .state = c.state});
+    if (!out.connections.back().socket.valid()) {
+      return absl::ErrnoToStatus(errno, "duplicate a connection to hand over");
+    }
+  }
   out.names.push_back("control");
   out.fds.emplace_back(::fcntl(paused_control_.get(), F_DUPFD_CLOEXEC, 0));
   FERRY_ASSIGN_OR_RETURN(std::vector<UniqueFd> data, data_->Listeners());
@@ -446,6 +466,8 @@ void FerryServer::ResumeAfterHandOver() {
   }
   if (spark_ != nullptr) spark_->ResumeAfterHandOver();
   data_->ResumeAccepting();
+  data_->Adopt(std::move(released_));
+  released_.clear();
   StartSweeper();
   handing_over_ = false;
 }

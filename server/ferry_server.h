@@ -109,10 +109,11 @@ absl::StatusOr<DescriptorPlan> PlanDescriptors(uint64_t limit, const FerryServer
 
 class FerryServer {
  public:
-  // `inherited`: listening sockets a server handing over gave this one ("control",
-  // "data", "spark"), served instead of binding those planes' addresses.
+  // `inherited`: the sockets a server handing over gave this one: listening sockets
+  // ("control", "data", "spark"), served instead of binding those planes' addresses
+  // where they match them, and connections, served on as its protocols left them.
   static absl::StatusOr<std::unique_ptr<FerryServer>> Start(const FerryServerOptions& options,
-                                                            HandedListeners inherited = {});
+                                                            HandedSockets inherited = {});
   // What Start() would check, without listening or writing anything (ferry_server
   // --check-config, while another server may run with the same files): the options, the
   // addresses, the descriptor plan, the data dir, the Spark roots, state dir, secrets,
@@ -131,12 +132,14 @@ class FerryServer {
 
   // A hand-over to a new server (HandOverPoint's Prepare): stops accepting on every plane,
   // keeping the ports (connections wait in the backlogs), stops the control plane (its
-  // calls finish) and the metrics endpoint (its port is freed for the new server), ends
-  // the data plane's connections as a drain does within `grace`, and stops the sweeper,
-  // so that nothing writes the state files any more. Returns the listening sockets.
-  // ResumeAfterHandOver() undoes it when the new server fails before it serves; else
+  // calls finish) and the metrics endpoint (its port is freed for the new server),
+  // releases the data plane's connections within `grace`
+  // (DataServer::HandOverConnections), and stops the sweeper, so that nothing writes
+  // the state files any more. Returns the listening sockets and the connections
+  // released (duplicates: this server keeps its own). ResumeAfterHandOver() undoes it
+  // when the new server fails before it serves, serving those connections again; else
   // Shutdown() ends this one, leaving the sockets to the new one.
-  absl::StatusOr<HandedListeners> PrepareHandOver(absl::Duration grace);
+  absl::StatusOr<HandedSockets> PrepareHandOver(absl::Duration grace);
   void ResumeAfterHandOver();
 
   uint16_t control_port() const { return control_port_; }
@@ -166,7 +169,7 @@ class FerryServer {
   void Sweep();
   // Start()'s parts, in order: the data plane's listeners (Ferry's, the Spark front
   // door's) and threads; the control plane (gRPC) and the metrics.
-  absl::Status StartDataPlane(const Clock& clock, HandedListeners& inherited);
+  absl::Status StartDataPlane(const Clock& clock, HandedSockets& inherited);
   absl::Status StartControlPlane(UniqueFd inherited);
   // gRPC on `listener` (listening), fed by a ControlAcceptor.
   absl::Status ServeControl(UniqueFd listener);
@@ -191,7 +194,8 @@ class FerryServer {
   std::unique_ptr<ControlAcceptor> control_acceptor_;
   // While a hand-over is prepared: the control plane's listener, gRPC stopped.
   UniqueFd paused_control_;
-  uint16_t handed_metrics_port_ = 0;  // the metrics endpoint's port, to serve it again
+  uint16_t handed_metrics_port_ = 0;        // the metrics endpoint's port, to serve it again
+  std::vector<HandedConnection> released_;  // the data plane's connections, kept
   bool handing_over_ = false;
   uint16_t control_port_ = 0;
   bool shut_down_ = false;

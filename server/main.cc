@@ -378,7 +378,7 @@ int Main() {
     if (hand_over_path.empty()) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<ferry::HandOverPoint>> started = ferry::HandOverPoint::Listen(
         {.path = hand_over_path, .replace = replace},
-        [drain]() -> absl::StatusOr<ferry::HandedListeners> {
+        [drain]() -> absl::StatusOr<ferry::HandedSockets> {
           ferry::FerryServer* serving = serving_server.load();
           if (serving == nullptr) return absl::UnavailableError("this server is starting");
           return serving->PrepareHandOver(drain);
@@ -424,7 +424,7 @@ int Main() {
     }
   }
   server = ferry::FerryServer::Start(
-      options, taken.has_value() ? std::move(taken->listeners) : ferry::HandedListeners());
+      options, taken.has_value() ? std::move(taken->listeners) : ferry::HandedSockets());
   if (!server.ok()) {
     LOG(ERROR) << "ferry_server: " << WithOrigin(server.status().message());
     return 1;

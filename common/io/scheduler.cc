@@ -338,6 +338,12 @@ void FiberScheduler::BeginStop() {
   io_uring_sqe_set_data64(sqe, kIgnoreTag);
 }
 
+void FiberScheduler::CancelOpsOn(int fd) {
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
+  io_uring_sqe_set_data64(sqe, kIgnoreTag);
+}
+
 void FiberScheduler::RunReadyFibers() {
   // Each fiber that yielded gets one more turn; fibers woken meanwhile run before the
   // next of those turns, so a request that arrives while bulk senders take turns waits

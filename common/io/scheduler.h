@@ -185,6 +185,10 @@ class FiberScheduler {
   void Yield();
 
   bool stopping() const { return stopping_; }
+  // Cancels every op waiting on `fd` (they complete with -ECANCELED, or their own result
+  // if it came first), leaving the descriptor as it is: a server wakes a connection
+  // that waits for its peer without ending it. Call on this scheduler's thread.
+  void CancelOpsOn(int fd);
   // How long the calling fiber may poll a descriptor itself instead of parking: the
   // scheduler's idle_poll when no other fiber is ready, no completion or posted work
   // waits, and the scheduler is not stopping; zero otherwise. (Parking would only

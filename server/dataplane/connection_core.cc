@@ -32,7 +32,9 @@ ConnectionCore::ConnectionCore(UniqueFd socket, FrontDoor door, const Connection
       options_(options),
       control_(control),
       io_(SocketIoFor(options.engine)),
-      sender_(socket_.get(), options, *control.pipes, *control.disks) {}
+      sender_(socket_.get(), options, *control.pipes, *control.disks),
+      // A connection another server handed over has framed requests before.
+      framed_any_(control.resumed.has_value()) {}
 
 bool ConnectionCore::Start() { return io_.Prepare(socket_.get()) >= 0; }
 
@@ -202,13 +204,28 @@ bool ConnectionCore::NextFrame(const Framing& framing, absl::string_view* frame)
     // Nothing left to serve (answers held go out before the wait: Receive).
     control_.serving = false;
     sender_.EndResponse();
+    if (held == 0 && HandingOver() && ReleaseForHandOver()) return false;
     const size_t room = capacity_ - end_;
     const ssize_t n = ReceivePlain(buffer_.get() + end_, room);
+    // A server handing over wakes its idle connections by cancelling their wait.
+    if (n == -ECANCELED && HandingOver() && !FiberScheduler::Current()->stopping()) continue;
     if (n <= 0) return false;  // closed, reset, idle, draining, stopping or unsealable
     filled_ = static_cast<size_t>(n) == room;
     control_.serving = true;
     end_ += static_cast<size_t>(n);
   }
+}
+
+bool ConnectionCore::ReleaseForHandOver() {
+  std::optional<std::string> state = hand_over_state_ ? hand_over_state_() : std::nullopt;
+  if (!state.has_value()) return false;
+  PushHeld();
+  if (layer_ != nullptr || state->size() > HandedConnection::kMaxStateBytes) {
+    return true;  // closes, as in a drain
+  }
+  control_.released_state = *std::move(state);
+  control_.released = std::move(socket_);
+  return true;
 }
 
 bool ConnectionCore::ReceiveBody(uint64_t bytes, absl::Time deadline,

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,7 @@
 #include "server/dataplane/security_layer.h"
 #include "server/dataplane/segment_sender.h"
 #include "server/ops/client_budget.h"
+#include "server/ops/hand_over.h"
 #include "server/ops/metrics.h"
 #include "server/storage/segment.h"
 
@@ -50,6 +52,17 @@ struct ConnectionControl {
   // Once true, the connection serves only the frames already received, then closes
   // (the server is draining).
   const std::atomic<bool>* draining = nullptr;
+  // Once true, the server hands its connections to another (DataServer::
+  // HandOverConnections): at its next wait for its peer with no request bytes half read,
+  // the connection releases itself (below) when its protocol can say where it is.
+  const std::atomic<bool>* handing_over = nullptr;
+  // For a connection another server handed over: what its protocol said there
+  // (ConnectionCore::HandOverState). nullopt for one accepted here.
+  std::optional<std::string> resumed{};
+  // Set by a connection that released itself: its socket and its protocol's state, for
+  // the server it goes to.
+  UniqueFd released{};
+  std::string released_state{};
   // The serving thread's counters.
   ThreadMetrics* metrics = nullptr;
   // Request bytes that connections' buffers hold past kBaseBufferBytes, server-wide.
@@ -81,6 +94,14 @@ class ConnectionCore {
   // Readies the socket for the io engine; false when it cannot be served.
   bool Start();
 
+  // What a protocol says of its connection when the server hands it over: the state
+  // (at most HandedConnection::kMaxStateBytes) its counterpart in the other server goes on from
+  // (ConnectionControl::resumed there), or nullopt while it cannot go yet (a stream
+  // open, a handshake under way): it is asked again before the next wait. A connection
+  // sealed by a security layer (whose keys stay here) closes instead, as in a drain.
+  using HandOverState = absl::AnyInvocable<std::optional<std::string>() const>;
+  void OnHandOver(HandOverState state) { hand_over_state_ = std::move(state); }
+
   // How a protocol delimits its frames: given the first `header_bytes` of one, its
   // whole length (header included, at most `max_frame_bytes`), or an error for a frame
   // that cannot be one (the connection closes).
@@ -92,7 +113,9 @@ class ConnectionCore {
   // The next whole frame, header included, into *frame (valid until the next call);
   // false when the connection is to close: the peer closed, reset or stalled, the
   // server drains or stops, the frame is bad (logged) or does not fit the budget
-  // (logged). A peer that closes mid-frame leaves partial_frame_bytes() > 0.
+  // (logged), or the connection released itself for a hand-over (its socket is then
+  // control's, not the core's). A peer that closes mid-frame leaves
+  // partial_frame_bytes() > 0.
   bool NextFrame(const Framing& framing, absl::string_view* frame);
   size_t partial_frame_bytes() const { return end_ - begin_; }
   // The `bytes` that follow the frame just taken outside it (an upload's body), handed
@@ -163,6 +186,13 @@ class ConnectionCore {
 
  private:
   bool Draining() const { return control_.draining->load(std::memory_order_relaxed); }
+  bool HandingOver() const {
+    return control_.handing_over != nullptr &&
+           control_.handing_over->load(std::memory_order_relaxed);
+  }
+  // At a wait with no request bytes held, while the server hands over: true when the
+  // connection released itself into control_ (or closes, sealed), false to wait on.
+  bool ReleaseForHandOver();
   // Makes the buffer hold `bytes` (0 frees it). False past the budget.
   bool Resize(size_t bytes);
   ssize_t Receive(char* buf, size_t len);
@@ -191,6 +221,7 @@ class ConnectionCore {
   // A secured connection's share (SecuredBytes).
   ClientBudget::Lease secured_;
   std::string peer_host_;  // read when first needed
+  HandOverState hand_over_state_;
   // A secured connection's layer, the wire bytes it takes at a time, and the plaintext
   // opened but not yet framed (from plain_taken_ on).
   std::unique_ptr<SecurityLayer> layer_;

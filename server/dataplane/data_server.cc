@@ -148,45 +148,48 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     stats_.accepted.Add();
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(conn.get());
     if (!peer.ok()) continue;  // gone already
-    std::string client = peer->host();
-    if (std::string refusal; !Admit(client, &refusal)) {
-      stats_.refused.Add();
-      // Told, not dropped, where the protocol can say it: the client sees a retryable
-      // error. The bytes fit in an empty socket buffer, so a non-blocking send either
-      // goes out whole or not at all.
-      if (bound.listener.refusal) {
-        const std::string busy = bound.listener.refusal(absl::ResourceExhaustedError(refusal));
-        (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      }
-      continue;
-    }
-    // The thread serving the fewest connections takes it; this one on a tie. The
-    // counts may be a moment stale, which only makes the balance approximate.
-    size_t target = i;
-    for (size_t t = 0; t < schedulers_.size(); ++t) {
-      if (thread_open_[t].load(std::memory_order_relaxed) <
-          thread_open_[target].load(std::memory_order_relaxed)) {
-        target = t;
-      }
-    }
-    thread_open_[target].fetch_add(1, std::memory_order_relaxed);
-    const Handler* handler = &bound.listener.handler;
-    if (target != i) {
-      schedulers_[target]->Post(
-          [h = Handoff(this, target, std::move(client), handler, std::move(conn))]() mutable {
-            h.server->Serve(h.thread, h.client, *h.handler, std::move(h.conn));
-          });
-      continue;
-    }
-    absl::Status spawned =
-        scheduler->Spawn([this, i, client, handler, c = std::move(conn)]() mutable {
-          Serve(i, client, *handler, std::move(c));
-        });
-    if (!spawned.ok()) Uncount(i, client);
-    // Without a stack the connection cannot be served; its descriptor closed with the
-    // failed closure, which the peer sees as a reset.
+    Dispatch(i, l, peer->host(), std::move(conn), std::nullopt);
   }
   accept_loops_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
+                          std::optional<std::string> resumed) {
+  if (std::string refusal; !Admit(client, &refusal)) {
+    stats_.refused.Add();
+    // Told, not dropped, where the protocol can say it: the client sees a retryable
+    // error. The bytes fit in an empty socket buffer, so a non-blocking send either
+    // goes out whole or not at all.
+    if (const Listener& listener = listeners_[l].listener; listener.refusal) {
+      const std::string busy = listener.refusal(absl::ResourceExhaustedError(refusal));
+      (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    return;
+  }
+  // The thread serving the fewest connections takes it; this one on a tie. The
+  // counts may be a moment stale, which only makes the balance approximate.
+  size_t target = from.value_or(0);
+  for (size_t t = 0; t < schedulers_.size(); ++t) {
+    if (thread_open_[t].load(std::memory_order_relaxed) <
+        thread_open_[target].load(std::memory_order_relaxed)) {
+      target = t;
+    }
+  }
+  thread_open_[target].fetch_add(1, std::memory_order_relaxed);
+  if (target != from) {
+    schedulers_[target]->Post([h = Handoff(this, target, std::move(client), l, std::move(conn),
+                                           std::move(resumed))]() mutable {
+      h.server->Serve(h.thread, h.client, h.listener, std::move(h.conn), std::move(h.resumed));
+    });
+    return;
+  }
+  absl::Status spawned = schedulers_[target]->Spawn(
+      [this, target, client, l, c = std::move(conn), r = std::move(resumed)]() mutable {
+        Serve(target, client, l, std::move(c), std::move(r));
+      });
+  // Without a stack the connection cannot be served; its descriptor closed with the
+  // failed closure, which the peer sees as a reset.
+  if (!spawned.ok()) Uncount(target, client);
 }
 
 bool DataServer::Admit(const std::string& client, std::string* refusal) {
@@ -208,18 +211,40 @@ bool DataServer::Admit(const std::string& client, std::string* refusal) {
   return true;
 }
 
-void DataServer::Serve(size_t thread, const std::string& client, const Handler& handler,
-                       UniqueFd conn) {
+void DataServer::Serve(size_t thread, const std::string& client, size_t l, UniqueFd conn,
+                       std::optional<std::string> resumed) {
   ConnectionControl control{.fd = conn.get(),
                             .draining = &draining_,
+                            .handing_over = &handing_over_,
+                            .resumed = std::move(resumed),
                             .metrics = &metrics_[thread],
                             .request_buffers = &request_buffers_,
                             .pipes = pipes_[thread].get(),
                             .disks = disks_};
   live_[thread].insert(&control);
-  handler(std::move(conn), control);
+  listeners_[l].listener.handler(std::move(conn), control);
   live_[thread].erase(&control);
+  if (control.released.valid()) {
+    absl::MutexLock lock(&released_mu_);
+    released_.push_back(HandedConnection{.plane = listeners_[l].listener.name,
+                                         .socket = std::move(control.released),
+                                         .state = std::move(control.released_state)});
+  }
   Uncount(thread, client);
+}
+
+size_t DataServer::Adopt(std::vector<HandedConnection> connections) {
+  size_t adopted = 0;
+  for (HandedConnection& handed : connections) {
+    size_t l = 0;
+    while (l < listeners_.size() && listeners_[l].listener.name != handed.plane) ++l;
+    absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(handed.socket.get());
+    if (l == listeners_.size() || !peer.ok()) continue;  // closed: no such door, or gone
+    const uint64_t refused = stats_.refused.value();
+    Dispatch(std::nullopt, l, peer->host(), std::move(handed.socket), std::move(handed.state));
+    if (stats_.refused.value() == refused) ++adopted;
+  }
+  return adopted;
 }
 
 void DataServer::Uncount(size_t thread, const std::string& client) {
@@ -262,10 +287,19 @@ DataServer::DrainReport DataServer::Drain(absl::Duration grace) {
   return report;
 }
 
-DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
+DataServer::HandOverReport DataServer::HandOverConnections(absl::Duration grace) {
+  HandOverReport report;
+  report.drained = EndConnections(grace, /*hand_over=*/true);
+  absl::MutexLock lock(&released_mu_);
+  report.released = std::move(released_);
+  released_.clear();
+  return report;
+}
+
+DataServer::DrainReport DataServer::EndConnections(absl::Duration grace, bool hand_over) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + grace;
-  draining_.store(true, std::memory_order_relaxed);
+  (hand_over ? handing_over_ : draining_).store(true, std::memory_order_relaxed);
   // Shared with the closures posted to the threads, which may run after a wait here
   // gives up.
   struct Counts {
@@ -275,14 +309,19 @@ DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
   };
   auto counts = std::make_shared<Counts>();
   for (size_t i = 0; i < schedulers_.size(); ++i) {
-    schedulers_[i]->Post([this, i, counts] {
+    schedulers_[i]->Post([this, i, counts, hand_over] {
       // Idle connections wait for a request that must not be served now: end the wait
-      // with EOF. Busy ones see draining_ when their request is done; so do those whose
-      // next request has arrived and is not read yet (FIONREAD), which it answers.
+      // with EOF, or, handing over, by cancelling it (the socket goes on). Busy ones see
+      // draining_ or handing_over_ when their request is done; so do those whose next
+      // request has arrived and is not read yet (FIONREAD), which a drain answers.
       for (ConnectionControl* c : live_[i]) {
         int unread = 0;
-        if (!c->serving && (::ioctl(c->fd, FIONREAD, &unread) != 0 || unread == 0)) {
-          ::shutdown(c->fd, SHUT_RD);
+        if (!c->serving && (hand_over || ::ioctl(c->fd, FIONREAD, &unread) != 0 || unread == 0)) {
+          if (hand_over) {
+            schedulers_[i]->CancelOpsOn(c->fd);
+          } else {
+            ::shutdown(c->fd, SHUT_RD);
+          }
           counts->idle.fetch_add(1, std::memory_order_relaxed);
         } else {
           counts->busy.fetch_add(1, std::memory_order_relaxed);
@@ -300,7 +339,24 @@ DataServer::DrainReport DataServer::DrainConnections(absl::Duration grace) {
       absl::SleepFor(absl::Milliseconds(1));
     }
   };
-  wait(counts->threads_done, deadline);
+  if (!hand_over) wait(counts->threads_done, deadline);
+  // Handing over, a connection woken between two waits of its own (an idle poll, a
+  // request that came in) waits again: those waiting are woken again every 5 ms.
+  while (hand_over) {
+    wait(counts->threads_done, std::min(absl::Now() + absl::Milliseconds(5), deadline));
+    if (absl::Now() >= deadline ||
+        (open_.load(std::memory_order_relaxed) == 0 &&
+         counts->threads_done.load(std::memory_order_acquire) == schedulers_.size())) {
+      break;
+    }
+    for (size_t i = 0; i < schedulers_.size(); ++i) {
+      schedulers_[i]->Post([this, i] {
+        for (ConnectionControl* c : live_[i]) {
+          if (!c->serving) schedulers_[i]->CancelOpsOn(c->fd);
+        }
+      });
+    }
+  }
   DrainReport report;
   report.cut = open_.load(std::memory_order_relaxed);
   if (report.cut > 0 && paused_.load(std::memory_order_relaxed)) {
@@ -350,6 +406,7 @@ absl::StatusOr<std::vector<UniqueFd>> DataServer::Listeners() const {
 
 void DataServer::ResumeAccepting() {
   draining_.store(false, std::memory_order_relaxed);
+  handing_over_.store(false, std::memory_order_relaxed);
   paused_.store(false, std::memory_order_release);
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     for (size_t l = 0; l < listeners_.size(); ++l) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "server/dataplane/connection_core.h"
 #include "server/dataplane/pipe_pool.h"
 #include "server/ops/client_budget.h"
+#include "server/ops/hand_over.h"
 #include "server/ops/metrics.h"
 #include "server/ops/stats.h"
 #include "server/storage/disk_reader.h"
@@ -90,6 +92,8 @@ class DataServer {
     uint16_t port = 0;
     // What set the address, first in an error about it ("--data-address").
     std::string origin;
+    // What a hand-over calls the listener and its connections ("data", "spark").
+    std::string name;
     // Serves the listener's connections; must outlive the server's threads.
     Handler handler;
     // The bytes that tell a connection over the limits why it is closed (the
@@ -139,14 +143,26 @@ class DataServer {
 
   // A hand-over to another server: PauseAccepting() stops accepting, keeping the
   // listeners (their ports and backlogs) open; returns once no thread accepts.
-  // DrainConnections() then ends the connections as Drain() does, listeners kept.
+  // HandOverConnections() then releases the connections: each one waiting for a
+  // request with nothing of one read, or busy and then so, leaves its fiber with its
+  // protocol's state (ConnectionCore::HandOverState); one sealed by a security layer
+  // closes when idle, as in Drain(), and one still busy after `grace` is cut.
   // Listeners() gives duplicates of the listening sockets, in Start()'s order.
-  // ResumeAccepting() serves again (the other server failed before serving). Call from
-  // outside the server's threads.
+  // ResumeAccepting() serves again (the other server failed before serving), and
+  // Adopt() takes back what was released. Call from outside the server's threads.
   void PauseAccepting();
-  DrainReport DrainConnections(absl::Duration grace);
+  struct HandOverReport {
+    DrainReport drained;  // its `idle`: closed because they could not go
+    std::vector<HandedConnection> released;
+  };
+  HandOverReport HandOverConnections(absl::Duration grace);
   absl::StatusOr<std::vector<UniqueFd>> Listeners() const;
   void ResumeAccepting();
+  // Serves connections another server handed over (or this one released), each as if
+  // its plane's listener had accepted it, from the state its protocol gave. One whose
+  // plane has no listener here, or over the connection limits, is closed. Returns how
+  // many are served. Thread-safe.
+  size_t Adopt(std::vector<HandedConnection> connections);
 
   // Stops accepting, cancels every connection's pending I/O, waits for the threads.
   // Idempotent.
@@ -165,12 +181,22 @@ class DataServer {
   void RunThread(size_t i);
   // Thread i's loop accepting from listener l.
   void AcceptLoop(size_t i, size_t l);
+  // Ends the connections (Drain, DrainConnections) or releases them (HandOverConnections).
+  DrainReport EndConnections(absl::Duration grace, bool hand_over);
+  DrainReport DrainConnections(absl::Duration grace) { return EndConnections(grace, false); }
   // Counts a new connection from `client` against both connection limits; false
   // (nothing counted) with the reason in `refusal` when one is reached.
   bool Admit(const std::string& client, std::string* refusal);
-  // Serves `conn` with `handler` on thread `thread`, from a fiber there; the connection
-  // is already counted (Admit) and in thread_open_[thread].
-  void Serve(size_t thread, const std::string& client, const Handler& handler, UniqueFd conn);
+  // Serves `conn` with listener `l`'s handler on thread `thread`, from a fiber there
+  // (`resumed`: its state from a hand-over); the connection is already counted (Admit)
+  // and in thread_open_[thread].
+  void Serve(size_t thread, const std::string& client, size_t l, UniqueFd conn,
+             std::optional<std::string> resumed = std::nullopt);
+  // Counts `conn` from `client` (Admit) on the thread serving the fewest and serves it
+  // there; `from` is the calling thread (none: outside the server's threads). Over the
+  // limits it is told so (the listener's refusal) and closed.
+  void Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
+                std::optional<std::string> resumed);
   // Takes a counted connection out of the counts without serving it.
   void Uncount(size_t thread, const std::string& client);
 
@@ -181,10 +207,17 @@ class DataServer {
     DataServer* server;
     size_t thread;
     std::string client;
-    const Handler* handler;
+    size_t listener;
     UniqueFd conn;
-    Handoff(DataServer* s, size_t t, std::string a, const Handler* h, UniqueFd c)
-        : server(s), thread(t), client(std::move(a)), handler(h), conn(std::move(c)) {}
+    std::optional<std::string> resumed;
+    Handoff(DataServer* s, size_t t, std::string a, size_t l, UniqueFd c,
+            std::optional<std::string> r)
+        : server(s),
+          thread(t),
+          client(std::move(a)),
+          listener(l),
+          conn(std::move(c)),
+          resumed(std::move(r)) {}
     Handoff(Handoff&&) = default;
     Handoff& operator=(Handoff&&) = delete;
     ~Handoff() {
@@ -197,6 +230,11 @@ class DataServer {
   // The counters come before the schedulers: a Handoff destroyed with a scheduler's
   // pending work still updates them.
   std::atomic<bool> draining_{false};
+  // Set by HandOverConnections(): connections release themselves (ConnectionControl).
+  std::atomic<bool> handing_over_{false};
+  // The connections that released themselves, by Serve() on the threads.
+  absl::Mutex released_mu_;
+  std::vector<HandedConnection> released_ ABSL_GUARDED_BY(released_mu_);
   // Set by PauseAccepting(): each accept loop ends at its next turn. Its pending accept
   // is cancelled (accept_ops_) and accept_loops_ counts those still running.
   std::atomic<bool> paused_{false};

@@ -36,6 +36,9 @@ class FerryProtocol {
 };
 
 void FerryProtocol::Serve() {
+  // Nothing of a connection is its own but the request being read: every one names its
+  // ticket.
+  core_.OnHandOver([] { return std::optional<std::string>(std::string()); });
   const auto fixed = [](absl::string_view) -> absl::StatusOr<size_t> { return kRequestBytes; };
   const ConnectionCore::Framing framing{kRequestBytes, kRequestBytes, fixed};
   // Requests are bounded in number only by the peer's patience: each one must arrive

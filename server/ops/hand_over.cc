@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,9 +24,13 @@ namespace ferry {
 
 namespace {
 
-// Each message is one line of text; the listeners are a handful of descriptors.
+// Each message is one line of text with at most a handful of descriptors: the
+// listeners, or one connection.
 constexpr size_t kMaxMessageBytes = 512;
 constexpr size_t kMaxDescriptors = 8;
+static_assert(HandedConnection::kMaxStateBytes + 64 <= kMaxMessageBytes);
+// Connections taken in one hand-over: more than any descriptor limit allows.
+constexpr size_t kMaxConnections = size_t{1} << 20;
 // A peer that connected says what it wants at once.
 constexpr int kRequestTimeoutMs = 5000;
 
@@ -130,19 +135,20 @@ absl::StatusOr<Received> ReceiveText(int fd, int timeout_ms, int wake = -1) {
   return out;
 }
 
-bool IsListeningStream(int fd) {
-  int listening = 0;
+// A TCP socket (a stream one: loopback tests use TCP too), listening or connected.
+bool IsStream(int fd, bool listening) {
+  int accepting = 0;
   int type = 0;
   socklen_t size = sizeof(int);
-  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0) return false;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0) return false;
   size = sizeof(int);
-  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) == 0 && listening == 1 &&
-         type == SOCK_STREAM;
+  return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
+         (accepting == 1) == listening && type == SOCK_STREAM;
 }
 
 }  // namespace
 
-UniqueFd HandedListeners::Take(const std::string& name) {
+UniqueFd HandedSockets::Take(const std::string& name) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return std::move(fds[i]);
   }
@@ -246,7 +252,7 @@ void HandOverPoint::HandOver(UniqueFd peer, pid_t pid) {
     absl::MutexLock lock(&mu_);
     busy_with_ = 0;
   };
-  absl::StatusOr<HandedListeners> listeners = prepare_();
+  absl::StatusOr<HandedSockets> listeners = prepare_();
   if (!listeners.ok()) {
     (void)SendText(peer.get(), absl::StrCat("refused: ", listeners.status().message()));
     return failed(std::string(listeners.status().message()));
@@ -259,6 +265,18 @@ void HandOverPoint::HandOver(UniqueFd peer, pid_t pid) {
     return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
   }
   listeners->fds.clear();  // this server keeps its own copies until it stops
+  for (const HandedConnection& c : listeners->connections) {
+    if (absl::Status sent = SendText(peer.get(), absl::StrCat("connection ", c.plane, " ", c.state),
+                                     {c.socket.get()});
+        !sent.ok()) {
+      return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
+    }
+  }
+  if (absl::Status sent = SendText(peer.get(), absl::StrCat("end ", listeners->connections.size()));
+      !sent.ok()) {
+    return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
+  }
+  listeners->connections.clear();
   const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.start_timeout));
   absl::StatusOr<Received> answer = ReceiveText(peer.get(), timeout_ms, wake_.get());
   if (answer.ok() && answer->text == "serving") {
@@ -335,13 +353,44 @@ absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path, absl:
                                                    " listeners and sent ", answer->fds.size()));
   }
   for (const UniqueFd& listener : answer->fds) {
-    if (!IsListeningStream(listener.get())) {
+    if (!IsStream(listener.get(), /*listening=*/true)) {
       return absl::InvalidArgumentError(absl::StrCat(from,
                                                      " sent a descriptor that is not a "
                                                      "listening TCP socket"));
     }
   }
   taken.listeners.fds = std::move(answer->fds);
+  // Then its connections, one a message, and how many it sent.
+  for (;;) {
+    absl::StatusOr<Received> next = ReceiveText(fd.get(), kRequestTimeoutMs);
+    if (!next.ok() || next->text.empty()) {
+      return absl::Status(next.ok() ? absl::StatusCode::kUnavailable : next.status().code(),
+                          absl::StrCat(from, " stopped handing over its connections",
+                                       next.ok() ? "" : ": ", next.status().message()));
+    }
+    absl::string_view text = next->text;
+    if (absl::ConsumePrefix(&text, "end ")) {
+      size_t count = 0;
+      if (!absl::SimpleAtoi(text, &count) || count != taken.listeners.connections.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(from, " said '", next->text, "' after ",
+                                                       taken.listeners.connections.size(),
+                                                       " connections"));
+      }
+      break;
+    }
+    const std::vector<absl::string_view> words = absl::StrSplit(text, absl::MaxSplits(' ', 2));
+    if (words.size() != 3 || words[0] != "connection" || words[1].empty() ||
+        next->fds.size() != 1 || !IsStream(next->fds[0].get(), /*listening=*/false) ||
+        words[2].size() > HandedConnection::kMaxStateBytes ||
+        taken.listeners.connections.size() >= kMaxConnections) {
+      return absl::InvalidArgumentError(absl::StrCat(from, " sent a connection that is not one: '",
+                                                     absl::CHexEscape(next->text.substr(0, 80)),
+                                                     "' with ", next->fds.size(), " descriptors"));
+    }
+    taken.listeners.connections.push_back(HandedConnection{.plane = std::string(words[1]),
+                                                           .socket = std::move(next->fds[0]),
+                                                           .state = std::string(words[2])});
+  }
   taken.from = old->pid;
   taken.channel = std::move(fd);
   return taken;

@@ -6,10 +6,12 @@
 // TakeOver(). Each checks that the other runs as its own user (SO_PEERCRED) before it
 // says anything. Then, one SOCK_SEQPACKET message each:
 //   new -> old  "take-over <version> <pid>"
-//   old         stops accepting (connections wait in the backlogs), ends its connections
-//               as a drain does, stops writing its state files (Prepare)
+//   old         stops accepting (connections wait in the backlogs), releases its
+//               connections at their next wait for a request (those it cannot hand
+//               over it ends as a drain does), stops writing its state files (Prepare)
 //   old -> new  "listeners <name>..." with the listening sockets (SCM_RIGHTS), or
-//               "refused: <why>"
+//               "refused: <why>"; then one "connection <plane> <state>" per connection
+//               handed over, its socket with it, and "end <count>"
 //   new         starts on them, reading the state files
 //   new -> old  "serving" (Served())
 //   old         exits (Outcome(true))
@@ -20,6 +22,8 @@
 #define FERRY_SERVER_OPS_HAND_OVER_H_
 
 #include <sys/types.h>
+
+#include <cstddef>
 
 #include <functional>
 #include <memory>
@@ -36,18 +40,29 @@
 
 namespace ferry {
 
-// Listening sockets by plane ("control", "data", "spark").
-struct HandedListeners {
+// A connection handed over: the plane ("data", "spark") whose listener accepted it, its
+// socket, and what its protocol needs to go on with it (at most kMaxStateBytes).
+struct HandedConnection {
+  static constexpr size_t kMaxStateBytes = 256;
+  std::string plane;
+  UniqueFd socket;
+  std::string state;
+};
+
+// What one server hands another: listening sockets by plane ("control", "data",
+// "spark"), and the connections it served that can go on being served.
+struct HandedSockets {
   std::vector<std::string> names;
   std::vector<UniqueFd> fds;
+  std::vector<HandedConnection> connections;
   // The socket handed for `name`, taken out; invalid when none was.
   UniqueFd Take(const std::string& name);
 };
 
 class HandOverPoint {
  public:
-  // Stops accepting and writing state; the listening sockets to hand over.
-  using Prepare = std::function<absl::StatusOr<HandedListeners>()>;
+  // Stops accepting and writing state; the sockets to hand over.
+  using Prepare = std::function<absl::StatusOr<HandedSockets>()>;
   // After a hand-over that Prepare() began: `served` (the new server serves: stop), or
   // not (serve again). Called once per hand-over, on the point's own thread.
   using Outcome = std::function<void(bool served, const std::string& why)>;
@@ -94,12 +109,12 @@ class HandOverPoint {
 
 // What a new server took over.
 struct TakenOver {
-  HandedListeners listeners;
+  HandedSockets listeners;
   pid_t from = 0;
   UniqueFd channel;  // to the old server: Served() says so
 };
-// Asks the server at `path` to hand over; waits up to `timeout` for its listeners (it
-// ends its connections first). nullopt when no server answers there (none runs, or the
+// Asks the server at `path` to hand over; waits up to `timeout` for its sockets (it
+// releases its connections first). nullopt when no server answers there (none runs, or the
 // file is stale). An error when one refuses, runs as another user, or answers wrongly.
 absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path, absl::Duration timeout);
 // Tells the old server that this one serves: it exits.

@@ -186,6 +186,7 @@ absl::StatusOr<DataServer::Listener> SparkFrontDoor::Listener(const ConnectionOp
   door.host = address.host;
   door.port = address.port;
   door.origin = "--spark-address";
+  door.name = "spark";
   // A connection over the limits is closed untold: Spark's client retries that.
   door.handler = [this, connection](UniqueFd socket, ConnectionControl& control) {
     ServeSparkConnection(std::move(socket), *service_, *secrets_, tls_.get(), *connection, control);

@@ -9,9 +9,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/io/ops.h"
 #include "common/spark/layout.h"
 #include "common/spark/merge_dirs.h"
@@ -33,6 +35,9 @@ class SparkProtocol {
   SparkProtocol(ConnectionCore& core, SparkShuffleService& service, SparkSecrets& secrets, bool tls)
       : core_(core), service_(service), auth_(AuthOf(service, secrets, tls)) {}
 
+  // Goes on from what the server that handed the connection over said of it
+  // (HandOverState there); nothing for a connection accepted here.
+  void Resume(const std::optional<std::string>& state);
   void Serve();
 
  private:
@@ -59,6 +64,9 @@ class SparkProtocol {
 
   // Each returns false when the connection must close.
   bool Handle(absl::string_view frame);
+  // What a server handing the connection over passes on (ConnectionCore::HandOverState):
+  // "app=<id>" once authenticated, empty without authentication or before it begins.
+  std::optional<std::string> HandOverState() const;
   // Closes the streams past their lifetime, at most once per kExpiryCheck.
   void CloseExpired(absl::Time now);
   // One handler per message the client may send, chosen by std::visit: a message type
@@ -109,7 +117,27 @@ class SparkProtocol {
   absl::Time next_expiry_check_ = absl::InfinitePast();
 };
 
+void SparkProtocol::Resume(const std::optional<std::string>& state) {
+  if (!state.has_value()) return;
+  // Handed over authenticated: as the same application here, if this server requires
+  // authentication (and knows nothing more of the connection if it does not).
+  absl::string_view app = *state;
+  if (auth_.has_value() && absl::ConsumePrefix(&app, "app=") && !auth_->Resume(std::string(app))) {
+    core_.LogFailure(absl::InvalidArgumentError(
+        absl::StrCat("a connection handed over as application '", absl::CHexEscape(app),
+                     "', which is no application's name: it must authenticate again")));
+  }
+}
+
+std::optional<std::string> SparkProtocol::HandOverState() const {
+  // Its streams' chunks are on their way, and a handshake's next message: it goes after.
+  if (!streams_.empty() || (auth_.has_value() && auth_->in_handshake())) return std::nullopt;
+  if (auth_.has_value() && auth_->authenticated()) return absl::StrCat("app=", auth_->app());
+  return std::string();
+}
+
 void SparkProtocol::Serve() {
+  core_.OnHandOver([this] { return HandOverState(); });
   const auto length = [](absl::string_view header) -> absl::StatusOr<size_t> {
     FERRY_ASSIGN_OR_RETURN(uint64_t n, spark::DecodeFrameLength(header));
     // Checked before the sum, which a huge announced length would overflow.
@@ -529,7 +557,9 @@ void ServeSparkConnection(UniqueFd socket, SparkShuffleService& service, SparkSe
     std::unique_ptr<SecurityLayer> layer = tls->NewConnection();
     if (layer == nullptr || !core.Secure(std::move(layer))) return;
   }
-  SparkProtocol(core, service, secrets, tls != nullptr).Serve();
+  SparkProtocol protocol(core, service, secrets, tls != nullptr);
+  protocol.Resume(control.resumed);
+  protocol.Serve();
 }
 
 }  // namespace ferry

@@ -413,9 +413,11 @@ TEST_F(UnprivilegedSparkTest, PeersThatDoNotReadHoldNoPipes) {
 }
 
 // An upgrade as the service runs it: a second ferry_server, started with --take-over as
-// the same user beside the first, takes its listening sockets and its state. The ports
-// stay, no connection is refused meanwhile (a prober connects and fetches throughout),
-// the registration made with the first is served by the second, and the first exits 0.
+// the same user beside the first, takes its listening sockets, its connections and its
+// state. The ports stay, no connection is refused meanwhile (a prober connects and
+// fetches throughout), one kept open (as Spark's clients keep theirs) fetches on with
+// no fetch failed, the registration made with the first is served by the second, and
+// the first exits 0.
 TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
   ASSERT_NO_FATAL_FAILURE(Start());
   {
@@ -430,6 +432,18 @@ TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
   std::atomic<int> served{0};
   std::atomic<int> cut{0};
   std::atomic<int> wrong{0};
+  std::atomic<int> kept_served{0};
+  std::atomic<int> kept_failed{0};
+  std::thread kept([&] {
+    SparkClient client(spark_port);
+    for (int i = 0; i < 20000 && !stop.load(); ++i) {
+      if (FetchOne(client) != expected) {
+        kept_failed++;
+        return;
+      }
+      kept_served++;
+    }
+  });
   // Bounded: 20,000 fetches or the test's end.
   std::thread prober([&] {
     for (int i = 0; i < 20000 && !stop.load(); ++i) {
@@ -444,8 +458,9 @@ TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
       }
     }
   });
-  ASSERT_TRUE(testing::WaitFor([&] { return served.load() > 20; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return served.load() > 20 && kept_served.load() > 20; }));
   const int before = served.load();
+  const int kept_before = kept_served.load();
   absl::StatusOr<std::unique_ptr<ServerProcess>> next = StartServer({"--take-over"}, "next.log");
   ASSERT_TRUE(next.ok()) << next.status();
   absl::StatusOr<int> old_exit = server_->SignalAndWait(0, absl::Seconds(30));
@@ -453,17 +468,25 @@ TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
   EXPECT_TRUE(WIFEXITED(*old_exit) && WEXITSTATUS(*old_exit) == 0) << *old_exit;
   const pid_t old_pid = server_->pid();
   server_ = *std::move(next);
-  ASSERT_TRUE(testing::WaitFor([&] { return served.load() > before + 20; }));
+  ASSERT_TRUE(testing::WaitFor([&] {
+    return served.load() > before + 20 &&
+           (kept_served.load() > kept_before + 20 || kept_failed > 0);
+  }));
   stop = true;
   prober.join();
-  std::printf("across the hand-over: %d fetches served, %d cut by the drain, %d wrong\n",
-              served.load(), cut.load(), wrong.load());
+  kept.join();
+  std::printf(
+      "across the hand-over: %d fetches served, %d cut, %d wrong; on the connection kept: %d "
+      "served, %d failed\n",
+      served.load(), cut.load(), wrong.load(), kept_served.load(), kept_failed.load());
   EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(kept_failed.load(), 0);
   EXPECT_EQ(server_->spark_port(), spark_port);
   EXPECT_EQ(server_->data_port(), data_port);
   EXPECT_EQ(ServerUid(), uid_);
   EXPECT_TRUE(absl::StrContains(Log("next.log"), absl::StrCat("taken over from pid ", old_pid)))
       << Log("next.log");
+  EXPECT_TRUE(absl::StrContains(Log("next.log"), "connections handed over")) << Log("next.log");
   EXPECT_TRUE(absl::StrContains(Log("server.log"), "handed over")) << Log("server.log");
   // The registration came with the state: served without registering again.
   SparkClient after(server_->spark_port());

@@ -4,6 +4,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spark/crypto.h"
@@ -145,6 +146,16 @@ SparkAuthenticator::Step SparkAuthenticator::Sasl(int64_t request_id, absl::stri
   if (cipher != nullptr) layer = std::make_unique<SaslLayer>(std::move(cipher));
   return Authenticated(request_id, *std::move(token), std::move(sasl_app_), std::move(layer),
                        outcome);
+}
+
+bool SparkAuthenticator::Resume(const std::string& app) {
+  if (app.empty() || app.size() > 255 ||
+      !absl::c_all_of(app, [](char c) { return c > ' ' && c < 0x7f; })) {
+    return false;
+  }
+  authenticated_ = true;
+  app_ = app;
+  return true;
 }
 
 }  // namespace ferry

@@ -66,6 +66,12 @@ class SparkAuthenticator {
   bool authenticated() const { return authenticated_; }
   // The application the connection authenticated as; empty before.
   const std::string& app() const { return app_; }
+  // Whether a handshake has begun and not ended.
+  bool in_handshake() const { return messages_ > 0 && !authenticated_; }
+  // A connection another server authenticated as `app` (with no layer since: SASL's
+  // plain frames) and handed over: authenticated here too. False, and nothing changed,
+  // for a name no application has (empty, over 255 bytes, or not printable ASCII).
+  bool Resume(const std::string& app);
 
  private:
   Step Sasl(int64_t request_id, absl::string_view body);

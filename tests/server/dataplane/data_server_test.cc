@@ -19,18 +19,29 @@ namespace {
 
 using ::ferry::testing::ConnectLoopback;
 
-// Answers each byte it receives with `tag`, until the peer closes or the server drains.
+// Answers each byte it receives with its connection's tag: `tag`, or for a connection
+// handed over, the tag it had there. Ends when the peer closes or the server drains;
+// handing over, a wait cancelled releases the connection with its tag.
 DataServer::Listener Tagging(char tag) {
   DataServer::Listener listener;
   listener.host = "127.0.0.1";
   listener.port = 0;
+  listener.name = "tags";
   listener.handler = [tag](UniqueFd socket, ConnectionControl& control) {
+    const char mine =
+        control.resumed.has_value() && control.resumed->size() == 1 ? (*control.resumed)[0] : tag;
     for (;;) {
       char byte = 0;
       control.serving = false;
-      if (Recv(socket.get(), &byte, 1) != 1) return;
+      const ssize_t n = Recv(socket.get(), &byte, 1);
+      if (n == -ECANCELED && control.handing_over->load()) {
+        control.released = std::move(socket);
+        control.released_state = std::string(1, mine);
+        return;
+      }
+      if (n != 1) return;
       control.serving = true;
-      if (Send(socket.get(), &tag, 1) != 1) return;
+      if (Send(socket.get(), &mine, 1) != 1) return;
       if (control.draining->load()) return;
     }
   };
@@ -79,10 +90,11 @@ TEST(DataServerTest, APauseKeepsTheListenerAndItsBacklog) {
   server->Stop();
 }
 
-// A hand-over: the first server stops accepting and ends its connections (the idle one
-// at once), and a second server takes its listening socket. Connections to the same
-// port, waiting or new, are the second's; none is refused.
-TEST(DataServerTest, ASecondServerServesTheFirstsListener) {
+// A hand-over: the first server stops accepting and releases its connections (the idle
+// one at once), and a second server takes its listening socket and them. The released
+// connection goes on with its state (its tag) and the request sent while it moved;
+// connections to the same port, waiting or new, are the second's; none is refused.
+TEST(DataServerTest, ASecondServerServesTheFirstsListenerAndConnections) {
   std::unique_ptr<DataServer> first = StartServer(Tagging('A'));
   ASSERT_NE(first, nullptr);
   const uint16_t port = first->port();
@@ -90,11 +102,16 @@ TEST(DataServerTest, ASecondServerServesTheFirstsListener) {
   EXPECT_EQ(Ask(idle.get(), 10000), 'A');
   first->PauseAccepting();
   UniqueFd waiting = ConnectLoopback(port);
-  const DataServer::DrainReport drained = first->DrainConnections(absl::Seconds(10));
-  EXPECT_EQ(drained.idle, 1u);
-  EXPECT_EQ(drained.cut, 0u);
-  char eof = 0;
-  EXPECT_EQ(::recv(idle.get(), &eof, 1, 0), 0);  // closed by the first server
+  DataServer::HandOverReport handed = first->HandOverConnections(absl::Seconds(10));
+  EXPECT_EQ(handed.drained.idle, 1u);
+  EXPECT_EQ(handed.drained.cut, 0u);
+  ASSERT_EQ(handed.released.size(), 1u);
+  EXPECT_EQ(handed.released[0].plane, "tags");
+  EXPECT_EQ(handed.released[0].state, "A");
+  EXPECT_EQ(first->connections_open(), 0u);
+  // Sent while no server serves it: the request waits in the socket.
+  const char byte = '?';
+  ASSERT_EQ(::send(idle.get(), &byte, 1, MSG_NOSIGNAL), 1);
   absl::StatusOr<std::vector<UniqueFd>> listeners = first->Listeners();
   ASSERT_TRUE(listeners.ok()) << listeners.status();
   ASSERT_EQ(listeners->size(), 1u);
@@ -103,13 +120,49 @@ TEST(DataServerTest, ASecondServerServesTheFirstsListener) {
   std::unique_ptr<DataServer> second = StartServer(std::move(inherited));
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->port(), port);
-  first->Stop();  // its copy of the socket goes; the second's keeps the port
+  EXPECT_EQ(second->Adopt(std::move(handed.released)), 1u);
+  first->Stop();  // its copies of the sockets go; the second's keep them
+  pollfd ready{idle.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&ready, 1, 10000), 1);
+  char answer = 0;
+  ASSERT_EQ(::recv(idle.get(), &answer, 1, 0), 1);
+  EXPECT_EQ(answer, 'A');
+  EXPECT_EQ(Ask(idle.get(), 10000), 'A');
   EXPECT_EQ(Ask(waiting.get(), 10000), 'B');
+  EXPECT_EQ(second->connections_open(), 2u);
   for (int i = 0; i < 5; ++i) {
     UniqueFd fresh = ConnectLoopback(port);
     EXPECT_EQ(Ask(fresh.get(), 10000), 'B');
   }
   second->Stop();
+}
+
+// A hand-over that fails: the first server takes back what it released, and serves it
+// as before. A connection naming a plane the server has no listener for is closed.
+TEST(DataServerTest, ReleasedConnectionsComeBackToTheirServer) {
+  std::unique_ptr<DataServer> server = StartServer(Tagging('A'));
+  ASSERT_NE(server, nullptr);
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(ConnectLoopback(server->port()));
+    EXPECT_EQ(Ask(clients.back().get(), 10000), 'A');
+  }
+  server->PauseAccepting();
+  DataServer::HandOverReport handed = server->HandOverConnections(absl::Seconds(10));
+  ASSERT_EQ(handed.released.size(), 3u);
+  handed.released[2].plane = "elsewhere";
+  server->ResumeAccepting();
+  EXPECT_EQ(server->Adopt(std::move(handed.released)), 2u);
+  int answered = 0;
+  int closed = 0;
+  for (UniqueFd& client : clients) {
+    const int answer = Ask(client.get(), 10000);
+    answered += answer == 'A';
+    closed += answer == -1;
+  }
+  EXPECT_EQ(answered, 2);
+  EXPECT_EQ(closed, 1);
+  server->Stop();
 }
 
 }  // namespace

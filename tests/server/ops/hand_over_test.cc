@@ -39,12 +39,18 @@ class HandOverTest : public ::testing::Test {
   std::unique_ptr<HandOverPoint> Point(HandOverPoint::Options options) {
     absl::StatusOr<std::unique_ptr<HandOverPoint>> point = HandOverPoint::Listen(
         std::move(options),
-        [this]() -> absl::StatusOr<HandedListeners> {
+        [this]() -> absl::StatusOr<HandedSockets> {
           prepared_++;
           if (!refuse_.ok()) return refuse_;
-          HandedListeners out;
+          HandedSockets out;
           out.names.push_back("data");
           out.fds.emplace_back(::dup(listener_.get()));
+          for (size_t i = 0; i < accepted_.size(); ++i) {
+            out.connections.push_back(
+                HandedConnection{.plane = "spark",
+                                 .socket = UniqueFd(::dup(accepted_[i].get())),
+                                 .state = absl::StrCat("app=a ", i)});
+          }
           return out;
         },
         [this](bool served, const std::string& why) {
@@ -67,6 +73,9 @@ class HandOverTest : public ::testing::Test {
   TempDir dir_;
   std::string path_;
   UniqueFd listener_;
+  // Connections the point hands over, accepted from listener_, and their clients.
+  std::vector<UniqueFd> accepted_;
+  std::vector<UniqueFd> clients_;
   std::atomic<int> prepared_{0};
   absl::Status refuse_;
   absl::Mutex mu_;
@@ -99,6 +108,41 @@ TEST_F(HandOverTest, TheTakerGetsTheListenersAndTheOldServerHearsItServes) {
   EXPECT_EQ(prepared_.load(), 1);
 }
 
+// Connections go with the listeners, each with its state: the taker's socket is the
+// connection (what its client sent before and after is there), however many there are.
+TEST_F(HandOverTest, ConnectionsGoWithTheirState) {
+  constexpr size_t kConnections = 300;
+  for (size_t i = 0; i < kConnections; ++i) {
+    clients_.push_back(testing::ConnectLoopback(PortOf(listener_.get())));
+    accepted_.emplace_back(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(accepted_.back().valid());
+    const std::string before = absl::StrCat("before ", i);
+    ASSERT_EQ(::send(clients_[i].get(), before.data(), before.size(), 0), before.size());
+  }
+  std::unique_ptr<HandOverPoint> point = Point();
+  ASSERT_NE(point, nullptr);
+  absl::StatusOr<std::optional<TakenOver>> taken = TakeOver(path_, absl::Seconds(10));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_TRUE(taken->has_value());
+  std::vector<HandedConnection>& connections = (*taken)->listeners.connections;
+  ASSERT_EQ(connections.size(), kConnections);
+  accepted_.clear();  // the old server's copies go
+  for (size_t i = 0; i < kConnections; ++i) {
+    EXPECT_EQ(connections[i].plane, "spark");
+    EXPECT_EQ(connections[i].state, absl::StrCat("app=a ", i));
+    const std::string after = absl::StrCat(" after ", i);
+    ASSERT_EQ(::send(clients_[i].get(), after.data(), after.size(), 0), after.size());
+    const std::string want = absl::StrCat("before ", i, after);
+    std::string got(want.size(), '\0');
+    ASSERT_EQ(::recv(connections[i].socket.get(), got.data(), got.size(), MSG_WAITALL),
+              want.size());
+    EXPECT_EQ(got, want);
+  }
+  ASSERT_TRUE(Served(**taken).ok());
+  ASSERT_TRUE(OutcomeCount(1));
+  EXPECT_EQ(Outcomes()[0], "served");
+}
+
 // No server: no file, or a file a killed server left. The stale file is replaced.
 TEST_F(HandOverTest, NoServerAnsweringIsNoHandOver) {
   absl::StatusOr<std::optional<TakenOver>> none = TakeOver(path_, absl::Seconds(1));
@@ -127,7 +171,7 @@ TEST_F(HandOverTest, APointOnALiveOneIsRefusedUnlessItReplacesIt) {
   std::unique_ptr<HandOverPoint> old_point = Point();
   ASSERT_NE(old_point, nullptr);
   absl::StatusOr<std::unique_ptr<HandOverPoint>> second = HandOverPoint::Listen(
-      {.path = path_}, [] { return HandedListeners(); }, [](bool, const std::string&) {});
+      {.path = path_}, [] { return HandedSockets(); }, [](bool, const std::string&) {});
   EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
   EXPECT_TRUE(absl::StrContains(second.status().message(), "--take-over")) << second.status();
   std::unique_ptr<HandOverPoint> new_point = Point({.path = path_, .replace = true});
