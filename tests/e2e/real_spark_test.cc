@@ -321,6 +321,69 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
     EXPECT_GT(bytes, 0);
   }
 
+  // What RunHandingOver did.
+  struct HandedOver {
+    int times = 0;
+    size_t connections = 0;                  // handed over with the server, in all
+    std::vector<MetricFamilySamples> first;  // the first server's metrics at its hand-over
+    std::string failure;
+  };
+  // Runs `jobs` while ferry_server is handed over to a new server (HandOverServer) each
+  // time the one serving has sent Spark's reducers 200 blocks, at most `max` times; the
+  // jobs' results. Checks, by the lines Spark's executors log for each, that none
+  // retried or failed a fetch, or found its connection to ferry_server closed.
+  std::vector<std::string> RunHandingOver(const std::string& what,
+                                          const std::map<std::string, std::string>& conf,
+                                          const std::vector<std::string>& jobs, int max,
+                                          HandedOver* did) {
+    const auto lines = [&](const char* containing) {
+      return cluster_->ExecutorLogLines(containing).size();
+    };
+    // RetryingBlockTransferor, OneForOneBlockFetcher, ShuffleBlockFetcherIterator and
+    // TransportClientFactory's words (3.5 and 4.x alike).
+    const std::vector<std::string> words = {"Retrying fetch", "Failed while starting block fetches",
+                                            "Failed to get block", "Found inactive connection"};
+    // Counted from the first hand-over on (a connection may be closed before, silent
+    // past ferry_server's first-request timeout).
+    std::vector<size_t> before;
+    std::atomic<bool> ended{false};
+    std::vector<std::string> results;
+    std::thread app([&] {
+      results = Run(what, conf, jobs);
+      ended = true;
+    });
+    const auto sent = [&] {
+      return testing::MetricSum(server_->CollectMetrics(), "ferry_sent_blocks_total", "front_door",
+                                "spark");
+    };
+    while (did->times < max) {
+      if (!testing::WaitFor([&] { return ended.load() || sent() >= 200; }, kJobTimeout) || ended) {
+        break;
+      }
+      if (before.empty()) {
+        for (const std::string& word : words) before.push_back(lines(word.c_str()));
+        did->first = server_->CollectMetrics();
+      }
+      absl::StatusOr<size_t> handed = testing::HandOverServer(&server_, options_);
+      if (!handed.ok()) {
+        did->failure = handed.status().ToString();
+        break;
+      }
+      did->times++;
+      did->connections += *handed;
+    }
+    app.join();
+    std::printf("Spark %s, %s: handed over %d times, %zu connections with it\n",
+                GetParam().version.c_str(), what.c_str(), did->times, did->connections);
+    EXPECT_EQ(did->failure, "");
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(lines(words[i].c_str()), before[i])
+          << absl::StrJoin(cluster_->ExecutorLogLines(words[i]), "\n");
+    }
+    EXPECT_FALSE(absl::StrContains(last_output_, "FetchFailed")) << last_output_;
+    return results;
+  }
+
   // A cluster of the case's own (with spark.authenticate or TLS): its dirs.
   TempDir work_;
   TempDir local_;
@@ -369,6 +432,21 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
 // (--spark-rdd-blocks) instead of computing them again. All executors share this host,
 // where Spark's driver would send them to read the gone executor's files from disk
 // themselves; spark.storage.localDiskByExecutors.cacheSize=0 leaves it no dirs to send.
+// An upgrade mid-shuffle costs Spark nothing: while an application's 240 reducers fetch
+// from ferry_server, it is handed over to a new server again and again, its connections
+// with it. The answers are right, and no executor retried or failed a fetch or found
+// its connection closed. (Restarts instead, in the same loop, make Spark log each.)
+TEST_P(RealSparkTest, HandOversMidShuffleCostNoFetch) {
+  HandedOver did;
+  const std::vector<std::string> results = RunHandingOver(
+      "ferry_server handed over mid-shuffle", WithService(server_->spark_port()), {"many-reduces"},
+      /*max=*/8, &did);
+  std::map<std::string, std::string> by_job = testing::ResultsByJob(results);
+  EXPECT_EQ(SumsDiffer(by_job, "shuffled", "expected"), "") << last_output_;
+  EXPECT_GE(did.times, 3);
+  EXPECT_GT(did.connections, 0u);
+}
+
 TEST_P(RealSparkTest, CachedRddBlocksOutliveTheirExecutors) {
   std::map<std::string, std::string> conf = WithDynamicAllocation(server_->spark_port());
   conf["spark.shuffle.service.fetch.rdd.enabled"] = "true";
@@ -508,20 +586,33 @@ TEST_P(RealSparkAuthTest,
       name = "ferry_server, spark.authenticate, SASL encryption";
     }
     const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
-    const std::vector<std::string> results = Run(name, conf, {"checked"});
+    // With SASL (plain frames after it) ferry_server is handed over mid-shuffle too:
+    // the authenticated connections go on with the new server.
+    HandedOver handed;
+    const std::vector<std::string> results =
+        mode == Mode::kSasl ? RunHandingOver(name, conf, {"many-reduces"}, 4, &handed)
+                            : Run(name, conf, {"checked"});
     ASSERT_EQ(results.size(), 2u) << absl::StrJoin(results, "\n");
     EXPECT_EQ(absl::StrReplaceAll(results[0], {{"\"expected\"", "\"shuffled\""}}), results[1]);
+    if (mode == Mode::kSasl) {
+      EXPECT_GE(handed.times, 2);
+      EXPECT_GT(handed.connections, 0u);
+      // The executors authenticated with the first server, plain after SASL.
+      const auto grew = [&](const char* outcome) {
+        return testing::MetricSum(handed.first, "ferry_spark_authentications_total", "outcome",
+                                  outcome) -
+               testing::MetricSum(before, "ferry_spark_authentications_total", "outcome", outcome);
+      };
+      EXPECT_GT(grew("authenticated"), 0);
+      EXPECT_EQ(grew("encrypted"), 0);
+      continue;
+    }
     ExpectBlocksSentSince(before);
     const std::vector<MetricFamilySamples> after = server_->CollectMetrics();
     const auto grew = [&](const char* family, const char* label, const std::string& value) {
       return testing::MetricSum(after, family, label, value) -
              testing::MetricSum(before, family, label, value);
     };
-    if (mode == Mode::kSasl) {
-      EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0);
-      EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0);
-      continue;
-    }
     // Every handshake with ferry_server encrypted: none fell back to plain SASL.
     EXPECT_GT(grew("ferry_spark_authentications_total", "outcome", "encrypted"), 0) << name;
     EXPECT_EQ(grew("ferry_spark_authentications_total", "outcome", "authenticated"), 0) << name;

@@ -134,6 +134,17 @@ def checked_jobs(spark):
     return shuffled
 
 
+def many_reduces_jobs(spark):
+    """The checked shuffle with 240 reduce tasks: a reduce stage that fetches for a few
+    seconds, long enough for the test to hand ferry_server over again and again."""
+    sc = spark.sparkContext
+    data = list(range(400_000))
+    result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
+    shuffled = sc.parallelize(data, 16).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
+        operator.add, 240)
+    result("shuffled", **summary(shuffled.collect()))
+
+
 def wait_for(ready, seconds=60):
     """Until `ready()` holds, for at most `seconds`; whether it held. What the test or
     another task does is polled every 50 ms."""
@@ -423,7 +434,8 @@ def push_read(directory, app_id):
 
 def main():
     spark = SparkSession.builder.appName("ferry-spark-jobs").getOrCreate()
-    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs}
+    jobs = {"rdd": rdd_jobs, "sql": sql_jobs, "checked": checked_jobs, "cached": cached_jobs,
+            "many-reduces": many_reduces_jobs}
     event_log = None
     for arg in sys.argv[1:]:
         name, _, value = arg.partition("=")

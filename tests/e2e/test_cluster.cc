@@ -140,6 +140,23 @@ absl::Status RestartServer(std::unique_ptr<FerryServer>* server, FerryServerOpti
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> HandOverServer(std::unique_ptr<FerryServer>* server,
+                                      const FerryServerOptions& options) {
+  absl::StatusOr<HandedSockets> handed = (*server)->PrepareHandOver(absl::Seconds(10));
+  if (!handed.ok()) return handed.status();
+  const size_t connections = handed->connections.size();
+  absl::StatusOr<std::unique_ptr<FerryServer>> next =
+      FerryServer::Start(options, *std::move(handed));
+  if (!next.ok()) {
+    (*server)->ResumeAfterHandOver();
+    return absl::Status(next.status().code(),
+                        absl::StrCat("taking over from ferry_server: ", next.status().message()));
+  }
+  (*server)->Shutdown();
+  *server = *std::move(next);
+  return connections;
+}
+
 std::unique_ptr<FerryServer> StartServer(const std::string& data_dir, ServerConfig config,
                                          absl::Duration ticket_ttl, size_t pipe_bytes) {
   FerryServerOptions options = TestServerOptions(data_dir, config);

@@ -60,6 +60,13 @@ std::unique_ptr<FerryServer> StartServer(const FerryServerOptions& options);
 // Stops *server and starts it again with `options` on its Spark port (its state dir, if
 // `options` has one, gives back what it kept). *server is null if the start fails.
 absl::Status RestartServer(std::unique_ptr<FerryServer>* server, FerryServerOptions options);
+// Hands *server's sockets and state over to a new FerryServer started with `options`, as
+// ferry_server --take-over does (without the hand-over socket between two processes):
+// the old one releases its connections, the new one starts on its sockets and state
+// files, and the old one stops. Returns how many connections went over. On an error the
+// old server serves again.
+absl::StatusOr<size_t> HandOverServer(std::unique_ptr<FerryServer>* server,
+                                      const FerryServerOptions& options);
 
 // The sum of metric `name`'s samples labelled `key`=`value` (CollectMetrics()).
 double MetricSum(const std::vector<MetricFamilySamples>& families, const std::string& name,
