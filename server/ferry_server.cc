@@ -260,7 +260,8 @@ absl::Status FerryServer::StartDataPlane(const Clock& clock, HandedSockets& inhe
   std::vector<DataServer::Listener> listeners;
   listeners.push_back(std::move(ferry_door));
   if (!options.spark.address.empty()) {
-    FERRY_ASSIGN_OR_RETURN(spark_, SparkFrontDoor::Open(options_.spark, store_.get(), clock));
+    FERRY_ASSIGN_OR_RETURN(spark_, SparkFrontDoor::Open(options_.spark, store_.get(), clock,
+                                                        /*taking_over=*/!inherited.names.empty()));
     options_.spark.executors.dir_roots = spark_->roots();
     FERRY_ASSIGN_OR_RETURN(DataServer::Listener spark_door, spark_->Listener(&options_.connection));
     spark_door.inherited =
@@ -419,6 +420,11 @@ absl::StatusOr<HandedSockets> FerryServer::PrepareHandOver(absl::Duration grace)
   handed_metrics_port_ = metrics_port();
   metrics_.reset();
   StopSweeper();
+  if (spark_ != nullptr) {
+    if (absl::Status left = spark_->PrepareHandOver(); !left.ok()) {
+      LOG(WARNING) << "ferry_server: handing over without the merges being written: " << left;
+    }
+  }
   const DataServer::DrainReport& drained = handed.drained;
   const size_t seen = drained.idle + drained.finished + drained.cut;
   LOG(INFO) << "ferry_server: handing over: " << handed.released.size() << " connections released, "

@@ -20,6 +20,8 @@ namespace {
 
 // In --state-dir: the finalized merges of push-based shuffle (PushMerger::LoadState).
 constexpr char kPushStateFile[] = "spark-push-finalized";
+// The merges being written, from a server handing over to the one taking over.
+constexpr char kPushHandOverFile[] = "spark-push-open.hand-over";
 
 // The roots: --spark-dir-roots, and on YARN (`apps`, from the NodeManager) the
 // NodeManager's local dirs as it names them (so as its executors name their dirs).
@@ -82,7 +84,8 @@ absl::Status SparkFrontDoor::Options::Validate() const {
 
 absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Options& options,
                                                                      BlockStore* store,
-                                                                     const Clock& clock) {
+                                                                     const Clock& clock,
+                                                                     bool taking_over) {
   std::unique_ptr<SparkFrontDoor> door(new SparkFrontDoor(options, store));
   door->executors_options_ = options.executors;
   ExecutorRegistry::Options& executors = door->executors_options_;
@@ -127,6 +130,18 @@ absl::StatusOr<std::unique_ptr<SparkFrontDoor>> SparkFrontDoor::Open(const Optio
     }
     // Merges of applications no registration names any more ended with them.
     door->push_->ForgetUnclaimed();
+    if (const std::string open = door->PushHandOverFile(); !open.empty()) {
+      if (!taking_over) {
+        ::unlink(open.c_str());
+      } else if (absl::StatusOr<size_t> taken = door->push_->TakeOpen(open); !taken.ok()) {
+        LOG(WARNING) << "push-based shuffle: the merges being written by the server taken over "
+                        "from are read unmerged: "
+                     << taken.status();
+      } else if (*taken > 0) {
+        LOG(INFO) << "push-based shuffle: going on with " << *taken
+                  << " merged partitions the server taken over from was writing";
+      }
+    }
   }
   FERRY_ASSIGN_OR_RETURN(door->secrets_, SparkSecrets::Load(options.auth, door->apps_.get()));
   if (options.tls.enabled()) {
@@ -175,7 +190,18 @@ absl::StatusOr<std::string> SparkFrontDoor::Check(const Options& options) {
 
 SparkFrontDoor::~SparkFrontDoor() = default;
 
+std::string SparkFrontDoor::PushHandOverFile() const {
+  if (push_ == nullptr || options_.executors.state_dir.empty()) return "";
+  return absl::StrCat(options_.executors.state_dir, "/", kPushHandOverFile);
+}
+
+absl::Status SparkFrontDoor::PrepareHandOver() {
+  const std::string open = PushHandOverFile();
+  return open.empty() ? absl::OkStatus() : push_->HandOverOpen(open);
+}
+
 void SparkFrontDoor::ResumeAfterHandOver() {
+  if (const std::string open = PushHandOverFile(); !open.empty()) ::unlink(open.c_str());
   executors_->RewriteBeforeNextChange();
   if (push_ != nullptr) push_->RewriteStateBeforeNextChange();
 }

@@ -65,9 +65,12 @@ class SparkFrontDoor : public SparkApps {
 
   // Opens every part: the hand-off dir, the roots, the registry (its state file
   // read), the secrets, the certificate. `store` must outlive the front door.
+  // `taking_over`: a server handing over left the merges it was writing in the state
+  // dir (PrepareHandOver), which this one goes on with; otherwise such a file (of one
+  // killed mid-hand-over) is deleted unread.
   static absl::StatusOr<std::unique_ptr<SparkFrontDoor>> Open(const Options& options,
-                                                              BlockStore* store,
-                                                              const Clock& clock);
+                                                              BlockStore* store, const Clock& clock,
+                                                              bool taking_over = false);
   // What --check-config prints of it, after opening what Open() opens but the state
   // file (the running server's: only its dir is looked at).
   static absl::StatusOr<std::string> Check(const Options& options);
@@ -80,6 +83,10 @@ class SparkFrontDoor : public SparkApps {
   absl::StatusOr<DataServer::Listener> Listener(const ConnectionOptions* connection);
   // Forgets the applications that ended and the executors whose dirs are gone.
   void Sweep();
+  // A hand-over, once no connection is served: leaves the merges being written in the
+  // state dir for the server taking over (PushMerger::HandOverOpen). An error means they
+  // are not carried over (their pushes are read unmerged).
+  absl::Status PrepareHandOver();
   // A hand-over failed after the new server read the state files: they are this server's
   // again, each rewritten from memory before its next change.
   void ResumeAfterHandOver();
@@ -126,6 +133,9 @@ class SparkFrontDoor : public SparkApps {
   // An application's last registration is forgotten (its end, from whatever source):
   // its cached map outputs and its merges go.
   void ApplicationGone(const std::string& app_id);
+  // Where a hand-over leaves the merges being written; empty without push-based shuffle
+  // or a state dir.
+  std::string PushHandOverFile() const;
 
   const Options options_;
   BlockStore* const store_;

@@ -345,6 +345,16 @@ def kill_mid_push(spark, directory):
                  os.getpid, "killed")
 
 
+def hand_over_mid_push(spark, directory):
+    """A checked pushed shuffle of 16 map tasks into 60 partitions (lost_mid_map): half
+    the maps push at once, the others wait for DIR/handed-over, which the test writes once
+    it has handed ferry_server over with their merges open, and push while it hands over
+    again."""
+    start_mergers(spark.sparkContext)
+    lost_mid_map(spark.sparkContext, directory, "handed-over-mid-push", 16, 60, 400_000,
+                 os.getpid, "handed-over")
+
+
 def pod_deleted(spark, directory):
     """A checked shuffle of 8 map tasks on Kubernetes (lost_mid_map): the waiting tasks
     name their executor's pod (DIR/mapping.<pod>), which the test deletes, then writes
@@ -407,8 +417,10 @@ PUSH_READ_METRICS = {
 
 def push_read(directory, app_id):
     """The sums of the push-read metrics of every task in the application's event log,
-    and last_stage_chunks: the merged chunks its last stage read."""
+    blocksFetched (every block read, merged or not: Spark counts each map's block in a
+    merged chunk), and last_stage_chunks: the merged chunks its last stage read."""
     sums = dict.fromkeys(PUSH_READ_METRICS.values(), 0)
+    sums["blocksFetched"] = 0
     tasks = 0
     chunks_by_stage = {}
     paths = [os.path.join(d, f) for d, _, files in os.walk(directory) for f in files
@@ -420,8 +432,10 @@ def push_read(directory, app_id):
                 if event.get("Event") != "SparkListenerTaskEnd":
                     continue
                 tasks += 1
-                push = (event.get("Task Metrics", {}).get("Shuffle Read Metrics", {})
-                        .get("Push Based Shuffle", {}))
+                read = event.get("Task Metrics", {}).get("Shuffle Read Metrics", {})
+                sums["blocksFetched"] += read.get("Remote Blocks Fetched", 0) + \
+                    read.get("Local Blocks Fetched", 0)
+                push = read.get("Push Based Shuffle", {})
                 for name, key in PUSH_READ_METRICS.items():
                     sums[key] += push.get(name, 0)
                 stage = event.get("Stage ID", -1)
@@ -447,6 +461,8 @@ def main():
             stop_mid_push(spark, value)
         elif name == "kill-mid-push":
             kill_mid_push(spark, value)
+        elif name == "hand-over-mid-push":
+            hand_over_mid_push(spark, value)
         elif name == "late-push":
             late_push(spark, value)
         elif name == "pod-deleted":

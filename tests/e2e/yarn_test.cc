@@ -220,9 +220,16 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
   }
   // Waits (4 minutes at most) until a process of the application is named, by a file
   // `prefix`<pid> in `handshakes` whose pid `victim` maps to it, and ferry_server has
-  // merged some of its pushes with a partition still open; then SIGKILLs it. Its pid, or
-  // 0 if the application ended first or none was seen; *merged: the blocks merged then.
+  // merged some of its pushes with a partition still open. Its pid, or 0 if the
+  // application ended first or none was seen; *merged: the blocks merged then.
+  // KillWhenMerging SIGKILLs it then.
   pid_t KillWhenMerging(
+      const TempDir& handshakes, const std::string& prefix, const std::atomic<bool>& app_ended,
+      double* merged, absl::FunctionRef<pid_t(pid_t)> victim = [](pid_t pid) { return pid; }) {
+    const pid_t target = WhenMerging(handshakes, prefix, app_ended, merged, victim);
+    return target > 0 && ::kill(target, SIGKILL) == 0 ? target : 0;
+  }
+  pid_t WhenMerging(
       const TempDir& handshakes, const std::string& prefix, const std::atomic<bool>& app_ended,
       double* merged, absl::FunctionRef<pid_t(pid_t)> victim = [](pid_t pid) { return pid; }) {
     pid_t target = 0;
@@ -243,7 +250,7 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
                                testing::MetricSum(metrics, "ferry_spark_push_open_partitions") > 0);
         },
         absl::Minutes(4));
-    return merging && !app_ended && ::kill(target, SIGKILL) == 0 ? target : 0;
+    return merging && !app_ended ? target : 0;
   }
   // Spark's push-read metric `name` in the push-read job's RESULT line `read`.
   static int64_t PushRead(const std::string& read, const char* name) {
@@ -463,6 +470,69 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
       << read;
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
   EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+  ExpectMergesClosed(ran.app);
+}
+
+// Upgrades mid-push lose no push: while the map tasks of a pushed shuffle push,
+// ferry_server is handed over to a new server again and again (as ferry_server
+// --take-over does), the merges being written going with it: first with half the maps'
+// blocks merged and the others' still to come, then each time the server serving has
+// merged 20 more. The reducers read every block merged, as they do with no hand-over,
+// and the sums are right.
+TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
+  options_.spark.push.enabled = true;
+  StartFerry();
+  TempDir handshakes;
+  TempDir event_log;
+  std::atomic<bool> app_ended{false};
+  Ran ran;
+  std::thread application([&] {
+    ran = Run("push-based shuffle, ferry_server handed over mid-push",
+              WithPush(WithFerry(), event_log.path()),
+              {"hand-over-mid-push=" + handshakes.path(), "push-read=" + event_log.path()});
+    app_ended = true;
+  });
+  const auto merged = [&] {
+    return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total", "outcome",
+                              "merged");
+  };
+  int hand_overs = 0;
+  std::string failure;
+  const auto hand_over = [&] {
+    absl::StatusOr<size_t> handed = testing::HandOverServer(&server_, options_);
+    if (!handed.ok()) failure = handed.status().ToString();
+    hand_overs += handed.ok();
+    return handed.ok();
+  };
+  // Half the maps pushed, the others waiting: their merges are open.
+  double first = 0;
+  if (WhenMerging(handshakes, "mapping.", app_ended, &first) > 0 && hand_over()) {
+    testing::Touch(handshakes.path() + "/handed-over");
+    while (hand_overs < 5 &&
+           testing::WaitFor([&] { return app_ended || merged() >= 20; }, absl::Minutes(2)) &&
+           !app_ended && hand_over()) {
+    }
+  }
+  testing::Touch(handshakes.path() + "/handed-over");
+  application.join();
+  ASSERT_EQ(failure, "");
+  const std::map<std::string, std::string> by_job = ByJob(ran.results);
+  ExpectSameSums(by_job, "handed-over-mid-push", "expected-handed-over-mid-push");
+  ASSERT_EQ(by_job.count("push-read"), 1u) << absl::StrJoin(ran.results, "\n");
+  const std::string& read = by_job.at("push-read");
+  const auto metric = [&](const char* name) { return PushRead(read, name); };
+  const int64_t merged_read =
+      metric("shuffleMergedLocalBlocksFetched") + metric("shuffleMergedRemoteBlocksFetched");
+  std::printf(
+      "Spark %s on YARN: ferry_server handed over %d times mid-push; the reducers read %lld of "
+      "%lld blocks merged\n",
+      GetParam().version.c_str(), hand_overs, static_cast<long long>(merged_read),
+      static_cast<long long>(metric("blocksFetched")));
+  EXPECT_GE(hand_overs, 2);
+  EXPECT_GT(merged_read, 0) << read;
+  EXPECT_EQ(merged_read, metric("blocksFetched")) << read;
+  EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
+  EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
   ExpectMergesClosed(ran.app);
 }
 

@@ -37,6 +37,57 @@ absl::StatusOr<std::unique_ptr<MergedPartition>> MergedPartition::Create(Files f
   return partition;
 }
 
+MergedPartition::Progress MergedPartition::progress() const {
+  return Progress{.end = end_,
+                  .chunk_start = chunk_start_,
+                  .index_end = index_end_,
+                  .meta_end = meta_end_,
+                  .chunks = chunks_,
+                  .merged = merged_,
+                  .chunk_maps = chunk_maps_};
+}
+
+absl::StatusOr<std::unique_ptr<MergedPartition>> MergedPartition::Resume(Files files,
+                                                                         int64_t min_chunk_bytes,
+                                                                         std::string name,
+                                                                         Progress progress) {
+  if (!files.data.valid() || !files.index.valid() || !files.meta.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": a file is not open"));
+  }
+  const Progress& p = progress;
+  struct stat data {
+  }, index{}, meta{};
+  if (::fstat(files.data.get(), &data) != 0 || ::fstat(files.index.get(), &index) != 0 ||
+      ::fstat(files.meta.get(), &meta) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", name));
+  }
+  // The index's last entry is where the open chunk starts.
+  uint64_t last = 0;
+  const bool consistent = p.chunks >= 0 && p.index_end == 8 * (p.chunks + 1) &&
+                          p.chunk_start >= 0 && p.chunk_start <= p.end && p.meta_end >= 0 &&
+                          data.st_size >= p.end && index.st_size >= p.index_end &&
+                          meta.st_size >= p.meta_end &&
+                          PreadFull(files.index.get(), reinterpret_cast<char*>(&last), 8,
+                                    static_cast<uint64_t>(p.index_end - 8)) == 8 &&
+                          static_cast<int64_t>(be64toh(last)) == p.chunk_start;
+  if (!consistent) {
+    return absl::DataLossError(
+        absl::StrCat(name, ": its files (", data.st_size, ", ", index.st_size, ", ", meta.st_size,
+                     " bytes) do not hold what the server handing it over wrote (", p.end,
+                     " bytes, ", p.chunks, " chunks to ", p.chunk_start, ")"));
+  }
+  std::unique_ptr<MergedPartition> partition(
+      new MergedPartition(std::move(files), min_chunk_bytes, std::move(name)));
+  partition->end_ = p.end;
+  partition->chunk_start_ = p.chunk_start;
+  partition->index_end_ = p.index_end;
+  partition->meta_end_ = p.meta_end;
+  partition->chunks_ = p.chunks;
+  partition->merged_ = std::move(progress.merged);
+  partition->chunk_maps_ = std::move(progress.chunk_maps);
+  return partition;
+}
+
 absl::Status MergedPartition::CloseChunk(int64_t offset, bool with_bitmap) {
   const uint64_t big_endian = htobe64(static_cast<uint64_t>(offset));
   // The index entry first and the bitmap after it; the ends move only when both are

@@ -37,6 +37,25 @@ class MergedPartition {
                                                                  int64_t min_chunk_bytes,
                                                                  std::string name);
 
+  // Where a partition being written stands: what a server handing it over to another
+  // passes on. The files hold the closed chunks; the open chunk's maps are here only.
+  struct Progress {
+    int64_t end = 0;          // after the last committed block
+    int64_t chunk_start = 0;  // the last index entry
+    int64_t index_end = 0;    // bytes of the index written
+    int64_t meta_end = 0;     // bytes of the meta file written
+    int64_t chunks = 0;       // closed
+    spark::Bitmap merged;
+    spark::Bitmap chunk_maps;  // the open chunk's
+  };
+  Progress progress() const;
+  // Goes on with a partition another server wrote up to `progress`, in `files` (open for
+  // writing, not cut): DATA_LOSS, naming it, when they do not hold what it says.
+  static absl::StatusOr<std::unique_ptr<MergedPartition>> Resume(Files files,
+                                                                 int64_t min_chunk_bytes,
+                                                                 std::string name,
+                                                                 Progress progress);
+
   // Where the next block goes in the data file, and the descriptor to write it with.
   int64_t end() const { return end_; }
   int data_fd() const { return data_->get(); }

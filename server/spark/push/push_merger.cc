@@ -1084,4 +1084,168 @@ void PushMerger::AppendMetrics(std::vector<MetricFamilySamples>* out) const {
   FERRY_APPEND_STATS(FERRY_PUSH_STATS, {&stats_}, out);
 }
 
+// The hand-over file: a header line, then a line per merge being written and per
+// partition of one, tab-separated:
+//   shuffle   <app> <attempt> <shuffle> <merge>
+//   partition <app> <attempt> <shuffle> <merge> <reduce> <end> <chunk start> <index bytes>
+//             <meta bytes> <chunks> <merged maps> <open chunk's maps>
+// (the bitmaps in Spark's portable format, base64).
+constexpr absl::string_view kOpenHeader = "ferry push merges being written 1";
+
+absl::Status PushMerger::HandOverOpen(const std::string& path) {
+  std::string text = absl::StrCat(kOpenHeader, "\n");
+  std::vector<std::pair<int32_t, std::shared_ptr<Partition>>> partitions;  // with attempts
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [app_id, app] : apps_) {
+      for (const auto& [shuffle_id, shuffle] : app.shuffles) {
+        if (shuffle.finalized) continue;
+        absl::StrAppend(&text, "shuffle\t", app_id, "\t", app.attempt_id, "\t", shuffle_id, "\t",
+                        shuffle.merge_id, "\n");
+        for (const auto& [reduce_id, partition] : shuffle.partitions) {
+          partitions.emplace_back(app.attempt_id, partition);
+        }
+      }
+    }
+  }
+  for (const auto& [attempt_id, partition] : partitions) {
+    absl::MutexLock p(&partition->mu);
+    if (partition->files == nullptr || partition->finalized) continue;
+    const MergedPartition::Progress at = partition->files->progress();
+    absl::StrAppend(&text, "partition\t", partition->app_id, "\t", attempt_id, "\t",
+                    partition->shuffle_id, "\t", partition->merge_id, "\t", partition->reduce_id,
+                    "\t", at.end, "\t", at.chunk_start, "\t", at.index_end, "\t", at.meta_end, "\t",
+                    at.chunks, "\t", absl::Base64Escape(at.merged.Serialize()), "\t",
+                    absl::Base64Escape(at.chunk_maps.Serialize()), "\n");
+  }
+  return ReplaceFile(path, text, 0600);
+}
+
+absl::StatusOr<size_t> PushMerger::TakeOpen(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxStateFileBytes);
+  if (absl::IsNotFound(text.status())) return 0;
+  ::unlink(path.c_str());  // read once: a later start finds nothing
+  if (!text.ok()) return text.status();
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n', absl::SkipEmpty());
+  if (lines.empty() || lines[0] != kOpenHeader) {
+    return absl::DataLossError(absl::StrCat(path, " is not a list of merges being written"));
+  }
+  size_t taken = 0;
+  size_t dropped = 0;
+  std::string first_drop;
+  const auto drop = [&](absl::string_view line, const absl::Status& why) {
+    if (dropped++ == 0) first_drop = absl::StrCat(line.substr(0, 120), ": ", why.message());
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
+    int32_t attempt = 0, shuffle_id = 0, merge_id = 0, reduce_id = 0;
+    const bool ids = f.size() >= 5 && absl::SimpleAtoi(f[2], &attempt) &&
+                     absl::SimpleAtoi(f[3], &shuffle_id) && absl::SimpleAtoi(f[4], &merge_id);
+    const std::string app_id(f.size() > 1 ? f[1] : "");
+    if (f[0] == "shuffle" && f.size() == 5 && ids) {
+      absl::MutexLock lock(&mu_);
+      auto app = apps_.find(app_id);
+      if (app == apps_.end() || app->second.attempt_id != attempt) continue;
+      auto [shuffle, inserted] = app->second.shuffles.try_emplace(shuffle_id);
+      if (inserted) {
+        shuffle->second.merge_id = merge_id;
+        ++app->second.cost;
+      }
+      continue;
+    }
+    MergedPartition::Progress progress;
+    std::string merged, chunk_maps;
+    if (f[0] != "partition" || f.size() != 13 || !ids || !absl::SimpleAtoi(f[5], &reduce_id) ||
+        !absl::SimpleAtoi(f[6], &progress.end) || !absl::SimpleAtoi(f[7], &progress.chunk_start) ||
+        !absl::SimpleAtoi(f[8], &progress.index_end) ||
+        !absl::SimpleAtoi(f[9], &progress.meta_end) || !absl::SimpleAtoi(f[10], &progress.chunks) ||
+        !absl::Base64Unescape(f[11], &merged) || !absl::Base64Unescape(f[12], &chunk_maps)) {
+      drop(lines[i], absl::InvalidArgumentError("not a line of merges being written"));
+      continue;
+    }
+    absl::string_view merged_bytes = merged, chunk_bytes = chunk_maps;
+    absl::StatusOr<spark::Bitmap> merged_maps = spark::Bitmap::Read(&merged_bytes, 1u << 31);
+    absl::StatusOr<spark::Bitmap> open_maps = spark::Bitmap::Read(&chunk_bytes, 1u << 31);
+    if (!merged_maps.ok() || !open_maps.ok()) {
+      drop(lines[i], !merged_maps.ok() ? merged_maps.status() : open_maps.status());
+      continue;
+    }
+    progress.merged = *std::move(merged_maps);
+    progress.chunk_maps = *std::move(open_maps);
+    auto partition = std::make_shared<Partition>();
+    partition->app_id = app_id;
+    partition->shuffle_id = shuffle_id;
+    partition->merge_id = merge_id;
+    partition->reduce_id = reduce_id;
+    {
+      absl::MutexLock lock(&mu_);
+      auto app = apps_.find(app_id);
+      if (app != apps_.end() && app->second.attempt_id == attempt) {
+        partition->dirs = app->second.merge_dirs;
+      }
+    }
+    if (partition->dirs == nullptr) {
+      drop(lines[i], absl::NotFoundError("its attempt is not registered here"));
+      continue;
+    }
+    partition->data_at = partition->Locate(kSuffixes[0]);
+    // Its files as they are: open, not made.
+    MergedPartition::Files files;
+    UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
+    struct stat data {};
+    absl::Status opened;
+    for (int k = 0; k < 3 && opened.ok(); ++k) {
+      const ShuffleFileLocation at = partition->Locate(kSuffixes[k]);
+      *fds[k] = OpenBeneath(at.dir_fd, at.relative, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+      if (!fds[k]->valid()) opened = absl::ErrnoToStatus(errno, absl::StrCat("open ", at.display));
+    }
+    if (opened.ok() && ::fstat(files.data.get(), &data) != 0) {
+      opened = absl::ErrnoToStatus(errno, "stat");
+    }
+    absl::StatusOr<std::unique_ptr<MergedPartition>> resumed =
+        opened.ok() ? MergedPartition::Resume(
+                          std::move(files), options_.min_chunk_bytes,
+                          spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, "*"),
+                          std::move(progress))
+                    : absl::StatusOr<std::unique_ptr<MergedPartition>>(opened);
+    if (!resumed.ok()) {
+      drop(lines[i], resumed.status());
+      continue;
+    }
+    const uint64_t bytes = static_cast<uint64_t>((*resumed)->end());
+    {
+      absl::MutexLock p(&partition->mu);
+      partition->files = *std::move(resumed);
+      partition->dev = static_cast<uint64_t>(data.st_dev);
+    }
+    absl::MutexLock lock(&mu_);
+    auto app = apps_.find(app_id);
+    if (app == apps_.end() || app->second.attempt_id != attempt ||
+        open_partitions_ >= options_.max_open_partitions ||
+        open_by_app_[app_id] >= options_.max_open_partitions_per_app) {
+      drop(lines[i], absl::ResourceExhaustedError("over a bound here"));
+      continue;
+    }
+    Shuffle& shuffle = app->second.shuffles[shuffle_id];
+    if (shuffle.finalized || shuffle.merge_id != merge_id ||
+        shuffle.partitions.contains(reduce_id)) {
+      drop(lines[i], absl::FailedPreconditionError("its merge is not being written here"));
+      continue;
+    }
+    shuffle.partitions.emplace(reduce_id, std::move(partition));
+    ++open_partitions_;
+    ++open_by_app_[app_id];
+    ++app->second.cost;
+    ++shuffle.cost;
+    shuffle.bytes += bytes;
+    app->second.bytes += bytes;
+    ++taken;
+  }
+  if (dropped > 0) {
+    LOG(WARNING) << "push-based shuffle: " << dropped
+                 << " merged partitions handed over are read unmerged; the first: " << first_drop;
+  }
+  return taken;
+}
+
 }  // namespace ferry

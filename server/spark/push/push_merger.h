@@ -137,6 +137,16 @@ class PushMerger {
   // hand-over that failed after the new server read it): rewritten whole from memory
   // before the next change.
   void RewriteStateBeforeNextChange() ABSL_LOCKS_EXCLUDED(state_mu_);
+  // A hand-over to another server: writes the merges being written to `path` (their
+  // partitions' progress; the files hold the rest), for TakeOpen() there. Call once no
+  // push is under way (the connections are released). I/O.
+  absl::Status HandOverOpen(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
+  // The server taking over: goes on with the merges HandOverOpen() wrote to `path`, after
+  // the attempts were registered (RegisterAttempt), and deletes the file. A partition of
+  // an attempt not registered here, over a bound, or whose files do not hold what was
+  // written is dropped (logged): its pushes are read unmerged. How many partitions it
+  // goes on with. I/O.
+  absl::StatusOr<size_t> TakeOpen(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
   // What LoadState() would read, changing nothing (ferry_server --check-config): a line
   // saying how many finalized merges it keeps, or why the server would not read it.
   static absl::StatusOr<std::string> CheckState(const std::string& path);

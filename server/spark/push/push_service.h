@@ -109,6 +109,8 @@ class PushService {
   }
   void ForgetUnclaimed() { merger_.ForgetUnclaimed(); }
   void RewriteStateBeforeNextChange() { merger_.RewriteStateBeforeNextChange(); }
+  absl::Status HandOverOpen(const std::string& path) { return merger_.HandOverOpen(path); }
+  absl::StatusOr<size_t> TakeOpen(const std::string& path) { return merger_.TakeOpen(path); }
   void ApplicationEnded(const std::string& app_id) { merger_.ApplicationEnded(app_id); }
   absl::StatusOr<std::shared_ptr<const spark::ExecutorDirs>> MergeDirs(
       const std::string& app_id) const {

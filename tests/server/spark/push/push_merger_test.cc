@@ -408,6 +408,49 @@ TEST_F(PushMergerTest, FinalizedMergesAreKeptInTheStateFile) {
   EXPECT_EQ(*checked, options.state_file + ": 0 finalized merges");
 }
 
+// A hand-over: the merges being written go on in the server taking over, their open
+// chunks included. Pushes after it merge into the same files; duplicates of maps merged
+// before are known; finalizing gives what both servers merged. A partition whose files
+// do not hold what was written is dropped (its pushes are read unmerged), and the file
+// is read once.
+TEST_F(PushMergerTest, MergesBeingWrittenGoOnInTheServerTakingOver) {
+  std::unique_ptr<PushMerger> old = Merger();                                   // chunks of 8 bytes
+  ASSERT_EQ(Append(*old, Push(0, 0), "aaaaaaaaaa"), PushReturnCode::kSuccess);  // a chunk
+  ASSERT_EQ(Append(*old, Push(1, 0), "bb"), PushReturnCode::kSuccess);          // open chunk
+  ASSERT_EQ(Append(*old, Push(1, 5), "c"), PushReturnCode::kSuccess);
+  ASSERT_EQ(Append(*old, Push(0, 7), "d"), PushReturnCode::kSuccess);
+  const std::string path = root_.path() + "/open";
+  ASSERT_TRUE(old->HandOverOpen(path).ok());
+  ASSERT_EQ(::truncate(File(1, 0, 7, "index").c_str(), 0), 0);  // not what was written
+
+  std::unique_ptr<PushMerger> next = Merger();
+  absl::StatusOr<size_t> taken = next->TakeOpen(path);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(*taken, 2u);
+  EXPECT_FALSE(Exists(path));
+  EXPECT_EQ(next->open_partitions(), 2u);
+  EXPECT_EQ(Append(*next, Push(1, 0), "xx"), PushReturnCode::kSuccess);  // a duplicate
+  EXPECT_EQ(Append(*next, Push(2, 0), "ccc"), PushReturnCode::kSuccess);
+  EXPECT_EQ(Append(*next, Push(2, 5), "e"), PushReturnCode::kSuccess);
+  absl::StatusOr<spark::MergeStatuses> statuses = next->Finalize({kApp, 1, 3, 0});
+  ASSERT_TRUE(statuses.ok()) << statuses.status();
+  std::map<int32_t, std::pair<spark::Bitmap, int64_t>> by_reduce;
+  for (size_t i = 0; i < statuses->reduce_ids.size(); ++i) {
+    by_reduce[statuses->reduce_ids[i]] = {statuses->bitmaps[i], statuses->sizes[i]};
+  }
+  ASSERT_EQ(by_reduce.size(), 2u);
+  EXPECT_EQ(by_reduce[0].first, spark::Bitmap::Of({0, 1, 2}));
+  EXPECT_EQ(by_reduce[0].second, 15);
+  EXPECT_EQ(by_reduce[5].first, spark::Bitmap::Of({1, 2}));
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "data")), "aaaaaaaaaabbccc");
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 0, "meta")),
+            spark::Bitmap::Of({0}).Serialize() + spark::Bitmap::Of({1, 2}).Serialize());
+  EXPECT_EQ(testing::ReadTextFile(File(1, 0, 5, "data")), "ce");
+  // Read once: a second server finds nothing to go on with.
+  std::unique_ptr<PushMerger> third = Merger();
+  EXPECT_EQ(third->TakeOpen(path).value_or(99), 0u);
+}
+
 // The merge dirs an attempt's first registration set outlive a restart: a registration
 // kept with other dirs (an executor of another NodeManager on the host) does not take
 // the attempt's merges elsewhere; one with the same dirs does. Once the restart's
