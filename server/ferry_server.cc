@@ -213,14 +213,19 @@ absl::StatusOr<std::unique_ptr<FerryServer>> FerryServer::Start(const FerryServe
   server->disks_ = std::make_unique<DiskReader>(options.disks);
 
   FERRY_RETURN_IF_ERROR(server->StartDataPlane(clock, inherited));
+  FERRY_RETURN_IF_ERROR(server->StartControlPlane(
+      IfListeningAt(inherited.Take("control"), options.control_address, "--control-address")));
+  // The streams before the connections whose next requests name them.
+  if (!inherited.streams.empty()) {
+    LOG(INFO) << "ferry_server: serving " << server->service_->TakeStreams(inherited.streams)
+              << " streams handed over";
+  }
   if (!inherited.connections.empty()) {
     const size_t handed = inherited.connections.size();
     const size_t adopted = server->data_->Adopt(std::move(inherited.connections));
     LOG(INFO) << "ferry_server: serving " << adopted << " of the " << handed
               << " connections handed over";
   }
-  FERRY_RETURN_IF_ERROR(server->StartControlPlane(
-      IfListeningAt(inherited.Take("control"), options.control_address, "--control-address")));
   server->StartSweeper();
   return server;
 }
@@ -433,6 +438,7 @@ absl::StatusOr<HandedSockets> FerryServer::PrepareHandOver(absl::Duration grace)
             << absl::FormatDuration(absl::Trunc(drained.took, absl::Milliseconds(1)));
   released_ = std::move(handed.released);
   HandedSockets out;
+  out.streams = service_->HandOverStreams();
   for (const HandedConnection& c : released_) {
     out.connections.push_back(
         HandedConnection{.plane = c.plane,

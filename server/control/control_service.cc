@@ -1,13 +1,19 @@
 #include "server/control/control_service.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include <glog/logging.h>
 
+#include "absl/algorithm/container.h"
 #include "absl/functional/function_ref.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -161,6 +167,7 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   if (!resolved.ok()) return ServerSideFailure(context, Rpc::kOpenStream, resolved.status());
   auto stream = std::make_shared<Stream>();
   stream->app_id = request.app_id();
+  stream->spark_exec_id = request.spark_exec_id();
   stream->client = ClientOfPeer(context.peer());
   stream->blocks.reserve(resolved->size());
   response->mutable_blocks()->Reserve(request.blocks_size());
@@ -201,6 +208,85 @@ grpc::Status ControlService::OpenStreamAdmitted(const grpc::ServerContext& conte
   response->set_data_port(options_.data_port);
   response->set_expires_unix_ms(expires_ms);
   return grpc::Status::OK;
+}
+
+// A line per stream, tab-separated: ticket (hex), application, Spark executor, client,
+// expiry (Unix ns), and its blocks as shuffle:map:start:end, comma-separated; the
+// strings C-escaped.
+std::string ControlService::HandOverStreams() const {
+  std::string text;
+  for (const auto& [ticket, stream] : tickets_->Live()) {
+    absl::StrAppend(&text,
+                    absl::BytesToHexString(absl::string_view(
+                        reinterpret_cast<const char*>(ticket.data()), ticket.size())),
+                    "\t", absl::CEscape(stream->app_id), "\t", absl::CEscape(stream->spark_exec_id),
+                    "\t", absl::CEscape(stream->client), "\t", absl::ToUnixNanos(stream->expires),
+                    "\t");
+    for (size_t i = 0; i < stream->blocks.size(); ++i) {
+      const BlockId& id = stream->blocks[i].id;
+      absl::StrAppend(&text, i == 0 ? "" : ",", id.shuffle_id, ":", id.map_id, ":",
+                      id.start_reduce_id, ":", id.end_reduce_id);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+size_t ControlService::TakeStreams(absl::string_view streams) {
+  size_t taken = 0;
+  size_t dropped = 0;
+  std::string first_drop;
+  for (absl::string_view line : absl::StrSplit(streams, '\n', absl::SkipEmpty())) {
+    const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    auto stream = std::make_shared<Stream>();
+    std::string ticket_bytes;
+    int64_t expires_ns = 0;
+    absl::Status status;
+    if (f.size() != 6 || f[0].size() != 2 * kTicketBytes ||
+        !absl::c_all_of(f[0], [](char c) { return absl::ascii_isxdigit(c); }) ||
+        !absl::CUnescape(f[1], &stream->app_id) || !absl::CUnescape(f[2], &stream->spark_exec_id) ||
+        !absl::CUnescape(f[3], &stream->client) || !absl::SimpleAtoi(f[4], &expires_ns)) {
+      status = absl::InvalidArgumentError("not a stream handed over");
+    }
+    std::vector<BlockId> keys;
+    for (absl::string_view block : absl::StrSplit(f.size() == 6 ? f[5] : "", ',')) {
+      const std::vector<absl::string_view> n = absl::StrSplit(block, ':');
+      BlockId id;
+      if (!status.ok() || n.size() != 4 || !absl::SimpleAtoi(n[0], &id.shuffle_id) ||
+          !absl::SimpleAtoi(n[1], &id.map_id) || !absl::SimpleAtoi(n[2], &id.start_reduce_id) ||
+          !absl::SimpleAtoi(n[3], &id.end_reduce_id) ||
+          keys.size() >= static_cast<size_t>(options_.max_blocks_per_stream)) {
+        status = absl::InvalidArgumentError("not a stream handed over");
+        break;
+      }
+      keys.push_back(id);
+    }
+    Ticket ticket{};
+    if (status.ok()) {
+      ticket_bytes = absl::HexStringToBytes(f[0]);
+      std::memcpy(ticket.data(), ticket_bytes.data(), ticket.size());
+      stream->expires = absl::FromUnixNanos(expires_ns);
+      absl::StatusOr<std::vector<ResolvedBlock>> resolved =
+          Resolve(stream->app_id, stream->spark_exec_id, keys);
+      if (!resolved.ok()) status = resolved.status();
+      for (size_t i = 0; status.ok() && i < resolved->size(); ++i) {
+        stream->blocks.push_back(std::move((*resolved)[i].block));
+      }
+    }
+    if (status.ok()) status = tickets_->Adopt(ticket, std::move(stream));
+    if (status.ok()) {
+      ++taken;
+    } else if (dropped++ == 0) {
+      first_drop = std::string(status.message());
+    }
+  }
+  if (dropped > 0) {
+    LOG(WARNING) << "ferry_server: " << dropped
+                 << " streams handed over are not served here (their clients open them again); "
+                    "the first: "
+                 << first_drop;
+  }
+  return taken;
 }
 
 absl::StatusOr<std::vector<ResolvedBlock>> ControlService::Resolve(

@@ -98,6 +98,15 @@ class ControlService final : public ferry::v1::Ferry::Service {
                               const ferry::v1::RemoveSparkAppRequest* request,
                               ferry::v1::RemoveSparkAppResponse* response) override;
 
+  // A hand-over: the open streams (tickets, what each names, when it expires), as text
+  // for TakeStreams() in the server taking over.
+  std::string HandOverStreams() const;
+  // The server taking over: each stream HandOverStreams() wrote, resolved here again (the
+  // same files) and registered under its ticket, so that a client fetching with it goes
+  // on. One that no longer resolves, or over a limit, is dropped (logged: its client
+  // opens it again). How many it registered.
+  size_t TakeStreams(absl::string_view streams);
+
   enum class Rpc {
     kOpenStream,
     kCloseStream,

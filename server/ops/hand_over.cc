@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/pread_full.h"
 #include "common/version.h"
 #include "glog/logging.h"
 
@@ -31,6 +33,8 @@ constexpr size_t kMaxDescriptors = 8;
 static_assert(HandedConnection::kMaxStateBytes + 64 <= kMaxMessageBytes);
 // Connections taken in one hand-over: more than any descriptor limit allows.
 constexpr size_t kMaxConnections = size_t{1} << 20;
+// The open streams' text: 4 Mi blocks (the registry's default bound) at about 30 bytes.
+constexpr size_t kMaxStreamsBytes = size_t{1} << 30;
 // A peer that connected says what it wants at once.
 constexpr int kRequestTimeoutMs = 5000;
 
@@ -272,6 +276,21 @@ void HandOverPoint::HandOver(UniqueFd peer, pid_t pid) {
       return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
     }
   }
+  if (!listeners->streams.empty()) {
+    // In a memfd: the text may be far larger than a message.
+    UniqueFd streams(::memfd_create("ferry-streams", MFD_CLOEXEC));
+    if (!streams.valid() ||
+        PwriteFull(streams.get(), listeners->streams.data(), listeners->streams.size(), 0) !=
+            static_cast<ssize_t>(listeners->streams.size())) {
+      LOG(WARNING) << "ferry_server: handing over without the open streams: "
+                   << absl::ErrnoToStatus(errno, "memfd");
+    } else if (absl::Status sent =
+                   SendText(peer.get(), absl::StrCat("streams ", listeners->streams.size()),
+                            {streams.get()});
+               !sent.ok()) {
+      return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
+    }
+  }
   if (absl::Status sent = SendText(peer.get(), absl::StrCat("end ", listeners->connections.size()));
       !sent.ok()) {
     return failed(absl::StrCat("the new server (pid ", pid, ") went: ", sent.message()));
@@ -369,6 +388,21 @@ absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path, absl:
                                        next.ok() ? "" : ": ", next.status().message()));
     }
     absl::string_view text = next->text;
+    if (absl::ConsumePrefix(&text, "streams ")) {
+      size_t bytes = 0;
+      struct stat st {};
+      if (!absl::SimpleAtoi(text, &bytes) || bytes > kMaxStreamsBytes || next->fds.size() != 1 ||
+          ::fstat(next->fds[0].get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          static_cast<size_t>(st.st_size) != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(from, " sent streams that are not ones"));
+      }
+      taken.listeners.streams.resize(bytes);
+      if (PreadFull(next->fds[0].get(), taken.listeners.streams.data(), bytes, 0) !=
+          static_cast<ssize_t>(bytes)) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("read the streams ", from, " sent"));
+      }
+      continue;
+    }
     if (absl::ConsumePrefix(&text, "end ")) {
       size_t count = 0;
       if (!absl::SimpleAtoi(text, &count) || count != taken.listeners.connections.size()) {

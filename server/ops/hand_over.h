@@ -11,7 +11,8 @@
 //               over it ends as a drain does), stops writing its state files (Prepare)
 //   old -> new  "listeners <name>..." with the listening sockets (SCM_RIGHTS), or
 //               "refused: <why>"; then one "connection <plane> <state>" per connection
-//               handed over, its socket with it, and "end <count>"
+//               handed over, its socket with it, "streams <bytes>" with a memfd holding
+//               the open streams, and "end <count>"
 //   new         starts on them, reading the state files
 //   new -> old  "serving" (Served())
 //   old         exits (Outcome(true))
@@ -55,6 +56,8 @@ struct HandedSockets {
   std::vector<std::string> names;
   std::vector<UniqueFd> fds;
   std::vector<HandedConnection> connections;
+  // The control plane's open streams (ControlService::HandOverStreams).
+  std::string streams;
   // The socket handed for `name`, taken out; invalid when none was.
   UniqueFd Take(const std::string& name);
 };

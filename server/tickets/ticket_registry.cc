@@ -41,6 +41,29 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
   }
   absl::MutexLock lock(&mu_);
   SweepExpiredLocked(clock_.Now());
+  FERRY_RETURN_IF_ERROR(InsertLocked(ticket, std::move(stream)));
+  return ticket;
+}
+
+absl::Status TicketRegistry::Adopt(const Ticket& ticket, std::shared_ptr<const Stream> stream) {
+  absl::MutexLock lock(&mu_);
+  SweepExpiredLocked(clock_.Now());
+  if (streams_.contains(ticket)) return absl::AlreadyExistsError("the ticket is registered here");
+  return InsertLocked(ticket, std::move(stream));
+}
+
+std::vector<std::pair<Ticket, std::shared_ptr<const Stream>>> TicketRegistry::Live() const {
+  const absl::Time now = clock_.Now();
+  std::vector<std::pair<Ticket, std::shared_ptr<const Stream>>> live;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [ticket, stream] : streams_) {
+    if (stream->expires > now) live.emplace_back(ticket, stream);
+  }
+  return live;
+}
+
+absl::Status TicketRegistry::InsertLocked(const Ticket& ticket,
+                                          std::shared_ptr<const Stream> stream) {
   if (streams_.size() >= limits_.max_streams) {
     return absl::ResourceExhaustedError(
         absl::StrCat("server busy: ", limits_.max_streams, " streams open; retry later"));
@@ -60,7 +83,7 @@ absl::StatusOr<Ticket> TicketRegistry::Register(std::shared_ptr<const Stream> st
   blocks_ += stream->blocks.size();
   by_expiry_.emplace(stream->expires, ticket);
   streams_.emplace(ticket, std::move(stream));
-  return ticket;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const Stream>> TicketRegistry::Find(const Ticket& ticket) const {

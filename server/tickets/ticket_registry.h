@@ -38,6 +38,9 @@ namespace ferry {
 
 struct Stream {
   std::string app_id;
+  // The Spark executor whose files it reads (resolved through its dirs); empty for
+  // Ferry's own layout.
+  std::string spark_exec_id;
   // Who opened it (the peer's address without its port), for the per-client limit.
   std::string client;
   std::vector<StreamBlock> blocks;
@@ -72,6 +75,11 @@ class TicketRegistry {
   // Registers `stream` under a fresh ticket, unless a limit would be passed:
   // RESOURCE_EXHAUSTED (retry later) naming the limit.
   absl::StatusOr<Ticket> Register(std::shared_ptr<const Stream> stream);
+  // Registers `stream` under `ticket`, one a server handing over issued: as Register(),
+  // and ALREADY_EXISTS for a ticket registered here.
+  absl::Status Adopt(const Ticket& ticket, std::shared_ptr<const Stream> stream);
+  // The live streams, for a hand-over.
+  std::vector<std::pair<Ticket, std::shared_ptr<const Stream>>> Live() const;
 
   // The live stream for `ticket`. UNAUTHENTICATED for a ticket that is unknown, closed
   // or expired.
@@ -98,6 +106,9 @@ class TicketRegistry {
     size_t operator()(const Ticket& t) const;
   };
   void SweepExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts `stream` under `ticket` unless a limit would be passed.
+  absl::Status InsertLocked(const Ticket& ticket, std::shared_ptr<const Stream> stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TicketLimits limits_;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -63,18 +64,21 @@ class ShutdownTest : public ::testing::Test {
     log_ = dir_.path() + "/server.log";
   }
 
-  void StartServer(absl::Duration drain, const std::string& log_level = "info") {
-    auto started = ServerProcess::Start(
-        kServerBinary, data_dir_,
-        {"--threads=2", absl::StrCat("--drain-timeout=", absl::FormatDuration(drain)),
-         "--log-level=" + log_level, "--metrics-address=127.0.0.1:0"},
-        log_);
+  void StartServer(absl::Duration drain, const std::string& log_level = "info",
+                   std::vector<std::string> more = {}) {
+    std::vector<std::string> flags = {"--threads=2",
+                                      absl::StrCat("--drain-timeout=", absl::FormatDuration(drain)),
+                                      "--log-level=" + log_level, "--metrics-address=127.0.0.1:0"};
+    flags.insert(flags.end(), more.begin(), more.end());
+    auto started = ServerProcess::Start(kServerBinary, data_dir_, flags, log_);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
   }
 
-  Ticket OpenTicket() {
-    auto handle = control_.OpenStream(server_->control_target(), kApp, {{0, 0, 0, 1}});
+  // A ticket for the 48 MiB block (reduce 0), or the 1,000-byte one (reduce 1).
+  Ticket OpenTicket(int32_t reduce = 0) {
+    auto handle =
+        control_.OpenStream(server_->control_target(), kApp, {{0, 0, reduce, reduce + 1}});
     EXPECT_TRUE(handle.ok()) << handle.status();
     return handle.ok() ? testing::TicketOf(handle->ticket()) : Ticket{};
   }
@@ -157,6 +161,43 @@ TEST_F(ShutdownTest, SigtermFinishesReceivedRequestsRefusesNewOnesAndExitsZero) 
                                 "had received, 0 cut at --drain-timeout=1m;"))
       << log;
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
+}
+
+// An upgrade: a second ferry_server started with --take-over takes the first one's
+// sockets, its connection and its open stream. The client goes on on the same
+// connection with the same ticket, served by the second, and the first exits 0.
+TEST_F(ShutdownTest, AServerTakingOverGoesOnWithTheConnectionsAndStreams) {
+  const std::string state = dir_.path() + "/state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::Seconds(60), "info", {"--state-dir=" + state}));
+  const Ticket ticket = OpenTicket(1);
+  const std::string block = data_.Expected(0, 0, 1, 2);
+  UniqueFd client = testing::Dial(server_->data_port());
+  const auto fetch = [&](int fd) {
+    testing::SendRequest(fd, ticket, 0, 1, 0);
+    const std::string got = ReadBytes(fd, kResponseHeaderBytes + block.size());
+    return got.size() == kResponseHeaderBytes + block.size() &&
+           got.compare(kResponseHeaderBytes, block.size(), block) == 0;
+  };
+  ASSERT_TRUE(fetch(client.get()));
+  const uint16_t data_port = server_->data_port();
+  std::unique_ptr<ServerProcess> first = std::move(server_);
+  const std::string first_log = log_;
+  log_ = dir_.path() + "/next.log";
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer(absl::Seconds(60), "info", {"--state-dir=" + state, "--take-over"}));
+  absl::StatusOr<int> status = first->SignalAndWait(0, absl::Seconds(30));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << ReadFile(first_log);
+  EXPECT_EQ(server_->data_port(), data_port);
+  EXPECT_TRUE(fetch(client.get())) << ReadFile(log_);
+  UniqueFd another = testing::Dial(server_->data_port());
+  EXPECT_TRUE(fetch(another.get()));
+  const std::string log = ReadFile(log_);
+  EXPECT_TRUE(absl::StrContains(log, "serving 1 streams handed over")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "serving 1 of the 1 connections handed over")) << log;
+  EXPECT_TRUE(absl::StrContains(ReadFile(first_log), "1 connections released"))
+      << ReadFile(first_log);
 }
 
 TEST_F(ShutdownTest, APeerThatStopsReadingIsCutAtTheDrainTimeout) {

@@ -45,6 +45,7 @@ class HandOverTest : public ::testing::Test {
           HandedSockets out;
           out.names.push_back("data");
           out.fds.emplace_back(::dup(listener_.get()));
+          out.streams = streams_;
           for (size_t i = 0; i < accepted_.size(); ++i) {
             out.connections.push_back(
                 HandedConnection{.plane = "spark",
@@ -76,6 +77,7 @@ class HandOverTest : public ::testing::Test {
   // Connections the point hands over, accepted from listener_, and their clients.
   std::vector<UniqueFd> accepted_;
   std::vector<UniqueFd> clients_;
+  std::string streams_;  // the open streams' text it hands over
   std::atomic<int> prepared_{0};
   absl::Status refuse_;
   absl::Mutex mu_;
@@ -110,8 +112,10 @@ TEST_F(HandOverTest, TheTakerGetsTheListenersAndTheOldServerHearsItServes) {
 
 // Connections go with the listeners, each with its state: the taker's socket is the
 // connection (what its client sent before and after is there), however many there are.
-TEST_F(HandOverTest, ConnectionsGoWithTheirState) {
+// The open streams go too, whatever their size.
+TEST_F(HandOverTest, ConnectionsAndStreamsGoWithTheirState) {
   constexpr size_t kConnections = 300;
+  for (int i = 0; i < 100000; ++i) absl::StrAppend(&streams_, "stream ", i, "\n");
   for (size_t i = 0; i < kConnections; ++i) {
     clients_.push_back(testing::ConnectLoopback(PortOf(listener_.get())));
     accepted_.emplace_back(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -126,6 +130,7 @@ TEST_F(HandOverTest, ConnectionsGoWithTheirState) {
   ASSERT_TRUE(taken->has_value());
   std::vector<HandedConnection>& connections = (*taken)->listeners.connections;
   ASSERT_EQ(connections.size(), kConnections);
+  EXPECT_EQ((*taken)->listeners.streams, streams_);
   accepted_.clear();  // the old server's copies go
   for (size_t i = 0; i < kConnections; ++i) {
     EXPECT_EQ(connections[i].plane, "spark");

@@ -43,6 +43,31 @@ TEST(TicketRegistryTest, RegisteredStreamsAreFoundUntilClosed) {
   EXPECT_EQ(registry.blocks(), 0u);
 }
 
+// A hand-over: the live streams go to another registry under their tickets, within its
+// limits; a ticket registered there already is refused.
+TEST(TicketRegistryTest, LiveStreamsAreAdoptedUnderTheirTickets) {
+  testing::FakeClock clock;
+  TicketRegistry old({}, clock);
+  auto live = old.Register(MakeStream("a", 2, absl::Minutes(1), clock));
+  ASSERT_TRUE(old.Register(MakeStream("a", 1, absl::Seconds(1), clock)).ok());
+  ASSERT_TRUE(live.ok());
+  clock.Advance(absl::Seconds(2));
+  const auto handed = old.Live();
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].first, *live);
+  TicketRegistry next({.max_streams_per_client = 1}, clock);
+  ASSERT_TRUE(next.Adopt(handed[0].first, handed[0].second).ok());
+  auto found = next.Find(*live);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ((*found)->blocks.size(), 2u);
+  EXPECT_EQ(next.Adopt(handed[0].first, MakeStream("b", 1, absl::Minutes(1), clock)).code(),
+            absl::StatusCode::kAlreadyExists);
+  Ticket other = *live;
+  other[0] ^= 1;
+  EXPECT_EQ(next.Adopt(other, MakeStream("a", 1, absl::Minutes(1), clock)).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 TEST(TicketRegistryTest, ExpiredStreamsDoNotCountAgainstTheLimit) {
   testing::FakeClock clock;
   TicketRegistry registry({.max_streams = 2}, clock);
