@@ -498,7 +498,15 @@ TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
   };
   int hand_overs = 0;
   std::string failure;
+  // What the executors logged of their fetches before the first hand-over (Spark closes
+  // the connection its executor registered on).
+  const std::vector<const char*> words = {"Retrying fetch", "Failed while starting block fetches",
+                                          "Failed to get block", "Found inactive connection"};
+  std::vector<size_t> before;
   const auto hand_over = [&] {
+    if (before.empty()) {
+      for (const char* word : words) before.push_back(yarn_->ContainerLogLines("", word).size());
+    }
     absl::StatusOr<size_t> handed = testing::HandOverServer(&server_, options_);
     if (!handed.ok()) failure = handed.status().ToString();
     hand_overs += handed.ok();
@@ -533,6 +541,15 @@ TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
   EXPECT_EQ(merged_read, metric("blocksFetched")) << read;
   EXPECT_EQ(metric("shuffleMergedFetchFallbackCount"), 0) << read;
   EXPECT_EQ(metric("shuffleCorruptMergedBlockChunks"), 0) << read;
+  // Nor did an executor retry or fail a fetch, or find its connection to ferry_server
+  // closed, after the first hand-over, by its own log (as
+  // RealSparkTest.HandOversMidShuffleCostNoFetch reads it).
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(yarn_->ContainerLogLines("", words[i]).size(), before[i])
+        << absl::StrJoin(yarn_->ContainerLogLines("", words[i]), "\n");
+  }
+  EXPECT_GT(yarn_->ContainerLogLines(ran.app, "ShuffleBlockFetcherIterator").size(), 0u)
+      << "the executors' logs were not found";
   ExpectMergesClosed(ran.app);
 }
 
