@@ -494,9 +494,13 @@ DataServer::DrainReport FerryServer::Shutdown(absl::Duration drain) {
   const auto control_deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   if (control_acceptor_ != nullptr) control_acceptor_->Stop();
   if (handing_over_) {
-    // Handed over (or stopping half way): the listening sockets are the new server's too,
-    // so they are closed here, never shut down, and nothing is left to drain.
+    // Handed over (or stopping half way): the listening sockets and the connections
+    // released are the new server's too, so they are closed here, never shut down, and
+    // nothing is left to drain. (A copy kept would keep a connection the new server
+    // closes open.)
     if (data_ != nullptr) data_->Stop();
+    released_.clear();
+    paused_control_.Reset();
     return {};
   }
   if (grpc_ == nullptr || data_ == nullptr) {

@@ -27,6 +27,8 @@
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/command.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/process_groups.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -378,10 +380,18 @@ TEST(MainTest, AnIdleOldServerHoldsNothingUntilSigterm) {
   testing::ServerProcessOptions logged;
   logged.log_path = old_log;
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> old_server =
-      testing::ServerProcess::Start(
-          "server/ferry_server", data,
-          {"--threads=1", "--state-dir=" + state, "--idle-after-hand-over"}, logged);
+      testing::ServerProcess::Start("server/ferry_server", data,
+                                    {"--threads=1", "--state-dir=" + state,
+                                     "--idle-after-hand-over", "--metrics-address=127.0.0.1:0"},
+                                    logged);
   ASSERT_TRUE(old_server.ok()) << old_server.status();
+  // A connection the old server serves: handed over, it is the new one's alone.
+  const UniqueFd client = testing::ConnectLoopback((*old_server)->data_port());
+  ASSERT_TRUE(testing::WaitFor([&] {
+    absl::StatusOr<double> open =
+        testing::ScrapeMetric((*old_server)->metrics_port(), "ferry_connections_open");
+    return open.ok() && *open == 1;
+  }));
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> next = testing::ServerProcess::Start(
       "server/ferry_server", data, {"--threads=1", "--state-dir=" + state, "--take-over"});
   ASSERT_TRUE(next.ok()) << next.status();
