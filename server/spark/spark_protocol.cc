@@ -7,6 +7,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
@@ -58,7 +59,11 @@ class SparkProtocol {
   struct OpenStream {
     SparkStream stream;
     int32_t next_chunk = 0;
+    absl::Time touched;  // opened, or a chunk served
   };
+  // How long a stream nothing asks of holds a hand-over: Spark's client asks for every
+  // chunk as the stream opens, so one idle longer (its task gone) goes unserved.
+  static constexpr absl::Duration kStreamHoldsHandOver = absl::Seconds(1);
   // How often streams past their lifetime are looked for.
   static constexpr absl::Duration kExpiryCheck = absl::Seconds(1);
 
@@ -130,8 +135,13 @@ void SparkProtocol::Resume(const std::optional<std::string>& state) {
 }
 
 std::optional<std::string> SparkProtocol::HandOverState() const {
-  // Its streams' chunks are on their way, and a handshake's next message: it goes after.
-  if (!streams_.empty() || (auth_.has_value() && auth_->in_handshake())) return std::nullopt;
+  // Its streams' chunks are on their way, and a handshake's next message: it goes after
+  // them. A stream nothing asked of for kStreamHoldsHandOver is left behind.
+  const absl::Time now = service_.clock().Now();
+  const bool streaming = absl::c_any_of(streams_, [now](const auto& entry) {
+    return now - entry.second.touched < kStreamHoldsHandOver;
+  });
+  if (streaming || (auth_.has_value() && auth_->in_handshake())) return std::nullopt;
   if (auth_.has_value() && auth_->authenticated()) return absl::StrCat("app=", auth_->app());
   return std::string();
 }
@@ -392,7 +402,9 @@ bool SparkProtocol::OpenStreamFor(int64_t id, const Fetch& fetch) {
   }
   const int64_t stream_id = stream->id;
   const int32_t chunks = static_cast<int32_t>(stream->chunks.size());
-  if (chunks > 0) streams_[stream_id] = OpenStream{*std::move(stream), 0};
+  if (chunks > 0) {
+    streams_[stream_id] = OpenStream{*std::move(stream), 0, service_.clock().Now()};
+  }
   return Reply(id, spark::EncodeStreamHandle(stream_id, chunks));
 }
 
@@ -491,6 +503,7 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   const bool merged = open.stream.merged;
   std::shared_ptr<const spark::ExecutorDirs> rdd_dirs = open.stream.rdd_dirs;
   ++open.next_chunk;
+  open.touched = service_.clock().Now();
   if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
   // The block's name is built only for an error: not on the per-block path.
   const auto name = [&] {

@@ -494,6 +494,26 @@ TEST_F(UnprivilegedSparkTest, ANewServerTakesOverWithNothingRefused) {
   EXPECT_GE(Metric("ferry_spark_executors_registered"), 1);
 }
 
+// A stream a client opened and asks nothing more of (its task gone) does not hold a
+// hand-over: its connection goes to the new server without it, none is cut, and the
+// client fetches on over it.
+TEST_F(UnprivilegedSparkTest, AStreamNobodyReadsDoesNotHoldAHandOver) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  SparkClient client(server_->spark_port());
+  ASSERT_EQ(client.Call(Registration("1", dirs_)).type, sw::MessageType::kRpcResponse);
+  // Two chunks; only the first is asked for.
+  ASSERT_EQ(testing::FetchFirstChunk(client, Fetch({1, 2})),
+            testing::PartitionBytes(3, 1000, 1, 20));
+  absl::StatusOr<std::unique_ptr<ServerProcess>> next = StartServer({"--take-over"}, "next.log");
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(server_->SignalAndWait(0, absl::Seconds(60)).ok());
+  server_ = *std::move(next);
+  EXPECT_TRUE(absl::StrContains(Log("server.log"), "1 connections released, 0 closed"))
+      << Log("server.log");
+  EXPECT_TRUE(absl::StrContains(Log("server.log"), " 0 cut")) << Log("server.log");
+  EXPECT_EQ(FetchOne(client), testing::PartitionBytes(3, 1000, 1, 20));
+}
+
 // The new server fails after the old one handed over its sockets (here: its metrics
 // address is taken): the old one serves again, on the same ports, and keeps its state
 // files its own (a registration made after is there after a restart).
