@@ -152,7 +152,7 @@ class DataServer {
   // Adopt() takes back what was released. Call from outside the server's threads.
   void PauseAccepting();
   struct HandOverReport {
-    DrainReport drained;  // its `idle`: closed because they could not go
+    DrainReport drained;  // `idle`: waiting for a request when it began
     std::vector<HandedConnection> released;
   };
   HandOverReport HandOverConnections(absl::Duration grace);
