@@ -148,12 +148,12 @@ void DataServer::AcceptLoop(size_t i, size_t l) {
     stats_.accepted.Add();
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(conn.get());
     if (!peer.ok()) continue;  // gone already
-    Dispatch(i, l, peer->host(), std::move(conn), std::nullopt);
+    (void)Dispatch(i, l, peer->host(), std::move(conn), std::nullopt);
   }
   accept_loops_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-void DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
+bool DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
                           std::optional<std::string> resumed) {
   if (std::string refusal; !Admit(client, &refusal)) {
     stats_.refused.Add();
@@ -164,7 +164,7 @@ void DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string clie
       const std::string busy = listener.refusal(absl::ResourceExhaustedError(refusal));
       (void)::send(conn.get(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
-    return;
+    return false;
   }
   // The thread serving the fewest connections takes it; this one on a tie. The
   // counts may be a moment stale, which only makes the balance approximate.
@@ -181,7 +181,7 @@ void DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string clie
                                            std::move(resumed))]() mutable {
       h.server->Serve(h.thread, h.client, h.listener, std::move(h.conn), std::move(h.resumed));
     });
-    return;
+    return true;
   }
   absl::Status spawned = schedulers_[target]->Spawn(
       [this, target, client, l, c = std::move(conn), r = std::move(resumed)]() mutable {
@@ -190,6 +190,7 @@ void DataServer::Dispatch(std::optional<size_t> from, size_t l, std::string clie
   // Without a stack the connection cannot be served; its descriptor closed with the
   // failed closure, which the peer sees as a reset.
   if (!spawned.ok()) Uncount(target, client);
+  return spawned.ok();
 }
 
 bool DataServer::Admit(const std::string& client, std::string* refusal) {
@@ -240,9 +241,8 @@ size_t DataServer::Adopt(std::vector<HandedConnection> connections) {
     while (l < listeners_.size() && listeners_[l].listener.name != handed.plane) ++l;
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(handed.socket.get());
     if (l == listeners_.size() || !peer.ok()) continue;  // closed: no such door, or gone
-    const uint64_t refused = stats_.refused.value();
-    Dispatch(std::nullopt, l, peer->host(), std::move(handed.socket), std::move(handed.state));
-    if (stats_.refused.value() == refused) ++adopted;
+    adopted +=
+        Dispatch(std::nullopt, l, peer->host(), std::move(handed.socket), std::move(handed.state));
   }
   return adopted;
 }

@@ -194,8 +194,8 @@ class DataServer {
              std::optional<std::string> resumed = std::nullopt);
   // Counts `conn` from `client` (Admit) on the thread serving the fewest and serves it
   // there; `from` is the calling thread (none: outside the server's threads). Over the
-  // limits it is told so (the listener's refusal) and closed.
-  void Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
+  // limits it is told so (the listener's refusal) and closed: false.
+  bool Dispatch(std::optional<size_t> from, size_t l, std::string client, UniqueFd conn,
                 std::optional<std::string> resumed);
   // Takes a counted connection out of the counts without serving it.
   void Uncount(size_t thread, const std::string& client);
