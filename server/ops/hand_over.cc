@@ -150,6 +150,55 @@ bool IsStream(int fd, bool listening) {
          (accepting == 1) == listening && type == SOCK_STREAM;
 }
 
+// What follows the listeners: one connection a message, the streams (a memfd), and
+// "end <count>"; into *handed.
+absl::Status ReceiveConnectionsAndStreams(int fd, const std::string& from, HandedSockets* handed) {
+  for (;;) {
+    absl::StatusOr<Received> next = ReceiveText(fd, kRequestTimeoutMs);
+    if (!next.ok() || next->text.empty()) {
+      return absl::Status(next.ok() ? absl::StatusCode::kUnavailable : next.status().code(),
+                          absl::StrCat(from, " stopped handing over its connections",
+                                       next.ok() ? "" : ": ", next.status().message()));
+    }
+    absl::string_view text = next->text;
+    if (absl::ConsumePrefix(&text, "streams ")) {
+      size_t bytes = 0;
+      struct stat st {};
+      if (!absl::SimpleAtoi(text, &bytes) || bytes > kMaxStreamsBytes || next->fds.size() != 1 ||
+          ::fstat(next->fds[0].get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          static_cast<size_t>(st.st_size) != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(from, " sent streams that are not ones"));
+      }
+      handed->streams.resize(bytes);
+      if (PreadFull(next->fds[0].get(), handed->streams.data(), bytes, 0) !=
+          static_cast<ssize_t>(bytes)) {
+        return absl::ErrnoToStatus(errno, absl::StrCat("read the streams ", from, " sent"));
+      }
+      continue;
+    }
+    if (absl::ConsumePrefix(&text, "end ")) {
+      size_t count = 0;
+      if (!absl::SimpleAtoi(text, &count) || count != handed->connections.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(from, " said '", next->text, "' after ",
+                                                       handed->connections.size(), " connections"));
+      }
+      return absl::OkStatus();
+    }
+    const std::vector<absl::string_view> words = absl::StrSplit(text, absl::MaxSplits(' ', 2));
+    if (words.size() != 3 || words[0] != "connection" || words[1].empty() ||
+        next->fds.size() != 1 || !IsStream(next->fds[0].get(), /*listening=*/false) ||
+        words[2].size() > HandedConnection::kMaxStateBytes ||
+        handed->connections.size() >= kMaxConnections) {
+      return absl::InvalidArgumentError(absl::StrCat(from, " sent a connection that is not one: '",
+                                                     absl::CHexEscape(next->text.substr(0, 80)),
+                                                     "' with ", next->fds.size(), " descriptors"));
+    }
+    handed->connections.push_back(HandedConnection{.plane = std::string(words[1]),
+                                                   .socket = std::move(next->fds[0]),
+                                                   .state = std::string(words[2])});
+  }
+}
+
 }  // namespace
 
 UniqueFd HandedSockets::Take(const std::string& name) {
@@ -380,50 +429,9 @@ absl::StatusOr<std::optional<TakenOver>> TakeOver(const std::string& path, absl:
   }
   taken.listeners.fds = std::move(answer->fds);
   // Then its connections, one a message, and how many it sent.
-  for (;;) {
-    absl::StatusOr<Received> next = ReceiveText(fd.get(), kRequestTimeoutMs);
-    if (!next.ok() || next->text.empty()) {
-      return absl::Status(next.ok() ? absl::StatusCode::kUnavailable : next.status().code(),
-                          absl::StrCat(from, " stopped handing over its connections",
-                                       next.ok() ? "" : ": ", next.status().message()));
-    }
-    absl::string_view text = next->text;
-    if (absl::ConsumePrefix(&text, "streams ")) {
-      size_t bytes = 0;
-      struct stat st {};
-      if (!absl::SimpleAtoi(text, &bytes) || bytes > kMaxStreamsBytes || next->fds.size() != 1 ||
-          ::fstat(next->fds[0].get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-          static_cast<size_t>(st.st_size) != bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(from, " sent streams that are not ones"));
-      }
-      taken.listeners.streams.resize(bytes);
-      if (PreadFull(next->fds[0].get(), taken.listeners.streams.data(), bytes, 0) !=
-          static_cast<ssize_t>(bytes)) {
-        return absl::ErrnoToStatus(errno, absl::StrCat("read the streams ", from, " sent"));
-      }
-      continue;
-    }
-    if (absl::ConsumePrefix(&text, "end ")) {
-      size_t count = 0;
-      if (!absl::SimpleAtoi(text, &count) || count != taken.listeners.connections.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(from, " said '", next->text, "' after ",
-                                                       taken.listeners.connections.size(),
-                                                       " connections"));
-      }
-      break;
-    }
-    const std::vector<absl::string_view> words = absl::StrSplit(text, absl::MaxSplits(' ', 2));
-    if (words.size() != 3 || words[0] != "connection" || words[1].empty() ||
-        next->fds.size() != 1 || !IsStream(next->fds[0].get(), /*listening=*/false) ||
-        words[2].size() > HandedConnection::kMaxStateBytes ||
-        taken.listeners.connections.size() >= kMaxConnections) {
-      return absl::InvalidArgumentError(absl::StrCat(from, " sent a connection that is not one: '",
-                                                     absl::CHexEscape(next->text.substr(0, 80)),
-                                                     "' with ", next->fds.size(), " descriptors"));
-    }
-    taken.listeners.connections.push_back(HandedConnection{.plane = std::string(words[1]),
-                                                           .socket = std::move(next->fds[0]),
-                                                           .state = std::string(words[2])});
+  if (absl::Status rest = ReceiveConnectionsAndStreams(fd.get(), from, &taken.listeners);
+      !rest.ok()) {
+    return rest;
   }
   taken.from = old->pid;
   taken.channel = std::move(fd);

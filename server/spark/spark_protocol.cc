@@ -7,7 +7,6 @@
 #include <utility>
 #include <variant>
 
-#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
@@ -59,11 +58,11 @@ class SparkProtocol {
   struct OpenStream {
     SparkStream stream;
     int32_t next_chunk = 0;
-    absl::Time touched;  // opened, or a chunk served
   };
-  // How long a stream nothing asks of holds a hand-over: Spark's client asks for every
-  // chunk as the stream opens, so one idle longer (its task gone) goes unserved.
-  static constexpr absl::Duration kStreamHoldsHandOver = absl::Seconds(1);
+  // How long open streams hold a hand-over once the connection asks nothing more: Spark's
+  // client asks for every chunk as a stream opens, so streams idle longer (their task
+  // gone) go unserved.
+  static constexpr absl::Duration kStreamsHoldHandOver = absl::Seconds(1);
   // How often streams past their lifetime are looked for.
   static constexpr absl::Duration kExpiryCheck = absl::Seconds(1);
 
@@ -120,6 +119,7 @@ class SparkProtocol {
   std::optional<SparkAuthenticator> auth_;
   absl::flat_hash_map<int64_t, OpenStream> streams_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
+  absl::Time last_request_ = absl::InfinitePast();  // when the last frame was handled
 };
 
 void SparkProtocol::Resume(const std::optional<std::string>& state) {
@@ -136,11 +136,9 @@ void SparkProtocol::Resume(const std::optional<std::string>& state) {
 
 std::optional<std::string> SparkProtocol::HandOverState() const {
   // Its streams' chunks are on their way, and a handshake's next message: it goes after
-  // them. A stream nothing asked of for kStreamHoldsHandOver is left behind.
-  const absl::Time now = service_.clock().Now();
-  const bool streaming = absl::c_any_of(streams_, [now](const auto& entry) {
-    return now - entry.second.touched < kStreamHoldsHandOver;
-  });
+  // them. Streams nothing asked of for kStreamsHoldHandOver are left behind.
+  const bool streaming =
+      !streams_.empty() && service_.clock().Now() - last_request_ < kStreamsHoldHandOver;
   if (streaming || (auth_.has_value() && auth_->in_handshake())) return std::nullopt;
   if (auth_.has_value() && auth_->authenticated()) return absl::StrCat("app=", auth_->app());
   return std::string();
@@ -178,7 +176,8 @@ void SparkProtocol::CloseExpired(absl::Time now) {
 
 bool SparkProtocol::Handle(absl::string_view frame) {
   core_.BeginRequest();
-  CloseExpired(service_.clock().Now());
+  last_request_ = service_.clock().Now();
+  CloseExpired(last_request_);
   absl::StatusOr<spark::ClientMessage> message = spark::DecodeClientFrame(frame);
   if (!message.ok()) {
     // Out of frame: nothing more can be read.
@@ -402,9 +401,7 @@ bool SparkProtocol::OpenStreamFor(int64_t id, const Fetch& fetch) {
   }
   const int64_t stream_id = stream->id;
   const int32_t chunks = static_cast<int32_t>(stream->chunks.size());
-  if (chunks > 0) {
-    streams_[stream_id] = OpenStream{*std::move(stream), 0, service_.clock().Now()};
-  }
+  if (chunks > 0) streams_[stream_id] = OpenStream{*std::move(stream), 0};
   return Reply(id, spark::EncodeStreamHandle(stream_id, chunks));
 }
 
@@ -503,7 +500,6 @@ bool SparkProtocol::ServeChunk(int64_t stream_id, int32_t chunk_index,
   const bool merged = open.stream.merged;
   std::shared_ptr<const spark::ExecutorDirs> rdd_dirs = open.stream.rdd_dirs;
   ++open.next_chunk;
-  open.touched = service_.clock().Now();
   if (static_cast<size_t>(open.next_chunk) == open.stream.chunks.size()) streams_.erase(it);
   // The block's name is built only for an error: not on the per-block path.
   const auto name = [&] {

@@ -122,14 +122,14 @@ def sums_by_key(values, key):
     return sums.items()
 
 
-def checked_jobs(spark):
+def checked_jobs(spark, rows=200_000, maps=8, reduces=6):
     """A shuffle whose answer is checked against the same sums computed without Spark
     (RESULT "expected" and "shuffled" must agree), for runs with no other to compare with."""
     sc = spark.sparkContext
-    data = list(range(200_000))
+    data = list(range(rows))
     result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
-    shuffled = sc.parallelize(data, 8).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
-        operator.add, 6)
+    shuffled = sc.parallelize(data, maps).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
+        operator.add, reduces)
     result("shuffled", **summary(shuffled.collect()))
     return shuffled
 
@@ -137,12 +137,7 @@ def checked_jobs(spark):
 def many_reduces_jobs(spark):
     """The checked shuffle with 240 reduce tasks: a reduce stage that fetches for a few
     seconds, long enough for the test to hand ferry_server over again and again."""
-    sc = spark.sparkContext
-    data = list(range(400_000))
-    result("expected", **summary(sums_by_key(data, lambda i: (i * 7919) % 5003)))
-    shuffled = sc.parallelize(data, 16).map(lambda i: ((i * 7919) % 5003, i)).reduceByKey(
-        operator.add, 240)
-    result("shuffled", **summary(shuffled.collect()))
+    checked_jobs(spark, rows=400_000, maps=16, reduces=240)
 
 
 def wait_for(ready, seconds=60):

@@ -4,11 +4,11 @@
 #include <variant>
 #include <vector>
 
-#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/spark/crypto.h"
 #include "server/spark/auth/spark_cipher.h"
+#include "server/storage/ids.h"
 
 namespace ferry {
 
@@ -149,10 +149,7 @@ SparkAuthenticator::Step SparkAuthenticator::Sasl(int64_t request_id, absl::stri
 }
 
 bool SparkAuthenticator::Resume(const std::string& app) {
-  if (app.empty() || app.size() > 255 ||
-      !absl::c_all_of(app, [](char c) { return c > ' ' && c < 0x7f; })) {
-    return false;
-  }
+  if (!IsValidAppId(app)) return false;
   authenticated_ = true;
   app_ = app;
   return true;

@@ -70,7 +70,7 @@ class SparkAuthenticator {
   bool in_handshake() const { return messages_ > 0 && !authenticated_; }
   // A connection another server authenticated as `app` (with no layer since: SASL's
   // plain frames) and handed over: authenticated here too. False, and nothing changed,
-  // for a name no application has (empty, over 255 bytes, or not printable ASCII).
+  // for a name no application has (IsValidAppId, server/storage/ids.h).
   bool Resume(const std::string& app);
 
  private:

@@ -1121,6 +1121,44 @@ absl::Status PushMerger::HandOverOpen(const std::string& path) {
   return ReplaceFile(path, text, 0600);
 }
 
+namespace {
+
+// A line of the hand-over file: a merge being written, or one of its partitions.
+struct OpenLine {
+  bool partition = false;
+  std::string app_id;
+  int32_t attempt = 0, shuffle_id = 0, merge_id = 0, reduce_id = 0;
+  MergedPartition::Progress progress;
+};
+
+absl::StatusOr<OpenLine> ParseOpenLine(absl::string_view line) {
+  const std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+  OpenLine open;
+  open.partition = f[0] == "partition";
+  const auto bad = [] { return absl::InvalidArgumentError("not a line of merges being written"); };
+  if (f.size() != (open.partition ? 13u : 5u) || (!open.partition && f[0] != "shuffle") ||
+      !absl::SimpleAtoi(f[2], &open.attempt) || !absl::SimpleAtoi(f[3], &open.shuffle_id) ||
+      !absl::SimpleAtoi(f[4], &open.merge_id)) {
+    return bad();
+  }
+  open.app_id = std::string(f[1]);
+  if (!open.partition) return open;
+  MergedPartition::Progress& p = open.progress;
+  std::string merged, chunk_maps;
+  if (!absl::SimpleAtoi(f[5], &open.reduce_id) || !absl::SimpleAtoi(f[6], &p.end) ||
+      !absl::SimpleAtoi(f[7], &p.chunk_start) || !absl::SimpleAtoi(f[8], &p.index_end) ||
+      !absl::SimpleAtoi(f[9], &p.meta_end) || !absl::SimpleAtoi(f[10], &p.chunks) ||
+      !absl::Base64Unescape(f[11], &merged) || !absl::Base64Unescape(f[12], &chunk_maps)) {
+    return bad();
+  }
+  absl::string_view merged_bytes = merged, chunk_bytes = chunk_maps;
+  FERRY_ASSIGN_OR_RETURN(p.merged, spark::Bitmap::Read(&merged_bytes, 1u << 31));
+  FERRY_ASSIGN_OR_RETURN(p.chunk_maps, spark::Bitmap::Read(&chunk_bytes, 1u << 31));
+  return open;
+}
+
+}  // namespace
+
 absl::StatusOr<size_t> PushMerger::TakeOpen(const std::string& path) {
   absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxStateFileBytes);
   if (absl::IsNotFound(text.status())) return 0;
@@ -1133,119 +1171,94 @@ absl::StatusOr<size_t> PushMerger::TakeOpen(const std::string& path) {
   size_t taken = 0;
   size_t dropped = 0;
   std::string first_drop;
-  const auto drop = [&](absl::string_view line, const absl::Status& why) {
-    if (dropped++ == 0) first_drop = absl::StrCat(line.substr(0, 120), ": ", why.message());
-  };
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
-    int32_t attempt = 0, shuffle_id = 0, merge_id = 0, reduce_id = 0;
-    const bool ids = f.size() >= 5 && absl::SimpleAtoi(f[2], &attempt) &&
-                     absl::SimpleAtoi(f[3], &shuffle_id) && absl::SimpleAtoi(f[4], &merge_id);
-    const std::string app_id(f.size() > 1 ? f[1] : "");
-    if (f[0] == "shuffle" && f.size() == 5 && ids) {
-      absl::MutexLock lock(&mu_);
-      auto app = apps_.find(app_id);
-      if (app == apps_.end() || app->second.attempt_id != attempt) continue;
-      auto [shuffle, inserted] = app->second.shuffles.try_emplace(shuffle_id);
-      if (inserted) {
-        shuffle->second.merge_id = merge_id;
-        ++app->second.cost;
-      }
-      continue;
+    absl::StatusOr<bool> took = TakeOpenLine(lines[i]);
+    if (took.ok()) {
+      taken += *took;
+    } else if (dropped++ == 0) {
+      first_drop = absl::StrCat(lines[i].substr(0, 120), ": ", took.status().message());
     }
-    MergedPartition::Progress progress;
-    std::string merged, chunk_maps;
-    if (f[0] != "partition" || f.size() != 13 || !ids || !absl::SimpleAtoi(f[5], &reduce_id) ||
-        !absl::SimpleAtoi(f[6], &progress.end) || !absl::SimpleAtoi(f[7], &progress.chunk_start) ||
-        !absl::SimpleAtoi(f[8], &progress.index_end) ||
-        !absl::SimpleAtoi(f[9], &progress.meta_end) || !absl::SimpleAtoi(f[10], &progress.chunks) ||
-        !absl::Base64Unescape(f[11], &merged) || !absl::Base64Unescape(f[12], &chunk_maps)) {
-      drop(lines[i], absl::InvalidArgumentError("not a line of merges being written"));
-      continue;
-    }
-    absl::string_view merged_bytes = merged, chunk_bytes = chunk_maps;
-    absl::StatusOr<spark::Bitmap> merged_maps = spark::Bitmap::Read(&merged_bytes, 1u << 31);
-    absl::StatusOr<spark::Bitmap> open_maps = spark::Bitmap::Read(&chunk_bytes, 1u << 31);
-    if (!merged_maps.ok() || !open_maps.ok()) {
-      drop(lines[i], !merged_maps.ok() ? merged_maps.status() : open_maps.status());
-      continue;
-    }
-    progress.merged = *std::move(merged_maps);
-    progress.chunk_maps = *std::move(open_maps);
-    auto partition = std::make_shared<Partition>();
-    partition->app_id = app_id;
-    partition->shuffle_id = shuffle_id;
-    partition->merge_id = merge_id;
-    partition->reduce_id = reduce_id;
-    {
-      absl::MutexLock lock(&mu_);
-      auto app = apps_.find(app_id);
-      if (app != apps_.end() && app->second.attempt_id == attempt) {
-        partition->dirs = app->second.merge_dirs;
-      }
-    }
-    if (partition->dirs == nullptr) {
-      drop(lines[i], absl::NotFoundError("its attempt is not registered here"));
-      continue;
-    }
-    partition->data_at = partition->Locate(kSuffixes[0]);
-    // Its files as they are: open, not made.
-    MergedPartition::Files files;
-    UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
-    struct stat data {};
-    absl::Status opened;
-    for (int k = 0; k < 3 && opened.ok(); ++k) {
-      const ShuffleFileLocation at = partition->Locate(kSuffixes[k]);
-      *fds[k] = OpenBeneath(at.dir_fd, at.relative, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
-      if (!fds[k]->valid()) opened = absl::ErrnoToStatus(errno, absl::StrCat("open ", at.display));
-    }
-    if (opened.ok() && ::fstat(files.data.get(), &data) != 0) {
-      opened = absl::ErrnoToStatus(errno, "stat");
-    }
-    absl::StatusOr<std::unique_ptr<MergedPartition>> resumed =
-        opened.ok() ? MergedPartition::Resume(
-                          std::move(files), options_.min_chunk_bytes,
-                          spark::MergedFileName(app_id, shuffle_id, merge_id, reduce_id, "*"),
-                          std::move(progress))
-                    : absl::StatusOr<std::unique_ptr<MergedPartition>>(opened);
-    if (!resumed.ok()) {
-      drop(lines[i], resumed.status());
-      continue;
-    }
-    const uint64_t bytes = static_cast<uint64_t>((*resumed)->end());
-    {
-      absl::MutexLock p(&partition->mu);
-      partition->files = *std::move(resumed);
-      partition->dev = static_cast<uint64_t>(data.st_dev);
-    }
-    absl::MutexLock lock(&mu_);
-    auto app = apps_.find(app_id);
-    if (app == apps_.end() || app->second.attempt_id != attempt ||
-        open_partitions_ >= options_.max_open_partitions ||
-        open_by_app_[app_id] >= options_.max_open_partitions_per_app) {
-      drop(lines[i], absl::ResourceExhaustedError("over a bound here"));
-      continue;
-    }
-    Shuffle& shuffle = app->second.shuffles[shuffle_id];
-    if (shuffle.finalized || shuffle.merge_id != merge_id ||
-        shuffle.partitions.contains(reduce_id)) {
-      drop(lines[i], absl::FailedPreconditionError("its merge is not being written here"));
-      continue;
-    }
-    shuffle.partitions.emplace(reduce_id, std::move(partition));
-    ++open_partitions_;
-    ++open_by_app_[app_id];
-    ++app->second.cost;
-    ++shuffle.cost;
-    shuffle.bytes += bytes;
-    app->second.bytes += bytes;
-    ++taken;
   }
   if (dropped > 0) {
     LOG(WARNING) << "push-based shuffle: " << dropped
                  << " merged partitions handed over are read unmerged; the first: " << first_drop;
   }
   return taken;
+}
+
+absl::StatusOr<bool> PushMerger::TakeOpenLine(absl::string_view line) {
+  FERRY_ASSIGN_OR_RETURN(OpenLine open, ParseOpenLine(line));
+  auto partition = std::make_shared<Partition>();
+  {
+    absl::MutexLock lock(&mu_);
+    auto app = apps_.find(open.app_id);
+    const bool registered = app != apps_.end() && app->second.attempt_id == open.attempt;
+    if (!open.partition) {
+      // A merge of an attempt not registered here is not one.
+      if (!registered) return false;
+      auto [shuffle, inserted] = app->second.shuffles.try_emplace(open.shuffle_id);
+      if (inserted) {
+        shuffle->second.merge_id = open.merge_id;
+        ++app->second.cost;
+      }
+      return false;
+    }
+    if (!registered) return absl::NotFoundError("its attempt is not registered here");
+    partition->dirs = app->second.merge_dirs;
+  }
+  partition->app_id = open.app_id;
+  partition->shuffle_id = open.shuffle_id;
+  partition->merge_id = open.merge_id;
+  partition->reduce_id = open.reduce_id;
+  partition->data_at = partition->Locate(kSuffixes[0]);
+  FERRY_RETURN_IF_ERROR(ReopenFiles(*partition, std::move(open.progress)));
+  int64_t bytes = 0;
+  {
+    absl::MutexLock p(&partition->mu);
+    bytes = partition->files->end();
+  }
+  absl::MutexLock lock(&mu_);
+  auto app = apps_.find(open.app_id);
+  if (app == apps_.end() || app->second.attempt_id != open.attempt ||
+      open_partitions_ >= options_.max_open_partitions ||
+      open_by_app_[open.app_id] >= options_.max_open_partitions_per_app) {
+    return absl::ResourceExhaustedError("over a bound here");
+  }
+  Shuffle& shuffle = app->second.shuffles[open.shuffle_id];
+  if (shuffle.finalized || shuffle.merge_id != open.merge_id ||
+      !shuffle.partitions.emplace(open.reduce_id, std::move(partition)).second) {
+    return absl::FailedPreconditionError("its merge is not being written here");
+  }
+  ++open_partitions_;
+  ++open_by_app_[open.app_id];
+  ++app->second.cost;
+  ++shuffle.cost;
+  shuffle.bytes += static_cast<uint64_t>(bytes);
+  app->second.bytes += static_cast<uint64_t>(bytes);
+  return true;
+}
+
+absl::Status PushMerger::ReopenFiles(Partition& partition, MergedPartition::Progress progress) {
+  // Its files as they are: opened, not made.
+  MergedPartition::Files files;
+  UniqueFd* fds[] = {&files.data, &files.index, &files.meta};
+  for (int k = 0; k < 3; ++k) {
+    const ShuffleFileLocation at = partition.Locate(kSuffixes[k]);
+    *fds[k] = OpenBeneath(at.dir_fd, at.relative, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (!fds[k]->valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", at.display));
+  }
+  struct stat data {};
+  if (::fstat(files.data.get(), &data) != 0) return absl::ErrnoToStatus(errno, "stat");
+  FERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<MergedPartition> resumed,
+      MergedPartition::Resume(std::move(files), options_.min_chunk_bytes,
+                              spark::MergedFileName(partition.app_id, partition.shuffle_id,
+                                                    partition.merge_id, partition.reduce_id, "*"),
+                              std::move(progress)));
+  absl::MutexLock p(&partition.mu);
+  partition.files = std::move(resumed);
+  partition.dev = static_cast<uint64_t>(data.st_dev);
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

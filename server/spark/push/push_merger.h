@@ -426,6 +426,12 @@ class PushMerger {
   // done (ask again on a worker, which samples it anew).
   absl::StatusOr<std::optional<DiskClaim>> ClaimDisk(uint64_t dev, int fd, uint64_t bytes,
                                                      const ShuffleFileLocation& at, bool on_worker);
+  // One line of TakeOpen's file: true for a partition taken, false for a merge's line; an
+  // error says why a partition is dropped.
+  absl::StatusOr<bool> TakeOpenLine(absl::string_view line) ABSL_LOCKS_EXCLUDED(mu_);
+  // Opens a partition's files as another server left them and goes on from `progress`.
+  absl::Status ReopenFiles(Partition& partition, MergedPartition::Progress progress)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Counts `n` of `app_id`'s open partitions closed.
   void ClosedLocked(const std::string& app_id, uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `shuffle`'s partitions out of the maps (a finalized one's as partitions made
