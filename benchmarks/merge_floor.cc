@@ -64,7 +64,7 @@ int Main(const std::vector<std::string>& files) {
   std::vector<Partition> partitions(files.size());
   uint64_t largest = 0;
   for (size_t i = 0; i < files.size(); ++i) {
-    struct stat st{};
+    struct stat st {};
     if (!absl::EndsWith(files[i], ".data") || ::stat(files[i].c_str(), &st) != 0 ||
         !S_ISREG(st.st_mode)) {
       std::fprintf(stderr, "merge_floor: %s is no merged data file\n", files[i].c_str());
@@ -89,9 +89,9 @@ int Main(const std::vector<std::string>& files) {
   for (size_t i = 0; i < files.size(); ++i) {
     const absl::string_view path = files[i];
     const size_t slash = path.rfind('/');
-    const std::string base = absl::StrCat(
-        path.substr(0, slash + 1), prefix,
-        path.substr(slash + 1, path.size() - slash - 1 - std::string(".data").size()));
+    const std::string base =
+        absl::StrCat(path.substr(0, slash + 1), prefix,
+                     path.substr(slash + 1, path.size() - slash - 1 - std::string(".data").size()));
     UniqueFd* fds[] = {&partitions[i].data, &partitions[i].index, &partitions[i].meta};
     const char* suffixes[] = {".data", ".index", ".meta"};
     for (int f = 0; f < 3; ++f) {
