@@ -195,6 +195,17 @@ class YarnTest : public ::testing::TestWithParam<SparkDistribution> {
     return done;
   }
 
+  // Run() on a thread of its own, so that this one can act at the application's
+  // handshakes: *ran holds what it gave and *ended turns true once it has returned.
+  std::thread RunAside(std::string what, std::map<std::string, std::string> conf,
+                       std::vector<std::string> jobs, Ran* ran, std::atomic<bool>* ended,
+                       absl::Duration timeout = kJobTimeout) {
+    return std::thread([=, this] {
+      *ran = Run(what, conf, jobs, timeout);
+      *ended = true;
+    });
+  }
+
   // The application ended: the NodeManagers told the aux service, ferry_server forgot its
   // executors, and nothing of it is left in the hand-off dir.
   void ExpectForgotten(const std::string& app) {
@@ -347,11 +358,10 @@ TEST_P(YarnTest, PushedBlocksMergeInFerryAndReducersReadTheMergesAlsoAfterAResta
   conf["spark.authenticate"] = "true";
   std::atomic<bool> app_ended{false};
   Ran pushed;
-  std::thread application([&] {
-    pushed = Run("push-based shuffle, ferry_server restarted between the merge and a read", conf,
-                 {"sql", "hold-idle=" + handshakes.path(), "push-read=" + event_log.path()});
-    app_ended = true;
-  });
+  std::thread application =
+      RunAside("push-based shuffle, ferry_server restarted between the merge and a read", conf,
+               {"sql", "hold-idle=" + handshakes.path(), "push-read=" + event_log.path()}, &pushed,
+               &app_ended);
   std::string failure;
   double merged = 0, authenticated = 0;
   [&] {
@@ -442,12 +452,9 @@ TEST_P(YarnTest, AnExecutorKilledMidPushLeavesTheMergesWhole) {
   TempDir event_log;
   std::atomic<bool> app_ended{false};
   Ran ran;
-  std::thread application([&] {
-    ran = Run("push-based shuffle, an executor killed mid-push",
-              WithPush(WithFerry(), event_log.path()),
-              {"kill-mid-push=" + handshakes.path(), "push-read=" + event_log.path()});
-    app_ended = true;
-  });
+  std::thread application = RunAside(
+      "push-based shuffle, an executor killed mid-push", WithPush(WithFerry(), event_log.path()),
+      {"kill-mid-push=" + handshakes.path(), "push-read=" + event_log.path()}, &ran, &app_ended);
   double merged = 0;
   const pid_t executor = KillWhenMerging(handshakes, "mapping.", app_ended, &merged,
                                          [](pid_t mapper) { return testing::ExecutorOf(mapper); });
@@ -486,12 +493,11 @@ TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
   TempDir event_log;
   std::atomic<bool> app_ended{false};
   Ran ran;
-  std::thread application([&] {
-    ran = Run("push-based shuffle, ferry_server handed over mid-push",
-              WithPush(WithFerry(), event_log.path()),
-              {"hand-over-mid-push=" + handshakes.path(), "push-read=" + event_log.path()});
-    app_ended = true;
-  });
+  std::thread application =
+      RunAside("push-based shuffle, ferry_server handed over mid-push",
+               WithPush(WithFerry(), event_log.path()),
+               {"hand-over-mid-push=" + handshakes.path(), "push-read=" + event_log.path()}, &ran,
+               &app_ended);
   const auto merged = [&] {
     return testing::MetricSum(server_->CollectMetrics(), "ferry_spark_push_blocks_total", "outcome",
                               "merged");
@@ -733,11 +739,9 @@ TEST_P(YarnTest, ShufflesOutliveANodeManagerAndAFerryRestartAndAKilledContainer)
   // a process a thread starts (the restarted NodeManager) dies with the thread that
   // forked it (PR_SET_PDEATHSIG), and this one lives as long as the test.
   Ran ran;
-  std::thread application([&] {
-    ran = Run("ferry_server, a NodeManager and ferry_server restarted, a container killed",
-              WithFerry(), {"lifecycle=" + dir}, absl::Minutes(6));
-    app_ended = true;
-  });
+  std::thread application =
+      RunAside("ferry_server, a NodeManager and ferry_server restarted, a container killed",
+               WithFerry(), {"lifecycle=" + dir}, &ran, &app_ended, absl::Minutes(6));
   [&] {
     const auto await = [&](const std::string& what, auto ready) {
       if (testing::WaitFor([&] { return app_ended || ready(); }, absl::Minutes(5)) && !app_ended) {
