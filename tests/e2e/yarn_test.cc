@@ -504,15 +504,13 @@ TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
   };
   int hand_overs = 0;
   std::string failure;
-  // What the executors logged of their fetches before the first hand-over (Spark closes
-  // the connection its executor registered on).
-  const std::vector<const char*> words = {"Retrying fetch", "Failed while starting block fetches",
-                                          "Failed to get block", "Found inactive connection"};
-  std::vector<size_t> before;
+  // What the executors logged of their fetches before the first hand-over.
+  const auto trouble = [&] {
+    return testing::FetchTroubleIn(yarn_->ContainerLogs(""), server_->spark_port());
+  };
+  std::optional<testing::LogLines> before;
   const auto hand_over = [&] {
-    if (before.empty()) {
-      for (const char* word : words) before.push_back(yarn_->ContainerLogLines("", word).size());
-    }
+    if (!before.has_value()) before = trouble();
     absl::StatusOr<size_t> handed = testing::HandOverServer(&server_, options_);
     if (!handed.ok()) failure = handed.status().ToString();
     hand_overs += handed.ok();
@@ -550,10 +548,9 @@ TEST_P(YarnTest, HandOversMidPushLoseNoPush) {
   // Nor did an executor retry or fail a fetch, or find its connection to ferry_server
   // closed, after the first hand-over, by its own log (as
   // RealSparkTest.HandOversMidShuffleCostNoFetch reads it).
-  for (size_t i = 0; i < before.size(); ++i) {
-    EXPECT_EQ(yarn_->ContainerLogLines("", words[i]).size(), before[i])
-        << absl::StrJoin(yarn_->ContainerLogLines("", words[i]), "\n");
-  }
+  ASSERT_TRUE(before.has_value());
+  const std::vector<std::string> since = testing::FetchTroubleSince(*before, trouble());
+  EXPECT_TRUE(since.empty()) << absl::StrJoin(since, "\n");
   EXPECT_GT(yarn_->ContainerLogLines(ran.app, "ShuffleBlockFetcherIterator").size(), 0u)
       << "the executors' logs were not found";
   ExpectMergesClosed(ran.app);

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -114,6 +116,56 @@ std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const s
 
 void Touch(const std::string& path) {
   const UniqueFd created(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+}
+
+namespace {
+
+constexpr absl::string_view kFoundClosed = "Found inactive connection to ";
+
+bool FoundClosed(absl::string_view line) { return absl::StrContains(line, kFoundClosed); }
+
+}  // namespace
+
+LogLines FetchTrouble(const std::map<std::string, std::string>& logs, int port) {
+  // "Found inactive connection to localhost/127.0.0.1:7337, creating a new one."
+  const std::string address = absl::StrCat(":", port, ",");
+  LogLines found;
+  for (const auto& [path, text] : logs) {
+    std::vector<std::string>& lines = found[path];
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if ((FoundClosed(line) && absl::StrContains(line, address)) ||
+          absl::StrContains(line, "Retrying fetch") ||
+          absl::StrContains(line, "Failed while starting block fetches") ||
+          absl::StrContains(line, "Failed to get block")) {
+        lines.emplace_back(line);
+      }
+    }
+  }
+  return found;
+}
+
+LogLines FetchTroubleIn(const std::vector<std::string>& paths, int port) {
+  std::map<std::string, std::string> logs;
+  for (const std::string& path : paths) logs[path] = ReadTextFile(path);
+  return FetchTrouble(logs, port);
+}
+
+std::vector<std::string> FetchTroubleSince(const LogLines& then, const LogLines& now) {
+  std::vector<std::string> since;
+  for (const auto& [path, lines] : now) {
+    const auto earlier = then.find(path);
+    const size_t held = earlier == then.end() ? 0 : std::min(earlier->second.size(), lines.size());
+    // The registration's connection, found closed at the next connect.
+    bool registration_seen = earlier != then.end() && absl::c_any_of(earlier->second, FoundClosed);
+    for (size_t i = held; i < lines.size(); ++i) {
+      if (!registration_seen && FoundClosed(lines[i])) {
+        registration_seen = true;
+        continue;
+      }
+      since.push_back(absl::StrCat(path, ": ", lines[i]));
+    }
+  }
+  return since;
 }
 
 }  // namespace ferry::testing

@@ -37,6 +37,22 @@ std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const s
 // Creates an empty file at `path` (a handshake with the application).
 void Touch(const std::string& path);
 
+// Lines of log files, by path.
+using LogLines = std::map<std::string, std::vector<std::string>>;
+// What executors' logs (`logs`: their text by path) say of fetches retried or failed, and
+// of connections to the shuffle service on `port` found closed, in the words of
+// RetryingBlockTransferor, OneForOneBlockFetcher, ShuffleBlockFetcherIterator and
+// TransportClientFactory (Spark 3.5 and 4.x alike).
+LogLines FetchTrouble(const std::map<std::string, std::string>& logs, int port);
+// The same, of the log files at `paths`.
+LogLines FetchTroubleIn(const std::vector<std::string>& paths, int port);
+// The lines of `now` that `then` (the same logs, read earlier) did not hold, each after
+// its log's path, but one. An executor closes the connection it registered with the
+// service on, and finds it closed when it next connects there: whenever its tasks first
+// fetch or push after registering, which may be after `then`. So a log whose lines in
+// `then` show no connection found closed may show one in `now`.
+std::vector<std::string> FetchTroubleSince(const LogLines& then, const LogLines& now);
+
 }  // namespace ferry::testing
 
 #endif  // FERRY_TESTS_TESTING_SPARK_APPS_H_

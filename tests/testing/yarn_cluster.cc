@@ -381,18 +381,25 @@ std::vector<std::string> YarnCluster::ResourceManagerLogLines(absl::string_view 
   return lines;
 }
 
-std::vector<std::string> YarnCluster::ContainerLogLines(const std::string& app,
-                                                        absl::string_view containing) const {
-  std::vector<std::string> lines;
+std::vector<std::string> YarnCluster::ContainerLogs(const std::string& app) const {
+  std::vector<std::string> paths;
   for (int i = 0; i < options_.node_managers; ++i) {
     std::error_code error;
     // logs/<application>/<container>/stderr
     const std::string dir = absl::StrCat(local_dirs_root(), "/", i, "/logs/", app);
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, error)) {
-      if (entry.path().filename() != "stderr") continue;
-      for (absl::string_view line : absl::StrSplit(ReadTextFile(entry.path().string()), '\n')) {
-        if (absl::StrContains(line, containing)) lines.emplace_back(line);
-      }
+      if (entry.path().filename() == "stderr") paths.push_back(entry.path().string());
+    }
+  }
+  return paths;
+}
+
+std::vector<std::string> YarnCluster::ContainerLogLines(const std::string& app,
+                                                        absl::string_view containing) const {
+  std::vector<std::string> lines;
+  for (const std::string& path : ContainerLogs(app)) {
+    for (absl::string_view line : absl::StrSplit(ReadTextFile(path), '\n')) {
+      if (absl::StrContains(line, containing)) lines.emplace_back(line);
     }
   }
   return lines;

@@ -78,8 +78,10 @@ class YarnCluster {
   // the ResourceManager's.
   std::vector<std::string> NodeManagerLogLines(absl::string_view containing) const;
   std::vector<std::string> ResourceManagerLogLines(absl::string_view containing) const;
-  // The lines of application `app`'s containers' stderr (its driver's and executors',
-  // on every NodeManager; every application's with "") that contain `containing`.
+  // The paths of application `app`'s containers' stderr (its driver's and executors', on
+  // every NodeManager; every application's with "").
+  std::vector<std::string> ContainerLogs(const std::string& app) const;
+  // The lines of those that contain `containing`.
   std::vector<std::string> ContainerLogLines(const std::string& app,
                                              absl::string_view containing) const;
 
