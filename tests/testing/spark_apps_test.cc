@@ -24,10 +24,10 @@ constexpr char kRetry[] =
     "blocks after 5000 ms";
 
 TEST(FetchTroubleTest, KeepsTheFetchWordsAndClosedConnectionsToThePortOnly) {
-  const LogLines found = FetchTrouble(
-      {{"a", absl::StrCat("INFO Executor: Running task 1.0\n", kRegistered, "\n", kDriver, "\n",
-                          kRetry, "\n")}},
-      7337);
+  const LogLines found =
+      FetchTrouble({{"a", absl::StrCat("INFO Executor: Running task 1.0\n", kRegistered, "\n",
+                                       kDriver, "\n", kRetry, "\n")}},
+                   7337);
   EXPECT_EQ(found.at("a"), (std::vector<std::string>{kRegistered, kRetry}));
 }
 
@@ -50,14 +50,13 @@ TEST(FetchTroubleTest, AConnectionFoundClosedAgainIsTrouble) {
   EXPECT_EQ(FetchTroubleSince(then, now), (std::vector<std::string>{absl::StrCat("a: ", kCut)}));
   // Once excused, never twice: a log new since then that finds two connections closed.
   const LogLines twice = FetchTrouble({{"b", absl::StrCat(kRegistered, "\n", kCut)}}, 7337);
-  EXPECT_EQ(FetchTroubleSince({}, twice),
-            (std::vector<std::string>{absl::StrCat("b: ", kCut)}));
+  EXPECT_EQ(FetchTroubleSince({}, twice), (std::vector<std::string>{absl::StrCat("b: ", kCut)}));
 }
 
 TEST(FetchTroubleTest, ARetriedFetchIsTroubleInEveryLog) {
   const LogLines then = FetchTrouble({{"a", ""}, {"b", kRegistered}}, 7337);
-  const LogLines now = FetchTrouble({{"a", kRetry}, {"b", absl::StrCat(kRegistered, "\n", kRetry)}},
-                                    7337);
+  const LogLines now =
+      FetchTrouble({{"a", kRetry}, {"b", absl::StrCat(kRegistered, "\n", kRetry)}}, 7337);
   EXPECT_EQ(FetchTroubleSince(then, now),
             (std::vector<std::string>{absl::StrCat("a: ", kRetry), absl::StrCat("b: ", kRetry)}));
 }
