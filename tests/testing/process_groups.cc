@@ -130,6 +130,17 @@ std::string ReadTextFile(const std::string& path) {
   return text.str();
 }
 
+std::vector<std::string> LinesContaining(const std::vector<std::string>& paths,
+                                         absl::string_view containing) {
+  std::vector<std::string> lines;
+  for (const std::string& path : paths) {
+    for (absl::string_view line : absl::StrSplit(ReadTextFile(path), '\n')) {
+      if (absl::StrContains(line, containing)) lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
+
 absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;

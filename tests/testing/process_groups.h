@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace ferry::testing {
@@ -70,6 +71,9 @@ std::string JavaHome();
 std::string JvmFailureLines(const std::string& log_text, size_t max_lines);
 // A file's contents; empty when it cannot be read.
 std::string ReadTextFile(const std::string& path);
+// The lines of the files at `paths` (in that order) that contain `containing`.
+std::vector<std::string> LinesContaining(const std::vector<std::string>& paths,
+                                         absl::string_view containing);
 // Writes `text` as the whole of the file at `path`; an error naming it.
 absl::Status WriteTextFile(const std::string& path, const std::string& text);
 // A loopback port nothing listens on now (below the ephemeral range, never the same twice

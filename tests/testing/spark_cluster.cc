@@ -263,13 +263,7 @@ std::vector<std::string> SparkCluster::ExecutorLogs() const {
 }
 
 std::vector<std::string> SparkCluster::ExecutorLogLines(absl::string_view containing) const {
-  std::vector<std::string> lines;
-  for (const std::string& path : ExecutorLogs()) {
-    for (absl::string_view line : absl::StrSplit(ReadTextFile(path), '\n')) {
-      if (absl::StrContains(line, containing)) lines.emplace_back(line);
-    }
-  }
-  return lines;
+  return LinesContaining(ExecutorLogs(), containing);
 }
 
 std::string SparkCluster::DiagnosticLogs() const {

@@ -16,7 +16,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/testing/wait_for.h"
 
@@ -352,15 +351,11 @@ absl::StatusOr<YarnCluster::Submitted> YarnCluster::Submit(
 }
 
 std::vector<std::string> YarnCluster::NodeManagerLogLines(absl::string_view containing) const {
-  std::vector<std::string> lines;
+  std::vector<std::string> logs;
   for (int i = 0; i < options_.node_managers; ++i) {
-    const std::string log =
-        ReadTextFile(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"));
-    for (absl::string_view line : absl::StrSplit(log, '\n')) {
-      if (absl::StrContains(line, containing)) lines.emplace_back(line);
-    }
+    logs.push_back(absl::StrCat(local_dirs_root(), "/", i, "/nodemanager.log"));
   }
-  return lines;
+  return LinesContaining(logs, containing);
 }
 
 int YarnCluster::NodeManagerOf(const std::string& container_id) const {
@@ -373,12 +368,7 @@ int YarnCluster::NodeManagerOf(const std::string& container_id) const {
 }
 
 std::vector<std::string> YarnCluster::ResourceManagerLogLines(absl::string_view containing) const {
-  std::vector<std::string> lines;
-  const std::string log = ReadTextFile(options_.work_dir + "/resourcemanager.log");
-  for (absl::string_view line : absl::StrSplit(log, '\n')) {
-    if (absl::StrContains(line, containing)) lines.emplace_back(line);
-  }
-  return lines;
+  return LinesContaining({options_.work_dir + "/resourcemanager.log"}, containing);
 }
 
 std::vector<std::string> YarnCluster::ContainerLogs(const std::string& app) const {
@@ -396,13 +386,7 @@ std::vector<std::string> YarnCluster::ContainerLogs(const std::string& app) cons
 
 std::vector<std::string> YarnCluster::ContainerLogLines(const std::string& app,
                                                         absl::string_view containing) const {
-  std::vector<std::string> lines;
-  for (const std::string& path : ContainerLogs(app)) {
-    for (absl::string_view line : absl::StrSplit(ReadTextFile(path), '\n')) {
-      if (absl::StrContains(line, containing)) lines.emplace_back(line);
-    }
-  }
-  return lines;
+  return LinesContaining(ContainerLogs(app), containing);
 }
 
 std::string YarnCluster::DiagnosticLogs() const {
