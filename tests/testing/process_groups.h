@@ -66,6 +66,11 @@ std::optional<ProcessStat> StatOf(pid_t pid);
 
 // The JDK of the `java` the tests run ($JAVA_HOME, else Debian's 17); empty: none.
 std::string JavaHome();
+// What every JVM a test starts runs with (Spark's drivers, executors and daemons, YARN's
+// daemons): the C1 compiler only. A test's JVM lives for seconds, where C2's compiling
+// costs more CPU than it gains: a Spark application's CPU halves (53 s to 24 s for
+// spark_jobs.py's rdd and sql jobs). Benchmarks start their JVMs with the JDK's defaults.
+inline constexpr char kTestJvmOptions[] = "-XX:TieredStopAtLevel=1";
 // The last `max_lines` lines of a JVM daemon's log that say what went wrong (ERROR,
 // WARN, exceptions and their causes, without stack frames), one per line.
 std::string JvmFailureLines(const std::string& log_text, size_t max_lines);

@@ -83,7 +83,8 @@ std::map<std::string, std::string> SparkCluster::DaemonEnv() const {
           {"SPARK_LOCAL_IP", options_.host},
           {"SPARK_LOG_DIR", options_.work_dir},
           {"PYSPARK_PYTHON", options_.spark.python},
-          {"PYSPARK_DRIVER_PYTHON", options_.spark.python}};
+          {"PYSPARK_DRIVER_PYTHON", options_.spark.python},
+          {"SPARK_DAEMON_JAVA_OPTS", kTestJvmOptions}};
 }
 
 absl::StatusOr<std::unique_ptr<SparkCluster>> SparkCluster::Start(const Options& options) {
@@ -297,7 +298,14 @@ absl::StatusOr<SparkCluster::Submitted> SparkCluster::Submit(
 absl::StatusOr<SparkCluster::Submitted> RunSparkSubmit(
     ProcessGroups& groups, const std::vector<std::string>& argv,
     const std::map<std::string, std::string>& env, const std::string& log, absl::Duration timeout) {
-  absl::StatusOr<pid_t> pid = groups.Launch(argv, env, log);
+  if (argv.empty()) return absl::InvalidArgumentError("no spark-submit to run");
+  // The application's JVMs with kTestJvmOptions: Spark puts its default options before
+  // any extraJavaOptions `argv` gives.
+  std::vector<std::string> with_options = {
+      argv[0], "--conf", absl::StrCat("spark.driver.defaultJavaOptions=", kTestJvmOptions),
+      "--conf", absl::StrCat("spark.executor.defaultJavaOptions=", kTestJvmOptions)};
+  with_options.insert(with_options.end(), argv.begin() + 1, argv.end());
+  absl::StatusOr<pid_t> pid = groups.Launch(with_options, env, log);
   if (!pid.ok()) return pid.status();
   SparkCluster::Submitted done;
   if (const std::optional<int> status = ProcessGroups::WaitForExit(*pid, absl::Now() + timeout)) {

@@ -73,6 +73,16 @@ int CountOf(const std::string& text, const std::string& what) {
   return n;
 }
 
+// `java` and its options for a YARN daemon, up to its class path.
+std::vector<std::string> DaemonArgv() {
+  std::vector<std::string> argv = {JavaHome() + "/bin/java", "-Xmx384m", kTestJvmOptions,
+                                   "-Djava.net.preferIPv4Stack=true"};
+  for (const char* package : kOpens) {
+    argv.push_back(absl::StrCat("--add-opens=java.base/", package, "=ALL-UNNAMED"));
+  }
+  return argv;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> YarnJarsFor(const SparkDistribution& spark) {
@@ -128,11 +138,7 @@ absl::StatusOr<std::unique_ptr<YarnCluster>> YarnCluster::Start(const Options& o
   std::sort(jars.begin(), jars.end());
   cluster->classpath_ = absl::StrJoin(jars, ":");
 
-  std::vector<std::string> argv = {JavaHome() + "/bin/java", "-Xmx384m",
-                                   "-Djava.net.preferIPv4Stack=true"};
-  for (const char* package : kOpens) {
-    argv.push_back(absl::StrCat("--add-opens=java.base/", package, "=ALL-UNNAMED"));
-  }
+  std::vector<std::string> argv = DaemonArgv();
   std::vector<std::string> rm = argv;
   rm.insert(rm.end(), {"-cp", absl::StrCat(work, "/conf:", cluster->classpath_),
                        "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager"});
@@ -226,11 +232,7 @@ absl::Status YarnCluster::WriteNodeManagerConf(int i) const {
 
 absl::StatusOr<pid_t> YarnCluster::StartNodeManager(int i) {
   const std::string nm = absl::StrCat(local_dirs_root(), "/", i);
-  std::vector<std::string> argv = {JavaHome() + "/bin/java", "-Xmx384m",
-                                   "-Djava.net.preferIPv4Stack=true"};
-  for (const char* package : kOpens) {
-    argv.push_back(absl::StrCat("--add-opens=java.base/", package, "=ALL-UNNAMED"));
-  }
+  std::vector<std::string> argv = DaemonArgv();
   argv.insert(argv.end(), {"-cp", absl::StrCat(nm, "/conf:", classpath_),
                            "org.apache.hadoop.yarn.server.nodemanager.NodeManager"});
   absl::StatusOr<pid_t> pid = groups_.Launch(argv, JavaEnv(), nm + "/nodemanager.log");
@@ -328,6 +330,7 @@ absl::StatusOr<YarnCluster::Submitted> YarnCluster::Submit(
   std::map<std::string, std::string> all = {
       {"spark.yarn.jars", absl::StrCat("local:", options_.spark.home, "/jars/*")},
       {"spark.yarn.am.memory", "512m"},
+      {"spark.yarn.am.extraJavaOptions", kTestJvmOptions},
       {"spark.yarn.report.interval", "5s"},
   };
   for (const auto& [key, value] : conf) all[key] = value;
