@@ -60,11 +60,14 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AnswersDiffer;
 using ::ferry::testing::DataFilesByShuffle;
 using ::ferry::testing::EnvironmentOf;
 using ::ferry::testing::ExecutorOf;
 using ::ferry::testing::ExecutorsBeneath;
 using ::ferry::testing::JsonField;
+using ::ferry::testing::kRddAnswers;
+using ::ferry::testing::kSqlAnswers;
 using ::ferry::testing::ResultsByJob;
 using ::ferry::testing::ShuffleFiles;
 using ::ferry::testing::SparkCluster;
@@ -402,17 +405,24 @@ class RealSparkTest : public ::testing::TestWithParam<SparkDistribution> {
   std::string local_root_;
 };
 
-TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
+// The answers of the RDD and SQL jobs are the same computed without Spark, with Spark's
+// shuffle service and with ferry_server: fetched to memory, and streamed to disk over the
+// old protocol.
+TEST_P(RealSparkTest, JobsGiveTheAnswersComputedWithoutSparkWithFerryAndSparksService) {
   const std::vector<std::string> jobs = {"rdd", "sql"};
-  const std::vector<std::string> none = Run("no shuffle service", BaseConf(), jobs);
-  ASSERT_EQ(none.size(), 5u) << absl::StrJoin(none, "\n");
-
   const uint16_t spark_port = testing::FreeLoopbackPort();
   ASSERT_TRUE(cluster_->StartSparkShuffleService(spark_port).ok());
-  EXPECT_EQ(Run("Spark's shuffle service", WithService(spark_port), jobs), none);
+  const std::vector<std::string> spark =
+      Run("Spark's shuffle service", WithService(spark_port), jobs);
+  EXPECT_EQ(AnswersDiffer(spark, kRddAnswers), "");
+  EXPECT_EQ(AnswersDiffer(spark, kSqlAnswers), "");
 
   const std::vector<MetricFamilySamples> before = server_->CollectMetrics();
-  EXPECT_EQ(Run("ferry_server", WithService(server_->spark_port()), jobs), none);
+  const std::vector<std::string> ferry =
+      Run("ferry_server", WithService(server_->spark_port()), jobs);
+  EXPECT_EQ(AnswersDiffer(ferry, kRddAnswers), "");
+  EXPECT_EQ(AnswersDiffer(ferry, kSqlAnswers), "");
+  EXPECT_EQ(ferry, spark);
   ExpectBlocksSentSince(before);
 
   // The other ways Spark's reducers fetch: every block over 1 KiB streamed to a file
@@ -420,8 +430,9 @@ TEST_P(RealSparkTest, JobsGiveTheSameAnswersWithFerrySparksServiceAndNone) {
   std::map<std::string, std::string> conf = WithService(server_->spark_port());
   conf["spark.network.maxRemoteBlockSizeFetchToMem"] = "1k";
   conf["spark.shuffle.useOldFetchProtocol"] = "true";
-  const std::vector<std::string> rdd(none.begin(), none.begin() + 3);
-  EXPECT_EQ(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}), rdd);
+  EXPECT_EQ(AnswersDiffer(Run("ferry_server, fetched to disk over the old protocol", conf, {"rdd"}),
+                          kRddAnswers),
+            "");
 }
 
 // spark.shuffle.service.fetch.rdd.enabled: a disk-persisted RDD outlives the executors

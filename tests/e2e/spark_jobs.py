@@ -9,6 +9,8 @@ ferry_server. Jobs:
   sql   a join and an aggregation with adaptive query execution on (coalesced
         partitions: batch fetches of contiguous blocks), and a skewed join (partial map
         ranges)
+        (each of their RESULT lines follows one of job "expected-<job>", the same fields
+        computed without Spark)
   checked
         a reduceByKey checked against the same sums computed without Spark
   lifecycle=DIR
@@ -60,19 +62,41 @@ def result(job, **values):
     sys.stdout.flush()
 
 
+def rdd_results(reduced, grouped, ordered):
+    """The RESULT lines of rdd_jobs, from what its three jobs collected."""
+    return [
+        ("reduceByKey", dict(keys=len(reduced), total=sum(v for _, v in reduced),
+                             weighted=sum(k * v for k, v in reduced) % MODULUS)),
+        ("groupByKey", dict(keys=len(grouped), values=sum(n for _, (n, _) in grouped),
+                            maxes=sum(m for _, (_, m) in grouped))),
+        ("sortByKey", dict(n=len(ordered), sorted=all(a <= b for a, b in zip(ordered, ordered[1:])),
+                           first=ordered[0], last=ordered[-1], checksum=sum(ordered) % MODULUS)),
+    ]
+
+
 def rdd_jobs(spark):
     sc = spark.sparkContext
-    pairs = sc.parallelize(range(300_000), 8).map(lambda i: ((i * 7919) % 5003, i))
+    rows = 300_000
+
+    def keyed(i):
+        return ((i * 7919) % 5003, i)
+
+    def sort_key(i):
+        return i * 2654435761 % 1_000_003
+    by_key = {}
+    for k, v in map(keyed, range(rows)):
+        by_key.setdefault(k, []).append(v)
+    expected = rdd_results([(k, sum(vs)) for k, vs in by_key.items()],
+                           [(k, (len(vs), max(vs))) for k, vs in by_key.items()],
+                           sorted(map(sort_key, range(rows))))
+    pairs = sc.parallelize(range(rows), 8).map(keyed)
     reduced = pairs.reduceByKey(lambda a, b: a + b, 6).collect()
-    result("reduceByKey", keys=len(reduced), total=sum(v for _, v in reduced),
-           weighted=sum(k * v for k, v in reduced) % 1_000_000_007)
     grouped = pairs.groupByKey(5).mapValues(lambda vs: (len(vs), max(vs))).collect()
-    result("groupByKey", keys=len(grouped), values=sum(n for _, (n, _) in grouped),
-           maxes=sum(m for _, (_, m) in grouped))
-    ordered = pairs.map(lambda kv: (kv[1] * 2654435761 % 1_000_003, kv[1])).sortByKey(
+    ordered = pairs.map(lambda kv: (sort_key(kv[1]), kv[1])).sortByKey(
         numPartitions=7).map(lambda kv: kv[0]).collect()
-    result("sortByKey", n=len(ordered), sorted=all(a <= b for a, b in zip(ordered, ordered[1:])),
-           first=ordered[0], last=ordered[-1], checksum=sum(ordered) % 1_000_000_007)
+    for (job, want), (_, got) in zip(expected, rdd_results(reduced, grouped, ordered)):
+        result("expected-" + job, **want)
+        result(job, **got)
 
 
 def sql_jobs(spark):
@@ -88,9 +112,13 @@ def sql_jobs(spark):
     by_region = (orders.join(customers, "customer").groupBy("region")
                  .agg(F.count("*").alias("n"), F.sum("amount").alias("total"))
                  .orderBy("region").collect())
-    result("join-aggregate", regions=len(by_region), n=sum(r["n"] for r in by_region),
-           total=sum(r["total"] for r in by_region),
-           per_region=[[r["region"], r["n"], r["total"]] for r in by_region])
+    expected = {}
+    for order in range(400_000):
+        n, total = expected.get((order % 20_000) % 17, (0, 0))
+        expected[(order % 20_000) % 17] = (n + 1, total + (order * 37) % 1000)
+    result("expected-join-aggregate", **join_aggregate(
+        [dict(region=r, n=n, total=t) for r, (n, t) in sorted(expected.items())]))
+    result("join-aggregate", **join_aggregate(by_region))
     # Skew: a third of the rows share one key, so AQE splits that partition by map ranges.
     spark.conf.set("spark.sql.adaptive.skewJoin.enabled", "true")
     spark.conf.set("spark.sql.adaptive.skewJoin.skewedPartitionFactor", "2")
@@ -103,7 +131,16 @@ def sql_jobs(spark):
                                                          (F.col("id") * 3).alias("w"))
     joined = skewed.join(keys, "k").agg(F.count("*").alias("n"), F.sum("v").alias("sv"),
                                         F.sum("w").alias("sw")).collect()[0]
+    result("expected-skew-join", n=300_000, sv=sum(range(300_000)),
+           sw=sum(3 * (7 if i % 3 == 0 else i % 5000) for i in range(300_000)))
     result("skew-join", n=joined["n"], sv=joined["sv"], sw=joined["sw"])
+
+
+def join_aggregate(by_region):
+    """The RESULT of sql_jobs' join and aggregation, from its rows (region, n, total)."""
+    return dict(regions=len(by_region), n=sum(r["n"] for r in by_region),
+                total=sum(r["total"] for r in by_region),
+                per_region=[[r["region"], r["n"], r["total"]] for r in by_region])
 
 
 MODULUS = 1_000_000_007

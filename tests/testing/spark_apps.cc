@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/unique_fd.h"
@@ -109,6 +110,28 @@ std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const s
   for (const char* field : {"keys", "total", "weighted"}) {
     if (JsonField(by_job.at(job), field) != JsonField(by_job.at(expected), field)) {
       absl::StrAppend(&differ, field, " of ", by_job.at(job), " vs ", by_job.at(expected), "; ");
+    }
+  }
+  return differ;
+}
+
+std::string AnswersDiffer(const std::vector<std::string>& results,
+                          absl::Span<const absl::string_view> jobs) {
+  const std::map<std::string, std::string> by_job = ResultsByJob(results);
+  std::string differ;
+  for (const absl::string_view job : jobs) {
+    const std::string expected = absl::StrCat("expected-", job);
+    const auto got = by_job.find(std::string(job));
+    const auto want = by_job.find(expected);
+    if (got == by_job.end() || want == by_job.end()) {
+      absl::StrAppend(&differ, "no RESULT of job ",
+                      got == by_job.end() ? job : absl::string_view(expected), "; ");
+      continue;
+    }
+    // json.dumps sorts the keys: the job's name is in the same place in both lines.
+    if (absl::StrReplaceAll(got->second, {{absl::StrCat("\"", job, "\""), ""}}) !=
+        absl::StrReplaceAll(want->second, {{absl::StrCat("\"", expected, "\""), ""}})) {
+      absl::StrAppend(&differ, got->second, " vs ", want->second, "; ");
     }
   }
   return differ;

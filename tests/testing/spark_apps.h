@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
 namespace ferry::testing {
 
 // The executor JVM (CoarseGrainedExecutorBackend) that process `pid` (the Python worker
@@ -34,6 +37,14 @@ std::map<std::string, std::string> ResultsByJob(const std::vector<std::string>& 
 // weighted) agree; otherwise what differs.
 std::string SumsDiffer(const std::map<std::string, std::string>& by_job, const std::string& job,
                        const std::string& expected);
+// The jobs of spark_jobs.py's "rdd" and "sql" whose RESULT lines follow each one of
+// "expected-<job>", the same fields computed without Spark.
+inline constexpr absl::string_view kRddAnswers[] = {"reduceByKey", "groupByKey", "sortByKey"};
+inline constexpr absl::string_view kSqlAnswers[] = {"join-aggregate", "skew-join"};
+// "" when each of `jobs` printed a RESULT and it is its "expected-<job>" line but for the
+// job's name; otherwise what differs.
+std::string AnswersDiffer(const std::vector<std::string>& results,
+                          absl::Span<const absl::string_view> jobs);
 // Creates an empty file at `path` (a handshake with the application).
 void Touch(const std::string& path);
 

@@ -23,6 +23,25 @@ constexpr char kRetry[] =
     "26/12/07 01:41:22 INFO RetryingBlockTransferor: Retrying fetch (1/3) for 2 outstanding "
     "blocks after 5000 ms";
 
+TEST(AnswersDifferTest, AnAnswerIsItsExpectedLineButForTheJobsName) {
+  const std::vector<std::string> results = {
+      R"({"checksum": 7, "first": 0, "job": "expected-sortByKey", "n": 3, "sorted": true})",
+      R"({"checksum": 7, "first": 0, "job": "sortByKey", "n": 3, "sorted": true})",
+      R"({"job": "expected-skew-join", "n": 3, "sv": 6})",
+      R"({"job": "skew-join", "n": 3, "sv": 6})"};
+  EXPECT_EQ(AnswersDiffer(results, {"sortByKey", "skew-join"}), "");
+}
+
+TEST(AnswersDifferTest, SaysWhichAnswerDiffersOrIsMissing) {
+  const std::vector<std::string> results = {R"({"job": "expected-skew-join", "n": 3, "sv": 6})",
+                                            R"({"job": "skew-join", "n": 3, "sv": 5})",
+                                            R"({"job": "expected-sortByKey", "n": 3})"};
+  const std::string differ = AnswersDiffer(results, {"skew-join", "sortByKey", "groupByKey"});
+  EXPECT_NE(differ.find(R"("sv": 5} vs)"), std::string::npos) << differ;
+  EXPECT_NE(differ.find("no RESULT of job sortByKey;"), std::string::npos) << differ;
+  EXPECT_NE(differ.find("no RESULT of job groupByKey;"), std::string::npos) << differ;
+}
+
 TEST(FetchTroubleTest, KeepsTheFetchWordsAndClosedConnectionsToThePortOnly) {
   const LogLines found =
       FetchTrouble({{"a", absl::StrCat("INFO Executor: Running task 1.0\n", kRegistered, "\n",
