@@ -11,11 +11,11 @@ kubernetes and soak):
           without root it skips, saying why;
   soak:   a load or soak test, longer with FERRY_SOAK_SECONDS;
   spawns: starts the ferry_server binary as a process of its own;
-  kubernetes: a real one-node Kubernetes (tests/testing/kube_cluster.h), one at a time
-          (also tagged exclusive, Bazel's own: nothing else runs beside it).
+  kubernetes: a real one-node Kubernetes (tests/testing/kube_cluster.h; one at a time
+          on the host, which KubeCluster sees to).
 """
 
-_TAGS = ["spark", "yarn", "jvm", "root", "soak", "spawns", "kubernetes", "exclusive"]
+_TAGS = ["spark", "yarn", "jvm", "root", "soak", "spawns", "kubernetes"]
 
 def ferry_cc_test(name, size, data = [], tags = [], **kwargs):
     """A cc_test whose runfiles hold tests/testing/tsan.supp (read under --config=tsan).

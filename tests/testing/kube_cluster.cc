@@ -2,9 +2,11 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,6 +51,10 @@ std::vector<std::string> Hierarchies() {
 
 // What the setup's commands (openssl, umoci, ctr, tar, ip) are given to run.
 constexpr absl::Duration kCommandTimeout = absl::Seconds(60);
+// Held by the cluster running on the host (not under kRunDirPrefix: Clean deletes those);
+// the next waits as long as a large test may run.
+constexpr char kHostLock[] = "/run/ferry-k8s-lock";
+constexpr absl::Duration kHostLockTimeout = absl::Minutes(15);
 
 // The first IPv4 address of an interface that is up and not loopback.
 std::string NodeAddress() {
@@ -178,6 +184,16 @@ absl::StatusOr<std::unique_ptr<KubeCluster>> KubeCluster::Start(const Options& o
     }
   }
   std::unique_ptr<KubeCluster> cluster(new KubeCluster(options));
+  // Another cluster (another test's, a benchmark's) goes first: Clean below would
+  // destroy its pods and bridge.
+  cluster->host_lock_ = UniqueFd(::open(kHostLock, O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!cluster->host_lock_.valid()) return absl::ErrnoToStatus(errno, kHostLock);
+  if (!WaitFor([&] { return ::flock(cluster->host_lock_.get(), LOCK_EX | LOCK_NB) == 0; },
+               kHostLockTimeout)) {
+    return absl::DeadlineExceededError(absl::StrCat("another Kubernetes of the tests held ",
+                                                    kHostLock, " for ",
+                                                    absl::FormatDuration(kHostLockTimeout)));
+  }
   cluster->programs_ = *programs;
   ReapOrphans();
   // What a test process that died mid-run left behind (its containers outlive it).

@@ -9,7 +9,8 @@
 // Set for this machine: containerd keeps containers' OOM scores at or above its own
 // (restrict_oom_score_adj; this VM's root lacks CAP_SYS_RESOURCE, so the kubelet's -998
 // for a pod's sandbox cannot be set); no kube-proxy and no cluster DNS (a pod reaches the
-// API server at the node's address); one cluster at a time (tests tagged exclusive).
+// API server at the node's address); one cluster at a time on the host (Start waits for
+// the one before to go: they share the bridge, the pods' subnet and cgroup).
 //
 // The destructor deletes what the tests created, stops the kubelet, kills what is left
 // in its cgroups and containerd's shims, stops every daemon, unmounts what they mounted
@@ -27,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/unique_fd.h"
 #include "tests/testing/command.h"
 #include "tests/testing/process_groups.h"
 
@@ -102,6 +104,7 @@ class KubeCluster {
   void Clean();
 
   Options options_;
+  UniqueFd host_lock_;  // flock(2)ed while the cluster lives: one at a time on the host
   std::string programs_;
   std::string run_dir_;
   std::string node_name_ = "ferry-test-node";
