@@ -68,8 +68,9 @@ std::optional<ProcessStat> StatOf(pid_t pid);
 std::string JavaHome();
 // What every JVM a test starts runs with (Spark's drivers, executors and daemons, YARN's
 // daemons): the C1 compiler only. A test's JVM lives for seconds, where C2's compiling
-// costs more CPU than it gains: a Spark application's CPU halves (53 s to 24 s for
-// spark_jobs.py's rdd and sql jobs). Benchmarks start their JVMs with the JDK's defaults.
+// costs more CPU than it gains: a Spark application's CPU about halves (49 to 26 CPU s
+// for spark_jobs.py's rdd and sql jobs). Benchmarks start their JVMs with the JDK's
+// defaults.
 inline constexpr char kTestJvmOptions[] = "-XX:TieredStopAtLevel=1";
 // The last `max_lines` lines of a JVM daemon's log that say what went wrong (ERROR,
 // WARN, exceptions and their causes, without stack frames), one per line.
