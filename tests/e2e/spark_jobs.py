@@ -65,8 +65,7 @@ def result(job, **values):
 def rdd_results(reduced, grouped, ordered):
     """The RESULT lines of rdd_jobs, from what its three jobs collected."""
     return [
-        ("reduceByKey", dict(keys=len(reduced), total=sum(v for _, v in reduced),
-                             weighted=sum(k * v for k, v in reduced) % MODULUS)),
+        ("reduceByKey", summary(reduced)),
         ("groupByKey", dict(keys=len(grouped), values=sum(n for _, (n, _) in grouped),
                             maxes=sum(m for _, (_, m) in grouped))),
         ("sortByKey", dict(n=len(ordered), sorted=all(a <= b for a, b in zip(ordered, ordered[1:])),
